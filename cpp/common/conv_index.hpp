@@ -1,0 +1,58 @@
+// Index math shared by the CPU and CUDA code (host + device inline). One place for the
+// formulas every algorithm uses, so a mistake shows up in the CPU tests too.
+#pragma once
+#include <cstdint>
+
+#if defined(__CUDACC__)
+#define CONVCORE_HD __host__ __device__ __forceinline__
+#else
+#define CONVCORE_HD inline
+#endif
+
+namespace convcore {
+
+// Output extent of one spatial axis: floor((in + 2*pad - dil*(k-1) - 1) / stride) + 1.
+// May be <= 0 when the dilated filter is larger than the padded input.
+CONVCORE_HD int64_t conv_output_size(int64_t in, int64_t pad, int64_t k, int64_t stride,
+                                     int64_t dilation) {
+    const int64_t span = dilation * (k - 1) + 1;
+    const int64_t room = in + 2 * pad - span;
+    return room < 0 ? 0 : room / stride + 1;
+}
+
+// Input coordinate read by output coordinate `o` at filter tap `t` (may be out of range:
+// that is the zero padding).
+CONVCORE_HD int64_t conv_input_coord(int64_t o, int64_t t, int64_t pad, int64_t stride,
+                                     int64_t dilation) {
+    return o * stride - pad + t * dilation;
+}
+
+// The filter element multiplied at tap `t` of a `k`-wide axis: itself for cross-correlation,
+// mirrored for true convolution.
+CONVCORE_HD int64_t conv_filter_tap(int64_t t, int64_t k, bool flip) {
+    return flip ? k - 1 - t : t;
+}
+
+// Range of taps t in [0, k) for which conv_input_coord(o, t) lies inside [0, in).
+// Lets inner loops skip the padding instead of testing every tap.
+struct TapRange {
+    int64_t begin, end;
+};
+CONVCORE_HD TapRange conv_valid_taps(int64_t o, int64_t in, int64_t k, int64_t pad,
+                                     int64_t stride, int64_t dilation) {
+    const int64_t base = o * stride - pad;  // input coord of tap 0
+    // smallest t with base + t*d >= 0
+    int64_t begin = base >= 0 ? 0 : (-base + dilation - 1) / dilation;
+    // largest t with base + t*d <= in-1, plus one
+    int64_t end = base > in - 1 ? 0 : (in - 1 - base) / dilation + 1;
+    if (end > k) end = k;
+    if (begin > end) begin = end;
+    return {begin, end};
+}
+
+// Element offset of (n, c, h, w) under NCHW strides.
+CONVCORE_HD int64_t offset4(int64_t n, int64_t c, int64_t h, int64_t w, const int64_t* strides) {
+    return n * strides[0] + c * strides[1] + h * strides[2] + w * strides[3];
+}
+
+}  // namespace convcore

@@ -1,0 +1,27 @@
+// The handle (convcoreHandle_t points to this): the device it is bound to, its stream and
+// CPU thread count, and per-device resources created on first use.
+#pragma once
+#include <memory>
+
+#include "convcore/convcore.h"
+
+namespace convcore {
+namespace cuda {
+struct DeviceResources;  // cuda/context.cu: cuBLAS/cuFFT handles and the like
+}
+}  // namespace convcore
+
+struct convcoreContext {
+    convcoreDeviceType_t device = CONVCORE_DEVICE_CPU;
+    int device_index = 0;
+    void* stream = nullptr;  // cudaStream_t on CUDA handles
+    int num_threads = 0;     // 0: OpenMP's default
+    std::shared_ptr<convcore::cuda::DeviceResources> cuda;  // null until needed
+
+    // Threads an OpenMP region of this handle uses.
+    int threads() const;
+};
+
+namespace convcore {
+using Context = convcoreContext;
+}

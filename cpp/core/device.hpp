@@ -1,0 +1,46 @@
+// What the core asks of a device backend besides running solvers: memory, copies, and the
+// strided tensor copies that let every solver see packed NCHW tensors.
+// CPU: cpu/tensor_ops.cpp. CUDA: cuda/context.cu + cuda/tensor_ops.cu (only with CONVCORE_WITH_CUDA).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "core/context.hpp"
+
+namespace convcore {
+
+// A 4-D view: sizes and element strides (N, C, H, W order).
+struct Strided4d {
+    int64_t dims[4];
+    int64_t strides[4];
+};
+
+namespace cpu {
+// dst[i] = src[i] for every index of the view (dtype element size `elem`: 4 or 8).
+void copy_strided(const Context& ctx, size_t elem, const void* src, const Strided4d& src_view,
+                  void* dst, const Strided4d& dst_view);
+// dst = alpha * src + beta * dst over the view (beta == 0: dst never read).
+void blend_strided(const Context& ctx, size_t elem, const void* src, const Strided4d& src_view,
+                   void* dst, const Strided4d& dst_view, double alpha, double beta);
+}  // namespace cpu
+
+namespace cuda {
+// Number of visible CUDA devices; 0 when there is no driver or GPU (never throws).
+int device_count();
+// Binds ctx to ctx.device_index (BAD_PARAM when out of range) and creates its resources.
+void init_context(Context& ctx);
+void* malloc(const Context& ctx, size_t bytes);  // ALLOC_FAILED with the CUDA message
+void free(const Context& ctx, void* ptr);
+void memcpy_to_device(const Context& ctx, void* dst, const void* src, size_t bytes);
+void memcpy_to_host(const Context& ctx, void* dst, const void* src, size_t bytes);
+void synchronize(const Context& ctx);
+// Same contracts as the cpu:: versions, queued on ctx's stream.
+void copy_strided(const Context& ctx, size_t elem, const void* src, const Strided4d& src_view,
+                  void* dst, const Strided4d& dst_view);
+void blend_strided(const Context& ctx, size_t elem, const void* src, const Strided4d& src_view,
+                   void* dst, const Strided4d& dst_view, double alpha, double beta);
+// "NVIDIA H100 80GB HBM3 (sm_90)" for the info command; "" when unavailable.
+const char* device_name(int index);
+}  // namespace cuda
+
+}  // namespace convcore

@@ -1,0 +1,46 @@
+// A validated forward-convolution problem: every size, the output shape, the layouts.
+// Built once per call from the descriptors (make_problem), handed to every solver.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "convcore/convcore.h"
+
+namespace convcore {
+
+struct ConvProblem {
+    convcoreDeviceType_t device = CONVCORE_DEVICE_CPU;
+    convcoreDataType_t dtype = CONVCORE_DATA_FLOAT;
+    int64_t n = 0, c = 0, h = 0, w = 0;  // input x: N x C x H x W
+    int64_t k = 0, r = 0, s = 0;         // filter w: K x C/groups x R x S
+    int64_t groups = 1;
+    int64_t pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
+    bool flip = false;                   // true convolution (CONVCORE_CONVOLUTION)
+    int64_t p = 0, q = 0;                // output y: N x K x P x Q
+    int64_t x_strides[4] = {0, 0, 0, 0}; // element strides of x (N, C, H, W)
+    int64_t y_strides[4] = {0, 0, 0, 0}; // element strides of y
+
+    int64_t c_per_group() const { return c / groups; }
+    int64_t k_per_group() const { return k / groups; }
+    size_t elem_size() const { return dtype == CONVCORE_DATA_DOUBLE ? 8 : 4; }
+    int64_t x_elems() const { return n * c * h * w; }
+    int64_t w_elems() const { return k * c_per_group() * r * s; }
+    int64_t y_elems() const { return n * k * p * q; }
+    bool x_packed() const;
+    bool y_packed() const;
+    bool is_1x1() const { return r == 1 && s == 1; }
+    bool unit_stride() const { return stride_h == 1 && stride_w == 1; }
+    bool unit_dilation() const { return dil_h == 1 && dil_w == 1; }
+    // Multiply-adds times two: 2*N*K*(C/g)*R*S*P*Q.
+    double flops() const;
+    // Compact benchdnn-style key, e.g. "g1mb1ic3ih224iw224oc64kh3kw3sh1sw1ph1pw1dh1dw1_f32_xcorr".
+    std::string key() const;
+    // The same problem with packed NCHW strides for x and y.
+    ConvProblem packed() const;
+};
+
+// Packed NCHW strides of an N x C x H x W tensor.
+void packed_strides(int64_t n, int64_t c, int64_t h, int64_t w, int64_t out[4]);
+
+}  // namespace convcore

@@ -1,0 +1,42 @@
+// A solver is one algorithm on one device (MIOpen's model): can it run a problem (and if not,
+// why), how much workspace it needs, and the run itself. core/registry.cpp lists them all.
+#pragma once
+#include <cstddef>
+#include <string>
+#include <vector>
+
+#include "core/context.hpp"
+#include "core/problem.hpp"
+
+namespace convcore {
+
+// What a solver's run receives. The core has already validated the problem and made x and y
+// packed NCHW (the problem's strides say so): solvers only see packed tensors.
+struct ConvArgs {
+    const ConvProblem& prob;
+    const Context& ctx;
+    const void* x;  // N x C x H x W
+    const void* w;  // K x C/groups x R x S
+    void* y;        // N x K x P x Q: y = alpha * conv(x, w) + beta * y (beta == 0: never read)
+    double alpha, beta;
+    void* workspace;  // workspace_bytes(prob) bytes, or null when that is 0
+};
+
+struct Solver {
+    convcoreConvolutionFwdAlgo_t algo;
+    convcoreDeviceType_t device;
+    bool deterministic;
+    // "" when the solver can run the problem; otherwise the reason, in the user's terms.
+    std::string (*why_not)(const ConvProblem& prob);
+    // Exact workspace bytes for an applicable problem.
+    size_t (*workspace_bytes)(const ConvProblem& prob);
+    // Runs the problem; throws convcore::Error on failure.
+    void (*run)(const ConvArgs& args);
+};
+
+// Every solver compiled in, for every device.
+const std::vector<const Solver*>& all_solvers();
+// The solver of `algo` on `device`, or null when none is compiled in.
+const Solver* find_solver(convcoreConvolutionFwdAlgo_t algo, convcoreDeviceType_t device);
+
+}  // namespace convcore

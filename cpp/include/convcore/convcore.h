@@ -1,0 +1,223 @@
+/*
+ * convcore — convolution library, public C API.
+ *
+ * Modelled on cuDNN's legacy descriptor API:
+ *   handle (bound to the CPU or one CUDA device, with a stream)
+ *   -> tensor / filter / convolution descriptors
+ *   -> output-dimension query, per-algorithm workspace query, heuristic ranking (Get)
+ *   -> forward with alpha/beta blending.
+ *
+ * Every call returns a convcoreStatus_t. On failure, convcoreGetLastErrorString() returns
+ * the reason (per thread), for example
+ *   "x: input channels C=3 do not match w: C/groups=4 with groups=1".
+ * BAD_PARAM means the arguments are wrong; NOT_SUPPORTED means they are valid but the chosen
+ * algorithm (or device) cannot run the problem.
+ *
+ * Sizes are int64_t: tensors may hold more than 2^31 elements.
+ */
+#ifndef CONVCORE_CONVCORE_H
+#define CONVCORE_CONVCORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#define CONVCORE_API __declspec(dllexport)
+#else
+#define CONVCORE_API __attribute__((visibility("default")))
+#endif
+
+#define CONVCORE_VERSION_MAJOR 0
+#define CONVCORE_VERSION_MINOR 1
+#define CONVCORE_VERSION_PATCH 0
+/* MAJOR * 10000 + MINOR * 100 + PATCH */
+#define CONVCORE_VERSION (CONVCORE_VERSION_MAJOR * 10000 + CONVCORE_VERSION_MINOR * 100 + CONVCORE_VERSION_PATCH)
+
+typedef enum {
+    CONVCORE_STATUS_SUCCESS = 0,
+    CONVCORE_STATUS_BAD_PARAM = 1,        /* invalid argument: null pointer, bad size, mismatch */
+    CONVCORE_STATUS_NOT_SUPPORTED = 2,    /* valid problem that this algorithm/device cannot run */
+    CONVCORE_STATUS_ALLOC_FAILED = 3,     /* host or device memory allocation failed */
+    CONVCORE_STATUS_EXECUTION_FAILED = 4, /* a CUDA / cuBLAS / cuFFT call failed (message carried) */
+    CONVCORE_STATUS_INTERNAL_ERROR = 5    /* a bug in convcore */
+} convcoreStatus_t;
+
+typedef enum {
+    CONVCORE_DEVICE_CPU = 0,
+    CONVCORE_DEVICE_CUDA = 1
+} convcoreDeviceType_t;
+
+typedef enum {
+    CONVCORE_DATA_FLOAT = 0,  /* float32: every device */
+    CONVCORE_DATA_DOUBLE = 1  /* float64: the CPU (and CUDA DIRECT) */
+} convcoreDataType_t;
+
+typedef enum {
+    CONVCORE_CROSS_CORRELATION = 0, /* what every framework calls conv (the default) */
+    CONVCORE_CONVOLUTION = 1        /* true convolution: the filter is flipped in both axes */
+} convcoreConvolutionMode_t;
+
+/* Forward algorithms. Each line states the algorithm's limits; a problem outside them gets
+ * NOT_SUPPORTED with the reason. docs/algorithms.md has the details and error bounds. */
+typedef enum {
+    CONVCORE_FWD_ALGO_DIRECT = 0,           /* reference loops; everything */
+    CONVCORE_FWD_ALGO_IM2COL_GEMM = 1,      /* im2col buffer + BLAS GEMM; everything */
+    CONVCORE_FWD_ALGO_IMPLICIT_GEMM = 2,    /* GEMM tiling without the im2col buffer; everything */
+    CONVCORE_FWD_ALGO_IM2WIN = 3,           /* im2win window layout (paper 002) */
+    CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3 = 4, /* Winograd F(2x2,3x3) (paper 001): 3x3, stride 1 */
+    CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3 = 5, /* Winograd F(4x4,3x3) (paper 001): 3x3, stride 1 */
+    CONVCORE_FWD_ALGO_FFT = 6,              /* whole-image 2D FFT */
+    CONVCORE_FWD_ALGO_FFT_TILING = 7,       /* tiled 2D FFT, overlap-save */
+    CONVCORE_FWD_ALGO_FINE_GRAINED_FFT = 8, /* row-wise 1D FFTs (paper 003) */
+    CONVCORE_FWD_ALGO_POLY_HANKEL = 9,      /* one 1D polynomial product via FFT (paper 000) */
+    CONVCORE_FWD_ALGO_CYCLIC_MINIMAL = 10,  /* minimal 2D cyclic convolution tiles (paper 004) */
+    CONVCORE_FWD_ALGO_COUNT = 11
+} convcoreConvolutionFwdAlgo_t;
+
+typedef enum {
+    CONVCORE_NON_DETERMINISTIC = 0,
+    CONVCORE_DETERMINISTIC = 1
+} convcoreDeterminism_t;
+
+/* One entry of a ranking (convcoreGetConvolutionForwardAlgorithm). */
+typedef struct {
+    convcoreConvolutionFwdAlgo_t algo;
+    convcoreStatus_t status;   /* SUCCESS: the algorithm can run the problem; else NOT_SUPPORTED */
+    float time;                /* milliseconds; -1 when nothing was timed (heuristic ranking) */
+    size_t memory;             /* workspace bytes (0 when status != SUCCESS) */
+    convcoreDeterminism_t determinism;
+} convcoreConvolutionFwdAlgoPerf_t;
+
+typedef struct convcoreContext* convcoreHandle_t;
+typedef struct convcoreTensorStruct* convcoreTensorDescriptor_t;
+typedef struct convcoreFilterStruct* convcoreFilterDescriptor_t;
+typedef struct convcoreConvolutionStruct* convcoreConvolutionDescriptor_t;
+
+/* ---- library information ---- */
+CONVCORE_API size_t convcoreGetVersion(void);
+CONVCORE_API const char* convcoreGetStatusName(convcoreStatus_t status);
+/* The reason for the last failed call on this thread ("" when the last call succeeded). */
+CONVCORE_API const char* convcoreGetLastErrorString(void);
+/* One line per build option: "cuda: yes (sm_90)", "blas: OpenBLAS 0.3.21 (openmp)", ... */
+CONVCORE_API const char* convcoreGetBuildInfo(void);
+/* Number of CUDA devices visible; 0 when CUDA was not compiled in or no driver/GPU. */
+CONVCORE_API convcoreStatus_t convcoreGetCudaDeviceCount(int* count);
+
+/* ---- handle ---- */
+/* A CPU handle. */
+CONVCORE_API convcoreStatus_t convcoreCreate(convcoreHandle_t* handle);
+/* A handle for a device; deviceIndex is ignored for the CPU. CUDA handles start on the
+ * default stream of that device. */
+CONVCORE_API convcoreStatus_t convcoreCreateForDevice(convcoreHandle_t* handle,
+                                                      convcoreDeviceType_t device,
+                                                      int deviceIndex);
+CONVCORE_API convcoreStatus_t convcoreDestroy(convcoreHandle_t handle);
+CONVCORE_API convcoreStatus_t convcoreGetDevice(convcoreHandle_t handle,
+                                                convcoreDeviceType_t* device, int* deviceIndex);
+/* stream is a cudaStream_t (NULL: the default stream). BAD_PARAM on a CPU handle. */
+CONVCORE_API convcoreStatus_t convcoreSetStream(convcoreHandle_t handle, void* stream);
+CONVCORE_API convcoreStatus_t convcoreGetStream(convcoreHandle_t handle, void** stream);
+/* CPU threads used by this handle's calls (0: OpenMP's default). */
+CONVCORE_API convcoreStatus_t convcoreSetNumThreads(convcoreHandle_t handle, int numThreads);
+
+/* ---- tensor descriptors: 4-D NCHW ---- */
+CONVCORE_API convcoreStatus_t convcoreCreateTensorDescriptor(convcoreTensorDescriptor_t* desc);
+CONVCORE_API convcoreStatus_t convcoreDestroyTensorDescriptor(convcoreTensorDescriptor_t desc);
+/* Packed NCHW. */
+CONVCORE_API convcoreStatus_t convcoreSetTensor4dDescriptor(convcoreTensorDescriptor_t desc,
+                                                            convcoreDataType_t dataType,
+                                                            int64_t n, int64_t c, int64_t h, int64_t w);
+/* Explicit strides, in elements; must be positive (no overlapping or broadcast outputs). */
+CONVCORE_API convcoreStatus_t convcoreSetTensor4dDescriptorEx(
+    convcoreTensorDescriptor_t desc, convcoreDataType_t dataType, int64_t n, int64_t c, int64_t h,
+    int64_t w, int64_t nStride, int64_t cStride, int64_t hStride, int64_t wStride);
+CONVCORE_API convcoreStatus_t convcoreGetTensor4dDescriptor(
+    convcoreTensorDescriptor_t desc, convcoreDataType_t* dataType, int64_t* n, int64_t* c,
+    int64_t* h, int64_t* w, int64_t* nStride, int64_t* cStride, int64_t* hStride, int64_t* wStride);
+
+/* ---- filter descriptors: K x (C/groups) x R x S, packed ---- */
+CONVCORE_API convcoreStatus_t convcoreCreateFilterDescriptor(convcoreFilterDescriptor_t* desc);
+CONVCORE_API convcoreStatus_t convcoreDestroyFilterDescriptor(convcoreFilterDescriptor_t desc);
+CONVCORE_API convcoreStatus_t convcoreSetFilter4dDescriptor(convcoreFilterDescriptor_t desc,
+                                                            convcoreDataType_t dataType,
+                                                            int64_t k, int64_t cPerGroup,
+                                                            int64_t r, int64_t s);
+CONVCORE_API convcoreStatus_t convcoreGetFilter4dDescriptor(convcoreFilterDescriptor_t desc,
+                                                            convcoreDataType_t* dataType,
+                                                            int64_t* k, int64_t* cPerGroup,
+                                                            int64_t* r, int64_t* s);
+
+/* ---- convolution descriptors ---- */
+/* A new descriptor is: padding 0, stride 1, dilation 1, 1 group, cross-correlation. */
+CONVCORE_API convcoreStatus_t convcoreCreateConvolutionDescriptor(convcoreConvolutionDescriptor_t* desc);
+CONVCORE_API convcoreStatus_t convcoreDestroyConvolutionDescriptor(convcoreConvolutionDescriptor_t desc);
+CONVCORE_API convcoreStatus_t convcoreSetConvolution2dDescriptor(
+    convcoreConvolutionDescriptor_t desc, int64_t padH, int64_t padW, int64_t strideH,
+    int64_t strideW, int64_t dilationH, int64_t dilationW, convcoreConvolutionMode_t mode);
+CONVCORE_API convcoreStatus_t convcoreGetConvolution2dDescriptor(
+    convcoreConvolutionDescriptor_t desc, int64_t* padH, int64_t* padW, int64_t* strideH,
+    int64_t* strideW, int64_t* dilationH, int64_t* dilationW, convcoreConvolutionMode_t* mode);
+CONVCORE_API convcoreStatus_t convcoreSetConvolutionGroupCount(convcoreConvolutionDescriptor_t desc,
+                                                               int64_t groups);
+CONVCORE_API convcoreStatus_t convcoreGetConvolutionGroupCount(convcoreConvolutionDescriptor_t desc,
+                                                               int64_t* groups);
+
+/* Output dimensions of the forward convolution of x by w. */
+CONVCORE_API convcoreStatus_t convcoreGetConvolution2dForwardOutputDim(
+    convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t xDesc,
+    convcoreFilterDescriptor_t wDesc, int64_t* n, int64_t* c, int64_t* h, int64_t* w);
+
+/* ---- forward algorithms ---- */
+/* "DIRECT", "IM2COL_GEMM", ...; NULL for a value outside the enum. */
+CONVCORE_API const char* convcoreGetFwdAlgoName(convcoreConvolutionFwdAlgo_t algo);
+/* The inverse of convcoreGetFwdAlgoName (case-insensitive). */
+CONVCORE_API convcoreStatus_t convcoreGetFwdAlgoByName(const char* name,
+                                                       convcoreConvolutionFwdAlgo_t* algo);
+
+/* Workspace bytes `algo` needs for this problem on this handle's device. NOT_SUPPORTED (with
+ * the reason) when the algorithm cannot run the problem: this is also the applicability test. */
+CONVCORE_API convcoreStatus_t convcoreGetConvolutionForwardWorkspaceSize(
+    convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wDesc,
+    convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t yDesc,
+    convcoreConvolutionFwdAlgo_t algo, size_t* sizeInBytes);
+
+/* cuDNN's Get: ranks every algorithm for this problem by a heuristic, running nothing.
+ * Writes min(requestedAlgoCount, CONVCORE_FWD_ALGO_COUNT) entries: the applicable algorithms
+ * first (status SUCCESS, best first), then the others (status NOT_SUPPORTED). */
+CONVCORE_API convcoreStatus_t convcoreGetConvolutionForwardAlgorithm(
+    convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wDesc,
+    convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t yDesc,
+    int requestedAlgoCount, int* returnedAlgoCount, convcoreConvolutionFwdAlgoPerf_t* perfResults);
+
+/* y = alpha * conv(x, w) + beta * y.
+ * alpha and beta point to host values: float for float32 tensors, double for float64.
+ * beta == 0: y is only written, never read (it may hold NaN).
+ * x, w, y, workspace are host pointers on a CPU handle and device pointers on a CUDA handle
+ * (the work is queued on the handle's stream). workspace may be NULL when the size is 0;
+ * a workspace smaller than the query's answer is BAD_PARAM. y must not overlap x or w. */
+CONVCORE_API convcoreStatus_t convcoreConvolutionForward(
+    convcoreHandle_t handle, const void* alpha, convcoreTensorDescriptor_t xDesc, const void* x,
+    convcoreFilterDescriptor_t wDesc, const void* w, convcoreConvolutionDescriptor_t convDesc,
+    convcoreConvolutionFwdAlgo_t algo, void* workspace, size_t workSpaceSizeInBytes,
+    const void* beta, convcoreTensorDescriptor_t yDesc, void* y);
+
+/* ---- device memory (CUDA handles; on a CPU handle these are aligned host allocations) ---- */
+CONVCORE_API convcoreStatus_t convcoreMalloc(convcoreHandle_t handle, void** ptr, size_t bytes);
+CONVCORE_API convcoreStatus_t convcoreFree(convcoreHandle_t handle, void* ptr);
+/* Copies between host and the handle's device (ordered on the handle's stream, then waits). */
+CONVCORE_API convcoreStatus_t convcoreMemcpyToDevice(convcoreHandle_t handle, void* dst,
+                                                     const void* src, size_t bytes);
+CONVCORE_API convcoreStatus_t convcoreMemcpyToHost(convcoreHandle_t handle, void* dst,
+                                                   const void* src, size_t bytes);
+/* Waits until the work queued on the handle's stream is done (no-op on the CPU). */
+CONVCORE_API convcoreStatus_t convcoreSynchronize(convcoreHandle_t handle);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* CONVCORE_CONVCORE_H */
