@@ -50,6 +50,20 @@ CONVCORE_HD TapRange conv_valid_taps(int64_t o, int64_t in, int64_t k, int64_t p
     return {begin, end};
 }
 
+// The dual of conv_valid_taps: range of outputs o in [0, out) whose tap `t` reads inside
+// [0, in), for loops that run over the outputs of one tap (im2col rows, input packing).
+CONVCORE_HD TapRange conv_valid_outputs(int64_t t, int64_t in, int64_t out, int64_t pad,
+                                        int64_t stride, int64_t dilation) {
+    const int64_t base = t * dilation - pad;  // input coord of output 0
+    // smallest o with base + o*stride >= 0
+    int64_t begin = base >= 0 ? 0 : (-base + stride - 1) / stride;
+    // largest o with base + o*stride <= in-1, plus one
+    int64_t end = base > in - 1 ? 0 : (in - 1 - base) / stride + 1;
+    if (end > out) end = out;
+    if (begin > end) begin = end;
+    return {begin, end};
+}
+
 // Element offset of (n, c, h, w) under NCHW strides.
 CONVCORE_HD int64_t offset4(int64_t n, int64_t c, int64_t h, int64_t w, const int64_t* strides) {
     return n * strides[0] + c * strides[1] + h * strides[2] + w * strides[3];

@@ -1,0 +1,661 @@
+// The C API: argument checks, then the registry. Every entry point runs inside guard(), which
+// turns a thrown convcore::Error into its status code and the per-thread reason string.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+#include <sstream>
+#include <string>
+
+#include "convcore/convcore.h"
+#include "core/descriptors.hpp"
+#include "core/device.hpp"
+#include "core/error.hpp"
+#include "core/select.hpp"
+#include "core/solver.hpp"
+
+using namespace convcore;
+
+namespace {
+
+thread_local std::string last_error;
+
+template <typename F>
+convcoreStatus_t guard(F&& body) {
+    try {
+        body();
+        last_error.clear();
+        return CONVCORE_STATUS_SUCCESS;
+    } catch (const Error& e) {
+        last_error = e.what();
+        return e.status();
+    } catch (const std::bad_alloc&) {
+        last_error = "out of host memory";
+        return CONVCORE_STATUS_ALLOC_FAILED;
+    } catch (const std::exception& e) {
+        last_error = std::string("internal error: ") + e.what();
+        return CONVCORE_STATUS_INTERNAL_ERROR;
+    } catch (...) {
+        last_error = "internal error: unknown exception";
+        return CONVCORE_STATUS_INTERNAL_ERROR;
+    }
+}
+
+template <typename T>
+void require(T* p, const char* name) {
+    if (!p) throw_bad_param(std::string(name) + " is NULL");
+}
+
+void check_dtype(convcoreDataType_t t) {
+    if (t != CONVCORE_DATA_FLOAT && t != CONVCORE_DATA_DOUBLE)
+        throw_bad_param("dataType " + std::to_string(int(t)) +
+                        " is not CONVCORE_DATA_FLOAT or CONVCORE_DATA_DOUBLE");
+}
+
+void check_algo(convcoreConvolutionFwdAlgo_t algo) {
+    if (int(algo) < 0 || int(algo) >= CONVCORE_FWD_ALGO_COUNT)
+        throw_bad_param("algo " + std::to_string(int(algo)) + " is not a convcoreConvolutionFwdAlgo_t");
+}
+
+// a * b, or BAD_PARAM when it leaves int64.
+int64_t checked_mul(int64_t a, int64_t b, const char* what) {
+    int64_t r;
+    if (__builtin_mul_overflow(a, b, &r)) throw_bad_param(std::string(what) + " overflows 64 bits");
+    return r;
+}
+
+void check_positive(const char* what, const char* name, int64_t v) {
+    if (v < 1) throw_bad_param(std::string(what) + ": " + name + "=" + std::to_string(v) + " must be >= 1");
+}
+
+// Bytes one past the last element of a strided tensor.
+int64_t extent_bytes(const int64_t dims[4], const int64_t strides[4], size_t elem) {
+    int64_t last = 0;
+    for (int i = 0; i < 4; ++i) last += checked_mul(dims[i] - 1, strides[i], "tensor extent");
+    return checked_mul(last + 1, int64_t(elem), "tensor extent");
+}
+
+constexpr size_t kAlign = 64;
+size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
+
+// Workspace layout of a forward call: [solver's own][packed x if x is strided][packed y if y is strided].
+struct WorkspacePlan {
+    size_t solver = 0, x_pack = 0, y_pack = 0;
+    size_t total() const { return align_up(solver) + align_up(x_pack) + y_pack; }
+};
+
+const Solver& solver_for(const ConvProblem& prob, convcoreConvolutionFwdAlgo_t algo) {
+    check_algo(algo);
+    const Solver* s = find_solver(algo, prob.device);
+    if (!s)
+        throw_not_supported(std::string(convcoreGetFwdAlgoName(algo)) + " is not implemented on " +
+                            (prob.device == CONVCORE_DEVICE_CPU ? "the CPU" : "CUDA") +
+                            " in this build");
+    std::string why = s->why_not(prob.packed());
+    if (!why.empty()) throw_not_supported(std::string(convcoreGetFwdAlgoName(algo)) + ": " + why);
+    return *s;
+}
+
+WorkspacePlan plan_workspace(const ConvProblem& prob, const Solver& s) {
+    WorkspacePlan plan;
+    plan.solver = s.workspace_bytes(prob.packed());
+    if (!prob.x_packed()) plan.x_pack = size_t(prob.x_elems()) * prob.elem_size();
+    if (!prob.y_packed()) plan.y_pack = size_t(prob.y_elems()) * prob.elem_size();
+    return plan;
+}
+
+ConvProblem problem_of(convcoreHandle_t handle, convcoreTensorDescriptor_t x,
+                       convcoreFilterDescriptor_t w, convcoreConvolutionDescriptor_t conv,
+                       convcoreTensorDescriptor_t y) {
+    require(handle, "handle");
+    return make_problem(handle->device, x, w, conv, y);
+}
+
+void copy_strided(const Context& ctx, size_t elem, const void* src, const Strided4d& sv, void* dst,
+                  const Strided4d& dv) {
+#ifdef CONVCORE_WITH_CUDA
+    if (ctx.device == CONVCORE_DEVICE_CUDA) return cuda::copy_strided(ctx, elem, src, sv, dst, dv);
+#endif
+    cpu::copy_strided(ctx, elem, src, sv, dst, dv);
+}
+
+void blend_strided(const Context& ctx, size_t elem, const void* src, const Strided4d& sv, void* dst,
+                   const Strided4d& dv, double alpha, double beta) {
+#ifdef CONVCORE_WITH_CUDA
+    if (ctx.device == CONVCORE_DEVICE_CUDA)
+        return cuda::blend_strided(ctx, elem, src, sv, dst, dv, alpha, beta);
+#endif
+    cpu::blend_strided(ctx, elem, src, sv, dst, dv, alpha, beta);
+}
+
+[[noreturn]] void no_cuda() {
+    throw_not_supported("convcore was built without CUDA support (nvcc was not found at build time)");
+}
+
+bool ranges_overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
+    auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
+    return pa < pb + uintptr_t(b_bytes) && pb < pa + uintptr_t(a_bytes);
+}
+
+constexpr const char* kAlgoNames[CONVCORE_FWD_ALGO_COUNT] = {
+    "DIRECT", "IM2COL_GEMM", "IMPLICIT_GEMM", "IM2WIN", "WINOGRAD_2X2_3X3", "WINOGRAD_4X4_3X3",
+    "FFT", "FFT_TILING", "FINE_GRAINED_FFT", "POLY_HANKEL", "CYCLIC_MINIMAL"};
+
+}  // namespace
+
+int convcoreContext::threads() const { return num_threads > 0 ? num_threads : omp_get_max_threads(); }
+
+extern "C" {
+
+size_t convcoreGetVersion(void) { return CONVCORE_VERSION; }
+
+const char* convcoreGetStatusName(convcoreStatus_t status) {
+    switch (status) {
+        case CONVCORE_STATUS_SUCCESS: return "CONVCORE_STATUS_SUCCESS";
+        case CONVCORE_STATUS_BAD_PARAM: return "CONVCORE_STATUS_BAD_PARAM";
+        case CONVCORE_STATUS_NOT_SUPPORTED: return "CONVCORE_STATUS_NOT_SUPPORTED";
+        case CONVCORE_STATUS_ALLOC_FAILED: return "CONVCORE_STATUS_ALLOC_FAILED";
+        case CONVCORE_STATUS_EXECUTION_FAILED: return "CONVCORE_STATUS_EXECUTION_FAILED";
+        case CONVCORE_STATUS_INTERNAL_ERROR: return "CONVCORE_STATUS_INTERNAL_ERROR";
+    }
+    return "CONVCORE_STATUS_UNKNOWN";
+}
+
+const char* convcoreGetLastErrorString(void) { return last_error.c_str(); }
+
+convcoreStatus_t convcoreGetCudaDeviceCount(int* count) {
+    return guard([&] {
+        require(count, "count");
+#ifdef CONVCORE_WITH_CUDA
+        *count = cuda::device_count();
+#else
+        *count = 0;
+#endif
+    });
+}
+
+// ---- handle ----
+convcoreStatus_t convcoreCreate(convcoreHandle_t* handle) {
+    return convcoreCreateForDevice(handle, CONVCORE_DEVICE_CPU, 0);
+}
+
+convcoreStatus_t convcoreCreateForDevice(convcoreHandle_t* handle, convcoreDeviceType_t device,
+                                         int deviceIndex) {
+    return guard([&] {
+        require(handle, "handle");
+        *handle = nullptr;
+        if (device != CONVCORE_DEVICE_CPU && device != CONVCORE_DEVICE_CUDA)
+            throw_bad_param("device " + std::to_string(int(device)) +
+                            " is not CONVCORE_DEVICE_CPU or CONVCORE_DEVICE_CUDA");
+        auto ctx = std::make_unique<convcoreContext>();
+        ctx->device = device;
+        if (device == CONVCORE_DEVICE_CUDA) {
+            if (deviceIndex < 0)
+                throw_bad_param("deviceIndex=" + std::to_string(deviceIndex) + " must be >= 0");
+            ctx->device_index = deviceIndex;
+#ifdef CONVCORE_WITH_CUDA
+            cuda::init_context(*ctx);
+#else
+            no_cuda();
+#endif
+        }
+        *handle = ctx.release();
+    });
+}
+
+convcoreStatus_t convcoreDestroy(convcoreHandle_t handle) {
+    return guard([&] { delete handle; });
+}
+
+convcoreStatus_t convcoreGetDevice(convcoreHandle_t handle, convcoreDeviceType_t* device,
+                                   int* deviceIndex) {
+    return guard([&] {
+        require(handle, "handle");
+        if (device) *device = handle->device;
+        if (deviceIndex) *deviceIndex = handle->device_index;
+    });
+}
+
+convcoreStatus_t convcoreSetStream(convcoreHandle_t handle, void* stream) {
+    return guard([&] {
+        require(handle, "handle");
+        if (handle->device != CONVCORE_DEVICE_CUDA)
+            throw_bad_param("convcoreSetStream: the handle is a CPU handle; streams belong to CUDA handles");
+        handle->stream = stream;
+    });
+}
+
+convcoreStatus_t convcoreGetStream(convcoreHandle_t handle, void** stream) {
+    return guard([&] {
+        require(handle, "handle");
+        require(stream, "stream");
+        *stream = handle->stream;
+    });
+}
+
+convcoreStatus_t convcoreSetNumThreads(convcoreHandle_t handle, int numThreads) {
+    return guard([&] {
+        require(handle, "handle");
+        if (numThreads < 0)
+            throw_bad_param("numThreads=" + std::to_string(numThreads) + " must be >= 0 (0: OpenMP's default)");
+        handle->num_threads = numThreads;
+    });
+}
+
+// ---- tensor descriptors ----
+convcoreStatus_t convcoreCreateTensorDescriptor(convcoreTensorDescriptor_t* desc) {
+    return guard([&] {
+        require(desc, "desc");
+        *desc = new convcoreTensorStruct();
+    });
+}
+
+convcoreStatus_t convcoreDestroyTensorDescriptor(convcoreTensorDescriptor_t desc) {
+    return guard([&] { delete desc; });
+}
+
+convcoreStatus_t convcoreSetTensor4dDescriptor(convcoreTensorDescriptor_t desc,
+                                               convcoreDataType_t dataType, int64_t n, int64_t c,
+                                               int64_t h, int64_t w) {
+    // Validate the sizes before computing packed strides from them.
+    return guard([&] {
+        require(desc, "desc");
+        check_positive("tensor descriptor", "n", n);
+        check_positive("tensor descriptor", "c", c);
+        check_positive("tensor descriptor", "h", h);
+        check_positive("tensor descriptor", "w", w);
+        int64_t st[4];
+        checked_mul(checked_mul(checked_mul(n, c, "n*c*h*w"), h, "n*c*h*w"), w, "n*c*h*w");
+        packed_strides(n, c, h, w, st);
+        if (convcoreSetTensor4dDescriptorEx(desc, dataType, n, c, h, w, st[0], st[1], st[2], st[3]) !=
+            CONVCORE_STATUS_SUCCESS)
+            throw Error(CONVCORE_STATUS_BAD_PARAM, last_error);
+    });
+}
+
+convcoreStatus_t convcoreSetTensor4dDescriptorEx(convcoreTensorDescriptor_t desc,
+                                                 convcoreDataType_t dataType, int64_t n, int64_t c,
+                                                 int64_t h, int64_t w, int64_t nStride,
+                                                 int64_t cStride, int64_t hStride, int64_t wStride) {
+    return guard([&] {
+        require(desc, "desc");
+        check_dtype(dataType);
+        const int64_t dims[4] = {n, c, h, w};
+        const int64_t strides[4] = {nStride, cStride, hStride, wStride};
+        const char* dim_names[4] = {"n", "c", "h", "w"};
+        const char* stride_names[4] = {"nStride", "cStride", "hStride", "wStride"};
+        for (int i = 0; i < 4; ++i) check_positive("tensor descriptor", dim_names[i], dims[i]);
+        for (int i = 0; i < 4; ++i) check_positive("tensor descriptor", stride_names[i], strides[i]);
+        checked_mul(checked_mul(checked_mul(n, c, "n*c*h*w"), h, "n*c*h*w"), w, "n*c*h*w");
+        extent_bytes(dims, strides, 8);
+        desc->dtype = dataType;
+        std::copy(dims, dims + 4, desc->dims);
+        std::copy(strides, strides + 4, desc->strides);
+        desc->set = true;
+    });
+}
+
+convcoreStatus_t convcoreGetTensor4dDescriptor(convcoreTensorDescriptor_t desc,
+                                               convcoreDataType_t* dataType, int64_t* n, int64_t* c,
+                                               int64_t* h, int64_t* w, int64_t* nStride,
+                                               int64_t* cStride, int64_t* hStride, int64_t* wStride) {
+    return guard([&] {
+        require(desc, "desc");
+        if (!desc->set) throw_bad_param("desc was created but never set");
+        if (dataType) *dataType = desc->dtype;
+        int64_t* outs[8] = {n, c, h, w, nStride, cStride, hStride, wStride};
+        for (int i = 0; i < 4; ++i) {
+            if (outs[i]) *outs[i] = desc->dims[i];
+            if (outs[i + 4]) *outs[i + 4] = desc->strides[i];
+        }
+    });
+}
+
+// ---- filter descriptors ----
+convcoreStatus_t convcoreCreateFilterDescriptor(convcoreFilterDescriptor_t* desc) {
+    return guard([&] {
+        require(desc, "desc");
+        *desc = new convcoreFilterStruct();
+    });
+}
+
+convcoreStatus_t convcoreDestroyFilterDescriptor(convcoreFilterDescriptor_t desc) {
+    return guard([&] { delete desc; });
+}
+
+convcoreStatus_t convcoreSetFilter4dDescriptor(convcoreFilterDescriptor_t desc,
+                                               convcoreDataType_t dataType, int64_t k,
+                                               int64_t cPerGroup, int64_t r, int64_t s) {
+    return guard([&] {
+        require(desc, "desc");
+        check_dtype(dataType);
+        check_positive("filter descriptor", "k", k);
+        check_positive("filter descriptor", "cPerGroup", cPerGroup);
+        check_positive("filter descriptor", "r", r);
+        check_positive("filter descriptor", "s", s);
+        checked_mul(checked_mul(checked_mul(checked_mul(k, cPerGroup, "k*c*r*s"), r, "k*c*r*s"), s,
+                                "k*c*r*s"),
+                    8, "filter bytes");
+        desc->dtype = dataType;
+        desc->k = k;
+        desc->c_per_group = cPerGroup;
+        desc->r = r;
+        desc->s = s;
+        desc->set = true;
+    });
+}
+
+convcoreStatus_t convcoreGetFilter4dDescriptor(convcoreFilterDescriptor_t desc,
+                                               convcoreDataType_t* dataType, int64_t* k,
+                                               int64_t* cPerGroup, int64_t* r, int64_t* s) {
+    return guard([&] {
+        require(desc, "desc");
+        if (!desc->set) throw_bad_param("desc was created but never set");
+        if (dataType) *dataType = desc->dtype;
+        if (k) *k = desc->k;
+        if (cPerGroup) *cPerGroup = desc->c_per_group;
+        if (r) *r = desc->r;
+        if (s) *s = desc->s;
+    });
+}
+
+// ---- convolution descriptors ----
+convcoreStatus_t convcoreCreateConvolutionDescriptor(convcoreConvolutionDescriptor_t* desc) {
+    return guard([&] {
+        require(desc, "desc");
+        *desc = new convcoreConvolutionStruct();
+    });
+}
+
+convcoreStatus_t convcoreDestroyConvolutionDescriptor(convcoreConvolutionDescriptor_t desc) {
+    return guard([&] { delete desc; });
+}
+
+convcoreStatus_t convcoreSetConvolution2dDescriptor(convcoreConvolutionDescriptor_t desc,
+                                                    int64_t padH, int64_t padW, int64_t strideH,
+                                                    int64_t strideW, int64_t dilationH,
+                                                    int64_t dilationW, convcoreConvolutionMode_t mode) {
+    return guard([&] {
+        require(desc, "desc");
+        if (padH < 0 || padW < 0)
+            throw_bad_param("padding (" + std::to_string(padH) + ", " + std::to_string(padW) +
+                            ") must be >= 0");
+        check_positive("convolution descriptor", "strideH", strideH);
+        check_positive("convolution descriptor", "strideW", strideW);
+        check_positive("convolution descriptor", "dilationH", dilationH);
+        check_positive("convolution descriptor", "dilationW", dilationW);
+        // Keep index arithmetic far from overflow: 2^40 is beyond any tensor that fits in memory.
+        constexpr int64_t kMax = int64_t(1) << 40;
+        if (padH > kMax || padW > kMax || strideH > kMax || strideW > kMax || dilationH > kMax ||
+            dilationW > kMax)
+            throw_bad_param("padding, stride and dilation must be <= 2^40");
+        if (mode != CONVCORE_CROSS_CORRELATION && mode != CONVCORE_CONVOLUTION)
+            throw_bad_param("mode " + std::to_string(int(mode)) +
+                            " is not CONVCORE_CROSS_CORRELATION or CONVCORE_CONVOLUTION");
+        desc->pad_h = padH;
+        desc->pad_w = padW;
+        desc->stride_h = strideH;
+        desc->stride_w = strideW;
+        desc->dil_h = dilationH;
+        desc->dil_w = dilationW;
+        desc->mode = mode;
+    });
+}
+
+convcoreStatus_t convcoreGetConvolution2dDescriptor(convcoreConvolutionDescriptor_t desc,
+                                                    int64_t* padH, int64_t* padW, int64_t* strideH,
+                                                    int64_t* strideW, int64_t* dilationH,
+                                                    int64_t* dilationW, convcoreConvolutionMode_t* mode) {
+    return guard([&] {
+        require(desc, "desc");
+        if (padH) *padH = desc->pad_h;
+        if (padW) *padW = desc->pad_w;
+        if (strideH) *strideH = desc->stride_h;
+        if (strideW) *strideW = desc->stride_w;
+        if (dilationH) *dilationH = desc->dil_h;
+        if (dilationW) *dilationW = desc->dil_w;
+        if (mode) *mode = desc->mode;
+    });
+}
+
+convcoreStatus_t convcoreSetConvolutionGroupCount(convcoreConvolutionDescriptor_t desc, int64_t groups) {
+    return guard([&] {
+        require(desc, "desc");
+        check_positive("convolution descriptor", "groups", groups);
+        desc->groups = groups;
+    });
+}
+
+convcoreStatus_t convcoreGetConvolutionGroupCount(convcoreConvolutionDescriptor_t desc, int64_t* groups) {
+    return guard([&] {
+        require(desc, "desc");
+        require(groups, "groups");
+        *groups = desc->groups;
+    });
+}
+
+convcoreStatus_t convcoreGetConvolution2dForwardOutputDim(convcoreConvolutionDescriptor_t convDesc,
+                                                          convcoreTensorDescriptor_t xDesc,
+                                                          convcoreFilterDescriptor_t wDesc, int64_t* n,
+                                                          int64_t* c, int64_t* h, int64_t* w) {
+    return guard([&] {
+        require(n, "n");
+        require(c, "c");
+        require(h, "h");
+        require(w, "w");
+        int64_t out[4];
+        output_dims(xDesc, wDesc, convDesc, out);
+        *n = out[0];
+        *c = out[1];
+        *h = out[2];
+        *w = out[3];
+    });
+}
+
+// ---- algorithms ----
+const char* convcoreGetFwdAlgoName(convcoreConvolutionFwdAlgo_t algo) {
+    if (int(algo) < 0 || int(algo) >= CONVCORE_FWD_ALGO_COUNT) return nullptr;
+    return kAlgoNames[algo];
+}
+
+convcoreStatus_t convcoreGetFwdAlgoByName(const char* name, convcoreConvolutionFwdAlgo_t* algo) {
+    return guard([&] {
+        require(name, "name");
+        require(algo, "algo");
+        for (int i = 0; i < CONVCORE_FWD_ALGO_COUNT; ++i) {
+            if (strcasecmp(name, kAlgoNames[i]) == 0) {
+                *algo = convcoreConvolutionFwdAlgo_t(i);
+                return;
+            }
+        }
+        std::string names;
+        for (const char* n : kAlgoNames) names += std::string(names.empty() ? "" : ", ") + n;
+        throw_bad_param(std::string("unknown algorithm '") + name + "': expected one of " + names);
+    });
+}
+
+convcoreStatus_t convcoreGetConvolutionForwardWorkspaceSize(
+    convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wDesc,
+    convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t yDesc,
+    convcoreConvolutionFwdAlgo_t algo, size_t* sizeInBytes) {
+    return guard([&] {
+        require(sizeInBytes, "sizeInBytes");
+        *sizeInBytes = 0;
+        const ConvProblem prob = problem_of(handle, xDesc, wDesc, convDesc, yDesc);
+        *sizeInBytes = plan_workspace(prob, solver_for(prob, algo)).total();
+    });
+}
+
+convcoreStatus_t convcoreGetConvolutionForwardAlgorithm(
+    convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wDesc,
+    convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t yDesc, int requestedAlgoCount,
+    int* returnedAlgoCount, convcoreConvolutionFwdAlgoPerf_t* perfResults) {
+    return guard([&] {
+        require(returnedAlgoCount, "returnedAlgoCount");
+        require(perfResults, "perfResults");
+        *returnedAlgoCount = 0;
+        if (requestedAlgoCount < 1)
+            throw_bad_param("requestedAlgoCount=" + std::to_string(requestedAlgoCount) + " must be >= 1");
+        const ConvProblem prob = problem_of(handle, xDesc, wDesc, convDesc, yDesc);
+        std::vector<convcoreConvolutionFwdAlgoPerf_t> ranked;
+        for (const RankedAlgo& r : rank_algorithms(prob)) {
+            convcoreConvolutionFwdAlgoPerf_t perf{};
+            perf.algo = r.algo;
+            perf.time = -1.0f;
+            perf.status = r.solver ? CONVCORE_STATUS_SUCCESS : CONVCORE_STATUS_NOT_SUPPORTED;
+            perf.determinism = r.solver && !r.solver->deterministic ? CONVCORE_NON_DETERMINISTIC
+                                                                    : CONVCORE_DETERMINISTIC;
+            perf.memory = r.solver ? plan_workspace(prob, *r.solver).total() : 0;
+            ranked.push_back(perf);
+        }
+        const int count = std::min<int>(requestedAlgoCount, int(ranked.size()));
+        std::copy(ranked.begin(), ranked.begin() + count, perfResults);
+        *returnedAlgoCount = count;
+    });
+}
+
+convcoreStatus_t convcoreConvolutionForward(convcoreHandle_t handle, const void* alpha,
+                                            convcoreTensorDescriptor_t xDesc, const void* x,
+                                            convcoreFilterDescriptor_t wDesc, const void* w,
+                                            convcoreConvolutionDescriptor_t convDesc,
+                                            convcoreConvolutionFwdAlgo_t algo, void* workspace,
+                                            size_t workSpaceSizeInBytes, const void* beta,
+                                            convcoreTensorDescriptor_t yDesc, void* y) {
+    return guard([&] {
+        require(yDesc, "yDesc");
+        const ConvProblem prob = problem_of(handle, xDesc, wDesc, convDesc, yDesc);
+        require(alpha, "alpha");
+        require(beta, "beta");
+        require(x, "x");
+        require(w, "w");
+        require(y, "y");
+        const Solver& solver = solver_for(prob, algo);
+        const WorkspacePlan plan = plan_workspace(prob, solver);
+        if (plan.total() > 0 && workSpaceSizeInBytes < plan.total())
+            throw_bad_param("workspace: " + std::to_string(workSpaceSizeInBytes) + " bytes given, " +
+                            convcoreGetFwdAlgoName(algo) + " needs " + std::to_string(plan.total()) +
+                            " for this problem (convcoreGetConvolutionForwardWorkspaceSize)");
+        if (plan.total() > 0 && !workspace)
+            throw_bad_param("workspace is NULL but " + std::to_string(plan.total()) + " bytes are needed");
+        const size_t elem = prob.elem_size();
+        const int64_t y_bytes = extent_bytes(yDesc->dims, yDesc->strides, elem);
+        if (ranges_overlap(y, y_bytes, x, extent_bytes(xDesc->dims, xDesc->strides, elem)))
+            throw_bad_param("y overlaps x: the output must be a separate buffer");
+        if (ranges_overlap(y, y_bytes, w, prob.w_elems() * int64_t(elem)))
+            throw_bad_param("y overlaps w: the output must be a separate buffer");
+
+        double a, b;
+        if (prob.dtype == CONVCORE_DATA_DOUBLE) {
+            a = *static_cast<const double*>(alpha);
+            b = *static_cast<const double*>(beta);
+        } else {
+            a = *static_cast<const float*>(alpha);
+            b = *static_cast<const float*>(beta);
+        }
+
+        // Solvers see packed tensors: stage strided x / y through the workspace.
+        char* ws = static_cast<char*>(workspace);
+        char* x_pack = ws + align_up(plan.solver);
+        char* y_pack = x_pack + align_up(plan.x_pack);
+        const ConvProblem packed = prob.packed();
+        const void* x_run = x;
+        if (plan.x_pack) {
+            Strided4d src{{prob.n, prob.c, prob.h, prob.w}, {0, 0, 0, 0}}, dst = src;
+            std::copy(prob.x_strides, prob.x_strides + 4, src.strides);
+            std::copy(packed.x_strides, packed.x_strides + 4, dst.strides);
+            copy_strided(*handle, elem, x, src, x_pack, dst);
+            x_run = x_pack;
+        }
+        void* y_run = plan.y_pack ? static_cast<void*>(y_pack) : y;
+        const ConvArgs args{packed, *handle, x_run, w, y_run,
+                            plan.y_pack ? 1.0 : a, plan.y_pack ? 0.0 : b,
+                            plan.solver ? workspace : nullptr};
+        solver.run(args);
+        if (plan.y_pack) {
+            Strided4d src{{prob.n, prob.k, prob.p, prob.q}, {0, 0, 0, 0}}, dst = src;
+            std::copy(packed.y_strides, packed.y_strides + 4, src.strides);
+            std::copy(prob.y_strides, prob.y_strides + 4, dst.strides);
+            blend_strided(*handle, elem, y_pack, src, y, dst, a, b);
+        }
+    });
+}
+
+// ---- memory ----
+convcoreStatus_t convcoreMalloc(convcoreHandle_t handle, void** ptr, size_t bytes) {
+    return guard([&] {
+        require(handle, "handle");
+        require(ptr, "ptr");
+        *ptr = nullptr;
+        if (bytes == 0) return;
+        if (handle->device == CONVCORE_DEVICE_CUDA) {
+#ifdef CONVCORE_WITH_CUDA
+            *ptr = cuda::malloc(*handle, bytes);
+            return;
+#endif
+        }
+        if (bytes > SIZE_MAX - kAlign) throw Error(CONVCORE_STATUS_ALLOC_FAILED, "convcoreMalloc: size too large");
+        *ptr = std::aligned_alloc(kAlign, align_up(bytes));
+        if (!*ptr)
+            throw Error(CONVCORE_STATUS_ALLOC_FAILED,
+                        "convcoreMalloc: could not allocate " + std::to_string(bytes) + " host bytes");
+    });
+}
+
+convcoreStatus_t convcoreFree(convcoreHandle_t handle, void* ptr) {
+    return guard([&] {
+        require(handle, "handle");
+        if (!ptr) return;
+        if (handle->device == CONVCORE_DEVICE_CUDA) {
+#ifdef CONVCORE_WITH_CUDA
+            cuda::free(*handle, ptr);
+            return;
+#endif
+        }
+        std::free(ptr);
+    });
+}
+
+convcoreStatus_t convcoreMemcpyToDevice(convcoreHandle_t handle, void* dst, const void* src, size_t bytes) {
+    return guard([&] {
+        require(handle, "handle");
+        if (bytes == 0) return;
+        require(dst, "dst");
+        require(src, "src");
+        if (handle->device == CONVCORE_DEVICE_CUDA) {
+#ifdef CONVCORE_WITH_CUDA
+            cuda::memcpy_to_device(*handle, dst, src, bytes);
+            return;
+#endif
+        }
+        std::memcpy(dst, src, bytes);
+    });
+}
+
+convcoreStatus_t convcoreMemcpyToHost(convcoreHandle_t handle, void* dst, const void* src, size_t bytes) {
+    return guard([&] {
+        require(handle, "handle");
+        if (bytes == 0) return;
+        require(dst, "dst");
+        require(src, "src");
+        if (handle->device == CONVCORE_DEVICE_CUDA) {
+#ifdef CONVCORE_WITH_CUDA
+            cuda::memcpy_to_host(*handle, dst, src, bytes);
+            return;
+#endif
+        }
+        std::memcpy(dst, src, bytes);
+    });
+}
+
+convcoreStatus_t convcoreSynchronize(convcoreHandle_t handle) {
+    return guard([&] {
+        require(handle, "handle");
+#ifdef CONVCORE_WITH_CUDA
+        if (handle->device == CONVCORE_DEVICE_CUDA) cuda::synchronize(*handle);
+#endif
+    });
+}
+
+}  // extern "C"

@@ -1,0 +1,115 @@
+#include "core/descriptors.hpp"
+
+#include <sstream>
+#include <string>
+
+#include "common/conv_index.hpp"
+#include "core/error.hpp"
+
+namespace convcore {
+namespace {
+
+const char* dtype_name(convcoreDataType_t t) {
+    return t == CONVCORE_DATA_DOUBLE ? "float64" : "float32";
+}
+
+template <typename T>
+void require_set(const T* desc, const char* name, const char* setter) {
+    if (!desc) throw_bad_param(std::string(name) + " is NULL");
+    if (!desc->set)
+        throw_bad_param(std::string(name) + " was created but never set (call " + setter + ")");
+}
+
+}  // namespace
+
+void output_dims(const convcoreTensorStruct* x, const convcoreFilterStruct* w,
+                 const convcoreConvolutionStruct* conv, int64_t out[4]) {
+    require_set(x, "xDesc", "convcoreSetTensor4dDescriptor");
+    require_set(w, "wDesc", "convcoreSetFilter4dDescriptor");
+    if (!conv) throw_bad_param("convDesc is NULL");
+    const int64_t c = x->dims[1], h = x->dims[2], wd = x->dims[3];
+    const int64_t g = conv->groups;
+    std::ostringstream err;
+    if (c % g != 0) {
+        err << "x: input channels C=" << c << " are not divisible by groups=" << g;
+        throw_bad_param(err.str());
+    }
+    if (w->c_per_group != c / g) {
+        err << "w: C/groups=" << w->c_per_group << " does not match x: C=" << c << " with groups="
+            << g << " (expected " << c / g << ")";
+        throw_bad_param(err.str());
+    }
+    if (w->k % g != 0) {
+        err << "w: output channels K=" << w->k << " are not divisible by groups=" << g;
+        throw_bad_param(err.str());
+    }
+    const int64_t p = conv_output_size(h, conv->pad_h, w->r, conv->stride_h, conv->dil_h);
+    const int64_t q = conv_output_size(wd, conv->pad_w, w->s, conv->stride_w, conv->dil_w);
+    if (p < 1 || q < 1) {
+        const bool rows = p < 1;
+        const int64_t in = rows ? h : wd, pad = rows ? conv->pad_h : conv->pad_w;
+        const int64_t kk = rows ? w->r : w->s, dil = rows ? conv->dil_h : conv->dil_w;
+        err << "empty output: the filter " << (rows ? "height R=" : "width S=") << kk
+            << " with dilation " << dil << " spans " << dil * (kk - 1) + 1
+            << " but the padded input " << (rows ? "height" : "width") << " is " << in + 2 * pad
+            << " (" << (rows ? "H=" : "W=") << in << " + 2*pad " << pad << ")";
+        throw_bad_param(err.str());
+    }
+    out[0] = x->dims[0];
+    out[1] = w->k;
+    out[2] = p;
+    out[3] = q;
+}
+
+ConvProblem make_problem(convcoreDeviceType_t device, const convcoreTensorStruct* x,
+                         const convcoreFilterStruct* w, const convcoreConvolutionStruct* conv,
+                         const convcoreTensorStruct* y) {
+    int64_t out[4];
+    output_dims(x, w, conv, out);
+    if (w->dtype != x->dtype)
+        throw_bad_param(std::string("w: data type ") + dtype_name(w->dtype) +
+                        " does not match x: " + dtype_name(x->dtype));
+    ConvProblem p;
+    p.device = device;
+    p.dtype = x->dtype;
+    p.n = x->dims[0];
+    p.c = x->dims[1];
+    p.h = x->dims[2];
+    p.w = x->dims[3];
+    p.k = w->k;
+    p.r = w->r;
+    p.s = w->s;
+    p.groups = conv->groups;
+    p.pad_h = conv->pad_h;
+    p.pad_w = conv->pad_w;
+    p.stride_h = conv->stride_h;
+    p.stride_w = conv->stride_w;
+    p.dil_h = conv->dil_h;
+    p.dil_w = conv->dil_w;
+    p.flip = conv->mode == CONVCORE_CONVOLUTION;
+    p.p = out[2];
+    p.q = out[3];
+    for (int i = 0; i < 4; ++i) p.x_strides[i] = x->strides[i];
+    if (y) {
+        require_set(y, "yDesc", "convcoreSetTensor4dDescriptor");
+        if (y->dtype != x->dtype)
+            throw_bad_param(std::string("y: data type ") + dtype_name(y->dtype) +
+                            " does not match x: " + dtype_name(x->dtype));
+        for (int i = 0; i < 4; ++i) {
+            if (y->dims[i] != out[i]) {
+                std::ostringstream err;
+                err << "y: shape " << y->dims[0] << "x" << y->dims[1] << "x" << y->dims[2] << "x"
+                    << y->dims[3] << " does not match the output shape " << out[0] << "x"
+                    << out[1] << "x" << out[2] << "x" << out[3]
+                    << " (use convcoreGetConvolution2dForwardOutputDim)";
+                throw_bad_param(err.str());
+            }
+        }
+        for (int i = 0; i < 4; ++i) p.y_strides[i] = y->strides[i];
+    } else {
+        packed_strides(p.n, p.k, p.p, p.q, p.y_strides);
+    }
+    return p;
+}
+
+}  // namespace convcore

@@ -1,0 +1,54 @@
+#include "core/problem.hpp"
+
+#include <sstream>
+
+namespace convcore {
+
+void packed_strides(int64_t n, int64_t c, int64_t h, int64_t w, int64_t out[4]) {
+    (void)n;
+    out[3] = 1;
+    out[2] = w;
+    out[1] = h * w;
+    out[0] = c * h * w;
+}
+
+static bool is_packed(const int64_t dims[4], const int64_t strides[4]) {
+    int64_t expect[4];
+    packed_strides(dims[0], dims[1], dims[2], dims[3], expect);
+    for (int i = 0; i < 4; ++i)
+        if (dims[i] > 1 && strides[i] != expect[i]) return false;  // size-1 axes: any stride
+    return true;
+}
+
+bool ConvProblem::x_packed() const {
+    const int64_t dims[4] = {n, c, h, w};
+    return is_packed(dims, x_strides);
+}
+
+bool ConvProblem::y_packed() const {
+    const int64_t dims[4] = {n, k, p, q};
+    return is_packed(dims, y_strides);
+}
+
+double ConvProblem::flops() const {
+    return 2.0 * double(n) * double(k) * double(c_per_group()) * double(r) * double(s) *
+           double(p) * double(q);
+}
+
+std::string ConvProblem::key() const {
+    std::ostringstream o;
+    o << "g" << groups << "mb" << n << "ic" << c << "ih" << h << "iw" << w << "oc" << k << "kh"
+      << r << "kw" << s << "sh" << stride_h << "sw" << stride_w << "ph" << pad_h << "pw" << pad_w
+      << "dh" << dil_h << "dw" << dil_w << (dtype == CONVCORE_DATA_DOUBLE ? "_f64" : "_f32")
+      << (flip ? "_conv" : "_xcorr");
+    return o.str();
+}
+
+ConvProblem ConvProblem::packed() const {
+    ConvProblem out = *this;
+    packed_strides(n, c, h, w, out.x_strides);
+    packed_strides(n, k, p, q, out.y_strides);
+    return out;
+}
+
+}  // namespace convcore

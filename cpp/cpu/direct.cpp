@@ -1,0 +1,68 @@
+// DIRECT: the reference algorithm. Plain loops over every output element, accumulating in
+// double, supporting every stride, padding, dilation, group count and both modes. Simple on
+// purpose: the other algorithms are checked against it in convcore bench.
+#include "common/blend.hpp"
+#include "common/conv_index.hpp"
+#include "core/solver.hpp"
+
+namespace convcore {
+namespace cpu {
+namespace {
+
+std::string why_not(const ConvProblem&) { return ""; }
+size_t workspace_bytes(const ConvProblem&) { return 0; }
+
+template <typename T>
+void run_t(const ConvArgs& a) {
+    const ConvProblem& p = a.prob;
+    const T* x = static_cast<const T*>(a.x);
+    const T* w = static_cast<const T*>(a.w);
+    T* y = static_cast<T*>(a.y);
+    const int64_t cg = p.c_per_group(), kg = p.k_per_group();
+    const T alpha = T(a.alpha), beta = T(a.beta);
+    // One task per output row (n, k, oh).
+#pragma omp parallel for collapse(3) num_threads(a.ctx.threads()) schedule(static)
+    for (int64_t n = 0; n < p.n; ++n) {
+        for (int64_t k = 0; k < p.k; ++k) {
+            for (int64_t oh = 0; oh < p.p; ++oh) {
+                const int64_t g = k / kg;
+                const TapRange rr = conv_valid_taps(oh, p.h, p.r, p.pad_h, p.stride_h, p.dil_h);
+                for (int64_t ow = 0; ow < p.q; ++ow) {
+                    const TapRange sr = conv_valid_taps(ow, p.w, p.s, p.pad_w, p.stride_w, p.dil_w);
+                    double acc = 0.0;
+                    for (int64_t c = 0; c < cg; ++c) {
+                        const T* xc = x + offset4(n, g * cg + c, 0, 0, p.x_strides);
+                        const T* wc = w + (k * cg + c) * p.r * p.s;
+                        for (int64_t r = rr.begin; r < rr.end; ++r) {
+                            const int64_t ih = conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h);
+                            const int64_t fr = conv_filter_tap(r, p.r, p.flip);
+                            for (int64_t s = sr.begin; s < sr.end; ++s) {
+                                const int64_t iw = conv_input_coord(ow, s, p.pad_w, p.stride_w, p.dil_w);
+                                const int64_t fs = conv_filter_tap(s, p.s, p.flip);
+                                acc += double(xc[ih * p.x_strides[2] + iw * p.x_strides[3]]) *
+                                       double(wc[fr * p.s + fs]);
+                            }
+                        }
+                    }
+                    blend_store(y + offset4(n, k, oh, ow, p.y_strides), T(acc), alpha, beta);
+                }
+            }
+        }
+    }
+}
+
+void run(const ConvArgs& a) {
+    if (a.prob.dtype == CONVCORE_DATA_DOUBLE)
+        run_t<double>(a);
+    else
+        run_t<float>(a);
+}
+
+}  // namespace
+
+extern const Solver direct_solver;
+const Solver direct_solver = {CONVCORE_FWD_ALGO_DIRECT, CONVCORE_DEVICE_CPU, true, why_not,
+                              workspace_bytes, run};
+
+}  // namespace cpu
+}  // namespace convcore

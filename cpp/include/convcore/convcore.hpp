@@ -1,0 +1,112 @@
+// convcore — thin C++ wrappers over the C API: RAII descriptors and handles, and an
+// exception (convcore::Exception) carrying the status and the reason.
+//
+//   convcore::Handle h;                                   // CPU
+//   convcore::TensorDesc x(CONVCORE_DATA_FLOAT, 1, 3, 224, 224);
+//   convcore::FilterDesc w(CONVCORE_DATA_FLOAT, 64, 3, 3, 3);
+//   convcore::ConvDesc conv(1, 1);                        // padding 1, stride 1
+//   auto [n, k, p, q] = conv.output_dims(x, w);
+#pragma once
+#include <array>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "convcore/convcore.h"
+
+namespace convcore {
+
+class Exception : public std::runtime_error {
+   public:
+    Exception(convcoreStatus_t status, const std::string& reason)
+        : std::runtime_error(std::string(convcoreGetStatusName(status)) + ": " + reason),
+          status_(status) {}
+    convcoreStatus_t status() const { return status_; }
+
+   private:
+    convcoreStatus_t status_;
+};
+
+inline void check(convcoreStatus_t status) {
+    if (status != CONVCORE_STATUS_SUCCESS) throw Exception(status, convcoreGetLastErrorString());
+}
+
+class Handle {
+   public:
+    explicit Handle(convcoreDeviceType_t device = CONVCORE_DEVICE_CPU, int index = 0) {
+        check(convcoreCreateForDevice(&h_, device, index));
+    }
+    ~Handle() { convcoreDestroy(h_); }
+    Handle(const Handle&) = delete;
+    Handle& operator=(const Handle&) = delete;
+    operator convcoreHandle_t() const { return h_; }
+
+   private:
+    convcoreHandle_t h_ = nullptr;
+};
+
+class TensorDesc {
+   public:
+    TensorDesc(convcoreDataType_t t, int64_t n, int64_t c, int64_t h, int64_t w) {
+        check(convcoreCreateTensorDescriptor(&d_));
+        set(t, n, c, h, w);
+    }
+    ~TensorDesc() { convcoreDestroyTensorDescriptor(d_); }
+    TensorDesc(const TensorDesc&) = delete;
+    TensorDesc& operator=(const TensorDesc&) = delete;
+    void set(convcoreDataType_t t, int64_t n, int64_t c, int64_t h, int64_t w) {
+        check(convcoreSetTensor4dDescriptor(d_, t, n, c, h, w));
+    }
+    void set_strided(convcoreDataType_t t, std::array<int64_t, 4> dims, std::array<int64_t, 4> strides) {
+        check(convcoreSetTensor4dDescriptorEx(d_, t, dims[0], dims[1], dims[2], dims[3], strides[0],
+                                              strides[1], strides[2], strides[3]));
+    }
+    operator convcoreTensorDescriptor_t() const { return d_; }
+
+   private:
+    convcoreTensorDescriptor_t d_ = nullptr;
+};
+
+class FilterDesc {
+   public:
+    FilterDesc(convcoreDataType_t t, int64_t k, int64_t c_per_group, int64_t r, int64_t s) {
+        check(convcoreCreateFilterDescriptor(&d_));
+        check(convcoreSetFilter4dDescriptor(d_, t, k, c_per_group, r, s));
+    }
+    ~FilterDesc() { convcoreDestroyFilterDescriptor(d_); }
+    FilterDesc(const FilterDesc&) = delete;
+    FilterDesc& operator=(const FilterDesc&) = delete;
+    operator convcoreFilterDescriptor_t() const { return d_; }
+
+   private:
+    convcoreFilterDescriptor_t d_ = nullptr;
+};
+
+class ConvDesc {
+   public:
+    ConvDesc(int64_t pad = 0, int64_t stride = 1, int64_t dilation = 1, int64_t groups = 1,
+             convcoreConvolutionMode_t mode = CONVCORE_CROSS_CORRELATION) {
+        check(convcoreCreateConvolutionDescriptor(&d_));
+        set(pad, pad, stride, stride, dilation, dilation, mode);
+        check(convcoreSetConvolutionGroupCount(d_, groups));
+    }
+    ~ConvDesc() { convcoreDestroyConvolutionDescriptor(d_); }
+    ConvDesc(const ConvDesc&) = delete;
+    ConvDesc& operator=(const ConvDesc&) = delete;
+    void set(int64_t pad_h, int64_t pad_w, int64_t stride_h, int64_t stride_w, int64_t dil_h,
+             int64_t dil_w, convcoreConvolutionMode_t mode = CONVCORE_CROSS_CORRELATION) {
+        check(convcoreSetConvolution2dDescriptor(d_, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, mode));
+    }
+    void set_groups(int64_t groups) { check(convcoreSetConvolutionGroupCount(d_, groups)); }
+    std::array<int64_t, 4> output_dims(const TensorDesc& x, const FilterDesc& w) const {
+        std::array<int64_t, 4> o{};
+        check(convcoreGetConvolution2dForwardOutputDim(d_, x, w, &o[0], &o[1], &o[2], &o[3]));
+        return o;
+    }
+    operator convcoreConvolutionDescriptor_t() const { return d_; }
+
+   private:
+    convcoreConvolutionDescriptor_t d_ = nullptr;
+};
+
+}  // namespace convcore

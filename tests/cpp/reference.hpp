@@ -1,0 +1,62 @@
+// An independent float64 reference convolution for the C++ tests (straight from the
+// definition: no shared index helpers, so a mistake in them cannot hide here).
+#pragma once
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <vector>
+
+namespace convcore_test {
+
+struct Shape {
+    int64_t n, c, h, w, k, r, s;
+    int64_t pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups;
+    bool flip;
+    int64_t out_h() const { return (h + 2 * pad_h - dil_h * (r - 1) - 1) / stride_h + 1; }
+    int64_t out_w() const { return (w + 2 * pad_w - dil_w * (s - 1) - 1) / stride_w + 1; }
+};
+
+inline std::vector<double> reference_conv(const Shape& p, const std::vector<double>& x,
+                                          const std::vector<double>& w) {
+    const int64_t P = p.out_h(), Q = p.out_w(), cg = p.c / p.groups, kg = p.k / p.groups;
+    std::vector<double> y(size_t(p.n * p.k * P * Q), 0.0);
+    for (int64_t n = 0; n < p.n; ++n)
+        for (int64_t k = 0; k < p.k; ++k)
+            for (int64_t i = 0; i < P; ++i)
+                for (int64_t j = 0; j < Q; ++j) {
+                    double acc = 0;
+                    for (int64_t c = 0; c < cg; ++c)
+                        for (int64_t r = 0; r < p.r; ++r)
+                            for (int64_t s = 0; s < p.s; ++s) {
+                                const int64_t ih = i * p.stride_h - p.pad_h + r * p.dil_h;
+                                const int64_t iw = j * p.stride_w - p.pad_w + s * p.dil_w;
+                                if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w) continue;
+                                const int64_t wr = p.flip ? p.r - 1 - r : r;
+                                const int64_t ws = p.flip ? p.s - 1 - s : s;
+                                const int64_t cin = (k / kg) * cg + c;
+                                acc += x[((n * p.c + cin) * p.h + ih) * p.w + iw] *
+                                       w[((k * cg + c) * p.r + wr) * p.s + ws];
+                            }
+                    y[((n * p.k + k) * P + i) * Q + j] = acc;
+                }
+    return y;
+}
+
+inline std::vector<double> random_vector(size_t size, std::mt19937& rng) {
+    std::uniform_real_distribution<double> u(-1.0, 1.0);
+    std::vector<double> v(size);
+    for (auto& e : v) e = u(rng);
+    return v;
+}
+
+// ||a - b|| / ||b||
+inline double relative_error(const std::vector<double>& a, const std::vector<double>& b) {
+    double num = 0, den = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+        num += (a[i] - b[i]) * (a[i] - b[i]);
+        den += b[i] * b[i];
+    }
+    return std::sqrt(num / (den > 0 ? den : 1));
+}
+
+}  // namespace convcore_test
