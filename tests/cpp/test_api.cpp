@@ -118,7 +118,8 @@ TEST(Descriptors, TensorBadParams) {
                   CONVCORE_STATUS_BAD_PARAM, "overflows");
     EXPECT_STATUS(convcoreSetTensor4dDescriptorEx(d, CONVCORE_DATA_FLOAT, 1, 3, 4, 4, 48, 16, 4, 0),
                   CONVCORE_STATUS_BAD_PARAM, "wStride=0");
-    EXPECT_STATUS(convcoreSetTensor4dDescriptorEx(d, CONVCORE_DATA_FLOAT, 2, 3, 4, 4, big, big, big, big),
+    const int64_t huge = int64_t(1) << 62;
+    EXPECT_STATUS(convcoreSetTensor4dDescriptorEx(d, CONVCORE_DATA_FLOAT, 2, 3, 4, 4, huge, huge, huge, huge),
                   CONVCORE_STATUS_BAD_PARAM, "overflows");
     int64_t n;
     EXPECT_STATUS(convcoreGetTensor4dDescriptor(d, nullptr, &n, nullptr, nullptr, nullptr, nullptr,
