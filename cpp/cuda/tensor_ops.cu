@@ -1,0 +1,120 @@
+// Strided 4-D tensor copies on the GPU (core/device.hpp): what lets every solver see packed
+// NCHW tensors. One grid-stride kernel each, 64-bit indices, queued on the handle's stream.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "common/blend.hpp"
+#include "core/device.hpp"
+#include "core/error.hpp"
+#include "cuda/check.hpp"
+#include "cuda/resources.hpp"
+
+namespace convcore {
+namespace cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+// Offsets of linear index i (row-major over view.dims) under the src and dst strides.
+struct Offsets {
+    int64_t src, dst;
+};
+__device__ __forceinline__ Offsets view_offsets(int64_t i, const Strided4d& src,
+                                                const Strided4d& dst) {
+    const int64_t w = i % src.dims[3];
+    i /= src.dims[3];
+    const int64_t h = i % src.dims[2];
+    i /= src.dims[2];
+    const int64_t c = i % src.dims[1];
+    const int64_t n = i / src.dims[1];
+    return {offset4(n, c, h, w, src.strides), offset4(n, c, h, w, dst.strides)};
+}
+
+template <typename T>
+__global__ void copy_strided_kernel(const T* __restrict__ src, Strided4d src_view,
+                                    T* __restrict__ dst, Strided4d dst_view, int64_t total) {
+    const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+         i += step) {
+        const Offsets o = view_offsets(i, src_view, dst_view);
+        dst[o.dst] = src[o.src];
+    }
+}
+
+template <typename T>
+__global__ void blend_strided_kernel(const T* __restrict__ src, Strided4d src_view,
+                                     T* __restrict__ dst, Strided4d dst_view, int64_t total,
+                                     T alpha, T beta) {
+    const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+         i += step) {
+        const Offsets o = view_offsets(i, src_view, dst_view);
+        blend_store(dst + o.dst, src[o.src], alpha, beta);
+    }
+}
+
+// Elements of the view; 0 when any dimension is 0. Throws on a shape mismatch.
+int64_t view_elems(const Strided4d& src, const Strided4d& dst, const char* what) {
+    int64_t total = 1;
+    for (int d = 0; d < 4; ++d) {
+        if (src.dims[d] != dst.dims[d])
+            throw Error(CONVCORE_STATUS_INTERNAL_ERROR,
+                        std::string(what) + ": source and destination views differ in shape");
+        if (src.dims[d] < 0)
+            throw Error(CONVCORE_STATUS_INTERNAL_ERROR, std::string(what) + ": negative size");
+        total *= src.dims[d];
+    }
+    return total;
+}
+
+void check_elem(size_t elem, const char* what) {
+    if (elem != 4 && elem != 8)
+        throw Error(CONVCORE_STATUS_INTERNAL_ERROR,
+                    std::string(what) + ": element size " + std::to_string(elem) +
+                        " (expected 4 or 8)");
+}
+
+}  // namespace
+
+void copy_strided(const Context& ctx, size_t elem, const void* src, const Strided4d& src_view,
+                  void* dst, const Strided4d& dst_view) {
+    check_elem(elem, "cuda::copy_strided");
+    const int64_t total = view_elems(src_view, dst_view, "cuda::copy_strided");
+    if (total == 0) return;
+    DeviceGuard guard(ctx.device_index);
+    const unsigned int blocks = grid_blocks(ctx, total, kThreads);
+    const cudaStream_t stream = stream_of(ctx);
+    if (elem == 4) {
+        copy_strided_kernel<float><<<blocks, kThreads, 0, stream>>>(
+            static_cast<const float*>(src), src_view, static_cast<float*>(dst), dst_view, total);
+    } else {
+        copy_strided_kernel<double><<<blocks, kThreads, 0, stream>>>(
+            static_cast<const double*>(src), src_view, static_cast<double*>(dst), dst_view, total);
+    }
+    CONVCORE_CUDA_CHECK_LAUNCH("copy_strided_kernel");
+}
+
+void blend_strided(const Context& ctx, size_t elem, const void* src, const Strided4d& src_view,
+                   void* dst, const Strided4d& dst_view, double alpha, double beta) {
+    check_elem(elem, "cuda::blend_strided");
+    const int64_t total = view_elems(src_view, dst_view, "cuda::blend_strided");
+    if (total == 0) return;
+    DeviceGuard guard(ctx.device_index);
+    const unsigned int blocks = grid_blocks(ctx, total, kThreads);
+    const cudaStream_t stream = stream_of(ctx);
+    if (elem == 4) {
+        blend_strided_kernel<float><<<blocks, kThreads, 0, stream>>>(
+            static_cast<const float*>(src), src_view, static_cast<float*>(dst), dst_view, total,
+            static_cast<float>(alpha), static_cast<float>(beta));
+    } else {
+        blend_strided_kernel<double><<<blocks, kThreads, 0, stream>>>(
+            static_cast<const double*>(src), src_view, static_cast<double*>(dst), dst_view, total,
+            alpha, beta);
+    }
+    CONVCORE_CUDA_CHECK_LAUNCH("blend_strided_kernel");
+}
+
+}  // namespace cuda
+}  // namespace convcore
