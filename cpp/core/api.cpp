@@ -130,9 +130,11 @@ void blend_strided(const Context& ctx, size_t elem, const void* src, const Strid
     cpu::blend_strided(ctx, elem, src, sv, dst, dv, alpha, beta);
 }
 
+#ifndef CONVCORE_WITH_CUDA
 [[noreturn]] void no_cuda() {
     throw_not_supported("convcore was built without CUDA support (nvcc was not found at build time)");
 }
+#endif
 
 bool ranges_overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
     auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
