@@ -1,0 +1,419 @@
+"""The user-facing Python API over the C bindings (_convcore).
+
+Inputs are NumPy arrays or any object with ``__dlpack__`` (PyTorch, CuPy, JAX, ...); they are
+read in place through DLPack. The output has the type of ``x``: NumPy in -> NumPy out, PyTorch
+in -> PyTorch out, other DLPack producers -> NumPy out (CPU).
+"""
+
+import enum
+import operator
+import os
+import sys
+import threading
+
+import numpy as np
+
+from . import _convcore as _C
+from ._errors import BadParamError, NotSupportedError
+
+__all__ = ["Algo", "ConvDesc", "Convolution", "conv2d", "build_info", "cuda_device_count",
+           "cmake_prefix_path", "set_num_threads"]
+
+SUPPORTED_DTYPES = ("float32", "float64")
+MODES = {"cross_correlation": _C.CROSS_CORRELATION, "convolution": _C.CONVOLUTION}
+_MAX_PARAM = 2 ** 40  # the C API's limit on padding, stride and dilation
+
+
+# ---- algorithms --------------------------------------------------------------------------------
+
+Algo = enum.Enum("Algo", [(name, i) for i, name in enumerate(_C.algo_names())],
+                 module=__name__, qualname="Algo")
+Algo.__doc__ = """The forward algorithms; members mirror the C enum convcoreConvolutionFwdAlgo_t.
+
+``algo=`` accepts a member (``Algo.IM2COL_GEMM``) or its name as a string, case-insensitive
+(``"im2col_gemm"``), or ``"auto"`` for the heuristic's first applicable choice."""
+
+
+def _algo_names_lower():
+    return [a.name.lower() for a in Algo]
+
+
+def _algo_id(algo):
+    """The C enum value for ``algo``; -1 for "auto"."""
+    if isinstance(algo, Algo):
+        return algo.value
+    if isinstance(algo, str):
+        key = algo.strip().upper()
+        if key == "AUTO":
+            return -1
+        if key in Algo.__members__:
+            return Algo[key].value
+    valid = ", ".join(["auto"] + _algo_names_lower())
+    raise BadParamError(f"algo: unknown algorithm {algo!r}; valid names: {valid}")
+
+
+# ---- argument parsing ------------------------------------------------------------------------------
+
+def _int_arg(name, value, minimum):
+    if isinstance(value, bool):
+        raise BadParamError(f"{name}: expected an int, got {value!r}")
+    try:
+        v = operator.index(value)
+    except TypeError:
+        raise BadParamError(f"{name}: expected an int or a pair of ints, got {value!r}") from None
+    if v < minimum:
+        raise BadParamError(f"{name}: must be >= {minimum}, got {v}")
+    if v > _MAX_PARAM:
+        raise BadParamError(f"{name}: must be <= 2**40, got {v}")
+    return v
+
+
+def _pair_arg(name, value, minimum):
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise BadParamError(f"{name}: expected an int or a pair of ints, got {value!r}")
+        return (_int_arg(name, value[0], minimum), _int_arg(name, value[1], minimum))
+    v = _int_arg(name, value, minimum)
+    return (v, v)
+
+
+def _scalar_arg(name, value):
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise BadParamError(f"{name}: expected a real number, got {value!r}") from None
+    if not np.isfinite(v):
+        raise BadParamError(f"{name}: must be finite, got {v}")
+    return v
+
+
+def _shape_arg(name, shape):
+    if hasattr(shape, "shape") and not isinstance(shape, (tuple, list)):
+        shape = shape.shape  # an array was passed: use its shape
+    try:
+        return tuple(operator.index(d) for d in shape)
+    except TypeError:
+        raise BadParamError(f"{name}: expected a sequence of ints, got {shape!r}") from None
+
+
+def _dtype_arg(dtype):
+    if isinstance(dtype, str):
+        name = dtype
+    else:
+        name = str(dtype).replace("torch.", "")
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            pass
+    if name in ("float", "float32", "f4", "single"):
+        return "float32"
+    if name in ("double", "float64", "f8"):
+        return "float64"
+    raise BadParamError(f"dtype: {dtype!r} is not supported; convcore supports float32 and float64")
+
+
+def _device_arg(device):
+    """(C device type, index) from "cpu", "cuda", "cuda:1" or a torch.device."""
+    text = str(device).strip().lower()
+    if text == "cpu":
+        return _C.DEVICE_CPU, 0
+    if text == "cuda":
+        return _C.DEVICE_CUDA, 0
+    if text.startswith("cuda:") and text[5:].isdigit():
+        return _C.DEVICE_CUDA, int(text[5:])
+    raise BadParamError(f"device: expected 'cpu', 'cuda' or 'cuda:<index>', got {device!r}")
+
+
+# ---- library information --------------------------------------------------------------------------
+
+def build_info():
+    """What this build was compiled with (convcoreGetBuildInfo), as a dict: version, compiler,
+    openmp, blas, fft, cuda, ..."""
+    info = {}
+    for line in _C.build_info().splitlines():
+        key, sep, value = line.partition(":")
+        if sep:
+            info[key.strip()] = value.strip()
+    return info
+
+
+def cuda_device_count():
+    """CUDA devices visible to convcore; 0 without the CUDA backend or without a GPU."""
+    return _C.cuda_device_count()
+
+
+def cmake_prefix_path():
+    """The installed package directory: add it to CMAKE_PREFIX_PATH so that
+    ``find_package(convcore)`` finds lib/cmake/convcore/convcoreConfig.cmake."""
+    return os.path.dirname(os.path.abspath(__file__))
+
+
+def set_num_threads(n):
+    """CPU threads used by convcore calls made from the calling Python thread (0: OpenMP's
+    default, usually every core)."""
+    _C.set_num_threads(_int_arg("n", n, 0))
+
+
+# ---- tensors: DLPack import and output allocation ---------------------------------------------------
+
+def _torch_module():
+    return sys.modules.get("torch")  # a torch tensor can only exist once torch is imported
+
+
+def _is_torch_tensor(obj):
+    torch = _torch_module()
+    return torch is not None and isinstance(obj, torch.Tensor)
+
+
+def _dlpack_device(obj, name):
+    """(DLPack device type, device index) of ``obj``."""
+    if isinstance(obj, np.ndarray):
+        return (_C.DLPACK_CPU, 0)
+    if not hasattr(obj, "__dlpack__"):
+        raise BadParamError(
+            f"{name}: expected a NumPy array or an object with __dlpack__ (a PyTorch tensor, ...), "
+            f"got {type(obj).__name__}")
+    if hasattr(obj, "__dlpack_device__"):
+        dev_type, dev_id = obj.__dlpack_device__()
+        return (int(dev_type), int(dev_id))
+    return (_C.DLPACK_CPU, 0)
+
+
+def _export(obj, name, dlpack_stream):
+    """Calls obj.__dlpack__ per the protocol (DLPack 1.0 first) and imports the capsule."""
+    kwargs = {} if dlpack_stream is None else {"stream": dlpack_stream}
+    try:
+        try:
+            capsule = obj.__dlpack__(max_version=(1, 0), **kwargs)
+        except TypeError:  # a producer older than DLPack 1.0
+            capsule = obj.__dlpack__(**kwargs)
+        return _C.DLPackTensor(capsule)
+    except (BufferError, RuntimeError, ValueError, TypeError) as e:
+        raise BadParamError(f"{name}: cannot be read through DLPack: {e}") from None
+
+
+def _check_numpy_dtype(arr, name):
+    if arr.dtype.name not in SUPPORTED_DTYPES:
+        raise BadParamError(
+            f"{name}: dtype {arr.dtype} is not supported; convcore supports float32 and float64")
+
+
+def _contiguous_copy(obj, name):
+    """A packed copy of an input that cannot be read in place."""
+    if isinstance(obj, np.ndarray):
+        return np.ascontiguousarray(obj)
+    if _is_torch_tensor(obj):
+        return obj.contiguous()
+    if _dlpack_device(obj, name)[0] == _C.DLPACK_CPU:
+        return np.ascontiguousarray(np.from_dlpack(obj))
+    raise BadParamError(f"{name}: must be contiguous (no copy is made for this type of GPU array)")
+
+
+def _import_input(obj, name, dlpack_stream, need_packed):
+    """The DLPackTensor of an input: in place when possible, else of a packed copy."""
+    if isinstance(obj, np.ndarray):
+        _check_numpy_dtype(obj, name)
+        if not obj.dtype.isnative:
+            obj = obj.astype(obj.dtype.newbyteorder("="))
+    elif _is_torch_tensor(obj):
+        if obj.requires_grad:
+            obj = obj.detach()
+        if obj.is_conj():
+            obj = obj.resolve_conj()
+        if obj.is_neg():
+            obj = obj.resolve_neg()
+    try:
+        tensor = _export(obj, name, dlpack_stream)
+    except BadParamError:
+        if not isinstance(obj, np.ndarray):
+            raise
+        obj = obj.copy()  # e.g. an old NumPy that cannot export read-only arrays
+        tensor = _export(obj, name, dlpack_stream)
+    if tensor.ndim == 4 and (not tensor.has_positive_strides or (need_packed and not tensor.is_packed)):
+        tensor = _export(_contiguous_copy(obj, name), name, dlpack_stream)
+    return tensor
+
+
+def _import_output(out, dlpack_stream):
+    if isinstance(out, np.ndarray):
+        if not out.flags.writeable:
+            raise BadParamError("out: the array is read-only")
+        _check_numpy_dtype(out, "out")
+        if not out.dtype.isnative:
+            raise BadParamError(f"out: byte order of dtype {out.dtype} is not native")
+    elif _is_torch_tensor(out):
+        if out.requires_grad:
+            raise BadParamError("out: the tensor requires grad; convcore cannot write it in place "
+                                "(pass out=tensor.detach() or use convcore.torch for autograd)")
+    elif not hasattr(out, "__dlpack__"):
+        raise BadParamError(f"out: expected a NumPy array or an object with __dlpack__, "
+                            f"got {type(out).__name__}")
+    return _export(out, "out", dlpack_stream)
+
+
+def _allocate_output(x, shape, dtype, device):
+    if _is_torch_tensor(x):
+        return _torch_module().empty(shape, dtype=x.dtype, device=x.device)
+    if device[0] == _C.DLPACK_CPU:
+        return np.empty(shape, dtype=dtype)
+    raise NotSupportedError("CUDA output allocation arrives with the CUDA backend; pass out=")
+
+
+def _cuda_streams(x, device):
+    """(stream for __dlpack__, stream convcore runs on) for a CUDA input, per the DLPack protocol:
+    the producer's current stream for torch tensors, else the legacy default stream."""
+    stream = 0
+    if _is_torch_tensor(x):
+        stream = _torch_module().cuda.current_stream(x.device).cuda_stream
+    if cuda_device_count() <= device[1]:
+        raise NotSupportedError(
+            f"x is on cuda:{device[1]} but convcore sees {cuda_device_count()} CUDA device(s) "
+            f"(build info: cuda: {build_info().get('cuda', 'unknown')})")
+    # In __dlpack__, 0 is ambiguous and not allowed; 1 names the legacy default stream.
+    return (stream if stream != 0 else 1), stream
+
+
+# ---- the convolution ---------------------------------------------------------------------------------
+
+class ConvDesc:
+    """Convolution parameters (immutable): padding, stride, dilation (ints or (h, w) pairs),
+    groups, and mode "cross_correlation" (what frameworks call conv) or "convolution" (the
+    filter flipped in both axes)."""
+
+    def __init__(self, padding=0, stride=1, dilation=1, groups=1, mode="cross_correlation"):
+        self._padding = _pair_arg("padding", padding, 0)
+        self._stride = _pair_arg("stride", stride, 1)
+        self._dilation = _pair_arg("dilation", dilation, 1)
+        self._groups = _int_arg("groups", groups, 1)
+        if not isinstance(mode, str) or mode not in MODES:
+            raise BadParamError(f"mode: expected 'cross_correlation' or 'convolution', got {mode!r}")
+        self._mode = mode
+        self._params = _C.ConvParams(self._padding[0], self._padding[1], self._stride[0],
+                                     self._stride[1], self._dilation[0], self._dilation[1],
+                                     self._groups, MODES[mode])
+
+    padding = property(lambda self: self._padding)
+    stride = property(lambda self: self._stride)
+    dilation = property(lambda self: self._dilation)
+    groups = property(lambda self: self._groups)
+    mode = property(lambda self: self._mode)
+
+    def _key(self):
+        return (self._padding, self._stride, self._dilation, self._groups, self._mode)
+
+    def __eq__(self, other):
+        return isinstance(other, ConvDesc) and self._key() == other._key()
+
+    def __hash__(self):
+        return hash(self._key())
+
+    def __repr__(self):
+        return (f"ConvDesc(padding={self._padding}, stride={self._stride}, "
+                f"dilation={self._dilation}, groups={self._groups}, mode={self._mode!r})")
+
+
+class Convolution:
+    """A 2-D convolution: ``Convolution(ConvDesc(padding=1)).forward(x, w)``.
+
+    ``x`` is N x C x H x W, ``w`` is K x C/groups x R x S, the output N x K x P x Q. One object
+    may be shared by several threads (each thread gets its own workspace and handle)."""
+
+    def __init__(self, desc=None, **kwargs):
+        if desc is None:
+            desc = ConvDesc(**kwargs)
+        elif kwargs:
+            raise TypeError("pass either a ConvDesc or its keyword arguments, not both")
+        elif not isinstance(desc, ConvDesc):
+            raise BadParamError(f"desc: expected a convcore.ConvDesc, got {type(desc).__name__}")
+        self.desc = desc
+        self._local = threading.local()  # per-thread workspace
+
+    def __repr__(self):
+        return f"Convolution({self.desc!r})"
+
+    def output_shape(self, x_shape, w_shape):
+        """The output shape (N, K, P, Q) for inputs of these shapes."""
+        x_shape, w_shape = _shape_arg("x_shape", x_shape), _shape_arg("w_shape", w_shape)
+        if len(x_shape) == 4 and x_shape[0] == 0:  # an empty batch
+            return (0,) + tuple(_C.output_shape((1,) + x_shape[1:], w_shape, self.desc._params))[1:]
+        return tuple(_C.output_shape(x_shape, w_shape, self.desc._params))
+
+    def _rank(self, x_shape, w_shape, device, dtype):
+        dev_type, dev_index = _device_arg(device)
+        x_shape, w_shape = _shape_arg("x_shape", x_shape), _shape_arg("w_shape", w_shape)
+        return _C.rank_algos(x_shape, w_shape, self.desc._params, dev_type, dev_index,
+                             _dtype_arg(dtype))
+
+    def applicable_algos(self, x_shape, w_shape, device="cpu", dtype="float32"):
+        """Names of the algorithms that can run this problem on ``device``, best first by
+        convcore's heuristic (convcoreGetConvolutionForwardAlgorithm). Each is valid as algo=."""
+        return [Algo(a).name.lower() for a, supported, _, _ in
+                self._rank(x_shape, w_shape, device, dtype) if supported]
+
+    def workspace_size(self, x_shape, w_shape, algo, device="cpu", dtype="float32"):
+        """Workspace bytes ``algo`` needs for this problem (NotSupportedError when it cannot
+        run it). For packed inputs; strided ones may need more."""
+        algo_id = _algo_id(algo)
+        if algo_id < 0:
+            for _, supported, workspace, _ in self._rank(x_shape, w_shape, device, dtype):
+                if supported:
+                    return workspace
+            raise NotSupportedError("no convcore algorithm can run this problem on this device")
+        dev_type, dev_index = _device_arg(device)
+        return _C.workspace_size(_shape_arg("x_shape", x_shape), _shape_arg("w_shape", w_shape),
+                                 self.desc._params, algo_id, dev_type, dev_index, _dtype_arg(dtype))
+
+    def forward(self, x, w, algo="auto", out=None, alpha=1.0, beta=0.0):
+        """``alpha * conv(x, w) + beta * out``, into ``out`` when given (else a new array of the
+        type of x). With beta == 0 the previous contents of out are never read."""
+        algo_id = _algo_id(algo)
+        alpha = _scalar_arg("alpha", alpha)
+        beta = _scalar_arg("beta", beta)
+        device = _dlpack_device(x, "x")
+        w_device = _dlpack_device(w, "w")
+        if w_device != device:
+            raise BadParamError(f"x and w are on different devices: x on {_device_name(device)}, "
+                                f"w on {_device_name(w_device)}")
+        if out is not None and _dlpack_device(out, "out") != device:
+            raise BadParamError(f"out is on {_device_name(_dlpack_device(out, 'out'))} but x is "
+                                f"on {_device_name(device)}")
+        dlpack_stream, stream = None, 0
+        if device[0] == _C.DLPACK_CUDA:
+            dlpack_stream, stream = _cuda_streams(x, device)
+
+        xt = _import_input(x, "x", dlpack_stream, need_packed=False)
+        wt = _import_input(w, "w", dlpack_stream, need_packed=True)
+        dtype = _C.check_inputs(xt, wt)
+        y_shape = self.output_shape(xt.shape, wt.shape)
+        if out is None:
+            if beta != 0.0:
+                raise BadParamError(f"beta: beta={beta} blends into an existing output; pass out=")
+            out = _allocate_output(x, y_shape, dtype, device)
+        if y_shape[0] == 0:  # an empty batch: nothing to compute, only check out
+            if tuple(out.shape) != y_shape:
+                raise BadParamError(f"out: expected shape {y_shape}, got {tuple(out.shape)}")
+            return out
+        yt = _import_output(out, dlpack_stream)
+        workspace = getattr(self._local, "workspace", None)
+        if workspace is None:
+            workspace = self._local.workspace = _C.Workspace()
+        _C.forward(xt, wt, yt, self.desc._params, algo_id, alpha, beta, workspace, stream)
+        return out
+
+    __call__ = forward
+
+
+def _device_name(device):
+    dev_type, dev_id = device
+    if dev_type == _C.DLPACK_CPU:
+        return "cpu"
+    if dev_type == _C.DLPACK_CUDA:
+        return f"cuda:{dev_id}"
+    return f"DLPack device type {dev_type} index {dev_id}"
+
+
+def conv2d(x, w, *, padding=0, stride=1, dilation=1, groups=1, mode="cross_correlation",
+           algo="auto", out=None):
+    """One-call form: ``Convolution(ConvDesc(...)).forward(x, w, algo=algo, out=out)``."""
+    desc = ConvDesc(padding=padding, stride=stride, dilation=dilation, groups=groups, mode=mode)
+    return Convolution(desc).forward(x, w, algo=algo, out=out)

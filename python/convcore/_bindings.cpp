@@ -1,0 +1,656 @@
+// _convcore: thin pybind11 bindings over the public C API (convcore/convcore.h only).
+//
+// What lives here: DLPack import (DLPackTensor), per-thread handles, descriptor RAII, the
+// per-Convolution workspace, and status -> Python exception translation. Argument parsing,
+// output allocation and the user-facing API are in Python (convcore/_api.py).
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "convcore/convcore.h"
+#include "dlpack.hpp"
+
+namespace py = pybind11;
+
+namespace {
+
+// ---- errors ---------------------------------------------------------------------------------
+
+// A failed C call (or a failed check here), carried to Python as convcore.<X>Error.
+struct StatusError : std::exception {
+    convcoreStatus_t status;
+    std::string message;
+    StatusError(convcoreStatus_t s, std::string m) : status(s), message(std::move(m)) {}
+    const char* what() const noexcept override { return message.c_str(); }
+};
+
+[[noreturn]] void bad_param(const std::string& message) {
+    throw StatusError(CONVCORE_STATUS_BAD_PARAM, message);
+}
+[[noreturn]] void not_supported(const std::string& message) {
+    throw StatusError(CONVCORE_STATUS_NOT_SUPPORTED, message);
+}
+
+// Throws StatusError for a failed status; `context` (e.g. "x: ") is put before the C reason.
+void check(convcoreStatus_t status, const std::string& context = "") {
+    if (status == CONVCORE_STATUS_SUCCESS) return;
+    throw StatusError(status, context + convcoreGetLastErrorString());
+}
+
+// Python exception classes per status, set once by convcore/_errors.py. Leaked on purpose:
+// they live as long as the interpreter.
+PyObject* g_error_classes[6] = {nullptr, nullptr, nullptr, nullptr, nullptr, nullptr};
+
+void set_error_classes(const py::dict& classes) {
+    for (auto item : classes) {
+        const int status = item.first.cast<int>();
+        if (status < 0 || status > 5) throw py::value_error("status out of range");
+        PyObject* cls = item.second.ptr();
+        Py_INCREF(cls);
+        Py_XDECREF(g_error_classes[status]);
+        g_error_classes[status] = cls;
+    }
+}
+
+// ---- small helpers --------------------------------------------------------------------------
+
+std::string shape_str(const std::vector<int64_t>& shape) {
+    std::ostringstream o;
+    o << "(";
+    for (size_t i = 0; i < shape.size(); ++i) o << (i ? ", " : "") << shape[i];
+    o << (shape.size() == 1 ? ",)" : ")");
+    return o.str();
+}
+
+std::string algo_name_lower(int algo) {
+    const char* name = convcoreGetFwdAlgoName(convcoreConvolutionFwdAlgo_t(algo));
+    std::string s = name ? name : ("algo " + std::to_string(algo));
+    for (char& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    return s;
+}
+
+convcoreDataType_t data_type_of(const std::string& dtype) {
+    if (dtype == "float32") return CONVCORE_DATA_FLOAT;
+    if (dtype == "float64") return CONVCORE_DATA_DOUBLE;
+    bad_param("dtype: " + dtype + " is not supported; convcore supports float32 and float64");
+}
+
+// "float32", "int64", "bfloat16", "complex64", "bool", ... for a DLPack dtype.
+std::string dtype_name(DLDataType t) {
+    std::string base;
+    switch (t.code) {
+        case kDLInt: base = "int"; break;
+        case kDLUInt: base = "uint"; break;
+        case kDLFloat: base = "float"; break;
+        case kDLBfloat: base = "bfloat"; break;
+        case kDLComplex: base = "complex"; break;
+        case kDLBool: return t.lanes == 1 ? "bool" : "bool x" + std::to_string(t.lanes);
+        case kDLOpaqueHandle: return "opaque handle";
+        default: base = "dlpack type code " + std::to_string(int(t.code)) + " bits "; break;
+    }
+    std::string name = base + std::to_string(int(t.bits));
+    if (t.lanes != 1) name += " x" + std::to_string(int(t.lanes));
+    return name;
+}
+
+// ---- DLPack import --------------------------------------------------------------------------
+
+// A tensor taken from a DLPack capsule. Owns the producer's managed tensor (keeps its memory
+// alive) and calls its deleter when destroyed.
+class DLPackTensor {
+   public:
+    explicit DLPackTensor(py::capsule capsule) {
+        PyObject* cap = capsule.ptr();
+        const char* name = PyCapsule_GetName(cap);
+        if (!name) throw py::error_already_set();
+        const std::string n = name;
+        if (n == "dltensor_versioned") {
+            auto* m = static_cast<DLManagedTensorVersioned*>(PyCapsule_GetPointer(cap, name));
+            if (!m) throw py::error_already_set();
+            if (m->version.major != DLPACK_MAJOR_VERSION) {
+                // Our struct layout may not match; only the deleter is safe to call. Leave the
+                // capsule unrenamed so the producer's capsule destructor frees it.
+                throw py::buffer_error("DLPack version " + std::to_string(m->version.major) + "." +
+                                       std::to_string(m->version.minor) +
+                                       " is not supported (convcore reads DLPack 1.x)");
+            }
+            if (PyCapsule_SetName(cap, "used_dltensor_versioned") != 0) throw py::error_already_set();
+            versioned_ = m;
+            tensor_ = &m->dl_tensor;
+            read_only_ = (m->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0;
+        } else if (n == "dltensor") {
+            auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap, name));
+            if (!m) throw py::error_already_set();
+            if (PyCapsule_SetName(cap, "used_dltensor") != 0) throw py::error_already_set();
+            legacy_ = m;
+            tensor_ = &m->dl_tensor;
+        } else {
+            throw py::value_error("not a DLPack capsule (its name is '" + n +
+                                  "'; expected 'dltensor' or 'dltensor_versioned'; a capsule "
+                                  "named 'used_...' was already consumed)");
+        }
+    }
+    DLPackTensor(const DLPackTensor&) = delete;
+    DLPackTensor& operator=(const DLPackTensor&) = delete;
+    ~DLPackTensor() {
+        if (versioned_ && versioned_->deleter) versioned_->deleter(versioned_);
+        if (legacy_ && legacy_->deleter) legacy_->deleter(legacy_);
+    }
+
+    int ndim() const { return tensor_->ndim; }
+    std::vector<int64_t> shape() const {
+        return std::vector<int64_t>(tensor_->shape, tensor_->shape + tensor_->ndim);
+    }
+    // Element strides; computed (row-major) when the producer left them NULL.
+    std::vector<int64_t> strides() const {
+        const int nd = tensor_->ndim;
+        std::vector<int64_t> st(nd);
+        if (tensor_->strides) {
+            std::copy(tensor_->strides, tensor_->strides + nd, st.begin());
+        } else {
+            int64_t s = 1;
+            for (int i = nd - 1; i >= 0; --i) {
+                st[i] = s;
+                s *= tensor_->shape[i];
+            }
+        }
+        return st;
+    }
+    std::string dtype() const { return dtype_name(tensor_->dtype); }
+    bool is_float(int bits) const {
+        const DLDataType t = tensor_->dtype;
+        return t.code == kDLFloat && t.bits == bits && t.lanes == 1;
+    }
+    int device_type() const { return int(tensor_->device.device_type); }
+    int device_id() const { return tensor_->device.device_id; }
+    void* data() const { return static_cast<char*>(tensor_->data) + tensor_->byte_offset; }
+    uintptr_t data_ptr() const { return reinterpret_cast<uintptr_t>(data()); }
+    bool read_only() const { return read_only_; }
+    bool versioned() const { return versioned_ != nullptr; }
+    // True when every axis longer than 1 has a positive stride (what the C API accepts).
+    bool has_positive_strides() const {
+        const auto sh = shape(), st = strides();
+        for (size_t i = 0; i < sh.size(); ++i)
+            if (sh[i] > 1 && st[i] <= 0) return false;
+        return true;
+    }
+    // Packed row-major (strides of length-1 axes do not matter).
+    bool is_packed() const {
+        const auto sh = shape(), st = strides();
+        int64_t expect = 1;
+        for (int i = int(sh.size()) - 1; i >= 0; --i) {
+            if (sh[i] > 1 && st[i] != expect) return false;
+            expect *= sh[i];
+        }
+        return true;
+    }
+    // No two index tuples address the same element (needed for an output).
+    bool has_distinct_elements() const {
+        const auto sh = shape(), st = strides();
+        std::vector<std::pair<int64_t, int64_t>> axes;  // (stride, length) of axes longer than 1
+        for (size_t i = 0; i < sh.size(); ++i) {
+            if (sh[i] == 0) return true;
+            if (sh[i] > 1) axes.push_back({st[i], sh[i]});
+        }
+        std::sort(axes.begin(), axes.end());
+        int64_t span = 1;  // elements covered by the inner axes
+        for (const auto& a : axes) {
+            if (a.first < span) return false;
+            span = a.first * a.second;
+        }
+        return true;
+    }
+    // Strides for the C API: length-1 axes get stride 1 (any positive value is valid there).
+    std::vector<int64_t> strides_for_c() const {
+        auto sh = shape(), st = strides();
+        for (size_t i = 0; i < sh.size(); ++i)
+            if (sh[i] <= 1 && st[i] <= 0) st[i] = 1;
+        return st;
+    }
+
+   private:
+    DLManagedTensorVersioned* versioned_ = nullptr;
+    DLManagedTensor* legacy_ = nullptr;
+    DLTensor* tensor_ = nullptr;
+    bool read_only_ = false;
+};
+
+// ---- handles: one per thread and device -----------------------------------------------------
+
+struct ThreadHandles {
+    convcoreHandle_t cpu = nullptr;
+    std::map<int, convcoreHandle_t> cuda;  // device index -> handle
+    ~ThreadHandles() {
+        if (cpu) convcoreDestroy(cpu);
+        for (auto& kv : cuda) convcoreDestroy(kv.second);
+    }
+};
+thread_local ThreadHandles t_handles;
+
+convcoreHandle_t cpu_handle() {
+    if (!t_handles.cpu) check(convcoreCreate(&t_handles.cpu), "creating a CPU handle: ");
+    return t_handles.cpu;
+}
+
+convcoreHandle_t cuda_handle(int index) {
+    auto it = t_handles.cuda.find(index);
+    if (it != t_handles.cuda.end()) return it->second;
+    convcoreHandle_t h = nullptr;
+    check(convcoreCreateForDevice(&h, CONVCORE_DEVICE_CUDA, index),
+          "creating a handle for cuda:" + std::to_string(index) + ": ");
+    t_handles.cuda[index] = h;
+    return h;
+}
+
+convcoreHandle_t handle_for(int device_type, int device_index) {
+    if (device_type == CONVCORE_DEVICE_CPU) return cpu_handle();
+    if (device_type == CONVCORE_DEVICE_CUDA) return cuda_handle(device_index);
+    bad_param("device: unknown device type " + std::to_string(device_type));
+}
+
+// ---- descriptors ----------------------------------------------------------------------------
+
+// The convolution parameters of a convcore.ConvDesc, validated in Python.
+struct ConvParams {
+    int64_t pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1, groups = 1;
+    int mode = CONVCORE_CROSS_CORRELATION;
+};
+
+// The four descriptors of one forward problem, destroyed on scope exit.
+struct Descriptors {
+    convcoreTensorDescriptor_t x = nullptr, y = nullptr;
+    convcoreFilterDescriptor_t w = nullptr;
+    convcoreConvolutionDescriptor_t conv = nullptr;
+
+    Descriptors() {
+        check(convcoreCreateTensorDescriptor(&x));
+        check(convcoreCreateTensorDescriptor(&y));
+        check(convcoreCreateFilterDescriptor(&w));
+        check(convcoreCreateConvolutionDescriptor(&conv));
+    }
+    ~Descriptors() {
+        convcoreDestroyTensorDescriptor(x);
+        convcoreDestroyTensorDescriptor(y);
+        convcoreDestroyFilterDescriptor(w);
+        convcoreDestroyConvolutionDescriptor(conv);
+    }
+    Descriptors(const Descriptors&) = delete;
+    Descriptors& operator=(const Descriptors&) = delete;
+
+    void set_conv(const ConvParams& p) {
+        check(convcoreSetConvolution2dDescriptor(conv, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
+                                                 p.dil_h, p.dil_w, convcoreConvolutionMode_t(p.mode)));
+        check(convcoreSetConvolutionGroupCount(conv, p.groups), "groups: ");
+    }
+    // x (and w) from shapes; x strides when given (else packed).
+    void set_x(const std::vector<int64_t>& s, convcoreDataType_t t,
+               const std::vector<int64_t>* strides = nullptr) {
+        if (strides)
+            check(convcoreSetTensor4dDescriptorEx(x, t, s[0], s[1], s[2], s[3], (*strides)[0],
+                                                  (*strides)[1], (*strides)[2], (*strides)[3]),
+                  "x: ");
+        else
+            check(convcoreSetTensor4dDescriptor(x, t, s[0], s[1], s[2], s[3]), "x: ");
+    }
+    void set_w(const std::vector<int64_t>& s, convcoreDataType_t t) {
+        check(convcoreSetFilter4dDescriptor(w, t, s[0], s[1], s[2], s[3]), "w: ");
+    }
+    // The output shape; sets y (packed unless strides are given).
+    std::vector<int64_t> set_y(convcoreDataType_t t, const std::vector<int64_t>* strides = nullptr) {
+        std::vector<int64_t> o(4);
+        check(convcoreGetConvolution2dForwardOutputDim(conv, x, w, &o[0], &o[1], &o[2], &o[3]));
+        if (strides)
+            check(convcoreSetTensor4dDescriptorEx(y, t, o[0], o[1], o[2], o[3], (*strides)[0],
+                                                  (*strides)[1], (*strides)[2], (*strides)[3]),
+                  "out: ");
+        else
+            check(convcoreSetTensor4dDescriptor(y, t, o[0], o[1], o[2], o[3]), "out: ");
+        return o;
+    }
+};
+
+void require_4d(const std::vector<int64_t>& shape, const char* name, const char* layout) {
+    if (shape.size() != 4)
+        bad_param(std::string(name) + ": expected a 4-D " + layout + " array, got shape " +
+                  shape_str(shape));
+}
+
+// Descriptors for a problem given by shapes (packed tensors).
+void set_from_shapes(Descriptors& d, const std::vector<int64_t>& x_shape,
+                     const std::vector<int64_t>& w_shape, const ConvParams& p,
+                     convcoreDataType_t t) {
+    require_4d(x_shape, "x", "NCHW");
+    require_4d(w_shape, "w", "K x C/groups x R x S");
+    d.set_conv(p);
+    d.set_x(x_shape, t);
+    d.set_w(w_shape, t);
+    d.set_y(t);
+}
+
+// ---- the shape-level queries ----------------------------------------------------------------
+
+std::vector<int64_t> output_shape(const std::vector<int64_t>& x_shape,
+                                  const std::vector<int64_t>& w_shape, const ConvParams& p) {
+    Descriptors d;
+    require_4d(x_shape, "x", "NCHW");
+    require_4d(w_shape, "w", "K x C/groups x R x S");
+    d.set_conv(p);
+    d.set_x(x_shape, CONVCORE_DATA_FLOAT);
+    d.set_w(w_shape, CONVCORE_DATA_FLOAT);
+    return d.set_y(CONVCORE_DATA_FLOAT);
+}
+
+// One row of the heuristic ranking.
+struct AlgoPerf {
+    int algo;
+    bool supported;
+    size_t workspace;
+    bool deterministic;
+};
+
+std::vector<AlgoPerf> rank(convcoreHandle_t h, const Descriptors& d) {
+    convcoreConvolutionFwdAlgoPerf_t perf[CONVCORE_FWD_ALGO_COUNT];
+    int count = 0;
+    check(convcoreGetConvolutionForwardAlgorithm(h, d.x, d.w, d.conv, d.y, CONVCORE_FWD_ALGO_COUNT,
+                                                 &count, perf));
+    std::vector<AlgoPerf> out;
+    for (int i = 0; i < count; ++i)
+        out.push_back({int(perf[i].algo), perf[i].status == CONVCORE_STATUS_SUCCESS, perf[i].memory,
+                       perf[i].determinism == CONVCORE_DETERMINISTIC});
+    return out;
+}
+
+std::vector<AlgoPerf> rank_algos(const std::vector<int64_t>& x_shape,
+                                 const std::vector<int64_t>& w_shape, const ConvParams& p,
+                                 int device_type, int device_index, const std::string& dtype) {
+    const convcoreDataType_t t = data_type_of(dtype);
+    Descriptors d;
+    set_from_shapes(d, x_shape, w_shape, p, t);
+    return rank(handle_for(device_type, device_index), d);
+}
+
+size_t workspace_size(const std::vector<int64_t>& x_shape, const std::vector<int64_t>& w_shape,
+                      const ConvParams& p, int algo, int device_type, int device_index,
+                      const std::string& dtype) {
+    const convcoreDataType_t t = data_type_of(dtype);
+    Descriptors d;
+    set_from_shapes(d, x_shape, w_shape, p, t);
+    size_t bytes = 0;
+    check(convcoreGetConvolutionForwardWorkspaceSize(handle_for(device_type, device_index), d.x,
+                                                     d.w, d.conv, d.y,
+                                                     convcoreConvolutionFwdAlgo_t(algo), &bytes),
+          "algo=" + algo_name_lower(algo) + ": ");
+    return bytes;
+}
+
+// ---- workspace ------------------------------------------------------------------------------
+
+// Host workspace owned by one Convolution (per Python thread); grows to the largest request.
+// The mutex makes it safe even if two threads were to share one.
+class Workspace {
+   public:
+    Workspace() = default;
+    Workspace(const Workspace&) = delete;
+    Workspace& operator=(const Workspace&) = delete;
+    ~Workspace() { std::free(ptr_); }
+
+    std::mutex& mutex() { return mutex_; }
+    // Call with mutex() held.
+    void* reserve(size_t bytes) {
+        if (bytes == 0) return nullptr;
+        if (bytes > size_) {
+            std::free(ptr_);
+            ptr_ = nullptr;
+            size_ = 0;
+            const size_t rounded = (bytes + 63) / 64 * 64;
+            ptr_ = std::aligned_alloc(64, rounded);
+            if (!ptr_)
+                throw StatusError(CONVCORE_STATUS_ALLOC_FAILED,
+                                  "could not allocate a workspace of " + std::to_string(bytes) +
+                                      " bytes");
+            size_ = rounded;
+        }
+        return ptr_;
+    }
+    size_t size() const { return size_; }
+
+   private:
+    std::mutex mutex_;
+    void* ptr_ = nullptr;
+    size_t size_ = 0;
+};
+
+// Device workspace for one CUDA call, freed on scope exit.
+struct DeviceBuffer {
+    convcoreHandle_t handle;
+    void* ptr = nullptr;
+    DeviceBuffer(convcoreHandle_t h, size_t bytes) : handle(h) {
+        check(convcoreMalloc(h, &ptr, bytes), "workspace: ");
+    }
+    ~DeviceBuffer() {
+        if (ptr) convcoreFree(handle, ptr);
+    }
+};
+
+// ---- forward --------------------------------------------------------------------------------
+
+// Dtype, ndim and device checks of x and w, with the user's argument names. Returns the dtype.
+std::string check_inputs(const DLPackTensor& x, const DLPackTensor& w) {
+    const char* supported = "; convcore supports float32 and float64";
+    require_4d(x.shape(), "x", "NCHW");
+    require_4d(w.shape(), "w", "K x C/groups x R x S");
+    if (!x.is_float(32) && !x.is_float(64))
+        bad_param("x: dtype " + x.dtype() + " is not supported" + supported);
+    if (!w.is_float(32) && !w.is_float(64))
+        bad_param("w: dtype " + w.dtype() + " is not supported" + supported);
+    if (x.dtype() != w.dtype())
+        bad_param("w: dtype " + w.dtype() + " does not match x: dtype " + x.dtype() +
+                  " (x and w must have the same dtype)");
+    if (x.device_type() != w.device_type() || x.device_id() != w.device_id())
+        bad_param("x and w are on different devices (x: device type " +
+                  std::to_string(x.device_type()) + " index " + std::to_string(x.device_id()) +
+                  ", w: device type " + std::to_string(w.device_type()) + " index " +
+                  std::to_string(w.device_id()) + ")");
+    if (x.device_type() != kDLCPU && x.device_type() != kDLCUDA)
+        not_supported("x: DLPack device type " + std::to_string(x.device_type()) +
+                      " is not supported (convcore runs on kDLCPU and kDLCUDA memory)");
+    return x.dtype();
+}
+
+// y = alpha * conv(x, w) + beta * y with algorithm `algo` (-1: the heuristic's first choice).
+// `stream` is the CUDA stream to run on (ignored on the CPU). Returns the algorithm used.
+int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
+            const ConvParams& p, int algo, double alpha, double beta, Workspace& workspace,
+            uintptr_t stream) {
+    const std::string dtype = check_inputs(x, w);
+    const convcoreDataType_t t = data_type_of(dtype);
+    require_4d(y.shape(), "out", "NCHW");
+    if (y.dtype() != dtype)
+        bad_param("out: dtype " + y.dtype() + " does not match x: dtype " + dtype);
+    if (y.device_type() != x.device_type() || y.device_id() != x.device_id())
+        bad_param("out is not on the device of x");
+    if (y.read_only()) bad_param("out: the array is read-only");
+    if (!x.has_positive_strides()) bad_param("x: strides must be positive");
+    if (!w.is_packed()) bad_param("w: must be contiguous (packed K x C/groups x R x S)");
+    if (!y.has_positive_strides() || !y.has_distinct_elements())
+        bad_param("out: strides must be positive and must not make elements overlap");
+
+    Descriptors d;
+    d.set_conv(p);
+    const auto x_strides = x.strides_for_c(), y_strides = y.strides_for_c();
+    d.set_x(x.shape(), t, &x_strides);
+    d.set_w(w.shape(), t);
+    std::vector<int64_t> expect(4);
+    check(convcoreGetConvolution2dForwardOutputDim(d.conv, d.x, d.w, &expect[0], &expect[1],
+                                                   &expect[2], &expect[3]));
+    if (y.shape() != expect)
+        bad_param("out: expected shape " + shape_str(expect) + " (the output of this convolution), got " +
+                  shape_str(y.shape()));
+    d.set_y(t, &y_strides);
+
+    const bool on_cuda = x.device_type() == kDLCUDA;
+    convcoreHandle_t h = on_cuda ? cuda_handle(x.device_id()) : cpu_handle();
+    if (on_cuda) check(convcoreSetStream(h, reinterpret_cast<void*>(stream)), "stream: ");
+
+    if (algo < 0) {
+        for (const AlgoPerf& a : rank(h, d)) {
+            if (a.supported) {
+                algo = a.algo;
+                break;
+            }
+        }
+        if (algo < 0) not_supported("no convcore algorithm can run this problem on this device");
+    }
+    const auto c_algo = convcoreConvolutionFwdAlgo_t(algo);
+    const std::string algo_context = "algo=" + algo_name_lower(algo) + ": ";
+    size_t ws_bytes = 0;
+    check(convcoreGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, c_algo, &ws_bytes),
+          algo_context);
+
+    const float alpha_f = float(alpha), beta_f = float(beta);
+    const void* alpha_p = t == CONVCORE_DATA_DOUBLE ? static_cast<const void*>(&alpha) : &alpha_f;
+    const void* beta_p = t == CONVCORE_DATA_DOUBLE ? static_cast<const void*>(&beta) : &beta_f;
+
+    convcoreStatus_t status;
+    if (on_cuda) {
+        DeviceBuffer ws(h, ws_bytes);
+        py::gil_scoped_release release;
+        status = convcoreConvolutionForward(h, alpha_p, d.x, x.data(), d.w, w.data(), d.conv, c_algo,
+                                            ws.ptr, ws_bytes, beta_p, d.y, y.data());
+    } else {
+        py::gil_scoped_release release;
+        std::lock_guard<std::mutex> lock(workspace.mutex());
+        void* ws = workspace.reserve(ws_bytes);
+        status = convcoreConvolutionForward(h, alpha_p, d.x, x.data(), d.w, w.data(), d.conv, c_algo,
+                                            ws, ws_bytes, beta_p, d.y, y.data());
+    }
+    check(status, algo_context);
+    return algo;
+}
+
+// ---- library information --------------------------------------------------------------------
+
+int cuda_device_count() {
+    int count = 0;
+    check(convcoreGetCudaDeviceCount(&count));
+    return count;
+}
+
+std::vector<std::string> algo_names() {
+    std::vector<std::string> names;
+    for (int i = 0; i < CONVCORE_FWD_ALGO_COUNT; ++i)
+        names.push_back(convcoreGetFwdAlgoName(convcoreConvolutionFwdAlgo_t(i)));
+    return names;
+}
+
+int algo_by_name(const std::string& name) {
+    convcoreConvolutionFwdAlgo_t algo;
+    check(convcoreGetFwdAlgoByName(name.c_str(), &algo), "algo: ");
+    return int(algo);
+}
+
+void set_num_threads(int n) { check(convcoreSetNumThreads(cpu_handle(), n), "threads: "); }
+
+}  // namespace
+
+PYBIND11_MODULE(_convcore, m) {
+    m.doc() = "convcore C API bindings (internal; use the convcore package)";
+
+    py::register_exception_translator([](std::exception_ptr p) {
+        try {
+            if (p) std::rethrow_exception(p);
+        } catch (const StatusError& e) {
+            const int s = int(e.status);
+            PyObject* cls = (s >= 0 && s <= 5 && g_error_classes[s]) ? g_error_classes[s]
+                                                                     : PyExc_RuntimeError;
+            PyErr_SetString(cls, e.what());
+        }
+    });
+
+    m.def("_set_error_classes", &set_error_classes,
+          "Register the Python exception class per convcoreStatus_t value.");
+
+    m.attr("STATUS_BAD_PARAM") = int(CONVCORE_STATUS_BAD_PARAM);
+    m.attr("STATUS_NOT_SUPPORTED") = int(CONVCORE_STATUS_NOT_SUPPORTED);
+    m.attr("STATUS_ALLOC_FAILED") = int(CONVCORE_STATUS_ALLOC_FAILED);
+    m.attr("STATUS_EXECUTION_FAILED") = int(CONVCORE_STATUS_EXECUTION_FAILED);
+    m.attr("STATUS_INTERNAL_ERROR") = int(CONVCORE_STATUS_INTERNAL_ERROR);
+    m.attr("DEVICE_CPU") = int(CONVCORE_DEVICE_CPU);
+    m.attr("DEVICE_CUDA") = int(CONVCORE_DEVICE_CUDA);
+    m.attr("DLPACK_CPU") = int(kDLCPU);
+    m.attr("DLPACK_CUDA") = int(kDLCUDA);
+    m.attr("CROSS_CORRELATION") = int(CONVCORE_CROSS_CORRELATION);
+    m.attr("CONVOLUTION") = int(CONVCORE_CONVOLUTION);
+
+    m.def("version", [] {
+        const size_t v = convcoreGetVersion();
+        return std::to_string(v / 10000) + "." + std::to_string(v / 100 % 100) + "." +
+               std::to_string(v % 100);
+    });
+    m.def("build_info", [] { return std::string(convcoreGetBuildInfo()); });
+    m.def("cuda_device_count", &cuda_device_count);
+    m.def("algo_names", &algo_names, "Algorithm names in enum order (uppercase, as the C API).");
+    m.def("algo_by_name", &algo_by_name, py::arg("name"));
+    m.def("set_num_threads", &set_num_threads, py::arg("n"),
+          "CPU threads for this Python thread's convcore calls (0: OpenMP's default).");
+
+    py::class_<DLPackTensor>(m, "DLPackTensor",
+                             "A tensor imported from a DLPack capsule (zero copy; owns it).")
+        .def(py::init<py::capsule>(), py::arg("capsule"))
+        .def_property_readonly("ndim", &DLPackTensor::ndim)
+        .def_property_readonly("shape", [](const DLPackTensor& t) { return py::tuple(py::cast(t.shape())); })
+        .def_property_readonly("strides", [](const DLPackTensor& t) { return py::tuple(py::cast(t.strides())); })
+        .def_property_readonly("dtype", &DLPackTensor::dtype)
+        .def_property_readonly("device", [](const DLPackTensor& t) {
+            return py::make_tuple(t.device_type(), t.device_id());
+        })
+        .def_property_readonly("data_ptr", &DLPackTensor::data_ptr)
+        .def_property_readonly("read_only", &DLPackTensor::read_only)
+        .def_property_readonly("versioned", &DLPackTensor::versioned)
+        .def_property_readonly("is_packed", &DLPackTensor::is_packed)
+        .def_property_readonly("has_positive_strides", &DLPackTensor::has_positive_strides);
+
+    py::class_<ConvParams>(m, "ConvParams")
+        .def(py::init([](int64_t pad_h, int64_t pad_w, int64_t stride_h, int64_t stride_w,
+                         int64_t dil_h, int64_t dil_w, int64_t groups, int mode) {
+                 return ConvParams{pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups, mode};
+             }),
+             py::arg("pad_h"), py::arg("pad_w"), py::arg("stride_h"), py::arg("stride_w"),
+             py::arg("dil_h"), py::arg("dil_w"), py::arg("groups"), py::arg("mode"));
+
+    py::class_<Workspace>(m, "Workspace", "Host workspace memory reused across forward calls.")
+        .def(py::init<>())
+        .def_property_readonly("size", &Workspace::size);
+
+    m.def("output_shape", &output_shape, py::arg("x_shape"), py::arg("w_shape"), py::arg("params"));
+    m.def("rank_algos",
+          [](const std::vector<int64_t>& xs, const std::vector<int64_t>& ws, const ConvParams& p,
+             int device_type, int device_index, const std::string& dtype) {
+              py::list out;
+              for (const AlgoPerf& a : rank_algos(xs, ws, p, device_type, device_index, dtype))
+                  out.append(py::make_tuple(a.algo, a.supported, a.workspace, a.deterministic));
+              return out;
+          },
+          py::arg("x_shape"), py::arg("w_shape"), py::arg("params"), py::arg("device_type"),
+          py::arg("device_index"), py::arg("dtype"),
+          "The heuristic ranking: [(algo, supported, workspace_bytes, deterministic)], "
+          "supported ones first, best first.");
+    m.def("workspace_size", &workspace_size, py::arg("x_shape"), py::arg("w_shape"),
+          py::arg("params"), py::arg("algo"), py::arg("device_type"), py::arg("device_index"),
+          py::arg("dtype"));
+    m.def("check_inputs", &check_inputs, py::arg("x"), py::arg("w"),
+          "Checks ndim, dtype and device of x and w; returns the dtype name.");
+    m.def("forward", &forward, py::arg("x"), py::arg("w"), py::arg("y"), py::arg("params"),
+          py::arg("algo"), py::arg("alpha"), py::arg("beta"), py::arg("workspace"),
+          py::arg("stream"));
+}
