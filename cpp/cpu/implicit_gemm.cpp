@@ -1,0 +1,272 @@
+// IMPLICIT_GEMM on the CPU: the GEMM of IM2COL_GEMM,
+//   Y[n, group] (Kg x PQ) = alpha * W[group] (Kg x L) * col (L x PQ) + beta * Y,  L = Cg*R*S,
+// without materialising col. Each task owns a tile of KT output channels x NB output
+// positions (flattened p*Q+q) and walks the reduction in chunks of LB rows l = (c, fr, fs):
+// it unfolds just that LB x NB piece of col into a small per-thread panel (L1/L2 sized), then
+// register-tiled micro-kernels (MR channels x NR positions) accumulate into a KT x NB tile,
+// which the alpha/beta epilogue writes out. W is read in place: for a fixed channel its
+// row w[k][0..L) is contiguous, and true convolution flips the taps inside the panel
+// instead of the filter. No workspace (the panels are a few dozen KB of scratch per thread).
+//
+// The micro-kernel is written with GCC/Clang vector types; on x86-64 it is compiled three
+// times (AVX-512, AVX2+FMA, baseline SSE2) and the widest one the CPU runs is picked.
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "common/blend.hpp"
+#include "common/conv_index.hpp"
+#include "core/error.hpp"
+#include "core/solver.hpp"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define CONVCORE_X86_DISPATCH 1
+#endif
+
+namespace convcore {
+namespace cpu {
+
+namespace {
+
+constexpr int64_t KT = 64;   // output channels per task
+constexpr int64_t LB = 128;  // reduction rows per panel
+constexpr int64_t NB_TARGET = 128;  // output positions per task (rounded to a multiple of NR)
+
+#define CONVCORE_ALWAYS_INLINE inline __attribute__((always_inline))
+
+// c[i][0..NR) += sum_l w[i*ldw + l] * b[l*ldb + 0..NR) for i < MR, NR = NV vectors of VB
+// bytes. The MR x NV accumulators stay in registers; GCC/Clang vector types spell out the
+// vectorisation so that it does not depend on the auto-vectoriser (acc += w * b contracts
+// to an FMA where the target has one).
+template <typename T, int MR, int NV, int VB>
+CONVCORE_ALWAYS_INLINE void micro(int64_t len, const T* __restrict w, int64_t ldw,
+                                  const T* __restrict b, int64_t ldb, T* __restrict c,
+                                  int64_t ldc) {
+    typedef T V __attribute__((vector_size(VB)));
+    constexpr int L = VB / sizeof(T);  // lanes
+    V acc[MR][NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 16
+        for (int j = 0; j < NV; ++j) __builtin_memcpy(&acc[i][j], c + i * ldc + j * L, VB);
+    for (int64_t l = 0; l < len; ++l) {
+        V bv[NV];
+#pragma GCC unroll 16
+        for (int j = 0; j < NV; ++j) __builtin_memcpy(&bv[j], b + l * ldb + j * L, VB);
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; ++i) {
+            const V wi = V{} + w[i * ldw + l];  // broadcast
+#pragma GCC unroll 16
+            for (int j = 0; j < NV; ++j) acc[i][j] += wi * bv[j];
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 16
+        for (int j = 0; j < NV; ++j) __builtin_memcpy(c + i * ldc + j * L, &acc[i][j], VB);
+}
+
+// Rows [i, kt) of one strip of NV vectors: MR rows at a time, then MR/2, ... down to 1.
+template <typename T, int MR, int NV, int VB>
+CONVCORE_ALWAYS_INLINE void strip(int64_t i, int64_t kt, int64_t len, const T* w, int64_t ldw,
+                                  const T* b, int64_t ldb, T* c, int64_t ldc) {
+    for (; i + MR <= kt; i += MR)
+        micro<T, MR, NV, VB>(len, w + i * ldw, ldw, b, ldb, c + i * ldc, ldc);
+    if constexpr (MR > 1) strip<T, MR / 2, NV, VB>(i, kt, len, w, ldw, b, ldb, c, ldc);
+}
+
+// c (kt x nbp, row stride ldc) += w (kt x len, row stride ldw) * b (len x nbp, row stride ldb);
+// nbp is a multiple of the strip width NR = NV * VB / sizeof(T).
+template <typename T, int MR, int NV, int VB>
+CONVCORE_ALWAYS_INLINE void panel_gemm(int64_t kt, int64_t nbp, int64_t len, const T* w,
+                                       int64_t ldw, const T* b, int64_t ldb, T* c, int64_t ldc) {
+    constexpr int64_t NR = NV * VB / sizeof(T);
+    for (int64_t j = 0; j < nbp; j += NR)
+        strip<T, MR, NV, VB>(0, kt, len, w, ldw, b + j, ldb, c + j, ldc);
+}
+
+template <typename T>
+using PanelGemm = void (*)(int64_t, int64_t, int64_t, const T*, int64_t, const T*, int64_t, T*,
+                           int64_t);
+
+struct Kernel {
+    PanelGemm<float> f32;
+    int nr_f32;
+    PanelGemm<double> f64;
+    int nr_f64;
+};
+
+// One kernel set per instruction set: MR x NV accumulators of VB-byte vectors (8 to 16
+// registers, leaving room for the NV panel vectors and the broadcast), float32 and float64.
+#define CONVCORE_KERNELS(NAME, ATTR, MR, NV, VB)                                              \
+    ATTR void NAME##_f32(int64_t kt, int64_t nbp, int64_t len, const float* w, int64_t ldw,   \
+                         const float* b, int64_t ldb, float* c, int64_t ldc) {                \
+        panel_gemm<float, MR, NV, VB>(kt, nbp, len, w, ldw, b, ldb, c, ldc);                  \
+    }                                                                                         \
+    ATTR void NAME##_f64(int64_t kt, int64_t nbp, int64_t len, const double* w, int64_t ldw,  \
+                         const double* b, int64_t ldb, double* c, int64_t ldc) {              \
+        panel_gemm<double, MR, NV, VB>(kt, nbp, len, w, ldw, b, ldb, c, ldc);                 \
+    }                                                                                         \
+    const Kernel NAME = {NAME##_f32, NV * VB / 4, NAME##_f64, NV * VB / 8};
+
+CONVCORE_KERNELS(baseline, , 4, 2, 16)  // 16-byte vectors: SSE2, NEON
+#ifdef CONVCORE_X86_DISPATCH
+CONVCORE_KERNELS(avx2, __attribute__((target("avx2,fma"))), 4, 3, 32)
+CONVCORE_KERNELS(avx512, __attribute__((target("avx512f,fma"))), 8, 2, 64)
+#endif
+
+// The widest kernel this CPU runs. CONVCORE_CPU_ISA=avx2|baseline caps it (to test and time
+// the narrower kernels on a wider machine).
+const Kernel& pick_kernel() {
+#ifdef CONVCORE_X86_DISPATCH
+    const char* env = std::getenv("CONVCORE_CPU_ISA");
+    const std::string cap = env ? env : "";
+    if (cap != "avx2" && cap != "baseline" && __builtin_cpu_supports("avx512f")) return avx512;
+    if (cap != "baseline" && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return avx2;
+#endif
+    return baseline;
+}
+
+const Kernel& best_kernel() {
+    static const Kernel& k = pick_kernel();
+    return k;
+}
+
+std::string why_not(const ConvProblem& p) {
+    if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
+        return "IMPLICIT_GEMM runs float32 and float64 only";
+    return "";
+}
+
+size_t workspace_bytes(const ConvProblem&) { return 0; }
+
+// A run of output positions in one output row: columns [col, col + (q1 - q0)) of the tile
+// are outputs (p, q0..q1).
+struct Segment {
+    int64_t p, q0, q1, col;
+};
+
+template <typename T>
+void run_typed(const ConvArgs& a, PanelGemm<T> gemm, int64_t nr) {
+    const ConvProblem& pr = a.prob;
+    const int64_t cg = pr.c_per_group(), kg = pr.k_per_group(), rs = pr.r * pr.s;
+    const int64_t len = cg * rs, pq = pr.p * pr.q, hw = pr.h * pr.w;
+    const int64_t nb = std::max<int64_t>(1, NB_TARGET / nr) * nr;
+    const int64_t kt_max = std::min(KT, kg);
+    const int64_t k_tiles = (kg + KT - 1) / KT, n_tiles = (pq + nb - 1) / nb;
+    const int64_t tasks = pr.n * pr.groups * k_tiles * n_tiles;
+    const T* x = static_cast<const T*>(a.x);
+    const T* w = static_cast<const T*>(a.w);
+    T* y = static_cast<T*>(a.y);
+    const T alpha = T(a.alpha), beta = T(a.beta);
+
+    // Per filter column fs: its input column tap, and the outputs q for which it is inside.
+    std::vector<int64_t> w0(pr.s);
+    std::vector<TapRange> qv(pr.s);
+    for (int64_t fs = 0; fs < pr.s; ++fs) {
+        const int64_t s = conv_filter_tap(fs, pr.s, pr.flip);
+        w0[fs] = conv_input_coord(0, s, pr.pad_w, pr.stride_w, pr.dil_w);
+        qv[fs] = conv_valid_outputs(s, pr.w, pr.q, pr.pad_w, pr.stride_w, pr.dil_w);
+    }
+
+    // Per-thread scratch, allocated here so that a failed allocation throws outside OpenMP.
+    const int threads = a.ctx.threads();
+    const int64_t scratch_elems = LB * nb + kt_max * nb;
+    std::vector<T> scratch(threads * scratch_elems);
+    std::vector<Segment> seg_scratch(threads * nb);  // a tile has at most nb segments
+
+#pragma omp parallel num_threads(threads)
+    {
+        T* panel = scratch.data() + omp_get_thread_num() * scratch_elems;  // LB x nb
+        T* acc = panel + LB * nb;                                          // kt_max x nb
+        Segment* segs = seg_scratch.data() + omp_get_thread_num() * nb;
+#pragma omp for schedule(dynamic)
+        for (int64_t t = 0; t < tasks; ++t) {
+            const int64_t ntile = t % n_tiles, ktile = t / n_tiles % k_tiles;
+            const int64_t g = t / (n_tiles * k_tiles) % pr.groups;
+            const int64_t n = t / (n_tiles * k_tiles * pr.groups);
+            const int64_t col0 = ntile * nb, cols = std::min(nb, pq - col0);
+            const int64_t ncols = (cols + nr - 1) / nr * nr;  // padded to whole strips
+            const int64_t k0 = ktile * KT, kt = std::min(KT, kg - k0);
+            const T* xg = x + (n * pr.c + g * cg) * hw;
+            const T* wk = w + (g * kg + k0) * len;  // row k of this tile: wk + k*len
+
+            int64_t n_segs = 0;
+            for (int64_t col = 0; col < cols;) {
+                const int64_t p = (col0 + col) / pr.q, q0 = (col0 + col) % pr.q;
+                const int64_t q1 = std::min(pr.q, q0 + cols - col);
+                segs[n_segs++] = {p, q0, q1, col};
+                col += q1 - q0;
+            }
+            std::fill(acc, acc + kt * nb, T(0));
+
+            for (int64_t l0 = 0; l0 < len; l0 += LB) {
+                const int64_t lb = std::min(LB, len - l0);
+                // Unfold rows l0..l0+lb of col for this tile: row l = (c, fr, fs) holds the
+                // inputs that w[.][c][fr][fs] multiplies (tap fr, or R-1-fr when flipped).
+                int64_t c = l0 / rs, fr = l0 / pr.s % pr.r, fs = l0 % pr.s;
+                for (int64_t l = 0; l < lb; ++l) {
+                    T* d = panel + l * nb;
+                    const T* xc = xg + c * hw;
+                    const int64_t r = conv_filter_tap(fr, pr.r, pr.flip);
+                    const int64_t qa = qv[fs].begin, qb = qv[fs].end, off = w0[fs];
+                    for (int64_t i = 0; i < n_segs; ++i) {
+                        const Segment& sg = segs[i];
+                        T* ds = d + sg.col;  // ds[q - q0]: output (sg.p, q), q in [q0, q1)
+                        const int64_t ih =
+                            conv_input_coord(sg.p, r, pr.pad_h, pr.stride_h, pr.dil_h);
+                        if (ih < 0 || ih >= pr.h) {
+                            for (int64_t q = sg.q0; q < sg.q1; ++q) ds[q - sg.q0] = T(0);
+                            continue;
+                        }
+                        // Output q reads xr[q * stride_w + off] for q in [lo, hi), else 0.
+                        const T* xr = xc + ih * pr.w;
+                        const int64_t lo = std::clamp(qa, sg.q0, sg.q1);
+                        const int64_t hi = std::clamp(qb, lo, sg.q1);
+                        for (int64_t q = sg.q0; q < lo; ++q) ds[q - sg.q0] = T(0);
+                        if (pr.stride_w == 1)
+                            for (int64_t q = lo; q < hi; ++q) ds[q - sg.q0] = xr[q + off];
+                        else
+                            for (int64_t q = lo; q < hi; ++q)
+                                ds[q - sg.q0] = xr[q * pr.stride_w + off];
+                        for (int64_t q = hi; q < sg.q1; ++q) ds[q - sg.q0] = T(0);
+                    }
+                    for (int64_t col = cols; col < ncols; ++col) d[col] = T(0);
+                    if (++fs == pr.s) {
+                        fs = 0;
+                        if (++fr == pr.r) fr = 0, ++c;
+                    }
+                }
+                gemm(kt, ncols, lb, wk + l0, len, panel, nb, acc, nb);
+            }
+
+            // Epilogue: y = alpha * acc + beta * y (beta == 0 never reads y).
+            T* yt = y + (n * pr.k + g * kg + k0) * pq + col0;
+            for (int64_t k = 0; k < kt; ++k)
+                for (int64_t col = 0; col < cols; ++col)
+                    blend_store(yt + k * pq + col, acc[k * nb + col], alpha, beta);
+        }
+    }
+}
+
+void run(const ConvArgs& a) {
+    const Kernel& k = best_kernel();
+    if (a.prob.dtype == CONVCORE_DATA_DOUBLE)
+        run_typed<double>(a, k.f64, k.nr_f64);
+    else
+        run_typed<float>(a, k.f32, k.nr_f32);
+}
+
+}  // namespace
+
+extern const Solver implicit_gemm_solver;
+const Solver implicit_gemm_solver = {CONVCORE_FWD_ALGO_IMPLICIT_GEMM, CONVCORE_DEVICE_CPU,
+                                     /*deterministic=*/true, why_not, workspace_bytes, run};
+
+}  // namespace cpu
+}  // namespace convcore
