@@ -91,9 +91,12 @@ def _shape_arg(name, shape):
     if hasattr(shape, "shape") and not isinstance(shape, (tuple, list)):
         shape = shape.shape  # an array was passed: use its shape
     try:
-        return tuple(operator.index(d) for d in shape)
+        dims = tuple(operator.index(d) for d in shape)
     except TypeError:
         raise BadParamError(f"{name}: expected a sequence of ints, got {shape!r}") from None
+    if any(not -2 ** 63 <= d < 2 ** 63 for d in dims):
+        raise BadParamError(f"{name}: sizes must fit in 64 bits, got {dims}")
+    return dims
 
 
 def _dtype_arg(dtype):

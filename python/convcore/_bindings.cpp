@@ -42,9 +42,12 @@ struct StatusError : std::exception {
 }
 
 // Throws StatusError for a failed status; `context` (e.g. "x: ") is put before the C reason.
+// The C API calls the output y; Python users call it out.
 void check(convcoreStatus_t status, const std::string& context = "") {
     if (status == CONVCORE_STATUS_SUCCESS) return;
-    throw StatusError(status, context + convcoreGetLastErrorString());
+    std::string reason = convcoreGetLastErrorString();
+    if (reason.rfind("y:", 0) == 0 || reason.rfind("y ", 0) == 0) reason = "out" + reason.substr(1);
+    throw StatusError(status, context + reason);
 }
 
 // Python exception classes per status, set once by convcore/_errors.py. Leaked on purpose:
@@ -77,6 +80,12 @@ std::string algo_name_lower(int algo) {
     std::string s = name ? name : ("algo " + std::to_string(algo));
     for (char& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
     return s;
+}
+
+// check() for a call that runs or sizes one algorithm: its failures other than bad arguments
+// (NOT_SUPPORTED, execution errors) are prefixed with "algo=<name>: ".
+void check_algo_call(convcoreStatus_t status, int algo) {
+    check(status, status == CONVCORE_STATUS_BAD_PARAM ? "" : "algo=" + algo_name_lower(algo) + ": ");
 }
 
 convcoreDataType_t data_type_of(const std::string& dtype) {
@@ -386,10 +395,10 @@ size_t workspace_size(const std::vector<int64_t>& x_shape, const std::vector<int
     Descriptors d;
     set_from_shapes(d, x_shape, w_shape, p, t);
     size_t bytes = 0;
-    check(convcoreGetConvolutionForwardWorkspaceSize(handle_for(device_type, device_index), d.x,
-                                                     d.w, d.conv, d.y,
-                                                     convcoreConvolutionFwdAlgo_t(algo), &bytes),
-          "algo=" + algo_name_lower(algo) + ": ");
+    check_algo_call(convcoreGetConvolutionForwardWorkspaceSize(handle_for(device_type, device_index),
+                                                               d.x, d.w, d.conv, d.y,
+                                                               convcoreConvolutionFwdAlgo_t(algo), &bytes),
+                    algo);
     return bytes;
 }
 
@@ -512,10 +521,10 @@ int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
         if (algo < 0) not_supported("no convcore algorithm can run this problem on this device");
     }
     const auto c_algo = convcoreConvolutionFwdAlgo_t(algo);
-    const std::string algo_context = "algo=" + algo_name_lower(algo) + ": ";
     size_t ws_bytes = 0;
-    check(convcoreGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, c_algo, &ws_bytes),
-          algo_context);
+    check_algo_call(convcoreGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, c_algo,
+                                                               &ws_bytes),
+                    algo);
 
     const float alpha_f = float(alpha), beta_f = float(beta);
     const void* alpha_p = t == CONVCORE_DATA_DOUBLE ? static_cast<const void*>(&alpha) : &alpha_f;
@@ -534,7 +543,7 @@ int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
         status = convcoreConvolutionForward(h, alpha_p, d.x, x.data(), d.w, w.data(), d.conv, c_algo,
                                             ws, ws_bytes, beta_p, d.y, y.data());
     }
-    check(status, algo_context);
+    check_algo_call(status, algo);
     return algo;
 }
 

@@ -1,0 +1,316 @@
+"""Every applicable algorithm against an independent float64 NumPy reference."""
+
+import threading
+import zlib
+
+import numpy as np
+import pytest
+
+import convcore
+from convcore import _api
+from reference import (CLASSIC_ALGOS, PROBLEMS, Problem, conv2d_reference, error_bound,
+                       relative_error)
+
+DTYPES = [np.float32, np.float64]
+SOME_PROBLEMS = PROBLEMS[::3]  # the variants (torch, strides, out=, blending) on a subset
+
+
+def pid(p):
+    return str(p)
+
+
+def applicable_algos(conv, problem, dtype):
+    """applicable_algos, which must include the classic algorithms (they support everything)."""
+    algos = conv.applicable_algos(problem.x_shape, problem.w_shape, dtype=np.dtype(dtype).name)
+    missing = [a for a in CLASSIC_ALGOS if a not in algos]
+    assert not missing, f"applicable_algos for {problem} is {algos}: {missing} missing"
+    assert len(set(algos)) == len(algos), algos
+    return algos
+
+
+def assert_all_close(results, ref, dtype, context):
+    """results: {algo: output}. Fails listing every algorithm over its bound."""
+    failures = []
+    for algo, y in results.items():
+        y = np.asarray(y)
+        assert y.dtype == np.dtype(dtype), (algo, y.dtype)
+        assert y.shape == ref.shape, (algo, y.shape, ref.shape)
+        err = relative_error(y, ref)
+        if not err <= error_bound(algo, dtype):  # also catches NaN
+            failures.append(f"{algo}: relative error {err:.3g} > {error_bound(algo, dtype):g}")
+    assert not failures, f"{context}: " + "; ".join(failures)
+
+
+# ---- the reference itself ------------------------------------------------------------------------
+
+@pytest.mark.parametrize("problem", PROBLEMS, ids=pid)
+def test_reference_agrees_with_torch(problem, torch):
+    """Validates the NumPy reference against PyTorch in float64 (independent implementations)."""
+    x, w = problem.inputs(np.float64, seed=1)
+    wt = torch.from_numpy(w.copy())
+    if problem.mode == "convolution":
+        wt = torch.flip(wt, dims=(2, 3))
+    expected = torch.nn.functional.conv2d(torch.from_numpy(x), wt, padding=problem.padding,
+                                          stride=problem.stride, dilation=problem.dilation,
+                                          groups=problem.groups).numpy()
+    np.testing.assert_allclose(problem.reference(x, w), expected, rtol=1e-12, atol=1e-12)
+
+
+# ---- every algorithm, NumPy inputs ------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("problem", PROBLEMS, ids=pid)
+def test_every_algorithm_matches_reference(problem, dtype):
+    conv = convcore.Convolution(convcore.ConvDesc(**problem.desc_kwargs()))
+    x, w = problem.inputs(dtype, seed=zlib.crc32(str(problem).encode()))
+    ref = problem.reference(x, w)
+    assert conv.output_shape(x.shape, w.shape) == ref.shape
+    results = {a: conv.forward(x, w, algo=a) for a in applicable_algos(conv, problem, dtype)}
+    for y in results.values():
+        assert isinstance(y, np.ndarray)
+    assert_all_close(results, ref, dtype, problem)
+
+
+@pytest.mark.parametrize("problem", SOME_PROBLEMS, ids=pid)
+def test_auto_runs_the_heuristics_first_choice(problem):
+    conv = convcore.Convolution(convcore.ConvDesc(**problem.desc_kwargs()))
+    x, w = problem.inputs(np.float32)
+    first = conv.applicable_algos(x.shape, w.shape)[0]
+    y = conv.forward(x, w)  # algo="auto"
+    np.testing.assert_array_equal(y, conv.forward(x, w, algo=first))
+    assert conv.workspace_size(x.shape, w.shape, "auto") == conv.workspace_size(x.shape, w.shape, first)
+    assert_all_close({first: y}, problem.reference(x, w), np.float32, problem)
+
+
+# ---- PyTorch inputs --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("problem", SOME_PROBLEMS, ids=pid)
+def test_torch_tensors_in_torch_tensor_out(problem, dtype, torch):
+    conv = convcore.Convolution(convcore.ConvDesc(**problem.desc_kwargs()))
+    x, w = problem.inputs(dtype, seed=3)
+    xt, wt = torch.from_numpy(x), torch.from_numpy(w).requires_grad_(True)
+    results = {}
+    for a in applicable_algos(conv, problem, dtype):
+        y = conv.forward(xt, wt, algo=a)
+        assert isinstance(y, torch.Tensor) and y.dtype == xt.dtype and y.device == xt.device
+        results[a] = y.numpy()
+    assert_all_close(results, problem.reference(x, w), dtype, problem)
+
+
+def test_torch_cpu_tensor_is_read_in_place(torch):
+    """The binding reads the producer's own data pointer (no copy) for contiguous and for
+    positively strided tensors."""
+    x = torch.randn(2, 3, 8, 8)
+    tensor = _api._import_input(x, "x", None, need_packed=False)
+    assert tensor.data_ptr == x.data_ptr()
+    assert tensor.shape == (2, 3, 8, 8) and tensor.dtype == "float32"
+    sliced = torch.randn(2, 3, 8, 16)[..., ::2]
+    assert _api._import_input(sliced, "x", None, need_packed=False).data_ptr == sliced.data_ptr()
+    channels_last = x.to(memory_format=torch.channels_last)
+    tensor = _api._import_input(channels_last, "x", None, need_packed=False)
+    assert tensor.data_ptr == channels_last.data_ptr()
+    assert tensor.strides == channels_last.stride()
+
+
+def test_numpy_array_is_read_in_place():
+    x = np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32)
+    assert _api._import_input(x, "x", None, need_packed=False).data_ptr == x.ctypes.data
+    x.flags.writeable = False  # read-only inputs are fine (DLPack 1.0 read-only flag)
+    tensor = _api._import_input(x, "x", None, need_packed=False)
+    assert tensor.data_ptr == x.ctypes.data and tensor.read_only
+
+
+def test_torch_out_is_written_in_place(torch):
+    p = Problem(2, 4, 9, 9, 6, 3, 3, padding=(1, 1))
+    conv = convcore.Convolution(convcore.ConvDesc(**p.desc_kwargs()))
+    x, w = p.inputs(np.float32)
+    out = torch.full(conv.output_shape(x.shape, w.shape), float("nan"))
+    out = out.to(memory_format=torch.channels_last)  # strided output
+    pointer = out.data_ptr()
+    y = conv.forward(torch.from_numpy(x), torch.from_numpy(w), out=out)
+    assert y is out and out.data_ptr() == pointer
+    assert_all_close({"direct": out.numpy()}, p.reference(x, w), np.float32, p)
+
+
+# ---- non-contiguous inputs and outputs -----------------------------------------------------------------
+
+def strided_views(a):
+    """The same values as `a` in other memory layouts: sliced, transposed, reversed."""
+    n, c, h, w = a.shape
+    sliced = np.empty((n, c + 1, h, 2 * w), a.dtype)
+    sliced[:, :c, :, ::2] = a
+    channels_last = np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    reversed_rows = np.ascontiguousarray(a[:, :, ::-1])[:, :, ::-1]  # negative stride
+    return {"sliced": sliced[:, :c, :, ::2], "channels_last": channels_last,
+            "negative_stride": reversed_rows}
+
+
+@pytest.mark.parametrize("problem", SOME_PROBLEMS, ids=pid)
+def test_non_contiguous_inputs(problem):
+    conv = convcore.Convolution(convcore.ConvDesc(**problem.desc_kwargs()))
+    x, w = problem.inputs(np.float64, seed=5)
+    ref = problem.reference(x, w)
+    algos = applicable_algos(conv, problem, np.float64)
+    for layout, xv in strided_views(x).items():
+        for w_layout, wv in strided_views(w).items():
+            results = {a: conv.forward(xv, wv, algo=a) for a in algos}
+            assert_all_close(results, ref, np.float64, f"{problem} x {layout}, w {w_layout}")
+
+
+@pytest.mark.parametrize("problem", SOME_PROBLEMS, ids=pid)
+def test_non_contiguous_torch_inputs(problem, torch):
+    conv = convcore.Convolution(convcore.ConvDesc(**problem.desc_kwargs()))
+    x, w = problem.inputs(np.float32, seed=6)
+    xt = torch.from_numpy(x).to(memory_format=torch.channels_last)
+    wt = torch.from_numpy(np.ascontiguousarray(w.transpose(1, 0, 2, 3))).transpose(0, 1)
+    results = {a: conv.forward(xt, wt, algo=a).numpy() for a in applicable_algos(conv, problem, np.float32)}
+    assert_all_close(results, problem.reference(x, w), np.float32, problem)
+
+
+@pytest.mark.parametrize("problem", SOME_PROBLEMS, ids=pid)
+def test_strided_out(problem):
+    conv = convcore.Convolution(convcore.ConvDesc(**problem.desc_kwargs()))
+    x, w = problem.inputs(np.float32, seed=7)
+    n, k, p, q = conv.output_shape(x.shape, w.shape)
+    results = {}
+    for a in applicable_algos(conv, problem, np.float32):
+        base = np.full((n, k, p, 2 * q + 1), np.nan, np.float32)
+        out = base[:, :, :, 1::2]
+        assert conv.forward(x, w, algo=a, out=out) is out
+        assert np.isnan(base[:, :, :, ::2]).all(), f"{a} wrote outside out"
+        results[a] = out
+    assert_all_close(results, problem.reference(x, w), np.float32, problem)
+
+
+# ---- out=, alpha and beta -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("problem", SOME_PROBLEMS, ids=pid)
+def test_out_alpha_beta(problem, dtype):
+    conv = convcore.Convolution(convcore.ConvDesc(**problem.desc_kwargs()))
+    x, w = problem.inputs(dtype, seed=8)
+    ref = problem.reference(x, w)
+    y0 = np.random.default_rng(9).uniform(-1, 1, ref.shape).astype(dtype)
+    plain, scaled, blended = {}, {}, {}
+    for a in applicable_algos(conv, problem, dtype):
+        # beta == 0: out is never read, so NaN in it must not leak into the result.
+        out = np.full(ref.shape, np.nan, dtype)
+        assert conv.forward(x, w, algo=a, out=out) is out
+        plain[a] = out
+        out = np.full(ref.shape, np.nan, dtype)
+        scaled[a] = conv.forward(x, w, algo=a, out=out, alpha=-2.5, beta=0.0)
+        out = y0.copy()
+        blended[a] = conv.forward(x, w, algo=a, out=out, alpha=2.0, beta=0.5)
+    assert_all_close(plain, ref, dtype, f"{problem} out=")
+    assert_all_close(scaled, -2.5 * ref, dtype, f"{problem} alpha=-2.5")
+    assert_all_close(blended, 2.0 * ref + 0.5 * y0.astype(np.float64), dtype,
+                     f"{problem} alpha=2 beta=0.5")
+
+
+# ---- other producers and corner cases ---------------------------------------------------------------
+
+class LegacyProducer:
+    """A DLPack producer from before DLPack 1.0: no max_version, a "dltensor" capsule."""
+
+    def __init__(self, array):
+        self.array = array
+
+    def __dlpack__(self, stream=None):
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def test_other_dlpack_producers_give_numpy():
+    p = Problem(1, 3, 10, 10, 4, 3, 3, padding=(1, 1))
+    conv = convcore.Convolution(convcore.ConvDesc(**p.desc_kwargs()))
+    x, w = p.inputs(np.float32)
+    legacy = LegacyProducer(x)
+    tensor = _api._import_input(legacy, "x", None, need_packed=False)
+    assert not tensor.versioned and tensor.data_ptr == x.ctypes.data
+    y = conv.forward(legacy, LegacyProducer(w))
+    assert type(y) is np.ndarray
+    first = conv.applicable_algos(x.shape, w.shape)[0]  # what algo="auto" ran
+    assert_all_close({first: y}, p.reference(x, w), np.float32, p)
+
+
+def test_read_only_and_non_native_inputs():
+    p = Problem(1, 2, 7, 7, 3, 3, 3)
+    conv = convcore.Convolution(convcore.ConvDesc())
+    x, w = p.inputs(np.float64)
+    x_ro = x.copy()
+    x_ro.flags.writeable = False
+    w_big_endian = w.astype(">f8")
+    y = conv.forward(x_ro, w_big_endian, algo="direct")
+    assert_all_close({"direct": y}, p.reference(x, w), np.float64, p)
+
+
+def test_empty_batch(torch):
+    conv = convcore.Convolution(convcore.ConvDesc(padding=1))
+    x, w = np.zeros((0, 3, 5, 5), np.float32), np.ones((4, 3, 3, 3), np.float32)
+    assert conv.output_shape(x.shape, w.shape) == (0, 4, 5, 5)
+    assert conv.forward(x, w).shape == (0, 4, 5, 5)
+    y = conv.forward(torch.from_numpy(x), torch.from_numpy(w))
+    assert isinstance(y, torch.Tensor) and tuple(y.shape) == (0, 4, 5, 5)
+
+
+def test_algo_enum_and_names_are_interchangeable():
+    p = Problem(1, 3, 9, 9, 4, 3, 3, padding=(1, 1))
+    conv = convcore.Convolution(convcore.ConvDesc(**p.desc_kwargs()))
+    x, w = p.inputs(np.float64)
+    by_enum = conv.forward(x, w, algo=convcore.Algo.IM2COL_GEMM)
+    by_name = conv.forward(x, w, algo="IM2col_Gemm")
+    np.testing.assert_array_equal(by_enum, by_name)
+    assert [a.name for a in convcore.Algo][:3] == ["DIRECT", "IM2COL_GEMM", "IMPLICIT_GEMM"]
+    assert convcore.Algo.CYCLIC_MINIMAL.value == 10
+    for name in conv.applicable_algos(x.shape, w.shape):
+        assert convcore.Algo[name.upper()].name.lower() == name
+
+
+def test_conv2d_shortcut_and_convolution_kwargs():
+    p = Problem(2, 4, 8, 8, 4, 3, 3, padding=(1, 1), stride=(2, 2), groups=2)
+    x, w = p.inputs(np.float64)
+    y = convcore.conv2d(x, w, padding=1, stride=2, groups=2)
+    y2 = convcore.Convolution(padding=1, stride=2, groups=2)(x, w)
+    np.testing.assert_array_equal(y, y2)
+    assert_all_close({"direct": y}, p.reference(x, w), np.float64, p)
+
+
+def test_threads_share_one_convolution():
+    p = Problem(2, 8, 16, 16, 8, 3, 3, padding=(1, 1))
+    conv = convcore.Convolution(convcore.ConvDesc(**p.desc_kwargs()))
+    inputs = [p.inputs(np.float32, seed=s) for s in range(8)]
+    refs = [p.reference(x, w) for x, w in inputs]
+    algos = conv.applicable_algos(p.x_shape, p.w_shape)
+    errors = []
+
+    def work(i):
+        try:
+            for rep in range(10):
+                algo = algos[(i + rep) % len(algos)]
+                x, w = inputs[(i + rep) % len(inputs)]
+                y = conv.forward(x, w, algo=algo)
+                err = relative_error(y, refs[(i + rep) % len(inputs)])
+                if err > error_bound(algo, np.float32):
+                    errors.append(f"thread {i} {algo}: {err}")
+        except Exception as e:  # noqa: BLE001
+            errors.append(f"thread {i}: {e!r}")
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+
+
+def test_reference_matches_definition_on_a_tiny_case():
+    """A hand-checkable case for the reference: 1 channel, 2x2 filter, stride 1."""
+    x = np.arange(9, dtype=np.float64).reshape(1, 1, 3, 3)
+    w = np.array([[[[1.0, 2.0], [3.0, 4.0]]]])
+    expected = np.array([[[[0 + 2 + 9 + 16, 1 + 4 + 12 + 20], [3 + 8 + 18 + 28, 4 + 10 + 21 + 32]]]])
+    np.testing.assert_array_equal(conv2d_reference(x, w), expected)
+    flipped = np.array([[[[4 * 0 + 3 * 1 + 2 * 3 + 1 * 4]]]])
+    np.testing.assert_array_equal(conv2d_reference(x[:, :, :2, :2], w, mode="convolution"), flipped)
