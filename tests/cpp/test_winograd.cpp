@@ -1,0 +1,249 @@
+// WINOGRAD_2X2_3X3 and WINOGRAD_4X4_3X3 through the public C API, against the independent
+// float64 reference (reference.hpp), with the error bounds docs/algorithms.md states:
+//   ||y - ref||_2 / ||ref||_2 < 1e-5 (F(2x2,3x3)) and 5e-5 (F(4x4,3x3)) in float32,
+//                               1e-13 and 1e-12 in float64.
+// Plus the NOT_SUPPORTED cases, whose reasons must name the limit.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "convcore/convcore.h"
+#include "convcore/convcore.hpp"
+#include "reference.hpp"
+
+using namespace convcore_test;
+
+namespace {
+
+std::string last_error() { return convcoreGetLastErrorString(); }
+
+const char* name(convcoreConvolutionFwdAlgo_t algo) { return convcoreGetFwdAlgoName(algo); }
+
+// The bounds of docs/algorithms.md (relative L2 error against the float64 reference).
+double bound(convcoreConvolutionFwdAlgo_t algo, bool is_double) {
+    const bool f4 = algo == CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3;
+    if (is_double) return f4 ? 1e-12 : 1e-13;
+    return f4 ? 5e-5 : 1e-5;
+}
+
+std::string describe(const Shape& p) {
+    return "n" + std::to_string(p.n) + " c" + std::to_string(p.c) + " " + std::to_string(p.h) + "x" +
+           std::to_string(p.w) + " k" + std::to_string(p.k) + " pad" + std::to_string(p.pad_h) + "," +
+           std::to_string(p.pad_w) + " g" + std::to_string(p.groups) + (p.flip ? " conv" : " xcorr");
+}
+
+struct Case {
+    Shape shape;
+    double alpha, beta;
+    bool strided_y;  // y stored NHWC, described with strides
+    int threads;     // 0: the handle's default
+};
+
+// Runs `algo` on the case and returns the relative error against the reference (with the
+// alpha/beta blend applied to the reference too); the output is NaN-poisoned when beta == 0.
+template <typename T>
+double run_case(convcoreConvolutionFwdAlgo_t algo, const Case& tc, std::mt19937& rng,
+                std::vector<T>* out = nullptr) {
+    const Shape& p = tc.shape;
+    const convcoreDataType_t dt = sizeof(T) == 8 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT;
+    convcore::Handle h;
+    if (tc.threads > 0) EXPECT_EQ(convcoreSetNumThreads(h, tc.threads), CONVCORE_STATUS_SUCCESS);
+    convcore::TensorDesc xd(dt, p.n, p.c, p.h, p.w);
+    convcore::FilterDesc wd(dt, p.k, p.c / p.groups, p.r, p.s);
+    convcore::ConvDesc conv;
+    conv.set(p.pad_h, p.pad_w, 1, 1, 1, 1, p.flip ? CONVCORE_CONVOLUTION : CONVCORE_CROSS_CORRELATION);
+    conv.set_groups(p.groups);
+    const int64_t P = p.out_h(), Q = p.out_w();
+    convcore::TensorDesc yd(dt, p.n, p.k, P, Q);
+    if (tc.strided_y) yd.set_strided(dt, {p.n, p.k, P, Q}, {P * Q * p.k, 1, Q * p.k, p.k});
+
+    const auto xr = random_vector(size_t(p.n * p.c * p.h * p.w), rng);
+    const auto wr = random_vector(size_t(p.k * (p.c / p.groups) * p.r * p.s), rng);
+    const auto y0 = random_vector(size_t(p.n * p.k * P * Q), rng);
+    // The reference sees the inputs rounded to T, as the algorithm does.
+    std::vector<T> x(xr.begin(), xr.end()), w(wr.begin(), wr.end()), y(y0.size());
+    const std::vector<double> xt(x.begin(), x.end()), wt(w.begin(), w.end());
+    auto ref = reference_conv(p, xt, wt);
+    auto y_index = [&](int64_t i) -> size_t {  // packed NCHW index -> storage index
+        if (!tc.strided_y) return size_t(i);
+        const int64_t q = i % Q, pp = (i / Q) % P, k = (i / (P * Q)) % p.k, n = i / (P * Q * p.k);
+        return size_t(((n * P + pp) * Q + q) * p.k + k);
+    };
+    for (size_t i = 0; i < y0.size(); ++i)
+        y[y_index(int64_t(i))] = tc.beta == 0 ? std::numeric_limits<T>::quiet_NaN() : T(y0[i]);
+    for (size_t i = 0; i < ref.size(); ++i) ref[i] = tc.alpha * ref[i] + tc.beta * double(T(y0[i]));
+
+    size_t bytes = 0;
+    const convcoreStatus_t st = convcoreGetConvolutionForwardWorkspaceSize(h, xd, wd, conv, yd, algo, &bytes);
+    EXPECT_EQ(st, CONVCORE_STATUS_SUCCESS) << name(algo) << ": " << last_error();
+    if (st != CONVCORE_STATUS_SUCCESS) return INFINITY;
+    std::vector<char> ws(bytes);
+    const T alpha = T(tc.alpha), beta = T(tc.beta);
+    const convcoreStatus_t run = convcoreConvolutionForward(h, &alpha, xd, x.data(), wd, w.data(), conv, algo,
+                                                            ws.data(), bytes, &beta, yd, y.data());
+    EXPECT_EQ(run, CONVCORE_STATUS_SUCCESS) << name(algo) << ": " << last_error();
+    if (run != CONVCORE_STATUS_SUCCESS) return INFINITY;
+    std::vector<double> got(ref.size());
+    for (size_t i = 0; i < got.size(); ++i) got[i] = double(y[y_index(int64_t(i))]);
+    if (out) *out = y;
+    return relative_error(got, ref);  // NaN (a leaked poison value) fails every EXPECT_LT
+}
+
+class Winograd : public ::testing::TestWithParam<convcoreConvolutionFwdAlgo_t> {};
+
+TEST_P(Winograd, RandomProblemsMatchFloat64Reference) {
+    const auto algo = GetParam();
+    std::mt19937 rng(4242 + int(algo));
+    std::uniform_int_distribution<int> u(0, 1 << 20);
+    auto pick = [&](int lo, int hi) { return int64_t(lo + u(rng) % (hi - lo + 1)); };
+    double worst32 = 0, worst64 = 0;
+    for (int trial = 0; trial < 40; ++trial) {
+        Shape p{};
+        p.groups = pick(1, 3);
+        p.n = pick(1, 3);
+        p.c = p.groups * pick(1, 5);
+        p.k = p.groups * pick(1, 5);
+        p.r = p.s = 3;
+        p.pad_h = pick(0, 2);
+        p.pad_w = pick(0, 2);
+        p.stride_h = p.stride_w = p.dil_h = p.dil_w = 1;
+        p.flip = trial % 2 == 1;
+        p.h = pick(int(3 - 2 * p.pad_h > 1 ? 3 - 2 * p.pad_h : 1), 19);  // odd and even sizes,
+        p.w = pick(int(3 - 2 * p.pad_w > 1 ? 3 - 2 * p.pad_w : 1), 19);  // down to 1 with padding
+        const Case tc{p, trial % 3 == 0 ? 1.0 : -0.75, trial % 4 == 0 ? 0.5 : 0.0, trial % 5 == 0, 0};
+        const double e32 = run_case<float>(algo, tc, rng);
+        const double e64 = run_case<double>(algo, tc, rng);
+        EXPECT_LT(e32, bound(algo, false)) << name(algo) << " float32 " << describe(p);
+        EXPECT_LT(e64, bound(algo, true)) << name(algo) << " float64 " << describe(p);
+        worst32 = std::max(worst32, e32);
+        worst64 = std::max(worst64, e64);
+    }
+    RecordProperty("worst_rel_error_f32", std::to_string(worst32));
+    RecordProperty("worst_rel_error_f64", std::to_string(worst64));
+    std::printf("%s: worst relative error float32 %.3g, float64 %.3g\n", name(algo), worst32, worst64);
+}
+
+// Deeper channels (the reduction the GEMMs do), and more tiles than one block holds, so the
+// blocked loop runs several blocks, the last one partial, with lane groups across images.
+TEST_P(Winograd, DeepChannelsAndManyBlocks) {
+    const auto algo = GetParam();
+    std::mt19937 rng(99);
+    const Shape deep{2, 96, 13, 11, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, false};
+    const Shape many{3, 4, 131, 193, 6, 3, 3, 1, 0, 1, 1, 1, 1, 2, true};  // > 4096 tiles
+    for (const Shape& p : {deep, many}) {
+        const Case tc{p, 1.0, 0.0, false, 0};
+        EXPECT_LT(run_case<float>(algo, tc, rng), bound(algo, false)) << describe(p);
+        EXPECT_LT(run_case<double>(algo, tc, rng), bound(algo, true)) << describe(p);
+    }
+}
+
+TEST_P(Winograd, WorkspaceDoesNotDependOnThreadsAndRunsRepeat) {
+    const auto algo = GetParam();
+    convcore::TensorDesc xd(CONVCORE_DATA_FLOAT, 2, 6, 23, 17);
+    convcore::FilterDesc wd(CONVCORE_DATA_FLOAT, 5, 6, 3, 3);
+    convcore::ConvDesc conv(1, 1);
+    convcore::TensorDesc yd(CONVCORE_DATA_FLOAT, 2, 5, 23, 17);
+    size_t bytes[3] = {};
+    for (int t = 1; t <= 3; ++t) {
+        convcore::Handle h;
+        ASSERT_EQ(convcoreSetNumThreads(h, t), CONVCORE_STATUS_SUCCESS);
+        ASSERT_EQ(convcoreGetConvolutionForwardWorkspaceSize(h, xd, wd, conv, yd, algo, &bytes[t - 1]),
+                  CONVCORE_STATUS_SUCCESS)
+            << last_error();
+    }
+    EXPECT_EQ(bytes[0], bytes[1]);
+    EXPECT_EQ(bytes[0], bytes[2]);
+    // The exact formula of docs/algorithms.md: (a^2*K*C/g + a^2*(C/g + K/g)*B) elements with
+    // B = min(tiles rounded up to 16, the block size) = 16*ceil(2*ceil(23/m)*ceil(17/m)/16) here.
+    const int64_t m = algo == CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3 ? 4 : 2, a = m + 2;
+    const int64_t tiles = 2 * ((23 + m - 1) / m) * ((17 + m - 1) / m), block = (tiles + 15) / 16 * 16;
+    // (The C API rounds the solver's workspace up to 64 bytes.)
+    const size_t exact = size_t(a * a * 5 * 6 + a * a * (6 + 5) * block) * sizeof(float);
+    EXPECT_EQ(bytes[0], (exact + 63) / 64 * 64);
+
+    // Same thread count, same bits (the solver says it is deterministic); 1 and 2 threads agree.
+    const Shape p{2, 6, 23, 17, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, false};
+    std::vector<float> a1, a2, b2;
+    std::mt19937 r1(5), r2(5), r3(5);
+    run_case<float>(algo, Case{p, 1.0, 0.0, false, 2}, r1, &a2);
+    run_case<float>(algo, Case{p, 1.0, 0.0, false, 2}, r2, &b2);
+    run_case<float>(algo, Case{p, 1.0, 0.0, false, 1}, r3, &a1);
+    ASSERT_EQ(a2.size(), b2.size());
+    EXPECT_EQ(std::memcmp(a2.data(), b2.data(), a2.size() * sizeof(float)), 0);
+    double diff = 0;
+    for (size_t i = 0; i < a1.size(); ++i) diff = std::max(diff, double(std::fabs(a1[i] - a2[i])));
+    EXPECT_LT(diff, 1e-4);
+}
+
+// Expects NOT_SUPPORTED from both the workspace query and the run, with a reason containing
+// `fragment`, and the output left alone.
+void expect_not_supported(convcoreConvolutionFwdAlgo_t algo, int64_t r, int64_t stride, int64_t dil,
+                          convcoreDataType_t dt, const std::string& fragment) {
+    convcore::Handle h;
+    convcore::TensorDesc xd(dt, 1, 2, 12, 12);
+    convcore::FilterDesc wd(dt, 3, 2, r, r);
+    convcore::ConvDesc conv;
+    conv.set(1, 1, stride, stride, dil, dil);
+    int64_t n, k, p, q;
+    ASSERT_EQ(convcoreGetConvolution2dForwardOutputDim(conv, xd, wd, &n, &k, &p, &q), CONVCORE_STATUS_SUCCESS);
+    convcore::TensorDesc yd(dt, n, k, p, q);
+    size_t bytes = 0;
+    EXPECT_EQ(convcoreGetConvolutionForwardWorkspaceSize(h, xd, wd, conv, yd, algo, &bytes),
+              CONVCORE_STATUS_NOT_SUPPORTED);
+    EXPECT_NE(last_error().find(fragment), std::string::npos) << "reason '" << last_error() << "' lacks '"
+                                                              << fragment << "'";
+    std::vector<double> x(1 * 2 * 12 * 12, 0.5), w(size_t(3 * 2 * r * r), 0.25), y(size_t(n * k * p * q), -7.0);
+    const double one = 1, zero = 0;
+    const float onef = 1, zerof = 0;
+    const void* alpha = dt == CONVCORE_DATA_DOUBLE ? static_cast<const void*>(&one) : &onef;
+    const void* beta = dt == CONVCORE_DATA_DOUBLE ? static_cast<const void*>(&zero) : &zerof;
+    EXPECT_EQ(convcoreConvolutionForward(h, alpha, xd, x.data(), wd, w.data(), conv, algo, nullptr, 0, beta, yd,
+                                         y.data()),
+              CONVCORE_STATUS_NOT_SUPPORTED);
+    EXPECT_NE(last_error().find(fragment), std::string::npos) << last_error();
+    EXPECT_EQ(y[0], -7.0) << "an unsupported run wrote the output";
+}
+
+TEST_P(Winograd, NotSupportedNamesTheLimit) {
+    const auto algo = GetParam();
+    const std::string n = name(algo);
+    expect_not_supported(algo, 5, 1, 1, CONVCORE_DATA_FLOAT, n + " needs a 3x3 filter, got 5x5");
+    expect_not_supported(algo, 1, 1, 1, CONVCORE_DATA_DOUBLE, n + " needs a 3x3 filter, got 1x1");
+    expect_not_supported(algo, 3, 2, 1, CONVCORE_DATA_FLOAT, n + " needs stride 1, got stride 2x2");
+    expect_not_supported(algo, 3, 1, 2, CONVCORE_DATA_FLOAT, n + " needs dilation 1, got dilation 2x2");
+}
+
+TEST_P(Winograd, RankedAsApplicableForVggLayer) {
+    // A VGG-like 3x3 layer: the heuristic must list the algorithm among the applicable ones.
+    const auto algo = GetParam();
+    convcore::Handle h;
+    convcore::TensorDesc xd(CONVCORE_DATA_FLOAT, 1, 64, 56, 56);
+    convcore::FilterDesc wd(CONVCORE_DATA_FLOAT, 64, 64, 3, 3);
+    convcore::ConvDesc conv(1, 1);
+    convcore::TensorDesc yd(CONVCORE_DATA_FLOAT, 1, 64, 56, 56);
+    convcoreConvolutionFwdAlgoPerf_t perf[CONVCORE_FWD_ALGO_COUNT];
+    int returned = 0;
+    ASSERT_EQ(convcoreGetConvolutionForwardAlgorithm(h, xd, wd, conv, yd, CONVCORE_FWD_ALGO_COUNT, &returned, perf),
+              CONVCORE_STATUS_SUCCESS);
+    bool found = false;
+    for (int i = 0; i < returned; ++i)
+        if (perf[i].algo == algo) {
+            found = true;
+            EXPECT_EQ(perf[i].status, CONVCORE_STATUS_SUCCESS);
+            EXPECT_GT(perf[i].memory, 0u);
+        }
+    EXPECT_TRUE(found);
+}
+
+INSTANTIATE_TEST_SUITE_P(Cpu, Winograd,
+                         ::testing::Values(CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3, CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3),
+                         [](const auto& info) { return std::string(name(info.param)); });
+
+}  // namespace
