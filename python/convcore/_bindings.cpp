@@ -532,8 +532,8 @@ int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
 
     convcoreStatus_t status;
     if (on_cuda) {
-        DeviceBuffer ws(h, ws_bytes);
         py::gil_scoped_release release;
+        DeviceBuffer ws(h, ws_bytes);  // freed before the GIL is taken back
         status = convcoreConvolutionForward(h, alpha_p, d.x, x.data(), d.w, w.data(), d.conv, c_algo,
                                             ws.ptr, ws_bytes, beta_p, d.y, y.data());
     } else {

@@ -162,8 +162,13 @@ def test_out_read_only_or_overlapping():
     with raises(BadParamError, "out overlaps x"):
         conv().forward(x, W, out=x.reshape(-1)[:36].reshape(1, 4, 3, 3))
     broadcast = np.broadcast_to(np.empty((1, 4, 3, 1), np.float32), (1, 4, 3, 3))
-    with pytest.raises(BadParamError, match="out"):
+    with raises(BadParamError, "out: the array is read-only"):
         conv().forward(X, W, out=broadcast)
+    base = np.empty(64, np.float32)
+    for strides in [(0, 12, 4, 4), (144, 4, 4, 4), (144, 36, 12, 0)]:  # elements would alias
+        aliased = np.lib.stride_tricks.as_strided(base, (1, 4, 3, 3), strides, writeable=True)
+        with raises(BadParamError, "out: strides must be positive and must not make elements overlap"):
+            conv().forward(X, W, out=aliased)
 
 
 def test_torch_out_requiring_grad(torch):

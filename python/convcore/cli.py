@@ -1,0 +1,469 @@
+"""The ``convcore`` command: ``convcore info`` and ``convcore bench``.
+
+``convcore bench`` times every applicable algorithm on a suite of layers (and PyTorch's conv2d
+in the same run when torch is importable), after checking each algorithm's output against
+DIRECT. Problems are written benchdnn-style, one per line, then an optional name:
+
+    mb1ic64ih56iw56oc64kh3kw3ph1pw1sh1sw1dh1dw1g1 resnet:res2_3x3
+
+Omitted fields take defaults: mb1 g1 sh1 ph0 dh1, iw = ih, kw = kh, sw = sh, pw = ph, dw = dh.
+Unlike benchdnn, dilation is PyTorch's (dh1 = no dilation). ``oh``/``ow``, when given, are
+checked against the computed output size. ``#`` starts a comment.
+"""
+
+import argparse
+import datetime
+import json
+import math
+import os
+import platform
+import re
+import statistics
+import sys
+import time
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+import convcore
+
+# The default suite; bench/suites/default.txt in the source tree holds the same lines (a test
+# checks it). Batch 1, sized to run in about a minute on 2 CPU cores.
+DEFAULT_SUITE = """\
+# convcore default benchmark suite (batch 1). Format: see `convcore bench --help`.
+mb1ic64ih56oc64kh3ph1       resnet50:res2_3x3
+mb1ic128ih28oc128kh3ph1     resnet50:res3_3x3
+mb1ic256ih14oc256kh3ph1     resnet50:res4_3x3
+mb1ic256ih56oc64kh1         resnet50:res2_1x1_reduce
+mb1ic128ih56oc128kh3ph1     vgg16:conv2_2
+mb1ic32ih112oc32kh3ph1g32   mobilenet:dw_3x3
+mb1ic1ih512oc1kh3ph1        single_channel_512x512_3x3
+mb1ic3ih224oc64kh7sh2ph3    resnet50:conv1_7x7
+mb1ic3ih227oc96kh11sh4      alexnet:conv1_11x11
+mb1ic256ih28oc256kh3ph2dh2  deeplab:dilated_3x3
+mb1ic128ih56oc128kh3sh2ph1  stride2_3x3
+"""
+
+# Relative error vs DIRECT above which a result is reported as a MISMATCH (float32, float64).
+MISMATCH_BOUNDS = {
+    "winograd_4x4_3x3": (1e-3, 1e-9),
+    "winograd_2x2_3x3": (1e-4, 1e-10),
+}
+DEFAULT_MISMATCH_BOUND = (1e-4, 1e-10)
+
+
+# ---- suites -------------------------------------------------------------------------------------
+
+@dataclass
+class BenchProblem:
+    mb: int
+    ic: int
+    ih: int
+    iw: int
+    oc: int
+    kh: int
+    kw: int
+    sh: int = 1
+    sw: int = 1
+    ph: int = 0
+    pw: int = 0
+    dh: int = 1
+    dw: int = 1
+    g: int = 1
+    name: str = ""
+
+    @property
+    def x_shape(self):
+        return (self.mb, self.ic, self.ih, self.iw)
+
+    @property
+    def w_shape(self):
+        return (self.oc, self.ic // self.g, self.kh, self.kw)
+
+    def desc(self):
+        return convcore.ConvDesc(padding=(self.ph, self.pw), stride=(self.sh, self.sw),
+                                 dilation=(self.dh, self.dw), groups=self.g)
+
+    def output_hw(self):
+        oh = (self.ih + 2 * self.ph - self.dh * (self.kh - 1) - 1) // self.sh + 1
+        ow = (self.iw + 2 * self.pw - self.dw * (self.kw - 1) - 1) // self.sw + 1
+        return oh, ow
+
+    def flops(self):
+        oh, ow = self.output_hw()
+        return 2.0 * self.mb * self.oc * (self.ic // self.g) * self.kh * self.kw * oh * ow
+
+    def descriptor(self):
+        return (f"mb{self.mb}ic{self.ic}ih{self.ih}iw{self.iw}oc{self.oc}kh{self.kh}kw{self.kw}"
+                f"ph{self.ph}pw{self.pw}sh{self.sh}sw{self.sw}dh{self.dh}dw{self.dw}g{self.g}")
+
+    @property
+    def label(self):
+        return self.name or self.descriptor()
+
+
+_TOKEN = re.compile(r'(mb|ic|ih|iw|oc|oh|ow|kh|kw|sh|sw|ph|pw|dh|dw|g)(\d+)|n"([^"]*)"|_')
+# Fields that default to their partner (iw = ih, ...) and then to a constant.
+_PAIRS = [("ih", "iw", None), ("kh", "kw", None), ("sh", "sw", 1), ("ph", "pw", 0), ("dh", "dw", 1)]
+
+
+def parse_problem(text):
+    """A BenchProblem from a benchdnn-like line: descriptor, then an optional name."""
+    line = text.split("#", 1)[0].strip()
+    descriptor, _, name = line.partition(" ")
+    fields, pos = {}, 0
+    while pos < len(descriptor):
+        m = _TOKEN.match(descriptor, pos)
+        if not m:
+            raise ValueError(f"cannot parse {descriptor[pos:]!r} in {descriptor!r} (expected "
+                             "fields like mb1 ic64 ih56 oc64 kh3 sh1 ph1 dh1 g1)")
+        if m.group(1):
+            if m.group(1) in fields:
+                raise ValueError(f"{m.group(1)} given twice in {descriptor!r}")
+            fields[m.group(1)] = int(m.group(2))
+        elif m.group(3) is not None:
+            name = name or m.group(3)
+        pos = m.end()
+    for required in ("ic", "oc"):
+        if required not in fields:
+            raise ValueError(f"{descriptor!r} lacks {required}")
+    for first, second, default in _PAIRS:
+        if first not in fields and second not in fields:
+            if default is None:
+                raise ValueError(f"{descriptor!r} lacks {first} (or {second})")
+            fields[first] = fields[second] = default
+        fields.setdefault(first, fields.get(second))
+        fields.setdefault(second, fields[first])
+    for key in ("dh", "dw"):
+        if fields[key] < 1:
+            raise ValueError(f"{key}{fields[key]} in {descriptor!r}: dilation is PyTorch's here, "
+                             f"dh1 means no dilation (benchdnn's dh0)")
+    expect = {k: fields.pop(k) for k in ("oh", "ow") if k in fields}
+    problem = BenchProblem(mb=fields.pop("mb", 1), g=fields.pop("g", 1), name=name.strip(), **fields)
+    oh, ow = problem.output_hw()
+    if expect.get("oh", oh) != oh or expect.get("ow", ow) != ow:
+        raise ValueError(f"{descriptor!r}: oh/ow given as {expect} but the output is {oh}x{ow}")
+    return problem
+
+
+def parse_suite(text, source="suite"):
+    problems = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.split("#", 1)[0].strip():
+            continue
+        try:
+            problems.append(parse_problem(line))
+        except ValueError as e:
+            raise ValueError(f"{source}:{number}: {e}") from None
+    if not problems:
+        raise ValueError(f"{source}: no problems")
+    return problems
+
+
+# ---- timing -------------------------------------------------------------------------------------
+
+class CpuTimer:
+    def time_ms(self, fn):
+        start = time.perf_counter()
+        fn()
+        return (time.perf_counter() - start) * 1e3
+
+
+class CudaTimer:
+    """CUDA events on the current torch stream."""
+
+    def __init__(self, torch):
+        self.torch = torch
+
+    def time_ms(self, fn):
+        cuda = self.torch.cuda
+        start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end)
+
+
+def _import_torch():
+    try:
+        import torch
+        return torch
+    except ImportError:
+        return None
+
+
+def _mismatch_bound(algo, dtype):
+    f32, f64 = MISMATCH_BOUNDS.get(algo, DEFAULT_MISMATCH_BOUND)
+    return f32 if dtype == "float32" else f64
+
+
+def _relative_error(y, ref):
+    y, ref = np.asarray(y, dtype=np.float64), np.asarray(ref, dtype=np.float64)
+    norm = np.linalg.norm(ref)
+    return float(np.linalg.norm(y - ref) / (norm if norm > 0 else 1.0))
+
+
+def bench_problem(problem, args, torch, log):
+    """Results (one dict per contender) for one layer."""
+    dtype = args.dtype
+    on_cuda = args.device != "cpu"
+    conv = convcore.Convolution(problem.desc())
+    applicable = conv.applicable_algos(problem.x_shape, problem.w_shape, device=args.device,
+                                       dtype=dtype)
+    algos = applicable if args.algos is None else [a for a in args.algos if a in applicable]
+    skipped = [] if args.algos is None else [a for a in args.algos if a not in applicable]
+
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-1, 1, problem.x_shape).astype(dtype)
+    w = rng.uniform(-1, 1, problem.w_shape).astype(dtype)
+    y_shape = conv.output_shape(problem.x_shape, problem.w_shape)
+    if on_cuda:
+        x, w = torch.from_numpy(x).to(args.device), torch.from_numpy(w).to(args.device)
+        new_out = lambda: torch.empty(y_shape, dtype=x.dtype, device=x.device)  # noqa: E731
+        to_numpy = lambda t: t.cpu().numpy()  # noqa: E731
+    else:
+        new_out = lambda: np.empty(y_shape, dtype)  # noqa: E731
+        to_numpy = np.asarray
+
+    # Correctness first: every algorithm against DIRECT, once.
+    reference = to_numpy(conv.forward(x, w, algo="direct", out=new_out()))
+    contenders, rows = {}, {}
+    for algo in algos:
+        out = new_out()
+        row = {"layer": problem.label, "problem": problem.descriptor(), "algo": algo,
+               "flops": problem.flops(), "workspace_bytes": conv.workspace_size(
+                   problem.x_shape, problem.w_shape, algo, device=args.device, dtype=dtype)}
+        err = _relative_error(to_numpy(conv.forward(x, w, algo=algo, out=out)), reference)
+        row["rel_error_vs_direct"] = err
+        row["check"] = "ok" if err <= _mismatch_bound(algo, dtype) else "MISMATCH"
+        if row["check"] != "ok":
+            log(f"!!! MISMATCH: {algo} on {problem.label}: relative error {err:.3g} vs DIRECT "
+                f"(bound {_mismatch_bound(algo, dtype):g})")
+        contenders[algo] = (lambda a=algo, o=out: conv.forward(x, w, algo=a, out=o))
+        rows[algo] = row
+    for algo in skipped:
+        rows[algo] = {"layer": problem.label, "problem": problem.descriptor(), "algo": algo,
+                      "flops": problem.flops(), "check": "not applicable"}
+
+    if torch is not None:
+        xt = x if on_cuda else torch.from_numpy(x)
+        wt = w if on_cuda else torch.from_numpy(w)
+        kwargs = dict(stride=(problem.sh, problem.sw), padding=(problem.ph, problem.pw),
+                      dilation=(problem.dh, problem.dw), groups=problem.g)
+        f = torch.nn.functional.conv2d
+        with torch.no_grad():
+            err = _relative_error(to_numpy(f(xt, wt, **kwargs)), reference)
+        rows["torch"] = {"layer": problem.label, "problem": problem.descriptor(), "algo": "torch",
+                         "flops": problem.flops(), "workspace_bytes": None,
+                         "rel_error_vs_direct": err,
+                         "check": "ok" if err <= _mismatch_bound("torch", dtype) else "MISMATCH"}
+
+        def run_torch():
+            with torch.no_grad():
+                f(xt, wt, **kwargs)
+        contenders["torch"] = run_torch
+
+    # Warm-up, then interleaved reps (the starting contender rotates), median per contender.
+    timer = CudaTimer(torch) if on_cuda else CpuTimer()
+    names = list(contenders)
+    for _ in range(args.warmup):
+        for name in names:
+            contenders[name]()
+    times = {name: [] for name in names}
+    for rep in range(args.reps):
+        for i in range(len(names)):
+            name = names[(rep + i) % len(names)]
+            times[name].append(timer.time_ms(contenders[name]))
+    for name in names:
+        row = rows[name]
+        row["times_ms"] = times[name]
+        row["median_ms"] = statistics.median(times[name])
+        row["gflops"] = problem.flops() / (row["median_ms"] * 1e6)
+    timed = [rows[a] for a in algos]
+    best = min((r["median_ms"] for r in timed), default=None)
+    torch_ms = rows["torch"]["median_ms"] if "torch" in rows else None
+    for row in rows.values():
+        if "median_ms" in row:
+            row["ratio_to_best"] = row["median_ms"] / best if best else None
+            row["ratio_to_torch"] = row["median_ms"] / torch_ms if torch_ms else None
+    ordered = sorted((r for r in rows.values() if "median_ms" in r), key=lambda r: r["median_ms"])
+    return ordered + [r for r in rows.values() if "median_ms" not in r]
+
+
+# ---- output ---------------------------------------------------------------------------------------
+
+def _bytes(n):
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def _ratio(r):
+    return "-" if r is None else f"{r:.2f}"
+
+
+def format_table(results, with_torch):
+    headers = ["layer", "algorithm", "time ms", "GFLOP/s", "workspace", "t/best"]
+    if with_torch:
+        headers.append("t/torch")
+    headers.append("check")
+    lines = []
+    for r in results:
+        if "median_ms" not in r:
+            cells = [r["layer"], r["algo"], "-", "-", "-", "-"] + (["-"] if with_torch else [])
+        else:
+            cells = [r["layer"], r["algo"], f"{r['median_ms']:.3f}", f"{r['gflops']:.1f}",
+                     _bytes(r["workspace_bytes"]),
+                     "-" if r["algo"] == "torch" else _ratio(r["ratio_to_best"])]
+            if with_torch:
+                cells.append(_ratio(r["ratio_to_torch"]))
+        check = r["check"]
+        cells.append(check if check in ("ok", "not applicable") else f"!!! {check} "
+                     f"(rel. error {r['rel_error_vs_direct']:.2g})")
+        lines.append(cells)
+    widths = [max(len(h), *(len(c[i]) for c in lines)) for i, h in enumerate(headers)]
+    numeric = {2, 3, 4, 5, 6} if with_torch else {2, 3, 4, 5}
+
+    def fmt(cells):
+        return "  ".join(c.rjust(wd) if i in numeric else c.ljust(wd)
+                         for i, (c, wd) in enumerate(zip(cells, widths))).rstrip()
+    out = [fmt(headers), fmt(["-" * wd for wd in widths])]
+    previous = None
+    for cells in lines:
+        if previous is not None and cells[0] != previous:
+            out.append("")
+        previous = cells[0]
+        out.append(fmt(cells))
+    return "\n".join(out)
+
+
+# ---- commands ------------------------------------------------------------------------------------
+
+def cmd_info(args):
+    print(f"convcore {convcore.__version__}")
+    print(f"package: {convcore.cmake_prefix_path()}")
+    print("build:")
+    for key, value in convcore.build_info().items():
+        print(f"  {key}: {value}")
+    count = convcore.cuda_device_count()
+    print(f"GPUs visible: {count}")
+    torch = _import_torch()
+    if count and torch is not None and torch.cuda.is_available():
+        for i in range(min(count, torch.cuda.device_count())):
+            print(f"  cuda:{i}: {torch.cuda.get_device_name(i)}")
+    print(f"torch: {torch.__version__ if torch is not None else 'not installed'}")
+    return 0
+
+
+def cmd_bench(args):
+    if args.suite:
+        with open(args.suite) as f:
+            problems = parse_suite(f.read(), args.suite)
+    else:
+        problems = parse_suite(DEFAULT_SUITE, "default suite")
+    if args.algos is not None:
+        args.algos = [a.strip().lower() for a in args.algos.split(",") if a.strip()]
+        valid = [a.name.lower() for a in convcore.Algo]
+        unknown = [a for a in args.algos if a not in valid]
+        if unknown:
+            raise ValueError(f"--algos: unknown {', '.join(unknown)}; valid: {', '.join(valid)}")
+    torch = None if args.no_torch else _import_torch()
+    if args.device != "cpu":
+        if torch is None or not torch.cuda.is_available():
+            raise ValueError(f"--device {args.device} needs PyTorch with CUDA (for buffers and timing)")
+        if convcore.cuda_device_count() == 0:
+            raise ValueError(f"--device {args.device}: this convcore build sees no CUDA device")
+        torch.backends.cudnn.benchmark = True
+        torch.backends.cudnn.allow_tf32 = False
+        torch.backends.cuda.matmul.allow_tf32 = False
+    if args.threads:
+        convcore.set_num_threads(args.threads)
+        if torch is not None:
+            torch.set_num_threads(args.threads)
+
+    def log(message):
+        print(message, file=sys.stderr, flush=True)
+
+    print(f"convcore {convcore.__version__} bench: {len(problems)} layers, device {args.device}, "
+          f"{args.dtype}, {args.reps} reps (median), threads {args.threads or 'default'}, "
+          f"torch {torch.__version__ if torch is not None else 'not timed'}", flush=True)
+    results = []
+    for problem in problems:
+        if args.verbose:
+            log(f"  {problem.label}: {problem.descriptor()}")
+        results.extend(bench_problem(problem, args, torch, log))
+    print(format_table(results, torch is not None))
+    print("\nGFLOP/s: 2*N*K*(C/g)*R*S*P*Q / median time. t/best: time / the fastest convcore "
+          "algorithm on the layer." + (" t/torch: time / torch conv2d (< 1: faster than torch)."
+                                       if torch is not None else ""))
+    mismatches = [r for r in results if r["check"] == "MISMATCH"]
+    if mismatches:
+        print(f"\n!!! {len(mismatches)} MISMATCH(ES) against DIRECT: "
+              + ", ".join(f"{r['algo']} on {r['layer']}" for r in mismatches))
+    if args.json:
+        report = {
+            "convcore_version": convcore.__version__,
+            "build_info": convcore.build_info(),
+            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "host": platform.node(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
+            "device": args.device, "dtype": args.dtype, "threads": args.threads, "reps": args.reps,
+            "warmup": args.warmup,
+            "torch_version": torch.__version__ if torch is not None else None,
+            "suite": [asdict(p) for p in problems],
+            "results": results,
+        }
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1, default=lambda v: None if isinstance(v, float) and
+                      not math.isfinite(v) else v)
+        print(f"results written to {args.json}")
+    return 1 if mismatches else 0
+
+
+def _positive_int(text):
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
+
+
+def build_parser():
+    parser = argparse.ArgumentParser(prog="convcore", description="convcore convolution library")
+    sub = parser.add_subparsers(dest="command", required=True)
+    info = sub.add_parser("info", help="version, build options (BLAS, FFT, CUDA), visible GPUs")
+    info.set_defaults(func=cmd_info)
+    bench = sub.add_parser(
+        "bench", help="time every applicable algorithm on a suite of layers",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    bench.add_argument("--suite", metavar="FILE", help="problem file (default: the built-in suite, "
+                       "bench/suites/default.txt)")
+    bench.add_argument("--algos", metavar="A,B", help="comma-separated algorithms to time "
+                       "(default: every applicable one)")
+    bench.add_argument("--reps", type=_positive_int, default=10,
+                       help="timed runs per contender, interleaved (default 10)")
+    bench.add_argument("--warmup", type=int, default=1, help="untimed runs first (default 1)")
+    bench.add_argument("--threads", type=int, default=0, help="CPU threads for convcore and torch "
+                       "(default: OpenMP's / torch's default)")
+    bench.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    bench.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
+    bench.add_argument("--no-torch", action="store_true", help="do not time torch conv2d")
+    bench.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    bench.add_argument("-v", "--verbose", action="store_true", help="log each layer as it starts")
+    bench.set_defaults(func=cmd_bench)
+    return parser
+
+
+def main(argv=None):
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, OSError, convcore.Error) as e:
+        print(f"convcore {args.command}: error: {e}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""The convcore command: info, bench, and the suite parser."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from convcore import cli
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+TINY_SUITE = """\
+# two small layers
+mb1ic4ih12oc8kh3ph1   tiny_3x3
+mb2ic6ih9iw7oc4kh1g2  # no name, grouped 1x1
+"""
+
+
+def run_cli(*args):
+    return subprocess.run([sys.executable, "-m", "convcore.cli", *args], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_info_shows_build_options():
+    result = run_cli("info")
+    assert result.returncode == 0, result.stderr
+    assert "convcore 0.1" in result.stdout
+    assert "blas: " in result.stdout and "fft: " in result.stdout and "cuda: " in result.stdout
+    assert "GPUs visible: " in result.stdout
+
+
+def test_bench_tiny_suite(tmp_path):
+    suite = tmp_path / "tiny.txt"
+    suite.write_text(TINY_SUITE)
+    report = tmp_path / "results.json"
+    result = run_cli("bench", "--suite", str(suite), "--reps", "2", "--threads", "1",
+                     "--json", str(report))
+    assert result.returncode == 0, result.stdout + result.stderr
+    out = result.stdout
+    for column in ("layer", "algorithm", "time ms", "GFLOP/s", "workspace", "t/best", "check"):
+        assert column in out
+    assert "tiny_3x3" in out and "mb2ic6ih9iw7oc4kh1kw1ph0pw0sh1sw1dh1dw1g2" in out
+    for algo in ("direct", "im2col_gemm", "implicit_gemm"):
+        assert algo in out
+    assert "MISMATCH" not in out
+
+    data = json.loads(report.read_text())
+    assert data["convcore_version"] and data["reps"] == 2 and len(data["suite"]) == 2
+    rows = [r for r in data["results"] if r["layer"] == "tiny_3x3"]
+    algos = {r["algo"] for r in rows}
+    assert {"direct", "im2col_gemm", "implicit_gemm"} <= algos
+    for r in rows:
+        assert len(r["times_ms"]) == 2 and r["median_ms"] > 0 and r["gflops"] > 0
+        assert r["check"] == "ok"
+    best = [r for r in rows if r["algo"] != "torch"]
+    assert min(r["ratio_to_best"] for r in best) == pytest.approx(1.0)
+    if "torch" in algos:
+        assert "t/torch" in out
+        assert [r for r in rows if r["algo"] == "torch"][0]["ratio_to_torch"] == pytest.approx(1.0)
+
+
+def test_bench_algos_option(tmp_path, capsys):
+    suite = tmp_path / "tiny.txt"
+    suite.write_text(TINY_SUITE)
+    code = cli.main(["bench", "--suite", str(suite), "--reps", "1", "--no-torch",
+                     "--algos", "direct,WINOGRAD_2X2_3X3", "--dtype", "float64"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "direct" in out and "im2col_gemm" not in out and "torch" not in out.split("\n", 1)[1]
+    assert "not applicable" in out  # winograd: 1x1 layer (and not built yet)
+
+
+def test_bench_errors(tmp_path, capsys):
+    assert cli.main(["bench", "--algos", "nope"]) == 2
+    assert "--algos: unknown nope" in capsys.readouterr().err
+    bad = tmp_path / "bad.txt"
+    bad.write_text("mb1ic3ih8oc4kh3\nmb1ic3xx8\n")
+    assert cli.main(["bench", "--suite", str(bad)]) == 2
+    assert f"{bad}:2: cannot parse 'xx8'" in capsys.readouterr().err
+    assert cli.main(["bench", "--suite", str(tmp_path / "missing.txt")]) == 2
+
+
+def test_default_suite_file_matches_builtin():
+    path = os.path.join(REPO, "bench", "suites", "default.txt")
+    if not os.path.exists(path):
+        pytest.skip("not in a source checkout")
+    with open(path) as f:
+        assert f.read() == cli.DEFAULT_SUITE
+    problems = cli.parse_suite(cli.DEFAULT_SUITE)
+    assert any(p.kh == 7 for p in problems) and any(p.kh == 11 for p in problems)
+    assert any(p.ic == 1 and p.ih == 512 for p in problems)
+
+
+# ---- the suite parser ----------------------------------------------------------------------------
+
+def test_parse_full_problem():
+    p = cli.parse_problem("mb1ic64ih56iw56oc64kh3kw3ph1pw1sh1sw1dh1dw1g1 resnet:res2a")
+    assert (p.mb, p.ic, p.ih, p.iw, p.oc, p.kh, p.kw) == (1, 64, 56, 56, 64, 3, 3)
+    assert (p.ph, p.pw, p.sh, p.sw, p.dh, p.dw, p.g) == (1, 1, 1, 1, 1, 1, 1)
+    assert p.name == "resnet:res2a" and p.label == "resnet:res2a"
+    assert p.output_hw() == (56, 56)
+    assert p.flops() == 2 * 64 * 64 * 9 * 56 * 56
+
+
+def test_parse_defaults_and_partners():
+    p = cli.parse_problem("ic3ih224oc64kh7sh2ph3")
+    assert (p.mb, p.iw, p.kw, p.sw, p.pw, p.dh, p.dw, p.g) == (1, 224, 7, 2, 3, 1, 1, 1)
+    assert p.name == "" and p.label == p.descriptor()
+    assert cli.parse_problem(p.descriptor()) == p
+    q = cli.parse_problem('g2_mb2ic4iw10ih6oc2kw3n"named"  # comment')
+    assert (q.g, q.mb, q.ih, q.iw, q.kh, q.kw, q.name) == (2, 2, 6, 10, 3, 3, "named")
+
+
+@pytest.mark.parametrize("line, text", [
+    ("ic3ih8kh3", "lacks oc"),
+    ("ic3oc4kh3", "lacks ih"),
+    ("ic3ih8oc4", "lacks kh"),
+    ("ic3ih8oc4kh3dh0", "dh1 means no dilation"),
+    ("ic3ih8oc4kh3oh7", "oh/ow given"),
+    ("ic3ih8oc4kh3ic4", "ic given twice"),
+    ("ic3ih8oc4kh3id4", "cannot parse 'id4'"),
+])
+def test_parse_errors(line, text):
+    with pytest.raises(ValueError, match=text):
+        cli.parse_problem(line)
+
+
+def test_parse_suite_reports_line_numbers():
+    with pytest.raises(ValueError, match="my.txt:3: "):
+        cli.parse_suite("# header\nic3ih8oc4kh3\nbogus\n", "my.txt")
+    with pytest.raises(ValueError, match="no problems"):
+        cli.parse_suite("# only comments\n\n")
+
+
+# ---- package information -----------------------------------------------------------------------
+
+def test_package_information():
+    import convcore
+    assert convcore.__version__.count(".") == 2
+    info = convcore.build_info()
+    assert {"version", "blas", "fft", "cuda"} <= set(info)
+    assert info["version"] == convcore.__version__
+    assert convcore.cuda_device_count() >= 0
+    prefix = convcore.cmake_prefix_path()
+    assert os.path.isfile(os.path.join(prefix, "lib", "cmake", "convcore", "convcoreConfig.cmake"))
+    assert os.path.isfile(os.path.join(prefix, "include", "convcore", "convcore.h"))
