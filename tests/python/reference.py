@@ -138,6 +138,11 @@ NAMED_PROBLEMS = [
     Problem(1, 2, 5, 5, 3, 5, 5),                                      # filter == input
     Problem(1, 2, 1, 1, 3, 3, 3, padding=(1, 1)),                      # 1x1 image, padded
     Problem(3, 5, 4, 17, 2, 1, 3, padding=(0, 1), stride=(1, 3)),      # rectangular, mixed
+    # 3x3, stride 1 (the Winograd / FFT / cyclic shapes): odd sizes, tiles cut at the edges.
+    Problem(2, 16, 13, 11, 16, 3, 3, padding=(1, 1)),
+    Problem(1, 5, 10, 7, 3, 3, 3, mode="convolution"),
+    Problem(1, 12, 9, 9, 6, 3, 3, padding=(1, 1), groups=3),
+    Problem(1, 3, 4, 4, 2, 3, 3, padding=(3, 3)),                      # padding > filter radius
 ]
 
 

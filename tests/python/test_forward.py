@@ -314,3 +314,20 @@ def test_reference_matches_definition_on_a_tiny_case():
     np.testing.assert_array_equal(conv2d_reference(x, w), expected)
     flipped = np.array([[[[4 * 0 + 3 * 1 + 2 * 3 + 1 * 4]]]])
     np.testing.assert_array_equal(conv2d_reference(x[:, :, :2, :2], w, mode="convolution"), flipped)
+
+
+def test_dlpack_capsules_are_released(torch):
+    """The binding owns each consumed capsule and calls its deleter: no reference is left on
+    the producer's arrays after forward returns."""
+    import sys
+    p = Problem(1, 3, 8, 8, 4, 3, 3, padding=(1, 1))
+    conv = convcore.Convolution(convcore.ConvDesc(**p.desc_kwargs()))
+    x, w = p.inputs(np.float32)
+    out = np.empty(conv.output_shape(x.shape, w.shape), np.float32)
+    xt, wt = torch.from_numpy(x.copy()), torch.from_numpy(w.copy())
+    before = [sys.getrefcount(a) for a in (x, w, out, xt, wt)]
+    for _ in range(20):
+        conv.forward(x, w, out=out)
+        conv.forward(xt, wt)
+        conv.forward(LegacyProducer(x), w)
+    assert [sys.getrefcount(a) for a in (x, w, out, xt, wt)] == before
