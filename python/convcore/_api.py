@@ -176,10 +176,13 @@ def _dlpack_device(obj, name):
         raise BadParamError(
             f"{name}: expected a NumPy array or an object with __dlpack__ (a PyTorch tensor, ...), "
             f"got {type(obj).__name__}")
-    if hasattr(obj, "__dlpack_device__"):
+    if not hasattr(obj, "__dlpack_device__"):
+        return (_C.DLPACK_CPU, 0)
+    try:
         dev_type, dev_id = obj.__dlpack_device__()
         return (int(dev_type), int(dev_id))
-    return (_C.DLPACK_CPU, 0)
+    except Exception as e:  # noqa: BLE001  (e.g. a torch tensor on the meta device)
+        raise BadParamError(f"{name}: cannot tell its device through DLPack: {e}") from None
 
 
 def _export(obj, name, dlpack_stream):

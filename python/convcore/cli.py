@@ -325,7 +325,7 @@ def format_table(results, with_torch):
         cells.append(check if check in ("ok", "not applicable") else f"!!! {check} "
                      f"(rel. error {r['rel_error_vs_direct']:.2g})")
         lines.append(cells)
-    widths = [max(len(h), *(len(c[i]) for c in lines)) for i, h in enumerate(headers)]
+    widths = [max([len(h)] + [len(c[i]) for c in lines]) for i, h in enumerate(headers)]
     numeric = {2, 3, 4, 5, 6} if with_torch else {2, 3, 4, 5}
 
     def fmt(cells):
