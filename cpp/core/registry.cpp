@@ -7,6 +7,7 @@ namespace cpu {
 extern const Solver direct_solver;
 extern const Solver im2col_gemm_solver;
 extern const Solver implicit_gemm_solver;
+extern const Solver cyclic_minimal_solver;
 extern const Solver winograd_2x2_3x3_solver;
 extern const Solver winograd_4x4_3x3_solver;
 }  // namespace cpu
@@ -21,6 +22,7 @@ const std::vector<const Solver*>& all_solvers() {
         &cpu::direct_solver,
         &cpu::im2col_gemm_solver,
         &cpu::implicit_gemm_solver,
+        &cpu::cyclic_minimal_solver,
         &cpu::winograd_2x2_3x3_solver,
         &cpu::winograd_4x4_3x3_solver,
 #ifdef CONVCORE_WITH_CUDA

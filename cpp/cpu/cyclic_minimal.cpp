@@ -1,0 +1,509 @@
+// CYCLIC_MINIMAL on the CPU: Pitas' minimal-multiplication 2-D cyclic convolution (paper 004)
+// with overlap-save tiles. A 4x4 cyclic convolution takes 22 multiplications (CRT over
+// z^4 - 1 = (z - 1)(z + 1)(z^2 + 1) in each variable, z1^2 + 1 split over Q[z2]/(z2^2 + 1));
+// a 3x3 filter on a 4x4 input tile gives 2x2 outputs that do not wrap around (a 2x2 filter:
+// 3x3 outputs). The tables come from tools/gen_cyclic.py (cpp/common/generated/cyclic_tables.hpp),
+// in the staged form
+//   T = R d R^T  (d: 4x4 input tile)    V = A2 vec(T)   (22 operands, additions only)
+//   U = B vec(g) (g: 3x3 filter)        Z = C2 (U .* V)   out = L Z L^T   (additions only).
+// Like Winograd, the 22 products summed over the input channels are 22 independent matrix
+// products per group: M[m] (K/g x tiles) = U[m] (K/g x C/g) * V[m] (C/g x tiles).
+//
+// Two paths, chosen from the problem alone (so the workspace is exact):
+//  - fused (C/g <= FUSED_MAX_CG): no GEMM. Per tile row, the input transform of every channel
+//    stays in registers / L1 and each output channel accumulates its 22 products with
+//    broadcast filter values, then the output transform writes y directly. Workspace: the
+//    transformed filter, 22*K*(C/g) elements. This is the path of Pitas' single 512x512 image
+//    with one filter, and of depthwise layers.
+//  - GEMM: per block of tile rows and per group, the input transform into V (workspace), 22
+//    OpenBLAS GEMMs (one per multiplication slot, the slots spread over the threads) into M
+//    (workspace), the output transform into y. Workspace:
+//    22*K*(C/g) + 22*(C/g + K/g)*tiles_per_block + 16 elements.
+// Both vectorise across VL consecutive tiles of a tile row (one tile per lane): the input
+// rows are staged phase-split (element u*2 + phi of a padded row goes to phase phi, index u),
+// so the lanes' strided tile columns become contiguous vector loads. The transforms are
+// unrolled at compile time from the constexpr tables (zero entries vanish, +-1 entries are
+// additions). Kernels are compiled for AVX-512, AVX2+FMA and baseline SSE2 and the best one
+// the CPU runs is picked (CONVCORE_CPU_ISA=avx2|baseline caps it, as for IMPLICIT_GEMM).
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/conv_index.hpp"
+#include "common/generated/cyclic_tables.hpp"
+#include "core/error.hpp"
+#include "core/solver.hpp"
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define CONVCORE_X86_DISPATCH 1
+#endif
+#pragma GCC diagnostic ignored "-Wpsabi"
+
+namespace convcore {
+namespace cpu {
+
+namespace {
+
+#define CC_INLINE inline __attribute__((always_inline))
+
+constexpr int64_t FUSED_MAX_CG = 4;           // fused (GEMM-free) path for C/g up to this
+constexpr int64_t BLOCK_BYTES = 8 << 20;      // V + M of one block of tile rows (GEMM path)
+constexpr int64_t OVERREAD = 16;              // elements after M that vector loads may touch
+constexpr int64_t MAX_VB = 64;                // widest vector, bytes
+
+// ---- compile-time application of the small integer tables -----------------------------------
+// out[I * OS] = sum_J Mat[I][J] * in[J * IS], with the zero entries dropped and +-1 entries
+// turned into additions (the compiler cannot drop "0 * x" or "1 * x" on floats by itself).
+
+template <const auto& Mat, int I, int J, int Cols, int IS, typename V>
+CC_INLINE void add_rest(V& acc, const V* in) {
+    if constexpr (J < Cols) {
+        constexpr int a = Mat[I][J];
+        if constexpr (a == 1)
+            acc += in[J * IS];
+        else if constexpr (a == -1)
+            acc -= in[J * IS];
+        else if constexpr (a != 0)
+            acc += in[J * IS] * a;
+        add_rest<Mat, I, J + 1, Cols, IS>(acc, in);
+    }
+}
+
+template <const auto& Mat, int I, int J, int Cols, int IS, typename V>
+CC_INLINE V row_value(const V* in) {
+    if constexpr (J == Cols) {
+        return V{};
+    } else {
+        constexpr int a = Mat[I][J];
+        if constexpr (a == 0) {
+            return row_value<Mat, I, J + 1, Cols, IS>(in);
+        } else {
+            V acc = a == 1 ? in[J * IS] : a == -1 ? -in[J * IS] : in[J * IS] * a;
+            add_rest<Mat, I, J + 1, Cols, IS>(acc, in);
+            return acc;
+        }
+    }
+}
+
+template <const auto& Mat, int Cols, int IS, int OS, typename V, int... I>
+CC_INLINE void apply_rows(const V* in, V* out, std::integer_sequence<int, I...>) {
+    ((out[I * OS] = row_value<Mat, I, 0, Cols, IS>(in)), ...);
+}
+
+template <const auto& Mat, int Rows, int Cols, int IS = 1, int OS = 1, typename V>
+CC_INLINE void apply(const V* in, V* out) {
+    apply_rows<Mat, Cols, IS, OS>(in, out, std::make_integer_sequence<int, Rows>{});
+}
+
+// ---- per-problem constants shared by the kernels ---------------------------------------------
+
+template <typename T>
+struct Job {
+    const T* x;   // N x C x H x W
+    T* y;         // N x K x P x Q
+    const T* u;   // transformed filters (layout per path, see below)
+    T* v;         // GEMM path: V[m][c][ldt]
+    T* mo;        // GEMM path: M[m][k][ldt]
+    int64_t c, h, w, k, p, q, cg, kg, pad_h, pad_w, tiles_h, tiles_w, ldt, wu;
+    bool flip;
+    T alpha, beta;
+};
+
+// ---- the vector kernels, for one table and one vector width ----------------------------------
+
+template <class Tab, typename T, int VB>
+struct Impl {
+    typedef T V __attribute__((vector_size(VB)));
+    static constexpr int VL = VB / sizeof(T);
+    static constexpr int N = Tab::N, O = Tab::O, M = Tab::M;
+
+    static CC_INLINE V load(const T* p) {
+        V v;
+        __builtin_memcpy(&v, p, VB);
+        return v;
+    }
+    static CC_INLINE void store(T* p, V v) { __builtin_memcpy(p, &v, VB); }
+    static CC_INLINE void store_lanes(T* p, V v, int lanes) {
+        if (lanes == VL) {
+            store(p, v);
+        } else {
+            T tmp[VL];
+            __builtin_memcpy(tmp, &v, VB);
+            for (int l = 0; l < lanes; ++l) p[l] = tmp[l];
+        }
+    }
+
+    // Stages the N input rows of tile row th of one channel, phase-split:
+    // ph[(i * O + phi) * wu + u] = x[th*O - pad_h + i][u*O + phi - pad_w] (0 outside).
+    static CC_INLINE void stage(const Job<T>& jb, const T* xc, int64_t th, T* ph) {
+        for (int i = 0; i < N; ++i) {
+            const int64_t ih = th * O - jb.pad_h + i;
+            T* row = ph + int64_t(i) * O * jb.wu;
+            if (ih < 0 || ih >= jb.h) {
+                std::fill(row, row + O * jb.wu, T(0));
+                continue;
+            }
+            const T* xr = xc + ih * jb.w;
+            for (int phi = 0; phi < O; ++phi) {
+                T* d = row + phi * jb.wu;
+                // u*O + phi - pad_w in [0, w)  <=>  u in [u0, u1)
+                const int64_t first = jb.pad_w - phi;  // u*O >= first
+                int64_t u0 = first <= 0 ? 0 : (first + O - 1) / O;
+                int64_t u1 = (jb.w - 1 + jb.pad_w - phi) < 0 ? 0 : (jb.w - 1 + jb.pad_w - phi) / O + 1;
+                u0 = std::min(u0, jb.wu);
+                u1 = std::clamp(u1, u0, jb.wu);
+                for (int64_t u = 0; u < u0; ++u) d[u] = T(0);
+                const T* src = xr + phi - jb.pad_w;
+                if (O == 2) {
+                    for (int64_t u = u0; u < u1; ++u) d[u] = src[2 * u];
+                } else {
+                    for (int64_t u = u0; u < u1; ++u) d[u] = src[u * O];
+                }
+                for (int64_t u = u1; u < jb.wu; ++u) d[u] = T(0);
+            }
+        }
+    }
+
+    // The M operand vectors of tiles tw0 .. tw0 + VL - 1 (one per lane) from staged rows.
+    static CC_INLINE void input_transform(const T* ph, int64_t wu, int64_t tw0, V* out) {
+        V d[N * N];
+        for (int i = 0; i < N; ++i)
+            for (int j = 0; j < N; ++j) d[i * N + j] = load(ph + (i * O + j % O) * wu + tw0 + j / O);
+        V e[N * N], t[N * N];
+        for (int i = 0; i < N; ++i) apply<Tab::R, N, N, 1, 1>(d + i * N, e + i * N);  // d R^T
+        for (int j = 0; j < N; ++j) apply<Tab::R, N, N, N, N>(e + j, t + j);          // R (d R^T)
+        apply<Tab::A2, M, N * N>(t, out);
+    }
+
+    // The O x O output vectors (out[a * O + b]: output (a, b) of each lane's tile) from the
+    // M products.
+    static CC_INLINE void output_transform(const V* prod, V* out) {
+        V z[N * N], f[N * O];
+        apply<Tab::C2, N * N, M>(prod, z);
+        for (int i = 0; i < N; ++i) apply<Tab::L, O, N, 1, 1>(z + i * N, f + i * O);  // Z L^T
+        for (int b = 0; b < O; ++b) apply<Tab::L, O, N, O, O>(f + b, out + b);       // L (Z L^T)
+    }
+
+    // Writes the O x O outputs of tiles tw0.. of tile row th into one output plane, with the
+    // alpha/beta blend (beta == 0 never reads y) and clipping at the bottom and right edges.
+    static CC_INLINE void store_outputs(const Job<T>& jb, T* yk, int64_t th, int64_t tw0,
+                                        const V* out) {
+        alignas(MAX_VB) T tmp[O * O][VL];
+        for (int ab = 0; ab < O * O; ++ab) store(tmp[ab], out[ab]);
+        const int64_t q0 = tw0 * O, qn = std::min<int64_t>(VL * O, jb.q - q0);
+        const int rows = int(std::min<int64_t>(O, jb.p - th * O));
+        alignas(MAX_VB) T row[VL * O];
+        for (int a = 0; a < rows; ++a) {
+            for (int l = 0; l < VL; ++l)
+                for (int b = 0; b < O; ++b) row[l * O + b] = tmp[a * O + b][l];
+            T* yr = yk + (th * O + a) * jb.q + q0;
+            if (jb.beta == T(0)) {
+                if (jb.alpha == T(1))
+                    for (int64_t i = 0; i < qn; ++i) yr[i] = row[i];
+                else
+                    for (int64_t i = 0; i < qn; ++i) yr[i] = jb.alpha * row[i];
+            } else {
+                for (int64_t i = 0; i < qn; ++i) yr[i] = jb.alpha * row[i] + jb.beta * yr[i];
+            }
+        }
+    }
+
+    // Fused path, one tile row th of image n, group g: every output channel of the group.
+    // u layout: [g][k][c][m].
+    static CC_INLINE void fused_row(const Job<T>& jb, int64_t n, int64_t g, int64_t th, T* ph) {
+        const int64_t cg = jb.cg, kg = jb.kg, plane = jb.h * jb.w;
+        const T* xg = jb.x + (n * jb.c + g * cg) * plane;
+        for (int64_t c = 0; c < cg; ++c) stage(jb, xg + c * plane, th, ph + c * N * O * jb.wu);
+        V vb[FUSED_MAX_CG][M];
+        for (int64_t tw0 = 0; tw0 < jb.tiles_w; tw0 += VL) {
+            for (int64_t c = 0; c < cg; ++c) input_transform(ph + c * N * O * jb.wu, jb.wu, tw0, vb[c]);
+            for (int64_t k = 0; k < kg; ++k) {
+                const T* uk = jb.u + (g * kg + k) * cg * M;
+                V prod[M];
+                for (int m = 0; m < M; ++m) prod[m] = vb[0][m] * uk[m];
+                for (int64_t c = 1; c < cg; ++c)
+                    for (int m = 0; m < M; ++m) prod[m] += vb[c][m] * uk[c * M + m];
+                V out[O * O];
+                output_transform(prod, out);
+                store_outputs(jb, jb.y + ((n * jb.k + g * kg + k) * jb.p) * jb.q, th, tw0, out);
+            }
+        }
+    }
+
+    // GEMM path: input transform of channel c of group g, global tile row gr (image
+    // gr / tiles_h), into V[m][c][tt0 + tw] (tt0: the row's first tile in the block).
+    static CC_INLINE void transform_row(const Job<T>& jb, int64_t g, int64_t c, int64_t gr,
+                                        int64_t tt0, T* ph) {
+        const int64_t n = gr / jb.tiles_h, th = gr % jb.tiles_h;
+        stage(jb, jb.x + ((n * jb.c + g * jb.cg + c) * jb.h) * jb.w, th, ph);
+        const int64_t mstride = jb.cg * jb.ldt;
+        T* vc = jb.v + c * jb.ldt + tt0;
+        for (int64_t tw0 = 0; tw0 < jb.tiles_w; tw0 += VL) {
+            V vt[M];
+            input_transform(ph, jb.wu, tw0, vt);
+            const int lanes = int(std::min<int64_t>(VL, jb.tiles_w - tw0));
+            for (int m = 0; m < M; ++m) store_lanes(vc + m * mstride + tw0, vt[m], lanes);
+        }
+    }
+
+    // GEMM path: output transform of channel k of group g for global tile row gr.
+    static CC_INLINE void output_row(const Job<T>& jb, int64_t g, int64_t k, int64_t gr, int64_t tt0) {
+        const int64_t n = gr / jb.tiles_h, th = gr % jb.tiles_h;
+        const int64_t mstride = jb.kg * jb.ldt;
+        const T* mk = jb.mo + k * jb.ldt + tt0;
+        T* yk = jb.y + ((n * jb.k + g * jb.kg + k) * jb.p) * jb.q;
+        for (int64_t tw0 = 0; tw0 < jb.tiles_w; tw0 += VL) {
+            V prod[M], out[O * O];
+            for (int m = 0; m < M; ++m) prod[m] = load(mk + m * mstride + tw0);
+            output_transform(prod, out);
+            store_outputs(jb, yk, th, tw0, out);
+        }
+    }
+};
+
+template <typename T>
+struct KernelSet {
+    void (*fused_row)(const Job<T>&, int64_t, int64_t, int64_t, T*);
+    void (*transform_row)(const Job<T>&, int64_t, int64_t, int64_t, int64_t, T*);
+    void (*output_row)(const Job<T>&, int64_t, int64_t, int64_t, int64_t);
+    int vl;
+};
+
+// One set of entry points per (table, type, instruction set): the always-inline kernels are
+// compiled inside these target-specific functions.
+#define CYC_ENTRIES(ISA, ATTR, VB)                                                                \
+    template <class Tab, typename T>                                                              \
+    ATTR void fused_##ISA(const Job<T>& jb, int64_t n, int64_t g, int64_t th, T* ph) {           \
+        Impl<Tab, T, VB>::fused_row(jb, n, g, th, ph);                                            \
+    }                                                                                             \
+    template <class Tab, typename T>                                                              \
+    ATTR void transform_##ISA(const Job<T>& jb, int64_t g, int64_t c, int64_t gr, int64_t tt0,  \
+                              T* ph) {                                                            \
+        Impl<Tab, T, VB>::transform_row(jb, g, c, gr, tt0, ph);                                   \
+    }                                                                                             \
+    template <class Tab, typename T>                                                              \
+    ATTR void output_##ISA(const Job<T>& jb, int64_t g, int64_t k, int64_t gr, int64_t tt0) {    \
+        Impl<Tab, T, VB>::output_row(jb, g, k, gr, tt0);                                          \
+    }                                                                                             \
+    template <class Tab, typename T>                                                              \
+    KernelSet<T> kernels_##ISA() {                                                                \
+        return {fused_##ISA<Tab, T>, transform_##ISA<Tab, T>, output_##ISA<Tab, T>,              \
+                int(VB / sizeof(T))};                                                             \
+    }
+
+CYC_ENTRIES(baseline, , 16)
+#ifdef CONVCORE_X86_DISPATCH
+CYC_ENTRIES(avx2, __attribute__((target("avx2,fma"))), 32)
+CYC_ENTRIES(avx512, __attribute__((target("avx512f,avx512dq,fma"))), 64)
+#endif
+
+enum class Isa { baseline, avx2, avx512 };
+
+Isa pick_isa() {
+#ifdef CONVCORE_X86_DISPATCH
+    const char* env = std::getenv("CONVCORE_CPU_ISA");
+    const std::string cap = env ? env : "";
+    if (cap != "avx2" && cap != "baseline" && __builtin_cpu_supports("avx512f") &&
+        __builtin_cpu_supports("avx512dq"))
+        return Isa::avx512;
+    if (cap != "baseline" && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        return Isa::avx2;
+#endif
+    return Isa::baseline;
+}
+
+template <class Tab, typename T>
+KernelSet<T> kernels() {
+    static const Isa isa = pick_isa();
+#ifdef CONVCORE_X86_DISPATCH
+    if (isa == Isa::avx512) return kernels_avx512<Tab, T>();
+    if (isa == Isa::avx2) return kernels_avx2<Tab, T>();
+#endif
+    (void)isa;
+    return kernels_baseline<Tab, T>();
+}
+
+// ---- applicability, workspace ----------------------------------------------------------------
+
+constexpr int64_t M_SLOTS = 22;  // both supported tables (C4F3, C4F2) use 22 multiplications
+static_assert(cyclic::C4F3::M == M_SLOTS && cyclic::C4F2::M == M_SLOTS, "tables changed");
+
+int64_t out_per_tile(const ConvProblem& p) { return p.r == 3 ? cyclic::C4F3::O : cyclic::C4F2::O; }
+
+bool fused_path(const ConvProblem& p) { return p.c_per_group() <= FUSED_MAX_CG; }
+
+struct Geometry {
+    int64_t tiles_h, tiles_w, rows_per_block, ldt;
+};
+
+Geometry geometry(const ConvProblem& p) {
+    const int64_t o = out_per_tile(p);
+    Geometry gm{};
+    gm.tiles_h = (p.p + o - 1) / o;
+    gm.tiles_w = (p.q + o - 1) / o;
+    const int64_t per_tile = M_SLOTS * (p.c_per_group() + p.k_per_group()) * int64_t(p.elem_size());
+    const int64_t target = std::max<int64_t>(256, BLOCK_BYTES / per_tile);  // tiles per block
+    gm.rows_per_block = std::clamp<int64_t>(target / gm.tiles_w, 1, p.n * gm.tiles_h);
+    gm.ldt = gm.rows_per_block * gm.tiles_w;
+    return gm;
+}
+
+std::string why_not(const ConvProblem& p) {
+    if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
+        return "CYCLIC_MINIMAL runs float32 and float64 only";
+    if (!((p.r == 3 && p.s == 3) || (p.r == 2 && p.s == 2)))
+        return "CYCLIC_MINIMAL needs a 3x3 filter (or 2x2), got " + std::to_string(p.r) + "x" +
+               std::to_string(p.s) + " (its tables are the 4x4 cyclic convolution with overlap-save)";
+    if (!p.unit_stride())
+        return "CYCLIC_MINIMAL needs stride 1, got " + std::to_string(p.stride_h) + "x" +
+               std::to_string(p.stride_w) + " (overlap-save tiles produce every output)";
+    if (!p.unit_dilation())
+        return "CYCLIC_MINIMAL needs dilation 1, got " + std::to_string(p.dil_h) + "x" +
+               std::to_string(p.dil_w);
+    if (!fused_path(p)) {
+        const Geometry gm = geometry(p);
+        if (p.k_per_group() > INT_MAX || p.c_per_group() > INT_MAX || gm.ldt > INT_MAX)
+            return "CYCLIC_MINIMAL: a GEMM dimension (K/groups=" + std::to_string(p.k_per_group()) +
+                   ", C/groups=" + std::to_string(p.c_per_group()) +
+                   ") exceeds the 32-bit BLAS interface";
+    }
+    return "";
+}
+
+size_t workspace_elems(const ConvProblem& p) {
+    const int64_t filt = M_SLOTS * p.k * p.c_per_group();
+    if (fused_path(p)) return size_t(filt);
+    const Geometry gm = geometry(p);
+    return size_t(filt + M_SLOTS * (p.c_per_group() + p.k_per_group()) * gm.ldt + OVERREAD);
+}
+
+size_t workspace_bytes(const ConvProblem& p) { return workspace_elems(p) * p.elem_size(); }
+
+// ---- the run -----------------------------------------------------------------------------------
+
+// U = B g for every (k, c), exact B entries, accumulated in double. Fused layout [g][k][c][m]
+// (k, c global within the group order), GEMM layout [g][m][k][c].
+template <class Tab, typename T>
+void transform_filters(const ConvProblem& p, const T* w, T* u, bool fused, int threads) {
+    constexpr int M = Tab::M, F = Tab::F;
+    const int64_t cg = p.c_per_group(), kg = p.k_per_group();
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t kc = 0; kc < p.k * cg; ++kc) {
+        const int64_t k = kc / cg, c = kc % cg, g = k / kg, kl = k % kg;
+        const T* wk = w + kc * F * F;
+        double gsrc[F * F];
+        for (int a = 0; a < F; ++a)
+            for (int b = 0; b < F; ++b)
+                gsrc[a * F + b] = double(p.flip ? wk[(F - 1 - a) * F + (F - 1 - b)] : wk[a * F + b]);
+        for (int m = 0; m < M; ++m) {
+            double acc = 0;
+            for (int j = 0; j < F * F; ++j) acc += Tab::template b<double>(m, j) * gsrc[j];
+            const int64_t idx = fused ? kc * M + m : ((g * M + m) * kg + kl) * cg + c;
+            u[idx] = T(acc);
+        }
+    }
+}
+
+void gemm(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c, int ldc) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
+}
+void gemm(int m, int n, int k, const double* a, int lda, const double* b, int ldb, double* c,
+          int ldc) {
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
+}
+
+template <class Tab, typename T>
+void run_typed(const ConvArgs& a) {
+    constexpr int N = Tab::N, O = Tab::O, M = Tab::M;
+    const ConvProblem& p = a.prob;
+    const int threads = a.ctx.threads();
+    const KernelSet<T> ks = kernels<Tab, T>();
+    const bool fused = fused_path(p);
+    const Geometry gm = geometry(p);
+    T* ws = static_cast<T*>(a.workspace);
+
+    Job<T> jb{};
+    jb.x = static_cast<const T*>(a.x);
+    jb.y = static_cast<T*>(a.y);
+    jb.u = ws;
+    jb.c = p.c, jb.h = p.h, jb.w = p.w, jb.k = p.k, jb.p = p.p, jb.q = p.q;
+    jb.cg = p.c_per_group(), jb.kg = p.k_per_group();
+    jb.pad_h = p.pad_h, jb.pad_w = p.pad_w;
+    jb.tiles_h = gm.tiles_h, jb.tiles_w = gm.tiles_w;
+    jb.flip = p.flip;
+    jb.alpha = T(a.alpha), jb.beta = T(a.beta);
+    // Staged row length: the lanes of the last chunk and the taps j / O beyond it.
+    jb.wu = (gm.tiles_w + ks.vl - 1) / ks.vl * ks.vl + (N - 1) / O + 1;
+
+    transform_filters<Tab, T>(p, static_cast<const T*>(a.w), ws, fused, threads);
+    const int64_t filt = M * p.k * jb.cg;
+
+    if (fused) {
+        const int64_t rows = p.n * p.groups * gm.tiles_h;
+#pragma omp parallel num_threads(threads)
+        {
+            std::vector<T> ph(size_t(jb.cg * N * O * jb.wu));
+#pragma omp for schedule(static)
+            for (int64_t t = 0; t < rows; ++t) {
+                const int64_t th = t % gm.tiles_h, g = t / gm.tiles_h % p.groups, n = t / (gm.tiles_h * p.groups);
+                ks.fused_row(jb, n, g, th, ph.data());
+            }
+        }
+        return;
+    }
+
+    jb.ldt = gm.ldt;
+    jb.v = ws + filt;
+    jb.mo = jb.v + M * jb.cg * gm.ldt;
+    const int64_t total_rows = p.n * gm.tiles_h;
+#pragma omp parallel num_threads(threads)
+    {
+        std::vector<T> ph(size_t(N * O * jb.wu));
+        for (int64_t gr0 = 0; gr0 < total_rows; gr0 += gm.rows_per_block) {
+            const int64_t nrows = std::min(gm.rows_per_block, total_rows - gr0);
+            const int64_t ntiles = nrows * gm.tiles_w;
+            for (int64_t g = 0; g < p.groups; ++g) {
+#pragma omp for schedule(static)
+                for (int64_t t = 0; t < jb.cg * nrows; ++t) {
+                    const int64_t c = t / nrows, r = t % nrows;
+                    ks.transform_row(jb, g, c, gr0 + r, r * gm.tiles_w, ph.data());
+                }
+#pragma omp for schedule(dynamic, 1)
+                for (int m = 0; m < M; ++m)
+                    gemm(int(jb.kg), int(ntiles), int(jb.cg), jb.u + (g * M + m) * jb.kg * jb.cg,
+                         int(jb.cg), jb.v + m * jb.cg * gm.ldt, int(gm.ldt),
+                         jb.mo + m * jb.kg * gm.ldt, int(gm.ldt));
+#pragma omp for schedule(static)
+                for (int64_t t = 0; t < jb.kg * nrows; ++t) {
+                    const int64_t k = t / nrows, r = t % nrows;
+                    ks.output_row(jb, g, k, gr0 + r, r * gm.tiles_w);
+                }
+            }
+        }
+    }
+}
+
+void run(const ConvArgs& a) {
+    const bool f64 = a.prob.dtype == CONVCORE_DATA_DOUBLE;
+    if (a.prob.r == 3)
+        f64 ? run_typed<cyclic::C4F3, double>(a) : run_typed<cyclic::C4F3, float>(a);
+    else
+        f64 ? run_typed<cyclic::C4F2, double>(a) : run_typed<cyclic::C4F2, float>(a);
+}
+
+}  // namespace
+
+extern const Solver cyclic_minimal_solver;
+const Solver cyclic_minimal_solver = {CONVCORE_FWD_ALGO_CYCLIC_MINIMAL, CONVCORE_DEVICE_CPU,
+                                      /*deterministic=*/true, why_not, workspace_bytes, run};
+
+}  // namespace cpu
+}  // namespace convcore

@@ -1,0 +1,250 @@
+// CYCLIC_MINIMAL through the public C API, against the independent float64 reference
+// (reference.hpp), with the error bounds docs/algorithms.md states:
+//   ||y - ref||_2 / ||ref||_2 < 1e-5 in float32, 1e-13 in float64,
+// on random problems (odd and even sizes, padding 0..3, groups, both modes, alpha/beta with a
+// NaN-poisoned y when beta == 0, strided y), both paths (fused: C/groups <= 4; GEMM: more),
+// both tables (3x3 and 2x2 filters); plus the NOT_SUPPORTED cases with their reasons.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "convcore/convcore.h"
+#include "convcore/convcore.hpp"
+#include "reference.hpp"
+
+using namespace convcore_test;
+
+namespace {
+
+constexpr convcoreConvolutionFwdAlgo_t ALGO = CONVCORE_FWD_ALGO_CYCLIC_MINIMAL;
+constexpr double BOUND_F32 = 1e-5, BOUND_F64 = 1e-13;
+
+std::string last_error() { return convcoreGetLastErrorString(); }
+
+std::string describe(const Shape& p) {
+    return "n" + std::to_string(p.n) + " c" + std::to_string(p.c) + " " + std::to_string(p.h) + "x" +
+           std::to_string(p.w) + " k" + std::to_string(p.k) + " " + std::to_string(p.r) + "x" +
+           std::to_string(p.s) + " pad" + std::to_string(p.pad_h) + "," + std::to_string(p.pad_w) + " g" +
+           std::to_string(p.groups) + (p.flip ? " conv" : " xcorr");
+}
+
+struct Case {
+    Shape shape;
+    double alpha, beta;
+    bool strided_y;  // y stored NHWC, described with strides
+    int threads;     // 0: the handle's default
+};
+
+// Runs CYCLIC_MINIMAL on the case; returns the relative error against the reference (with
+// the alpha/beta blend applied to the reference too). y is NaN-poisoned when beta == 0.
+template <typename T>
+double run_case(const Case& tc, std::mt19937& rng, std::vector<T>* out = nullptr) {
+    const Shape& p = tc.shape;
+    const convcoreDataType_t dt = sizeof(T) == 8 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT;
+    convcore::Handle h;
+    if (tc.threads > 0) EXPECT_EQ(convcoreSetNumThreads(h, tc.threads), CONVCORE_STATUS_SUCCESS);
+    convcore::TensorDesc xd(dt, p.n, p.c, p.h, p.w);
+    convcore::FilterDesc wd(dt, p.k, p.c / p.groups, p.r, p.s);
+    convcore::ConvDesc conv;
+    conv.set(p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h, p.dil_w,
+             p.flip ? CONVCORE_CONVOLUTION : CONVCORE_CROSS_CORRELATION);
+    conv.set_groups(p.groups);
+    const int64_t P = p.out_h(), Q = p.out_w();
+    convcore::TensorDesc yd(dt, p.n, p.k, P, Q);
+    if (tc.strided_y) yd.set_strided(dt, {p.n, p.k, P, Q}, {P * Q * p.k, 1, Q * p.k, p.k});
+
+    const auto xr = random_vector(size_t(p.n * p.c * p.h * p.w), rng);
+    const auto wr = random_vector(size_t(p.k * (p.c / p.groups) * p.r * p.s), rng);
+    const auto y0 = random_vector(size_t(p.n * p.k * P * Q), rng);
+    // The reference sees the inputs rounded to T, as the algorithm does.
+    std::vector<T> x(xr.begin(), xr.end()), w(wr.begin(), wr.end()), y(y0.size());
+    const std::vector<double> xt(x.begin(), x.end()), wt(w.begin(), w.end());
+    auto ref = reference_conv(p, xt, wt);
+    auto y_index = [&](int64_t i) -> size_t {  // packed NCHW index -> storage index
+        if (!tc.strided_y) return size_t(i);
+        const int64_t q = i % Q, pp = (i / Q) % P, k = (i / (P * Q)) % p.k, n = i / (P * Q * p.k);
+        return size_t(((n * P + pp) * Q + q) * p.k + k);
+    };
+    for (size_t i = 0; i < y0.size(); ++i)
+        y[y_index(int64_t(i))] = tc.beta == 0 ? std::numeric_limits<T>::quiet_NaN() : T(y0[i]);
+    for (size_t i = 0; i < ref.size(); ++i) ref[i] = tc.alpha * ref[i] + tc.beta * double(T(y0[i]));
+
+    size_t bytes = 0;
+    const convcoreStatus_t st = convcoreGetConvolutionForwardWorkspaceSize(h, xd, wd, conv, yd, ALGO, &bytes);
+    EXPECT_EQ(st, CONVCORE_STATUS_SUCCESS) << last_error();
+    if (st != CONVCORE_STATUS_SUCCESS) return INFINITY;
+    std::vector<char> ws(bytes);
+    const T alpha = T(tc.alpha), beta = T(tc.beta);
+    const convcoreStatus_t run = convcoreConvolutionForward(h, &alpha, xd, x.data(), wd, w.data(), conv, ALGO,
+                                                            ws.data(), bytes, &beta, yd, y.data());
+    EXPECT_EQ(run, CONVCORE_STATUS_SUCCESS) << last_error();
+    if (run != CONVCORE_STATUS_SUCCESS) return INFINITY;
+    std::vector<double> got(ref.size());
+    for (size_t i = 0; i < got.size(); ++i) got[i] = double(y[y_index(int64_t(i))]);
+    if (out) *out = y;
+    return relative_error(got, ref);  // NaN (a leaked poison value) fails every EXPECT_LT
+}
+
+Shape shape(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t f, int64_t pad, int64_t groups,
+            bool flip) {
+    return Shape{n, c, h, w, k, f, f, pad, pad, 1, 1, 1, 1, groups, flip};
+}
+
+// Random problems; c_lo..c_hi channels per group picks the path (fused up to 4).
+void random_problems(int64_t filter, int64_t c_lo, int64_t c_hi, unsigned seed, int trials) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> u(0, 1 << 20);
+    auto pick = [&](int64_t lo, int64_t hi) { return lo + int64_t(u(rng)) % (hi - lo + 1); };
+    double worst32 = 0, worst64 = 0;
+    for (int trial = 0; trial < trials; ++trial) {
+        Shape p{};
+        p.groups = pick(1, 3);
+        p.n = pick(1, 3);
+        p.c = p.groups * pick(c_lo, c_hi);
+        p.k = p.groups * pick(1, 6);
+        p.r = p.s = filter;
+        p.pad_h = pick(0, 3);
+        p.pad_w = pick(0, 3);
+        p.stride_h = p.stride_w = p.dil_h = p.dil_w = 1;
+        p.flip = trial % 2 == 1;
+        p.h = pick(std::max<int64_t>(1, filter - 2 * p.pad_h), 21);  // odd and even, down to 1
+        p.w = pick(std::max<int64_t>(1, filter - 2 * p.pad_w), 40);  // wider than a vector of tiles
+        const Case tc{p, trial % 3 == 0 ? 1.0 : -0.75, trial % 4 == 0 ? 0.5 : 0.0, trial % 5 == 0, 0};
+        const double e32 = run_case<float>(tc, rng);
+        const double e64 = run_case<double>(tc, rng);
+        EXPECT_LT(e32, BOUND_F32) << "float32 " << describe(p);
+        EXPECT_LT(e64, BOUND_F64) << "float64 " << describe(p);
+        worst32 = std::max(worst32, e32);
+        worst64 = std::max(worst64, e64);
+    }
+    ::testing::Test::RecordProperty("worst_rel_error_f32", std::to_string(worst32));
+    ::testing::Test::RecordProperty("worst_rel_error_f64", std::to_string(worst64));
+    std::printf("CYCLIC_MINIMAL %lldx%lld, C/g %lld..%lld: worst relative error float32 %.3g, float64 %.3g\n",
+                (long long)filter, (long long)filter, (long long)c_lo, (long long)c_hi, worst32, worst64);
+}
+
+}  // namespace
+
+TEST(CyclicMinimal, Fused3x3MatchesFloat64Reference) { random_problems(3, 1, 4, 4004, 40); }
+TEST(CyclicMinimal, Gemm3x3MatchesFloat64Reference) { random_problems(3, 5, 12, 4005, 24); }
+TEST(CyclicMinimal, Fused2x2MatchesFloat64Reference) { random_problems(2, 1, 4, 4006, 24); }
+TEST(CyclicMinimal, Gemm2x2MatchesFloat64Reference) { random_problems(2, 5, 12, 4007, 16); }
+
+// Deep channels (long GEMM reductions), several blocks of tile rows with a partial last one,
+// Pitas' single-image single-filter layer, a depthwise layer.
+TEST(CyclicMinimal, DeepChannelsBlocksAndSingleImage) {
+    std::mt19937 rng(77);
+    const Shape cases[] = {
+        shape(2, 96, 13, 11, 40, 3, 1, 1, false),
+        shape(3, 8, 131, 193, 6, 3, 1, 2, true),   // > one block of tile rows
+        shape(1, 1, 512, 512, 1, 3, 1, 1, false),  // Pitas: one 512x512 image, one filter
+        shape(2, 24, 17, 29, 24, 3, 1, 24, false), // depthwise
+        shape(1, 64, 9, 9, 64, 3, 0, 1, true),
+    };
+    for (const Shape& p : cases) {
+        for (double beta : {0.0, 1.0}) {
+            const Case tc{p, 1.0, beta, false, 0};
+            EXPECT_LT(run_case<float>(tc, rng), BOUND_F32) << describe(p);
+            EXPECT_LT(run_case<double>(tc, rng), BOUND_F64) << describe(p);
+        }
+    }
+}
+
+TEST(CyclicMinimal, WorkspaceIsExactAndDoesNotDependOnThreads) {
+    struct W {
+        int64_t c, k, h, w, groups;
+    };
+    for (const W& t : {W{3, 5, 23, 17, 1}, W{16, 8, 23, 17, 2}, W{64, 32, 200, 300, 1}}) {
+        convcore::TensorDesc xd(CONVCORE_DATA_FLOAT, 2, t.c, t.h, t.w);
+        convcore::FilterDesc wd(CONVCORE_DATA_FLOAT, t.k, t.c / t.groups, 3, 3);
+        convcore::ConvDesc conv(1, 1, 1, t.groups);
+        convcore::TensorDesc yd(CONVCORE_DATA_FLOAT, 2, t.k, t.h, t.w);
+        size_t bytes[3] = {};
+        for (int th = 1; th <= 3; ++th) {
+            convcore::Handle h;
+            ASSERT_EQ(convcoreSetNumThreads(h, th), CONVCORE_STATUS_SUCCESS);
+            ASSERT_EQ(convcoreGetConvolutionForwardWorkspaceSize(h, xd, wd, conv, yd, ALGO, &bytes[th - 1]),
+                      CONVCORE_STATUS_SUCCESS)
+                << last_error();
+        }
+        EXPECT_EQ(bytes[0], bytes[1]);
+        EXPECT_EQ(bytes[0], bytes[2]);
+        // docs/algorithms.md: 22*K*(C/g) elements (fused path, C/g <= 4), plus
+        // 22*(C/g + K/g)*T + 16 with T = tiles per block (GEMM path):
+        // T = tiles_w * clamp(max(256, 8 MiB / (22*(C/g + K/g)*4)) / tiles_w, 1, N*tiles_h).
+        const int64_t cg = t.c / t.groups, kg = t.k / t.groups;
+        int64_t elems = 22 * t.k * cg;
+        if (cg > 4) {
+            const int64_t tiles_w = (t.w + 1) / 2, tiles_h = (t.h + 1) / 2;
+            const int64_t target = std::max<int64_t>(256, (int64_t(8) << 20) / (22 * (cg + kg) * 4));
+            const int64_t rows = std::clamp<int64_t>(target / tiles_w, 1, 2 * tiles_h);
+            elems += 22 * (cg + kg) * rows * tiles_w + 16;
+        }
+        const size_t exact = size_t(elems) * sizeof(float);
+        EXPECT_EQ(bytes[0], (exact + 63) / 64 * 64) << "c" << t.c << " k" << t.k << " g" << t.groups;
+    }
+}
+
+TEST(CyclicMinimal, DeterministicAndThreadCountIndependent) {
+    const Shape p = shape(2, 6, 23, 37, 5, 3, 1, 1, false);
+    std::vector<float> a1, a2, b2;
+    std::mt19937 r1(5), r2(5), r3(5);
+    run_case<float>(Case{p, 1.0, 0.0, false, 2}, r1, &a2);
+    run_case<float>(Case{p, 1.0, 0.0, false, 2}, r2, &b2);
+    run_case<float>(Case{p, 1.0, 0.0, false, 1}, r3, &a1);
+    ASSERT_EQ(a2.size(), b2.size());
+    EXPECT_EQ(std::memcmp(a2.data(), b2.data(), a2.size() * sizeof(float)), 0);
+    ASSERT_EQ(a1.size(), a2.size());
+    EXPECT_EQ(std::memcmp(a1.data(), a2.data(), a1.size() * sizeof(float)), 0);
+}
+
+namespace {
+
+// Expects NOT_SUPPORTED from both the workspace query and the run, with a reason containing
+// `fragment`, and y left alone.
+void expect_not_supported(int64_t r, int64_t s, int64_t stride, int64_t dil, convcoreDataType_t dt,
+                          const std::string& fragment) {
+    convcore::Handle h;
+    convcore::TensorDesc xd(dt, 1, 2, 12, 12);
+    convcore::FilterDesc wd(dt, 3, 2, r, s);
+    convcore::ConvDesc conv;
+    conv.set(1, 1, stride, stride, dil, dil);
+    int64_t n, k, p, q;
+    ASSERT_EQ(convcoreGetConvolution2dForwardOutputDim(conv, xd, wd, &n, &k, &p, &q), CONVCORE_STATUS_SUCCESS);
+    convcore::TensorDesc yd(dt, n, k, p, q);
+    size_t bytes = 0;
+    EXPECT_EQ(convcoreGetConvolutionForwardWorkspaceSize(h, xd, wd, conv, yd, ALGO, &bytes),
+              CONVCORE_STATUS_NOT_SUPPORTED);
+    EXPECT_NE(last_error().find(fragment), std::string::npos)
+        << "reason '" << last_error() << "' lacks '" << fragment << "'";
+    const size_t elem = dt == CONVCORE_DATA_DOUBLE ? 8 : 4;
+    std::vector<char> x(size_t(2 * 12 * 12) * elem, 0), w(size_t(3 * 2 * r * s) * elem, 0);
+    std::vector<char> y(size_t(n * k * p * q) * elem, 0x5a);
+    std::vector<char> ws(1 << 20);
+    const double one64 = 1, zero64 = 0;
+    const float one32 = 1, zero32 = 0;
+    const void* alpha = dt == CONVCORE_DATA_DOUBLE ? static_cast<const void*>(&one64) : &one32;
+    const void* beta = dt == CONVCORE_DATA_DOUBLE ? static_cast<const void*>(&zero64) : &zero32;
+    EXPECT_EQ(convcoreConvolutionForward(h, alpha, xd, x.data(), wd, w.data(), conv, ALGO, ws.data(), ws.size(),
+                                         beta, yd, y.data()),
+              CONVCORE_STATUS_NOT_SUPPORTED);
+    EXPECT_NE(last_error().find(fragment), std::string::npos) << last_error();
+    EXPECT_TRUE(std::all_of(y.begin(), y.end(), [](char c) { return c == 0x5a; })) << "y was written";
+}
+
+}  // namespace
+
+TEST(CyclicMinimal, NotSupportedSaysWhy) {
+    expect_not_supported(5, 5, 1, 1, CONVCORE_DATA_FLOAT, "3x3 filter");
+    expect_not_supported(3, 1, 1, 1, CONVCORE_DATA_FLOAT, "got 3x1");
+    expect_not_supported(1, 1, 1, 1, CONVCORE_DATA_DOUBLE, "3x3 filter");
+    expect_not_supported(3, 3, 2, 1, CONVCORE_DATA_FLOAT, "stride 1");
+    expect_not_supported(3, 3, 1, 2, CONVCORE_DATA_DOUBLE, "dilation 1");
+}
