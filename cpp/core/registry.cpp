@@ -9,6 +9,7 @@ extern const Solver im2col_gemm_solver;
 extern const Solver implicit_gemm_solver;
 extern const Solver fft_solver;
 extern const Solver poly_hankel_solver;
+extern const Solver fine_grained_fft_solver;
 extern const Solver cyclic_minimal_solver;
 extern const Solver winograd_2x2_3x3_solver;
 extern const Solver winograd_4x4_3x3_solver;
@@ -26,6 +27,7 @@ const std::vector<const Solver*>& all_solvers() {
         &cpu::implicit_gemm_solver,
         &cpu::fft_solver,
         &cpu::poly_hankel_solver,
+        &cpu::fine_grained_fft_solver,
         &cpu::cyclic_minimal_solver,
         &cpu::winograd_2x2_3x3_solver,
         &cpu::winograd_4x4_3x3_solver,

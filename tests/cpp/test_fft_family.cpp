@@ -209,7 +209,8 @@ TEST_P(FftFamily, WorkspaceCapSaysNotSupported) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, FftFamily,
-                         ::testing::Values(CONVCORE_FWD_ALGO_FFT, CONVCORE_FWD_ALGO_POLY_HANKEL),
+                         ::testing::Values(CONVCORE_FWD_ALGO_FFT, CONVCORE_FWD_ALGO_FINE_GRAINED_FFT,
+                                           CONVCORE_FWD_ALGO_POLY_HANKEL),
                          [](const auto& info) { return std::string(convcoreGetFwdAlgoName(info.param)); });
 
 // Prints the largest errors seen (for docs/algorithms.md) after all tests.
