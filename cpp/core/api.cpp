@@ -93,8 +93,10 @@ const Solver& solver_for(const ConvProblem& prob, convcoreConvolutionFwdAlgo_t a
         throw_not_supported(std::string(convcoreGetFwdAlgoName(algo)) + " is not implemented on " +
                             (prob.device == CONVCORE_DEVICE_CPU ? "the CPU" : "CUDA") +
                             " in this build");
-    std::string why = s->why_not(prob.packed());
-    if (!why.empty()) throw_not_supported(std::string(convcoreGetFwdAlgoName(algo)) + ": " + why);
+    const std::string why = s->why_not(prob.packed());
+    const std::string name = convcoreGetFwdAlgoName(algo);
+    if (!why.empty())  // every reason names the algorithm once
+        throw_not_supported(why.find(name) == std::string::npos ? name + ": " + why : why);
     return *s;
 }
 
