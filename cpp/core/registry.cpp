@@ -7,6 +7,7 @@ namespace cpu {
 extern const Solver direct_solver;
 extern const Solver im2col_gemm_solver;
 extern const Solver implicit_gemm_solver;
+extern const Solver im2win_solver;
 extern const Solver fft_solver;
 extern const Solver poly_hankel_solver;
 extern const Solver fine_grained_fft_solver;
@@ -25,6 +26,7 @@ const std::vector<const Solver*>& all_solvers() {
         &cpu::direct_solver,
         &cpu::im2col_gemm_solver,
         &cpu::implicit_gemm_solver,
+        &cpu::im2win_solver,
         &cpu::fft_solver,
         &cpu::poly_hankel_solver,
         &cpu::fine_grained_fft_solver,

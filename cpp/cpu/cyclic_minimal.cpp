@@ -19,9 +19,10 @@
 //    OpenBLAS GEMMs (one per multiplication slot, the slots spread over the threads) into M
 //    (workspace), the output transform into y. Workspace:
 //    22*K*(C/g) + 22*(C/g + K/g)*tiles_per_block + 16 elements.
-// Both vectorise across VL consecutive tiles of a tile row (one tile per lane): the input
-// rows are staged phase-split (element u*2 + phi of a padded row goes to phase phi, index u),
-// so the lanes' strided tile columns become contiguous vector loads. The transforms are
+// Both vectorise across VL consecutive tiles of a tile row (one tile per lane): inside the
+// image, a tile column j of the VL tiles is every other input of 2*VL consecutive ones, which
+// two vector loads and one shuffle produce; at the edges (padding) the lanes are gathered one
+// by one. The outputs are interleaved back with shuffles the same way. The transforms are
 // unrolled at compile time from the constexpr tables (zero entries vanish, +-1 entries are
 // additions). Kernels are compiled for AVX-512, AVX2+FMA and baseline SSE2 and the best one
 // the CPU runs is picked (CONVCORE_CPU_ISA=avx2|baseline caps it, as for IMPLICIT_GEMM).
@@ -34,6 +35,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -112,7 +114,7 @@ struct Job {
     const T* u;   // transformed filters (layout per path, see below)
     T* v;         // GEMM path: V[m][c][ldt]
     T* mo;        // GEMM path: M[m][k][ldt]
-    int64_t c, h, w, k, p, q, cg, kg, pad_h, pad_w, tiles_h, tiles_w, ldt, wu;
+    int64_t c, h, w, k, p, q, cg, kg, pad_h, pad_w, tiles_h, tiles_w, ldt;
     bool flip;
     T alpha, beta;
 };
@@ -141,42 +143,70 @@ struct Impl {
         }
     }
 
-    // Stages the N input rows of tile row th of one channel, phase-split:
-    // ph[(i * O + phi) * wu + u] = x[th*O - pad_h + i][u*O + phi - pad_w] (0 outside).
-    static CC_INLINE void stage(const Job<T>& jb, const T* xc, int64_t th, T* ph) {
+    // Integer vectors for __builtin_shuffle masks (same lane count and lane width as V).
+    typedef typename std::conditional<sizeof(T) == 8, int64_t, int32_t>::type I;
+    typedef I IV __attribute__((vector_size(VB)));
+    template <int... L>
+    static constexpr IV even_mask(std::integer_sequence<int, L...>) { return IV{I(2 * L)...}; }
+    template <int... L>
+    static constexpr IV odd_mask(std::integer_sequence<int, L...>) { return IV{I(2 * L + 1)...}; }
+    // interleave(a, b) = a0 b0 a1 b1 ...: lanes 0..VL-1 (lo) and VL..2VL-1 (hi)
+    template <int... L>
+    static constexpr IV lo_mask(std::integer_sequence<int, L...>) {
+        return IV{I(L % 2 ? VL + L / 2 : L / 2)...};
+    }
+    template <int... L>
+    static constexpr IV hi_mask(std::integer_sequence<int, L...>) {
+        return IV{I(L % 2 ? VL + VL / 2 + L / 2 : VL / 2 + L / 2)...};
+    }
+    static constexpr auto lanes_seq = std::make_integer_sequence<int, VL>{};
+
+    // The N x N input tiles of tiles tw0 .. tw0 + VL - 1 of tile row th (one tile per lane):
+    // d[i * N + j] lane l = x[th*O - pad_h + i][(tw0 + l)*O + j - pad_w], 0 outside the image.
+    // Interior chunks with O == 2 load whole vectors and split them into even and odd columns
+    // (one shuffle each); edge chunks and O != 2 gather element by element.
+    static CC_INLINE void load_tiles(const Job<T>& jb, const T* xc, int64_t th, int64_t tw0, V* d) {
+        const int64_t col0 = tw0 * O - jb.pad_w;
+        constexpr int SPAN = 2 * VL + N - 2;  // inputs the VL tiles of a row read (O == 2)
+        const bool interior = col0 >= 0 && col0 + SPAN <= jb.w;
+#pragma GCC unroll 8
         for (int i = 0; i < N; ++i) {
             const int64_t ih = th * O - jb.pad_h + i;
-            T* row = ph + int64_t(i) * O * jb.wu;
             if (ih < 0 || ih >= jb.h) {
-                std::fill(row, row + O * jb.wu, T(0));
+                for (int j = 0; j < N; ++j) d[i * N + j] = V{};
                 continue;
             }
             const T* xr = xc + ih * jb.w;
-            for (int phi = 0; phi < O; ++phi) {
-                T* d = row + phi * jb.wu;
-                // u*O + phi - pad_w in [0, w)  <=>  u in [u0, u1)
-                const int64_t first = jb.pad_w - phi;  // u*O >= first
-                int64_t u0 = first <= 0 ? 0 : (first + O - 1) / O;
-                int64_t u1 = (jb.w - 1 + jb.pad_w - phi) < 0 ? 0 : (jb.w - 1 + jb.pad_w - phi) / O + 1;
-                u0 = std::min(u0, jb.wu);
-                u1 = std::clamp(u1, u0, jb.wu);
-                for (int64_t u = 0; u < u0; ++u) d[u] = T(0);
-                const T* src = xr + phi - jb.pad_w;
-                if (O == 2) {
-                    for (int64_t u = u0; u < u1; ++u) d[u] = src[2 * u];
-                } else {
-                    for (int64_t u = u0; u < u1; ++u) d[u] = src[u * O];
+            if constexpr (O == 2) {
+                alignas(MAX_VB) T edge[SPAN + VL];
+                const T* src = xr + col0;
+                if (!interior) {  // zero padding: copy the part inside the row
+                    const int64_t lo = std::max<int64_t>(0, -col0);
+                    const int64_t hi = std::clamp<int64_t>(jb.w - col0, lo, SPAN);
+                    std::fill(edge, edge + SPAN, T(0));
+                    if (hi > lo) std::memcpy(edge + lo, xr + col0 + lo, size_t(hi - lo) * sizeof(T));
+                    src = edge;
                 }
-                for (int64_t u = u1; u < jb.wu; ++u) d[u] = T(0);
+#pragma GCC unroll 8
+                for (int j = 0; j < N; j += 2) {
+                    const V a = load(src + j), b = load(src + j + VL);
+                    d[i * N + j] = __builtin_shuffle(a, b, even_mask(lanes_seq));
+                    if (j + 1 < N) d[i * N + j + 1] = __builtin_shuffle(a, b, odd_mask(lanes_seq));
+                }
+            } else {
+                alignas(MAX_VB) T tmp[N][VL];
+                for (int l = 0; l < VL; ++l)
+                    for (int j = 0; j < N; ++j) {
+                        const int64_t col = col0 + int64_t(l) * O + j;
+                        tmp[j][l] = col >= 0 && col < jb.w ? xr[col] : T(0);
+                    }
+                for (int j = 0; j < N; ++j) d[i * N + j] = load(tmp[j]);
             }
         }
     }
 
-    // The M operand vectors of tiles tw0 .. tw0 + VL - 1 (one per lane) from staged rows.
-    static CC_INLINE void input_transform(const T* ph, int64_t wu, int64_t tw0, V* out) {
-        V d[N * N];
-        for (int i = 0; i < N; ++i)
-            for (int j = 0; j < N; ++j) d[i * N + j] = load(ph + (i * O + j % O) * wu + tw0 + j / O);
+    // The M operand vectors from the input tiles.
+    static CC_INLINE void input_transform(const V* d, V* out) {
         V e[N * N], t[N * N];
         for (int i = 0; i < N; ++i) apply<Tab::R, N, N, 1, 1>(d + i * N, e + i * N);  // d R^T
         for (int j = 0; j < N; ++j) apply<Tab::R, N, N, N, N>(e + j, t + j);          // R (d R^T)
@@ -192,44 +222,59 @@ struct Impl {
         for (int b = 0; b < O; ++b) apply<Tab::L, O, N, O, O>(f + b, out + b);       // L (Z L^T)
     }
 
+    static CC_INLINE void blend_vec(T* yr, V v, T alpha, T beta) {
+        if (beta == T(0)) {
+            store(yr, alpha == T(1) ? v : v * alpha);
+        } else {
+            store(yr, v * alpha + load(yr) * beta);
+        }
+    }
+
     // Writes the O x O outputs of tiles tw0.. of tile row th into one output plane, with the
     // alpha/beta blend (beta == 0 never reads y) and clipping at the bottom and right edges.
     static CC_INLINE void store_outputs(const Job<T>& jb, T* yk, int64_t th, int64_t tw0,
                                         const V* out) {
-        alignas(MAX_VB) T tmp[O * O][VL];
-        for (int ab = 0; ab < O * O; ++ab) store(tmp[ab], out[ab]);
         const int64_t q0 = tw0 * O, qn = std::min<int64_t>(VL * O, jb.q - q0);
         const int rows = int(std::min<int64_t>(O, jb.p - th * O));
-        alignas(MAX_VB) T row[VL * O];
+        if (O == 2 && qn == 2 * VL) {  // interleave the two columns of each row: 2 full vectors
+            for (int a = 0; a < rows; ++a) {
+                T* yr = yk + (th * O + a) * jb.q + q0;
+                blend_vec(yr, __builtin_shuffle(out[a * O], out[a * O + 1], lo_mask(lanes_seq)), jb.alpha, jb.beta);
+                blend_vec(yr + VL, __builtin_shuffle(out[a * O], out[a * O + 1], hi_mask(lanes_seq)), jb.alpha, jb.beta);
+            }
+            return;
+        }
+        alignas(MAX_VB) T tmp[O * O][VL];
+        for (int ab = 0; ab < O * O; ++ab) store(tmp[ab], out[ab]);
         for (int a = 0; a < rows; ++a) {
-            for (int l = 0; l < VL; ++l)
-                for (int b = 0; b < O; ++b) row[l * O + b] = tmp[a * O + b][l];
             T* yr = yk + (th * O + a) * jb.q + q0;
-            if (jb.beta == T(0)) {
-                if (jb.alpha == T(1))
-                    for (int64_t i = 0; i < qn; ++i) yr[i] = row[i];
-                else
-                    for (int64_t i = 0; i < qn; ++i) yr[i] = jb.alpha * row[i];
-            } else {
-                for (int64_t i = 0; i < qn; ++i) yr[i] = jb.alpha * row[i] + jb.beta * yr[i];
+            for (int64_t i = 0; i < qn; ++i) {
+                const T v = jb.alpha * tmp[a * O + i % O][i / O];
+                yr[i] = jb.beta == T(0) ? v : v + jb.beta * yr[i];
             }
         }
     }
 
-    // Fused path, one tile row th of image n, group g: every output channel of the group.
-    // u layout: [g][k][c][m].
-    static CC_INLINE void fused_row(const Job<T>& jb, int64_t n, int64_t g, int64_t th, T* ph) {
-        const int64_t cg = jb.cg, kg = jb.kg, plane = jb.h * jb.w;
-        const T* xg = jb.x + (n * jb.c + g * cg) * plane;
-        for (int64_t c = 0; c < cg; ++c) stage(jb, xg + c * plane, th, ph + c * N * O * jb.wu);
-        V vb[FUSED_MAX_CG][M];
+    template <int CG>
+    static CC_INLINE void fused_row_cg(const Job<T>& jb, int64_t n, int64_t g, int64_t th) {
+        const int64_t kg = jb.kg, plane = jb.h * jb.w;
+        const T* xg = jb.x + (n * jb.c + g * CG) * plane;
         for (int64_t tw0 = 0; tw0 < jb.tiles_w; tw0 += VL) {
-            for (int64_t c = 0; c < cg; ++c) input_transform(ph + c * N * O * jb.wu, jb.wu, tw0, vb[c]);
+            V vb[CG][M];
+#pragma GCC unroll 4
+            for (int c = 0; c < CG; ++c) {
+                V d[N * N];
+                load_tiles(jb, xg + c * plane, th, tw0, d);
+                input_transform(d, vb[c]);
+            }
             for (int64_t k = 0; k < kg; ++k) {
-                const T* uk = jb.u + (g * kg + k) * cg * M;
+                const T* uk = jb.u + (g * kg + k) * CG * M;
                 V prod[M];
+#pragma GCC unroll 32
                 for (int m = 0; m < M; ++m) prod[m] = vb[0][m] * uk[m];
-                for (int64_t c = 1; c < cg; ++c)
+#pragma GCC unroll 4
+                for (int c = 1; c < CG; ++c)
+#pragma GCC unroll 32
                     for (int m = 0; m < M; ++m) prod[m] += vb[c][m] * uk[c * M + m];
                 V out[O * O];
                 output_transform(prod, out);
@@ -238,18 +283,32 @@ struct Impl {
         }
     }
 
+    // Fused path, one tile row th of image n, group g: every output channel of the group.
+    // u layout: [g][k][c][m].
+    static CC_INLINE void fused_row(const Job<T>& jb, int64_t n, int64_t g, int64_t th) {
+        static_assert(FUSED_MAX_CG == 4, "one case per channel count");
+        switch (jb.cg) {
+            case 1: return fused_row_cg<1>(jb, n, g, th);
+            case 2: return fused_row_cg<2>(jb, n, g, th);
+            case 3: return fused_row_cg<3>(jb, n, g, th);
+            default: return fused_row_cg<4>(jb, n, g, th);
+        }
+    }
+
     // GEMM path: input transform of channel c of group g, global tile row gr (image
     // gr / tiles_h), into V[m][c][tt0 + tw] (tt0: the row's first tile in the block).
     static CC_INLINE void transform_row(const Job<T>& jb, int64_t g, int64_t c, int64_t gr,
-                                        int64_t tt0, T* ph) {
+                                        int64_t tt0) {
         const int64_t n = gr / jb.tiles_h, th = gr % jb.tiles_h;
-        stage(jb, jb.x + ((n * jb.c + g * jb.cg + c) * jb.h) * jb.w, th, ph);
+        const T* xc = jb.x + ((n * jb.c + g * jb.cg + c) * jb.h) * jb.w;
         const int64_t mstride = jb.cg * jb.ldt;
         T* vc = jb.v + c * jb.ldt + tt0;
         for (int64_t tw0 = 0; tw0 < jb.tiles_w; tw0 += VL) {
-            V vt[M];
-            input_transform(ph, jb.wu, tw0, vt);
+            V d[N * N], vt[M];
+            load_tiles(jb, xc, th, tw0, d);
+            input_transform(d, vt);
             const int lanes = int(std::min<int64_t>(VL, jb.tiles_w - tw0));
+#pragma GCC unroll 32
             for (int m = 0; m < M; ++m) store_lanes(vc + m * mstride + tw0, vt[m], lanes);
         }
     }
@@ -262,6 +321,7 @@ struct Impl {
         T* yk = jb.y + ((n * jb.k + g * jb.kg + k) * jb.p) * jb.q;
         for (int64_t tw0 = 0; tw0 < jb.tiles_w; tw0 += VL) {
             V prod[M], out[O * O];
+#pragma GCC unroll 32
             for (int m = 0; m < M; ++m) prod[m] = load(mk + m * mstride + tw0);
             output_transform(prod, out);
             store_outputs(jb, yk, th, tw0, out);
@@ -271,8 +331,8 @@ struct Impl {
 
 template <typename T>
 struct KernelSet {
-    void (*fused_row)(const Job<T>&, int64_t, int64_t, int64_t, T*);
-    void (*transform_row)(const Job<T>&, int64_t, int64_t, int64_t, int64_t, T*);
+    void (*fused_row)(const Job<T>&, int64_t, int64_t, int64_t);
+    void (*transform_row)(const Job<T>&, int64_t, int64_t, int64_t, int64_t);
     void (*output_row)(const Job<T>&, int64_t, int64_t, int64_t, int64_t);
     int vl;
 };
@@ -281,13 +341,12 @@ struct KernelSet {
 // compiled inside these target-specific functions.
 #define CYC_ENTRIES(ISA, ATTR, VB)                                                                \
     template <class Tab, typename T>                                                              \
-    ATTR void fused_##ISA(const Job<T>& jb, int64_t n, int64_t g, int64_t th, T* ph) {           \
-        Impl<Tab, T, VB>::fused_row(jb, n, g, th, ph);                                            \
+    ATTR void fused_##ISA(const Job<T>& jb, int64_t n, int64_t g, int64_t th) {                  \
+        Impl<Tab, T, VB>::fused_row(jb, n, g, th);                                                \
     }                                                                                             \
     template <class Tab, typename T>                                                              \
-    ATTR void transform_##ISA(const Job<T>& jb, int64_t g, int64_t c, int64_t gr, int64_t tt0,  \
-                              T* ph) {                                                            \
-        Impl<Tab, T, VB>::transform_row(jb, g, c, gr, tt0, ph);                                   \
+    ATTR void transform_##ISA(const Job<T>& jb, int64_t g, int64_t c, int64_t gr, int64_t tt0) { \
+        Impl<Tab, T, VB>::transform_row(jb, g, c, gr, tt0);                                       \
     }                                                                                             \
     template <class Tab, typename T>                                                              \
     ATTR void output_##ISA(const Job<T>& jb, int64_t g, int64_t k, int64_t gr, int64_t tt0) {    \
@@ -395,7 +454,7 @@ template <class Tab, typename T>
 void transform_filters(const ConvProblem& p, const T* w, T* u, bool fused, int threads) {
     constexpr int M = Tab::M, F = Tab::F;
     const int64_t cg = p.c_per_group(), kg = p.k_per_group();
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(static) if (p.k * cg >= 64)
     for (int64_t kc = 0; kc < p.k * cg; ++kc) {
         const int64_t k = kc / cg, c = kc % cg, g = k / kg, kl = k % kg;
         const T* wk = w + kc * F * F;
@@ -422,7 +481,7 @@ void gemm(int m, int n, int k, const double* a, int lda, const double* b, int ld
 
 template <class Tab, typename T>
 void run_typed(const ConvArgs& a) {
-    constexpr int N = Tab::N, O = Tab::O, M = Tab::M;
+    constexpr int M = Tab::M;
     const ConvProblem& p = a.prob;
     const int threads = a.ctx.threads();
     const KernelSet<T> ks = kernels<Tab, T>();
@@ -440,22 +499,16 @@ void run_typed(const ConvArgs& a) {
     jb.tiles_h = gm.tiles_h, jb.tiles_w = gm.tiles_w;
     jb.flip = p.flip;
     jb.alpha = T(a.alpha), jb.beta = T(a.beta);
-    // Staged row length: the lanes of the last chunk and the taps j / O beyond it.
-    jb.wu = (gm.tiles_w + ks.vl - 1) / ks.vl * ks.vl + (N - 1) / O + 1;
 
     transform_filters<Tab, T>(p, static_cast<const T*>(a.w), ws, fused, threads);
     const int64_t filt = M * p.k * jb.cg;
 
     if (fused) {
         const int64_t rows = p.n * p.groups * gm.tiles_h;
-#pragma omp parallel num_threads(threads)
-        {
-            std::vector<T> ph(size_t(jb.cg * N * O * jb.wu));
-#pragma omp for schedule(static)
-            for (int64_t t = 0; t < rows; ++t) {
-                const int64_t th = t % gm.tiles_h, g = t / gm.tiles_h % p.groups, n = t / (gm.tiles_h * p.groups);
-                ks.fused_row(jb, n, g, th, ph.data());
-            }
+#pragma omp parallel for num_threads(threads) schedule(static)
+        for (int64_t t = 0; t < rows; ++t) {
+            const int64_t th = t % gm.tiles_h, g = t / gm.tiles_h % p.groups, n = t / (gm.tiles_h * p.groups);
+            ks.fused_row(jb, n, g, th);
         }
         return;
     }
@@ -466,7 +519,6 @@ void run_typed(const ConvArgs& a) {
     const int64_t total_rows = p.n * gm.tiles_h;
 #pragma omp parallel num_threads(threads)
     {
-        std::vector<T> ph(size_t(N * O * jb.wu));
         for (int64_t gr0 = 0; gr0 < total_rows; gr0 += gm.rows_per_block) {
             const int64_t nrows = std::min(gm.rows_per_block, total_rows - gr0);
             const int64_t ntiles = nrows * gm.tiles_w;
@@ -474,7 +526,7 @@ void run_typed(const ConvArgs& a) {
 #pragma omp for schedule(static)
                 for (int64_t t = 0; t < jb.cg * nrows; ++t) {
                     const int64_t c = t / nrows, r = t % nrows;
-                    ks.transform_row(jb, g, c, gr0 + r, r * gm.tiles_w, ph.data());
+                    ks.transform_row(jb, g, c, gr0 + r, r * gm.tiles_w);
                 }
 #pragma omp for schedule(dynamic, 1)
                 for (int m = 0; m < M; ++m)

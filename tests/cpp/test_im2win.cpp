@@ -1,0 +1,217 @@
+// IM2WIN through the public C API, against the independent float64 reference (reference.hpp),
+// with the error bounds docs/algorithms.md states:
+//   ||y - ref||_2 / ||ref||_2 < 1e-5 in float32, 1e-13 in float64,
+// on random problems (odd and even sizes, padding, stride, dilation, groups, both modes,
+// alpha/beta with a NaN-poisoned y when beta == 0, strided y, float32 and float64), the
+// paper's layer shapes scaled down, several blocks of images, the exact workspace.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "convcore/convcore.h"
+#include "convcore/convcore.hpp"
+#include "reference.hpp"
+
+using namespace convcore_test;
+
+namespace {
+
+constexpr convcoreConvolutionFwdAlgo_t ALGO = CONVCORE_FWD_ALGO_IM2WIN;
+constexpr double BOUND_F32 = 1e-5, BOUND_F64 = 1e-13;
+
+std::string last_error() { return convcoreGetLastErrorString(); }
+
+std::string describe(const Shape& p) {
+    return "n" + std::to_string(p.n) + " c" + std::to_string(p.c) + " " + std::to_string(p.h) + "x" +
+           std::to_string(p.w) + " k" + std::to_string(p.k) + " " + std::to_string(p.r) + "x" +
+           std::to_string(p.s) + " pad" + std::to_string(p.pad_h) + "," + std::to_string(p.pad_w) + " g" +
+           std::to_string(p.groups) + " stride" + std::to_string(p.stride_h) + "," + std::to_string(p.stride_w) +
+           " dil" + std::to_string(p.dil_h) + "," + std::to_string(p.dil_w) + (p.flip ? " conv" : " xcorr");
+}
+
+struct Case {
+    Shape shape;
+    double alpha, beta;
+    bool strided_y;  // y stored NHWC, described with strides
+    int threads;     // 0: the handle's default
+};
+
+// Runs IM2WIN on the case; returns the relative error against the reference (with
+// the alpha/beta blend applied to the reference too). y is NaN-poisoned when beta == 0.
+template <typename T>
+double run_case(const Case& tc, std::mt19937& rng, std::vector<T>* out = nullptr) {
+    const Shape& p = tc.shape;
+    const convcoreDataType_t dt = sizeof(T) == 8 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT;
+    convcore::Handle h;
+    if (tc.threads > 0) EXPECT_EQ(convcoreSetNumThreads(h, tc.threads), CONVCORE_STATUS_SUCCESS);
+    convcore::TensorDesc xd(dt, p.n, p.c, p.h, p.w);
+    convcore::FilterDesc wd(dt, p.k, p.c / p.groups, p.r, p.s);
+    convcore::ConvDesc conv;
+    conv.set(p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h, p.dil_w,
+             p.flip ? CONVCORE_CONVOLUTION : CONVCORE_CROSS_CORRELATION);
+    conv.set_groups(p.groups);
+    const int64_t P = p.out_h(), Q = p.out_w();
+    convcore::TensorDesc yd(dt, p.n, p.k, P, Q);
+    if (tc.strided_y) yd.set_strided(dt, {p.n, p.k, P, Q}, {P * Q * p.k, 1, Q * p.k, p.k});
+
+    const auto xr = random_vector(size_t(p.n * p.c * p.h * p.w), rng);
+    const auto wr = random_vector(size_t(p.k * (p.c / p.groups) * p.r * p.s), rng);
+    const auto y0 = random_vector(size_t(p.n * p.k * P * Q), rng);
+    // The reference sees the inputs rounded to T, as the algorithm does.
+    std::vector<T> x(xr.begin(), xr.end()), w(wr.begin(), wr.end()), y(y0.size());
+    const std::vector<double> xt(x.begin(), x.end()), wt(w.begin(), w.end());
+    auto ref = reference_conv(p, xt, wt);
+    auto y_index = [&](int64_t i) -> size_t {  // packed NCHW index -> storage index
+        if (!tc.strided_y) return size_t(i);
+        const int64_t q = i % Q, pp = (i / Q) % P, k = (i / (P * Q)) % p.k, n = i / (P * Q * p.k);
+        return size_t(((n * P + pp) * Q + q) * p.k + k);
+    };
+    for (size_t i = 0; i < y0.size(); ++i)
+        y[y_index(int64_t(i))] = tc.beta == 0 ? std::numeric_limits<T>::quiet_NaN() : T(y0[i]);
+    for (size_t i = 0; i < ref.size(); ++i) ref[i] = tc.alpha * ref[i] + tc.beta * double(T(y0[i]));
+
+    size_t bytes = 0;
+    const convcoreStatus_t st = convcoreGetConvolutionForwardWorkspaceSize(h, xd, wd, conv, yd, ALGO, &bytes);
+    EXPECT_EQ(st, CONVCORE_STATUS_SUCCESS) << last_error();
+    if (st != CONVCORE_STATUS_SUCCESS) return INFINITY;
+    std::vector<char> ws(bytes);
+    const T alpha = T(tc.alpha), beta = T(tc.beta);
+    const convcoreStatus_t run = convcoreConvolutionForward(h, &alpha, xd, x.data(), wd, w.data(), conv, ALGO,
+                                                            ws.data(), bytes, &beta, yd, y.data());
+    EXPECT_EQ(run, CONVCORE_STATUS_SUCCESS) << last_error();
+    if (run != CONVCORE_STATUS_SUCCESS) return INFINITY;
+    std::vector<double> got(ref.size());
+    for (size_t i = 0; i < got.size(); ++i) got[i] = double(y[y_index(int64_t(i))]);
+    if (out) *out = y;
+    return relative_error(got, ref);  // NaN (a leaked poison value) fails every EXPECT_LT
+}
+
+Shape make(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t r, int64_t s, int64_t pad,
+           int64_t stride, int64_t dil, int64_t groups, bool flip) {
+    return Shape{n, c, h, w, k, r, s, pad, pad, stride, stride, dil, dil, groups, flip};
+}
+
+}  // namespace
+
+TEST(Im2win, RandomProblemsMatchFloat64Reference) {
+    std::mt19937 rng(2002);
+    std::uniform_int_distribution<int> u(0, 1 << 20);
+    auto pick = [&](int64_t lo, int64_t hi) { return lo + int64_t(u(rng)) % (hi - lo + 1); };
+    double worst32 = 0, worst64 = 0;
+    for (int trial = 0; trial < 60; ++trial) {
+        Shape p{};
+        p.groups = pick(1, 3);
+        p.n = pick(1, 3);
+        p.c = p.groups * pick(1, 6);
+        p.k = p.groups * pick(1, 40);  // one and two filter blocks, partial ones
+        p.r = pick(1, 5);
+        p.s = pick(1, 5);
+        p.pad_h = pick(0, 3);
+        p.pad_w = pick(0, 3);
+        p.stride_h = pick(1, 3);
+        p.stride_w = pick(1, 3);
+        p.dil_h = pick(1, 2);
+        p.dil_w = pick(1, 2);
+        p.flip = trial % 2 == 1;
+        p.h = pick(std::max<int64_t>(1, p.dil_h * (p.r - 1) + 1 - 2 * p.pad_h), 19);
+        p.w = pick(std::max<int64_t>(1, p.dil_w * (p.s - 1) + 1 - 2 * p.pad_w), 40);  // > 12 columns
+        const Case tc{p, trial % 3 == 0 ? 1.0 : -0.75, trial % 4 == 0 ? 0.5 : 0.0, trial % 5 == 0, 0};
+        const double e32 = run_case<float>(tc, rng);
+        const double e64 = run_case<double>(tc, rng);
+        EXPECT_LT(e32, BOUND_F32) << "float32 " << describe(p);
+        EXPECT_LT(e64, BOUND_F64) << "float64 " << describe(p);
+        worst32 = std::max(worst32, e32);
+        worst64 = std::max(worst64, e64);
+    }
+    RecordProperty("worst_rel_error_f32", std::to_string(worst32));
+    RecordProperty("worst_rel_error_f64", std::to_string(worst64));
+    std::printf("IM2WIN: worst relative error float32 %.3g, float64 %.3g\n", worst32, worst64);
+}
+
+// The paper's Table 2 layers, scaled down (channels / spatial size) to keep the test quick,
+// with their filter sizes and strides; a depthwise layer; deep channels.
+TEST(Im2win, PaperLayerShapesAndDeepChannels) {
+    std::mt19937 rng(12);
+    const Shape cases[] = {
+        make(1, 3, 47, 47, 24, 11, 11, 0, 4, 1, 1, false),  // Conv1/Conv2: 11x11, stride 4
+        make(1, 16, 30, 30, 16, 7, 7, 0, 2, 1, 1, false),   // Conv4: 7x7, stride 2
+        make(2, 24, 12, 12, 64, 5, 5, 0, 1, 1, 1, true),    // Conv5: 5x5
+        make(1, 64, 12, 12, 96, 3, 3, 0, 1, 1, 1, false),   // Conv6..12: 3x3
+        make(2, 20, 11, 13, 20, 3, 3, 1, 1, 1, 20, false),  // depthwise
+        make(1, 256, 6, 6, 40, 3, 3, 1, 1, 1, 1, false),    // long reduction
+        make(1, 8, 15, 37, 33, 3, 3, 2, 1, 3, 1, true),     // dilation 3
+    };
+    for (const Shape& p : cases) {
+        for (double beta : {0.0, -1.5}) {
+            const Case tc{p, 0.5, beta, false, 0};
+            EXPECT_LT(run_case<float>(tc, rng), BOUND_F32) << describe(p);
+            EXPECT_LT(run_case<double>(tc, rng), BOUND_F64) << describe(p);
+        }
+    }
+}
+
+// More images than one block of the transform holds (32 MiB): blocks of images, the last
+// one partial.
+TEST(Im2win, SeveralBlocksOfImages) {
+    std::mt19937 rng(3);
+    // per image: C*P*Wp*R = 48*128*130*3 floats = 9.1 MiB -> 3 images per block, 7 images
+    const Shape p = make(7, 48, 130, 130, 5, 3, 3, 0, 1, 1, 1, false);
+    EXPECT_LT(run_case<float>(Case{p, 1.0, 0.0, false, 0}, rng), BOUND_F32);
+}
+
+TEST(Im2win, WorkspaceIsExactAndDoesNotDependOnThreads) {
+    struct W {
+        int64_t n, c, h, w, k, r, s, pad, stride, dil, groups;
+        convcoreDataType_t dt;
+    };
+    for (const W& t : {W{2, 6, 23, 17, 5, 3, 3, 1, 1, 1, 1, CONVCORE_DATA_FLOAT},
+                       W{3, 8, 19, 21, 40, 5, 3, 2, 2, 2, 2, CONVCORE_DATA_DOUBLE},
+                       W{7, 48, 130, 130, 5, 3, 3, 0, 1, 1, 1, CONVCORE_DATA_FLOAT}}) {
+        convcore::TensorDesc xd(t.dt, t.n, t.c, t.h, t.w);
+        convcore::FilterDesc wd(t.dt, t.k, t.c / t.groups, t.r, t.s);
+        convcore::ConvDesc conv(t.pad, t.stride, t.dil, t.groups);
+        const auto o = conv.output_dims(xd, wd);
+        convcore::TensorDesc yd(t.dt, o[0], o[1], o[2], o[3]);
+        size_t bytes[3] = {};
+        for (int th = 1; th <= 3; ++th) {
+            convcore::Handle h;
+            ASSERT_EQ(convcoreSetNumThreads(h, th), CONVCORE_STATUS_SUCCESS);
+            ASSERT_EQ(convcoreGetConvolutionForwardWorkspaceSize(h, xd, wd, conv, yd, ALGO, &bytes[th - 1]),
+                      CONVCORE_STATUS_SUCCESS)
+                << last_error();
+        }
+        EXPECT_EQ(bytes[0], bytes[1]);
+        EXPECT_EQ(bytes[0], bytes[2]);
+        // docs/algorithms.md: NB*C*P*Wp*R + groups*ceil((K/g)/KB)*KB*S*(C/g)*R elements,
+        // Wp = (Q-1)*stride + (S-1)*dil + 1, KB = 32 (float32) / 16 (float64),
+        // NB = clamp(32 MiB / (C*P*Wp*R*elem), 1, N).
+        const int64_t elem = t.dt == CONVCORE_DATA_DOUBLE ? 8 : 4, kb = elem == 8 ? 16 : 32;
+        const int64_t P = o[2], Q = o[3], wp = (Q - 1) * t.stride + (t.s - 1) * t.dil + 1;
+        const int64_t per_image = t.c * P * wp * t.r;
+        const int64_t nb = std::clamp<int64_t>((int64_t(32) << 20) / (per_image * elem), 1, t.n);
+        const int64_t kg = t.k / t.groups, cg = t.c / t.groups;
+        const int64_t elems = nb * per_image + t.groups * ((kg + kb - 1) / kb) * kb * t.s * cg * t.r;
+        const size_t exact = size_t(elems * elem);
+        EXPECT_EQ(bytes[0], (exact + 63) / 64 * 64) << "k" << t.k;
+    }
+}
+
+TEST(Im2win, DeterministicAndThreadCountIndependent) {
+    const Shape p = make(2, 6, 23, 37, 35, 3, 3, 1, 1, 1, 1, false);
+    std::vector<float> a1, a2, b2;
+    std::mt19937 r1(5), r2(5), r3(5);
+    run_case<float>(Case{p, 1.0, 0.0, false, 2}, r1, &a2);
+    run_case<float>(Case{p, 1.0, 0.0, false, 2}, r2, &b2);
+    run_case<float>(Case{p, 1.0, 0.0, false, 1}, r3, &a1);
+    ASSERT_EQ(a2.size(), b2.size());
+    EXPECT_EQ(std::memcmp(a2.data(), b2.data(), a2.size() * sizeof(float)), 0);
+    ASSERT_EQ(a1.size(), a2.size());
+    EXPECT_EQ(std::memcmp(a1.data(), a2.data(), a1.size() * sizeof(float)), 0);
+}
