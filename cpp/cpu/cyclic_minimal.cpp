@@ -119,6 +119,53 @@ struct Job {
     T alpha, beta;
 };
 
+// The filter transform's arguments.
+template <typename T>
+struct FiltJob {
+    const T* w;
+    T* u;
+    int64_t k, cg, kg;
+    bool flip, fused;
+};
+
+// U = B g for the filters of output channel k (all its input channels), exact B entries,
+// accumulated in double. Fused layout [g][k][c][m] (one (k, c) pair's M values together),
+// GEMM layout [g][m][k][c] (per multiplication slot m, the K/g x C/g matrix of the group),
+// written in runs of CB channels. Compiled inside the ISA entry points (it vectorises over c).
+template <class Tab, typename T>
+CC_INLINE void filter_transform(const FiltJob<T>& fj, int64_t k) {
+    constexpr int M = Tab::M, F = Tab::F, CB = 64;
+    const int64_t cg = fj.cg, kg = fj.kg, g = k / kg, kl = k % kg;
+    for (int64_t c0 = 0; c0 < cg; c0 += CB) {
+        const int64_t cn = std::min<int64_t>(CB, cg - c0);
+        double gs[F * F][CB], us[M][CB];
+        for (int64_t c = 0; c < cn; ++c) {
+            const T* wk = fj.w + (k * cg + c0 + c) * F * F;
+            for (int a = 0; a < F; ++a)
+                for (int b = 0; b < F; ++b)
+                    gs[a * F + b][c] = double(fj.flip ? wk[(F - 1 - a) * F + (F - 1 - b)] : wk[a * F + b]);
+        }
+        for (int m = 0; m < M; ++m) {
+            for (int64_t c = 0; c < cn; ++c) us[m][c] = 0;
+            for (int j = 0; j < F * F; ++j) {
+                const double bmj = Tab::template b<double>(m, j);  // constant-folded (unrolled)
+                if (bmj == 0) continue;
+                for (int64_t c = 0; c < cn; ++c) us[m][c] += bmj * gs[j][c];
+            }
+        }
+        if (fj.fused) {
+            T* dst = fj.u + (k * cg + c0) * M;
+            for (int64_t c = 0; c < cn; ++c)
+                for (int m = 0; m < M; ++m) dst[c * M + m] = T(us[m][c]);
+        } else {
+            for (int m = 0; m < M; ++m) {
+                T* dst = fj.u + ((g * M + m) * kg + kl) * cg + c0;
+                for (int64_t c = 0; c < cn; ++c) dst[c] = T(us[m][c]);
+            }
+        }
+    }
+}
+
 // ---- the vector kernels, for one table and one vector width ----------------------------------
 
 template <class Tab, typename T, int VB>
@@ -331,6 +378,7 @@ struct Impl {
 
 template <typename T>
 struct KernelSet {
+    void (*filters)(const FiltJob<T>&, int64_t);
     void (*fused_row)(const Job<T>&, int64_t, int64_t, int64_t);
     void (*transform_row)(const Job<T>&, int64_t, int64_t, int64_t, int64_t);
     void (*output_row)(const Job<T>&, int64_t, int64_t, int64_t, int64_t);
@@ -340,6 +388,10 @@ struct KernelSet {
 // One set of entry points per (table, type, instruction set): the always-inline kernels are
 // compiled inside these target-specific functions.
 #define CYC_ENTRIES(ISA, ATTR, VB)                                                                \
+    template <class Tab, typename T>                                                              \
+    ATTR void filters_##ISA(const FiltJob<T>& fj, int64_t k) {                                    \
+        filter_transform<Tab, T>(fj, k);                                                          \
+    }                                                                                             \
     template <class Tab, typename T>                                                              \
     ATTR void fused_##ISA(const Job<T>& jb, int64_t n, int64_t g, int64_t th) {                  \
         Impl<Tab, T, VB>::fused_row(jb, n, g, th);                                                \
@@ -354,7 +406,8 @@ struct KernelSet {
     }                                                                                             \
     template <class Tab, typename T>                                                              \
     KernelSet<T> kernels_##ISA() {                                                                \
-        return {fused_##ISA<Tab, T>, transform_##ISA<Tab, T>, output_##ISA<Tab, T>,              \
+        return {filters_##ISA<Tab, T>, fused_##ISA<Tab, T>, transform_##ISA<Tab, T>,              \
+                output_##ISA<Tab, T>,                                                             \
                 int(VB / sizeof(T))};                                                             \
     }
 
@@ -448,29 +501,6 @@ size_t workspace_bytes(const ConvProblem& p) { return workspace_elems(p) * p.ele
 
 // ---- the run -----------------------------------------------------------------------------------
 
-// U = B g for every (k, c), exact B entries, accumulated in double. Fused layout [g][k][c][m]
-// (k, c global within the group order), GEMM layout [g][m][k][c].
-template <class Tab, typename T>
-void transform_filters(const ConvProblem& p, const T* w, T* u, bool fused, int threads) {
-    constexpr int M = Tab::M, F = Tab::F;
-    const int64_t cg = p.c_per_group(), kg = p.k_per_group();
-#pragma omp parallel for num_threads(threads) schedule(static) if (p.k * cg >= 64)
-    for (int64_t kc = 0; kc < p.k * cg; ++kc) {
-        const int64_t k = kc / cg, c = kc % cg, g = k / kg, kl = k % kg;
-        const T* wk = w + kc * F * F;
-        double gsrc[F * F];
-        for (int a = 0; a < F; ++a)
-            for (int b = 0; b < F; ++b)
-                gsrc[a * F + b] = double(p.flip ? wk[(F - 1 - a) * F + (F - 1 - b)] : wk[a * F + b]);
-        for (int m = 0; m < M; ++m) {
-            double acc = 0;
-            for (int j = 0; j < F * F; ++j) acc += Tab::template b<double>(m, j) * gsrc[j];
-            const int64_t idx = fused ? kc * M + m : ((g * M + m) * kg + kl) * cg + c;
-            u[idx] = T(acc);
-        }
-    }
-}
-
 void gemm(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c, int ldc) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
 }
@@ -479,11 +509,21 @@ void gemm(int m, int n, int k, const double* a, int lda, const double* b, int ld
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
 }
 
+// The OpenMP build of OpenBLAS sizes its team from omp_get_max_threads() and runs single-
+// threaded inside an active parallel region; a 1-thread region is not active, so the
+// handle's count is made the default for the call (and restored after).
+struct BlasThreads {
+    int saved;
+    explicit BlasThreads(int threads) : saved(omp_get_max_threads()) { omp_set_num_threads(threads); }
+    ~BlasThreads() { omp_set_num_threads(saved); }
+};
+
 template <class Tab, typename T>
 void run_typed(const ConvArgs& a) {
     constexpr int M = Tab::M;
     const ConvProblem& p = a.prob;
     const int threads = a.ctx.threads();
+    BlasThreads blas_threads(threads);
     const KernelSet<T> ks = kernels<Tab, T>();
     const bool fused = fused_path(p);
     const Geometry gm = geometry(p);
@@ -500,12 +540,14 @@ void run_typed(const ConvArgs& a) {
     jb.flip = p.flip;
     jb.alpha = T(a.alpha), jb.beta = T(a.beta);
 
-    transform_filters<Tab, T>(p, static_cast<const T*>(a.w), ws, fused, threads);
+    const FiltJob<T> fj{static_cast<const T*>(a.w), ws, p.k, jb.cg, jb.kg, p.flip, fused};
+#pragma omp parallel for num_threads(threads) schedule(static) if (p.k * jb.cg >= 256)
+    for (int64_t k = 0; k < p.k; ++k) ks.filters(fj, k);
     const int64_t filt = M * p.k * jb.cg;
 
     if (fused) {
         const int64_t rows = p.n * p.groups * gm.tiles_h;
-#pragma omp parallel for num_threads(threads) schedule(static)
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
         for (int64_t t = 0; t < rows; ++t) {
             const int64_t th = t % gm.tiles_h, g = t / gm.tiles_h % p.groups, n = t / (gm.tiles_h * p.groups);
             ks.fused_row(jb, n, g, th);
@@ -523,7 +565,7 @@ void run_typed(const ConvArgs& a) {
             const int64_t nrows = std::min(gm.rows_per_block, total_rows - gr0);
             const int64_t ntiles = nrows * gm.tiles_w;
             for (int64_t g = 0; g < p.groups; ++g) {
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
                 for (int64_t t = 0; t < jb.cg * nrows; ++t) {
                     const int64_t c = t / nrows, r = t % nrows;
                     ks.transform_row(jb, g, c, gr0 + r, r * gm.tiles_w);
@@ -533,7 +575,7 @@ void run_typed(const ConvArgs& a) {
                     gemm(int(jb.kg), int(ntiles), int(jb.cg), jb.u + (g * M + m) * jb.kg * jb.cg,
                          int(jb.cg), jb.v + m * jb.cg * gm.ldt, int(gm.ldt),
                          jb.mo + m * jb.kg * gm.ldt, int(gm.ldt));
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic)
                 for (int64_t t = 0; t < jb.kg * nrows; ++t) {
                     const int64_t k = t / nrows, r = t % nrows;
                     ks.output_row(jb, g, k, gr0 + r, r * gm.tiles_w);

@@ -21,9 +21,11 @@
 // the last block), flipped for true convolution. Kernels for AVX-512, AVX2+FMA and baseline
 // SSE2 (the best the CPU runs; CONVCORE_CPU_ISA=avx2|baseline caps it).
 //
-// Workspace (elements): NB*C*P*Wp*R (the im2win tensor of NB images at a time, NB = the
-// images that fit in 32 MiB, at least 1) + groups*ceil((K/g)/KB)*KB*S*(C/g)*R (the packed
-// filter), KB = 32 for float32 and 16 for float64. Independent of the thread count.
+// The transform and the kernel alternate over bands of output rows (of all images, row
+// gr = n*P + p), as many as fit in 4 MiB, so that the strips are still in cache when the
+// kernel reads them. Workspace (elements): B*C*Wp*R (the im2win strips of one band of
+// B = clamp(4 MiB / (C*Wp*R*elem), 1, N*P) rows) + groups*ceil((K/g)/KB)*KB*S*(C/g)*R (the
+// packed filter), KB = 32 for float32 and 16 for float64. Independent of the thread count.
 // Everything is supported: any stride, padding, dilation, groups, both modes.
 #include <omp.h>
 
@@ -32,6 +34,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "common/conv_index.hpp"
 #include "core/error.hpp"
@@ -49,8 +52,8 @@ namespace {
 
 #define IW_INLINE inline __attribute__((always_inline))
 
-constexpr int64_t TRANSFORM_BYTES = 32 << 20;  // im2win tensor of one block of images
-constexpr int MAX_NR = 12;
+constexpr int64_t BAND_BYTES = 4 << 20;  // im2win strips transformed at a time (about L2 + a bit of L3)
+constexpr int64_t POS_CHUNK = 96;  // output positions per task (a multiple of every NR)
 
 template <typename T>
 constexpr int64_t kb_of() {
@@ -62,8 +65,8 @@ struct Geometry {
     int64_t wp;         // strip columns
     int64_t crs;        // (C/g)*R: one strip column
     int64_t win_len;    // S*(C/g)*R
-    int64_t per_image;  // im2win elements of one image: C*P*Wp*R
-    int64_t nb;         // images per block
+    int64_t row_elems;  // im2win elements of one output row (all groups): C*Wp*R
+    int64_t band;       // output rows (of all images, n-major) transformed at a time
     int64_t kblocks;    // ceil((K/g)/KB)
     int64_t filt;       // packed filter elements
 };
@@ -74,8 +77,9 @@ Geometry geometry(const ConvProblem& p) {
     g.wp = (p.q - 1) * p.stride_w + (p.s - 1) * p.dil_w + 1;
     g.crs = p.c_per_group() * p.r;
     g.win_len = p.s * g.crs;
-    g.per_image = p.c * p.p * g.wp * p.r;
-    g.nb = std::clamp<int64_t>(TRANSFORM_BYTES / std::max<int64_t>(1, g.per_image * int64_t(p.elem_size())), 1, p.n);
+    g.row_elems = p.c * g.wp * p.r;
+    g.band = std::clamp<int64_t>(BAND_BYTES / std::max<int64_t>(1, g.row_elems * int64_t(p.elem_size())), 1,
+                                 p.n * p.p);
     g.kblocks = (p.k_per_group() + kb - 1) / kb;
     g.filt = p.groups * g.kblocks * kb * g.win_len;
     return g;
@@ -89,7 +93,7 @@ std::string why_not(const ConvProblem& p) {
 
 size_t workspace_bytes(const ConvProblem& p) {
     const Geometry g = geometry(p);
-    return size_t(g.nb * g.per_image + g.filt) * p.elem_size();
+    return size_t(g.band * g.row_elems + g.filt) * p.elem_size();
 }
 
 template <typename T>
@@ -101,6 +105,7 @@ struct Job {
     int64_t c, h, w, k, p, q, cg, kg, r, s, groups;
     int64_t pad_h, pad_w, stride_h, stride_w, dil_h, dil_w;
     int64_t wp, crs, win_len, kblocks;
+    int64_t gr0;  // first global output row (n*P + p) in the im2win band
     T alpha, beta;
 };
 
@@ -113,15 +118,16 @@ struct Micro {
     static constexpr int KB = NV * VL;
     static_assert(KB == kb_of<T>(), "register tile must cover one packed filter block");
 
-    // tile[i][k] = sum over the window of columns q_i (window i starts at win + i*col_step):
-    // `chunks` runs of `len` contiguous elements, run s at s*chunk_step, filter row j*KB.
-    static IW_INLINE void run(const T* __restrict win, int64_t col_step, int64_t chunks,
-                              int64_t chunk_step, int64_t len, const T* __restrict f, T* tile) {
+    // tile[i][k] = sum over the window of output position i (it starts at wi[i]) of window
+    // element times packed filter row: `chunks` runs of `len` contiguous elements, run s at
+    // s*chunk_step, filter row j at f + j*KB.
+    static IW_INLINE void run(const T* const* wi_in, int64_t chunks, int64_t chunk_step, int64_t len,
+                              const T* __restrict f, T* tile) {
         V acc[NR][NV];
         for (int i = 0; i < NR; ++i)
             for (int v = 0; v < NV; ++v) acc[i][v] = V{};
         const T* wi[NR];
-        for (int i = 0; i < NR; ++i) wi[i] = win + i * col_step;
+        for (int i = 0; i < NR; ++i) wi[i] = wi_in[i];
         for (int64_t s = 0; s < chunks; ++s) {
             const int64_t off = s * chunk_step;
             for (int64_t j = 0; j < len; ++j, f += KB) {
@@ -129,7 +135,9 @@ struct Micro {
                 for (int v = 0; v < NV; ++v) __builtin_memcpy(&fv[v], f + v * VL, VB);
 #pragma GCC unroll 16
                 for (int i = 0; i < NR; ++i) {
-                    const V b = V{} + wi[i][off + j];  // broadcast
+                    // scalar * vector: one broadcast (building the vector by hand, or "V{} + x",
+                    // gets lowered lane by lane or adds a zero first)
+                    const T b = wi[i][off + j];
                     for (int v = 0; v < NV; ++v) acc[i][v] += b * fv[v];
                 }
             }
@@ -139,67 +147,67 @@ struct Micro {
     }
 };
 
-// One output row p of image n (block-local index nl for the im2win tensor), group g, filter
-// block kb: every output column, NR at a time (the last group of columns repeats the last
-// column's window; its extra results are dropped).
+// Output positions [pos0, pos1) (flattened p*Q + q) of image n, group g, filter block kb, NR
+// positions at a time: NR windows, possibly from several output rows. [lo, hi) are the
+// positions of image n whose rows are in the current band (the im2win tensor holds the
+// global output rows gr0 .. gr0 + band - 1, gr = n*P + p). When fewer than NR positions are
+// left, the last NR positions of [lo, hi) are recomputed and only the missing ones stored
+// (with fewer than NR positions in [lo, hi): one position at a time).
 template <typename T, int VB, int NV, int NR>
-IW_INLINE void row_kernel(const Job<T>& jb, int64_t n, int64_t nl, int64_t g, int64_t p, int64_t kb) {
+IW_INLINE void pos_kernel(const Job<T>& jb, int64_t n, int64_t g, int64_t kb, int64_t pos0, int64_t pos1,
+                          int64_t lo, int64_t hi) {
     using K = Micro<T, VB, NV, NR>;
     constexpr int KB = K::KB;
     const int64_t k0 = kb * KB, kn = std::min<int64_t>(KB, jb.kg - k0);
-    const T* strip = jb.win + ((nl * jb.groups + g) * jb.p + p) * jb.wp * jb.crs;
     const T* f = jb.wpk + (g * jb.kblocks + kb) * KB * jb.win_len;
-    const int64_t col_step = jb.stride_w * jb.crs;
+    const int64_t col_step = jb.stride_w * jb.crs, row_step = jb.wp * jb.crs;
     const bool contiguous = jb.dil_w == 1;
     const int64_t chunks = contiguous ? 1 : jb.s, len = contiguous ? jb.win_len : jb.crs;
     const int64_t chunk_step = jb.dil_w * jb.crs;
-    const int64_t pq = jb.p * jb.q;
-    T* yrow = jb.y + (n * jb.k + g * jb.kg + k0) * pq + p * jb.q;
+    const int64_t pq = jb.p * jb.q, row0 = n * jb.p - jb.gr0;  // band row of output row 0
+    T* yk0 = jb.y + (n * jb.k + g * jb.kg + k0) * pq;
     alignas(64) T tile[NR * KB];
-    for (int64_t q0 = 0; q0 < jb.q; q0 += NR) {
-        const int64_t qn = std::min<int64_t>(NR, jb.q - q0);
-        if (qn == NR) {
-            K::run(strip + q0 * col_step, col_step, chunks, chunk_step, len, f, tile);
-        } else {  // last columns: repeat the last window (its results are not stored)
-            const T* base = strip + q0 * col_step;
-            alignas(64) T part[NR * KB];
-            // Run on a window base shifted so that all NR windows exist, then pick ours.
-            const int64_t shift = NR - qn <= q0 ? NR - qn : 0;
-            if (shift == NR - qn) {
-                K::run(base - shift * col_step, col_step, chunks, chunk_step, len, f, part);
-                for (int64_t i = 0; i < qn; ++i)
-                    std::memcpy(tile + i * KB, part + (i + shift) * KB, KB * sizeof(T));
-            } else {  // fewer than NR columns in the whole row: one column at a time
-                for (int64_t i = 0; i < qn; ++i) {
-                    Micro<T, VB, NV, 1>::run(base + i * col_step, col_step, chunks, chunk_step, len, f,
-                                             part);
-                    std::memcpy(tile + i * KB, part, KB * sizeof(T));
-                }
+    const T* wi[NR];
+    auto window = [&](int64_t pos) {
+        return jb.win + ((row0 + pos / jb.q) * jb.groups + g) * row_step + (pos % jb.q) * col_step;
+    };
+    for (int64_t a = pos0; a < pos1; a += NR) {
+        const int64_t qn = std::min<int64_t>(NR, pos1 - a);
+        int64_t first = a;  // positions computed: first .. first + NR - 1
+        if (qn == NR || hi - lo >= NR) {
+            first = std::min(a, hi - NR);
+            for (int i = 0; i < NR; ++i) wi[i] = window(first + i);
+            K::run(wi, chunks, chunk_step, len, f, tile);
+        } else {
+            for (int64_t i = 0; i < qn; ++i) {
+                wi[0] = window(a + i);
+                Micro<T, VB, NV, 1>::run(wi, chunks, chunk_step, len, f, tile + i * KB);
             }
         }
-        // tile[i][k] -> y[k0 + k][p][q0 + i], with the alpha/beta blend (beta == 0: no read).
+        const T* t0 = tile + (a - first) * KB;  // t0[i*KB + k]: position a + i
+        // tile -> y[k0 + k][a + i], with the alpha/beta blend (beta == 0: y is not read).
         for (int64_t k = 0; k < kn; ++k) {
-            T* yk = yrow + k * pq + q0;
+            T* yk = yk0 + k * pq + a;
             if (jb.beta == T(0)) {
-                for (int64_t i = 0; i < qn; ++i) yk[i] = jb.alpha * tile[i * KB + k];
+                for (int64_t i = 0; i < qn; ++i) yk[i] = jb.alpha * t0[i * KB + k];
             } else {
-                for (int64_t i = 0; i < qn; ++i) yk[i] = jb.alpha * tile[i * KB + k] + jb.beta * yk[i];
+                for (int64_t i = 0; i < qn; ++i) yk[i] = jb.alpha * t0[i * KB + k] + jb.beta * yk[i];
             }
         }
     }
 }
 
 template <typename T>
-using RowFn = void (*)(const Job<T>&, int64_t, int64_t, int64_t, int64_t, int64_t);
+using RowFn = void (*)(const Job<T>&, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t);
 
 #define IW_ENTRY(NAME, ATTR, VB, NV32, NV64, NR)                                                   \
-    ATTR void NAME##_f32(const Job<float>& jb, int64_t n, int64_t nl, int64_t g, int64_t p,       \
-                         int64_t kb) {                                                            \
-        row_kernel<float, VB, NV32, NR>(jb, n, nl, g, p, kb);                                     \
+    ATTR void NAME##_f32(const Job<float>& jb, int64_t n, int64_t g, int64_t kb, int64_t pos0,    \
+                         int64_t pos1, int64_t lo, int64_t hi) {                                  \
+        pos_kernel<float, VB, NV32, NR>(jb, n, g, kb, pos0, pos1, lo, hi);                        \
     }                                                                                             \
-    ATTR void NAME##_f64(const Job<double>& jb, int64_t n, int64_t nl, int64_t g, int64_t p,      \
-                         int64_t kb) {                                                            \
-        row_kernel<double, VB, NV64, NR>(jb, n, nl, g, p, kb);                                    \
+    ATTR void NAME##_f64(const Job<double>& jb, int64_t n, int64_t g, int64_t kb, int64_t pos0,   \
+                         int64_t pos1, int64_t lo, int64_t hi) {                                  \
+        pos_kernel<double, VB, NV64, NR>(jb, n, g, kb, pos0, pos1, lo, hi);                       \
     }
 
 // KB = 32 floats / 16 doubles per tile row: NV vectors of VB bytes; NR columns; NR*NV
@@ -265,35 +273,62 @@ void pack_filter(const ConvProblem& pr, const T* w, T* wpk, int64_t kblocks, int
     }
 }
 
-// The im2win strips of images n0 .. n0 + nb - 1: one task per (image, group, output row).
+// The im2win strips of global output rows gr0 .. gr0 + rows - 1 (gr = n*P + p), all groups:
+// win[(row - gr0) * groups + g] is the strip [wc][c][r] of row gr, group g. A strip is
+// written in order (column wc, then channel c, then tap r); the C/g*R input rows it reads
+// advance together one element per column, so they stay in L1.
 template <typename T>
-void im2win(const ConvProblem& pr, const Geometry& gm, const T* x, T* win, int64_t n0, int64_t nb,
+void im2win(const ConvProblem& pr, const Geometry& gm, const T* x, T* win, int64_t gr0, int64_t rows,
             int threads) {
     const int64_t cg = pr.c_per_group(), hw = pr.h * pr.w, crs = gm.crs;
-    const int64_t tasks = nb * pr.groups * pr.p;
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t t = 0; t < tasks; ++t) {
-        const int64_t p = t % pr.p, g = t / pr.p % pr.groups, nl = t / (pr.p * pr.groups);
-        T* strip = win + t * gm.wp * crs;  // [wc][c][r]
-        // Columns wc that read inside the input: iw = wc - pad_w in [0, w).
-        const int64_t wc0 = std::min(gm.wp, pr.pad_w), wc1 = std::clamp(pr.w + pr.pad_w, wc0, gm.wp);
-        for (int64_t wc = 0; wc < wc0; ++wc) std::fill(strip + wc * crs, strip + (wc + 1) * crs, T(0));
-        for (int64_t wc = wc1; wc < gm.wp; ++wc) std::fill(strip + wc * crs, strip + (wc + 1) * crs, T(0));
-        const T* xg = x + ((n0 + nl) * pr.c + g * cg) * hw;
-        for (int64_t r = 0; r < pr.r; ++r) {
-            const int64_t ih = conv_input_coord(p, r, pr.pad_h, pr.stride_h, pr.dil_h);
-            for (int64_t c = 0; c < cg; ++c) {
-                T* d = strip + c * pr.r + r;
-                if (ih < 0 || ih >= pr.h) {
-                    for (int64_t wc = wc0; wc < wc1; ++wc) d[wc * crs] = T(0);
-                    continue;
+    const int64_t tasks = rows * pr.groups;
+    // Columns wc that read inside the input: iw = wc - pad_w in [0, w).
+    const int64_t wc0 = std::min(gm.wp, pr.pad_w), wc1 = std::clamp(pr.w + pr.pad_w, wc0, gm.wp);
+#pragma omp parallel num_threads(threads)
+    {
+        std::vector<const T*> rowp(static_cast<size_t>(crs), nullptr);
+        std::vector<int64_t> live;  // indices (c*R + r) of the rows inside the input
+        live.reserve(size_t(crs));
+#pragma omp for schedule(dynamic)
+        for (int64_t t = 0; t < tasks; ++t) {
+            const int64_t g = t % pr.groups, gr = gr0 + t / pr.groups;
+            const int64_t n = gr / pr.p, p = gr % pr.p;
+            T* strip = win + t * gm.wp * crs;  // [wc][c][r]
+            std::fill(strip, strip + wc0 * crs, T(0));
+            std::fill(strip + wc1 * crs, strip + gm.wp * crs, T(0));
+            const T* xg = x + (n * pr.c + g * cg) * hw;
+            bool all_live = true;
+            live.clear();
+            for (int64_t c = 0; c < cg; ++c)
+                for (int64_t r = 0; r < pr.r; ++r) {
+                    const int64_t ih = conv_input_coord(p, r, pr.pad_h, pr.stride_h, pr.dil_h);
+                    const bool in = ih >= 0 && ih < pr.h;
+                    rowp[size_t(c * pr.r + r)] = in ? xg + c * hw + ih * pr.w : nullptr;
+                    if (in) live.push_back(c * pr.r + r);
+                    all_live = all_live && in;
                 }
-                const T* xr = xg + c * hw + ih * pr.w;  // input column wc - pad_w
-                for (int64_t wc = wc0; wc < wc1; ++wc) d[wc * crs] = xr[wc - pr.pad_w];
+            const T* const* rp = rowp.data();
+            const int64_t off = -pr.pad_w;  // input column of strip column wc: wc + off
+            if (all_live) {
+                for (int64_t wc = wc0; wc < wc1; ++wc) {
+                    T* d = strip + wc * crs;
+                    for (int64_t j = 0; j < crs; ++j) d[j] = rp[j][wc + off];
+                }
+            } else {
+                for (int64_t wc = wc0; wc < wc1; ++wc) {
+                    T* d = strip + wc * crs;
+                    std::fill(d, d + crs, T(0));
+                    for (const int64_t j : live) d[j] = rp[j][wc + off];
+                }
             }
         }
     }
 }
+
+// A run of output positions [pos0, pos1) of image n whose rows are all in the band.
+struct Run {
+    int64_t n, pos0, pos1, lo, hi;
+};
 
 template <typename T>
 void run_typed(const ConvArgs& a) {
@@ -302,7 +337,7 @@ void run_typed(const ConvArgs& a) {
     const Geometry gm = geometry(pr);
     T* ws = static_cast<T*>(a.workspace);
     T* win = ws;
-    T* wpk = ws + gm.nb * gm.per_image;
+    T* wpk = ws + gm.band * gm.row_elems;
     pack_filter<T>(pr, static_cast<const T*>(a.w), wpk, gm.kblocks, threads);
 
     Job<T> jb{};
@@ -318,17 +353,27 @@ void run_typed(const ConvArgs& a) {
     jb.alpha = T(a.alpha), jb.beta = T(a.beta);
     const RowFn<T> fn = row_fn(static_cast<T*>(nullptr));
 
-    for (int64_t n0 = 0; n0 < pr.n; n0 += gm.nb) {
-        const int64_t nb = std::min(gm.nb, pr.n - n0);
-        im2win<T>(pr, gm, jb.x, win, n0, nb, threads);
-        // One task per (image, group, filter block, output row): the strip of a row stays in
-        // cache while its filter blocks run over it.
-        const int64_t tasks = nb * pr.groups * pr.p * gm.kblocks;
-#pragma omp parallel for num_threads(threads) schedule(static)
+    const int64_t total_rows = pr.n * pr.p;
+    std::vector<Run> runs;
+    for (int64_t gr0 = 0; gr0 < total_rows; gr0 += gm.band) {
+        const int64_t rows = std::min(gm.band, total_rows - gr0);
+        im2win<T>(pr, gm, jb.x, win, gr0, rows, threads);
+        jb.gr0 = gr0;
+        // The band's positions, image by image, in runs of POS_CHUNK.
+        runs.clear();
+        for (int64_t n = gr0 / pr.p; n * pr.p < gr0 + rows; ++n) {
+            const int64_t lo = (std::max(gr0, n * pr.p) - n * pr.p) * pr.q;
+            const int64_t hi = (std::min(gr0 + rows, (n + 1) * pr.p) - n * pr.p) * pr.q;
+            for (int64_t p0 = lo; p0 < hi; p0 += POS_CHUNK) runs.push_back({n, p0, std::min(hi, p0 + POS_CHUNK), lo, hi});
+        }
+        // One task per (run, group, filter block): the filter blocks of a run follow one
+        // another, so its windows stay in cache.
+        const int64_t nruns = int64_t(runs.size()), tasks = nruns * pr.groups * gm.kblocks;
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
         for (int64_t t = 0; t < tasks; ++t) {
-            const int64_t kb = t % gm.kblocks, p = t / gm.kblocks % pr.p;
-            const int64_t g = t / (gm.kblocks * pr.p) % pr.groups, nl = t / (gm.kblocks * pr.p * pr.groups);
-            fn(jb, n0 + nl, nl, g, p, kb);
+            const int64_t kb = t % gm.kblocks, g = t / gm.kblocks % pr.groups;
+            const Run& r = runs[size_t(t / (gm.kblocks * pr.groups))];
+            fn(jb, r.n, g, kb, r.pos0, r.pos1, r.lo, r.hi);
         }
     }
 }

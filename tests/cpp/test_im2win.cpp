@@ -3,7 +3,7 @@
 //   ||y - ref||_2 / ||ref||_2 < 1e-5 in float32, 1e-13 in float64,
 // on random problems (odd and even sizes, padding, stride, dilation, groups, both modes,
 // alpha/beta with a NaN-poisoned y when beta == 0, strided y, float32 and float64), the
-// paper's layer shapes scaled down, several blocks of images, the exact workspace.
+// paper's layer shapes scaled down, several bands of output rows, the exact workspace.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -157,13 +157,16 @@ TEST(Im2win, PaperLayerShapesAndDeepChannels) {
     }
 }
 
-// More images than one block of the transform holds (32 MiB): blocks of images, the last
-// one partial.
-TEST(Im2win, SeveralBlocksOfImages) {
+// More output rows than one band of the transform holds (4 MiB): bands crossing image
+// boundaries; and bands of one row shorter than the register tile (12 positions).
+TEST(Im2win, SeveralBandsOfRows) {
     std::mt19937 rng(3);
-    // per image: C*P*Wp*R = 48*128*130*3 floats = 9.1 MiB -> 3 images per block, 7 images
-    const Shape p = make(7, 48, 130, 130, 5, 3, 3, 0, 1, 1, 1, false);
+    // a row: C*Wp*R = 48*130*3 floats = 73 KiB -> 56 rows per band; 3 images of 128 rows
+    const Shape p = make(3, 48, 130, 130, 5, 3, 3, 0, 1, 1, 1, false);
     EXPECT_LT(run_case<float>(Case{p, 1.0, 0.0, false, 0}, rng), BOUND_F32);
+    // a row: 30000*12*3 floats = 4.1 MiB -> one row per band, 10 positions per row
+    const Shape q = make(1, 30000, 12, 12, 2, 3, 3, 0, 1, 1, 1, true);
+    EXPECT_LT(run_case<float>(Case{q, 1.0, 0.5, false, 0}, rng), BOUND_F32);
 }
 
 TEST(Im2win, WorkspaceIsExactAndDoesNotDependOnThreads) {
@@ -173,7 +176,7 @@ TEST(Im2win, WorkspaceIsExactAndDoesNotDependOnThreads) {
     };
     for (const W& t : {W{2, 6, 23, 17, 5, 3, 3, 1, 1, 1, 1, CONVCORE_DATA_FLOAT},
                        W{3, 8, 19, 21, 40, 5, 3, 2, 2, 2, 2, CONVCORE_DATA_DOUBLE},
-                       W{7, 48, 130, 130, 5, 3, 3, 0, 1, 1, 1, CONVCORE_DATA_FLOAT}}) {
+                       W{3, 48, 130, 130, 5, 3, 3, 0, 1, 1, 1, CONVCORE_DATA_FLOAT}}) {
         convcore::TensorDesc xd(t.dt, t.n, t.c, t.h, t.w);
         convcore::FilterDesc wd(t.dt, t.k, t.c / t.groups, t.r, t.s);
         convcore::ConvDesc conv(t.pad, t.stride, t.dil, t.groups);
@@ -189,15 +192,15 @@ TEST(Im2win, WorkspaceIsExactAndDoesNotDependOnThreads) {
         }
         EXPECT_EQ(bytes[0], bytes[1]);
         EXPECT_EQ(bytes[0], bytes[2]);
-        // docs/algorithms.md: NB*C*P*Wp*R + groups*ceil((K/g)/KB)*KB*S*(C/g)*R elements,
+        // docs/algorithms.md: B*C*Wp*R + groups*ceil((K/g)/KB)*KB*S*(C/g)*R elements,
         // Wp = (Q-1)*stride + (S-1)*dil + 1, KB = 32 (float32) / 16 (float64),
-        // NB = clamp(32 MiB / (C*P*Wp*R*elem), 1, N).
+        // B = clamp(4 MiB / (C*Wp*R*elem), 1, N*P) output rows per band.
         const int64_t elem = t.dt == CONVCORE_DATA_DOUBLE ? 8 : 4, kb = elem == 8 ? 16 : 32;
         const int64_t P = o[2], Q = o[3], wp = (Q - 1) * t.stride + (t.s - 1) * t.dil + 1;
-        const int64_t per_image = t.c * P * wp * t.r;
-        const int64_t nb = std::clamp<int64_t>((int64_t(32) << 20) / (per_image * elem), 1, t.n);
+        const int64_t row = t.c * wp * t.r;
+        const int64_t band = std::clamp<int64_t>((int64_t(4) << 20) / (row * elem), 1, t.n * P);
         const int64_t kg = t.k / t.groups, cg = t.c / t.groups;
-        const int64_t elems = nb * per_image + t.groups * ((kg + kb - 1) / kb) * kb * t.s * cg * t.r;
+        const int64_t elems = band * row + t.groups * ((kg + kb - 1) / kb) * kb * t.s * cg * t.r;
         const size_t exact = size_t(elems * elem);
         EXPECT_EQ(bytes[0], (exact + 63) / 64 * 64) << "k" << t.k;
     }
