@@ -9,6 +9,7 @@ extern const Solver im2col_gemm_solver;
 extern const Solver implicit_gemm_solver;
 extern const Solver im2win_solver;
 extern const Solver fft_solver;
+extern const Solver fft_tiling_solver;
 extern const Solver poly_hankel_solver;
 extern const Solver fine_grained_fft_solver;
 extern const Solver cyclic_minimal_solver;
@@ -28,6 +29,7 @@ const std::vector<const Solver*>& all_solvers() {
         &cpu::implicit_gemm_solver,
         &cpu::im2win_solver,
         &cpu::fft_solver,
+        &cpu::fft_tiling_solver,
         &cpu::poly_hankel_solver,
         &cpu::fine_grained_fft_solver,
         &cpu::cyclic_minimal_solver,

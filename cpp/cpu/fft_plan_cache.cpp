@@ -145,12 +145,15 @@ Plan<T> get_plan(int64_t n0, int64_t n1, int64_t howmany, int64_t dist) {
     if (n0 < 1 || n1 < 0 || howmany < 1 || dist < half || n0 * std::max<int64_t>(n1, 1) > INT32_MAX ||
         2 * dist * howmany > INT32_MAX)
         throw Error(CONVCORE_STATUS_NOT_SUPPORTED, "FFT size out of FFTW's 32-bit range");
+    // Declared before the lock: plans released here (evicted, or on an error) are destroyed
+    // after it is unlocked (~Impl takes the planner mutex).
+    std::map<Key, std::shared_ptr<typename Plan<T>::Impl>> evicted;
+    auto impl = std::make_shared<typename Plan<T>::Impl>();
     std::lock_guard<std::mutex> lock(planner_mutex());
     auto it = cache.find(key);
     if (it != cache.end()) return Plan<T>(it->second);
-    if (cache.size() >= 256) cache.clear();  // plans in use live on in their holders
+    if (cache.size() >= 256) evicted.swap(cache);  // plans in use live on in their holders
 
-    auto impl = std::make_shared<typename Plan<T>::Impl>();
     // Plan on scratch arrays of the same (64-byte) alignment as the planes the solvers use.
     const size_t bytes = size_t(2 * dist * howmany) * sizeof(T);
     T* buf = static_cast<T*>(Api<T>::alloc(bytes));

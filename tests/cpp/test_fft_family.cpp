@@ -209,7 +209,7 @@ TEST_P(FftFamily, WorkspaceCapSaysNotSupported) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cpu, FftFamily,
-                         ::testing::Values(CONVCORE_FWD_ALGO_FFT, CONVCORE_FWD_ALGO_FINE_GRAINED_FFT,
+                         ::testing::Values(CONVCORE_FWD_ALGO_FFT, CONVCORE_FWD_ALGO_FFT_TILING, CONVCORE_FWD_ALGO_FINE_GRAINED_FFT,
                                            CONVCORE_FWD_ALGO_POLY_HANKEL),
                          [](const auto& info) { return std::string(convcoreGetFwdAlgoName(info.param)); });
 
