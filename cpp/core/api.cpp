@@ -10,6 +10,7 @@
 #include <string>
 
 #include "convcore/convcore.h"
+#include "core/api_util.hpp"
 #include "core/descriptors.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
@@ -17,36 +18,9 @@
 #include "core/solver.hpp"
 
 using namespace convcore;
+using namespace convcore::api;
 
 namespace {
-
-thread_local std::string last_error;
-
-template <typename F>
-convcoreStatus_t guard(F&& body) {
-    try {
-        body();
-        last_error.clear();
-        return CONVCORE_STATUS_SUCCESS;
-    } catch (const Error& e) {
-        last_error = e.what();
-        return e.status();
-    } catch (const std::bad_alloc&) {
-        last_error = "out of host memory";
-        return CONVCORE_STATUS_ALLOC_FAILED;
-    } catch (const std::exception& e) {
-        last_error = std::string("internal error: ") + e.what();
-        return CONVCORE_STATUS_INTERNAL_ERROR;
-    } catch (...) {
-        last_error = "internal error: unknown exception";
-        return CONVCORE_STATUS_INTERNAL_ERROR;
-    }
-}
-
-template <typename T>
-void require(T* p, const char* name) {
-    if (!p) throw_bad_param(std::string(name) + " is NULL");
-}
 
 void check_dtype(convcoreDataType_t t) {
     if (t != CONVCORE_DATA_FLOAT && t != CONVCORE_DATA_DOUBLE)
@@ -59,26 +33,9 @@ void check_algo(convcoreConvolutionFwdAlgo_t algo) {
         throw_bad_param("algo " + std::to_string(int(algo)) + " is not a convcoreConvolutionFwdAlgo_t");
 }
 
-// a * b, or BAD_PARAM when it leaves int64.
-int64_t checked_mul(int64_t a, int64_t b, const char* what) {
-    int64_t r;
-    if (__builtin_mul_overflow(a, b, &r)) throw_bad_param(std::string(what) + " overflows 64 bits");
-    return r;
-}
-
 void check_positive(const char* what, const char* name, int64_t v) {
     if (v < 1) throw_bad_param(std::string(what) + ": " + name + "=" + std::to_string(v) + " must be >= 1");
 }
-
-// Bytes one past the last element of a strided tensor.
-int64_t extent_bytes(const int64_t dims[4], const int64_t strides[4], size_t elem) {
-    int64_t last = 0;
-    for (int i = 0; i < 4; ++i) last += checked_mul(dims[i] - 1, strides[i], "tensor extent");
-    return checked_mul(last + 1, int64_t(elem), "tensor extent");
-}
-
-constexpr size_t kAlign = 64;
-size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
 // Workspace layout of a forward call: [solver's own][packed x if x is strided][packed y if y is strided].
 struct WorkspacePlan {
@@ -115,33 +72,11 @@ ConvProblem problem_of(convcoreHandle_t handle, convcoreTensorDescriptor_t x,
     return make_problem(handle->device, x, w, conv, y);
 }
 
-void copy_strided(const Context& ctx, size_t elem, const void* src, const Strided4d& sv, void* dst,
-                  const Strided4d& dv) {
-#ifdef CONVCORE_WITH_CUDA
-    if (ctx.device == CONVCORE_DEVICE_CUDA) return cuda::copy_strided(ctx, elem, src, sv, dst, dv);
-#endif
-    cpu::copy_strided(ctx, elem, src, sv, dst, dv);
-}
-
-void blend_strided(const Context& ctx, size_t elem, const void* src, const Strided4d& sv, void* dst,
-                   const Strided4d& dv, double alpha, double beta) {
-#ifdef CONVCORE_WITH_CUDA
-    if (ctx.device == CONVCORE_DEVICE_CUDA)
-        return cuda::blend_strided(ctx, elem, src, sv, dst, dv, alpha, beta);
-#endif
-    cpu::blend_strided(ctx, elem, src, sv, dst, dv, alpha, beta);
-}
-
 #ifndef CONVCORE_WITH_CUDA
 [[noreturn]] void no_cuda() {
     throw_not_supported("convcore was built without CUDA support (nvcc was not found at build time)");
 }
 #endif
-
-bool ranges_overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {
-    auto pa = reinterpret_cast<uintptr_t>(a), pb = reinterpret_cast<uintptr_t>(b);
-    return pa < pb + uintptr_t(b_bytes) && pb < pa + uintptr_t(a_bytes);
-}
 
 constexpr const char* kAlgoNames[CONVCORE_FWD_ALGO_COUNT] = {
     "DIRECT", "IM2COL_GEMM", "IMPLICIT_GEMM", "IM2WIN", "WINOGRAD_2X2_3X3", "WINOGRAD_4X4_3X3",
