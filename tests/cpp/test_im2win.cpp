@@ -218,3 +218,23 @@ TEST(Im2win, DeterministicAndThreadCountIndependent) {
     ASSERT_EQ(a1.size(), a2.size());
     EXPECT_EQ(std::memcmp(a1.data(), a2.data(), a1.size() * sizeof(float)), 0);
 }
+
+// IM2WIN has no NOT_SUPPORTED case for float32/float64 problems: the window layout takes any
+// stride, padding, dilation and group count. Extreme shapes: a filter wider than the input
+// (padding only), one output, large dilation and stride, 1x1 filters, depthwise with a
+// channel multiplier, non-square everything.
+TEST(Im2win, AppliesToEveryProblem) {
+    std::mt19937 rng(8);
+    const Shape cases[] = {
+        Shape{1, 2, 3, 2, 3, 5, 7, 2, 3, 1, 1, 1, 1, 1, false},   // filter larger than the input
+        Shape{2, 3, 9, 9, 4, 9, 9, 0, 0, 1, 1, 1, 1, 1, true},    // one output position
+        Shape{1, 4, 23, 19, 6, 3, 2, 1, 0, 5, 4, 4, 3, 2, false}, // stride 5x4, dilation 4x3, groups
+        Shape{3, 6, 7, 5, 9, 1, 1, 0, 0, 1, 1, 1, 1, 3, true},    // 1x1
+        Shape{1, 8, 10, 31, 16, 3, 3, 1, 1, 1, 1, 1, 1, 8, false},// depthwise, multiplier 2
+    };
+    for (const Shape& p : cases) {
+        const Case tc{p, 1.0, 0.0, false, 0};
+        EXPECT_LT(run_case<float>(tc, rng), BOUND_F32) << describe(p);
+        EXPECT_LT(run_case<double>(tc, rng), BOUND_F64) << describe(p);
+    }
+}
