@@ -1,0 +1,326 @@
+"""convcore for PyTorch: a drop-in for ``torch.nn.Conv2d`` / ``torch.nn.functional.conv2d``.
+
+    import convcore.torch
+    model = convcore.torch.convert(model)            # every nn.Conv2d now runs on convcore
+    y = convcore.torch.conv2d(x, w, b, padding=1)    # functional form, F.conv2d's arguments + algo
+
+The convolution is the custom operator ``torch.ops.convcore.conv2d`` (``torch.library.custom_op``):
+its fake (meta) implementation lets ``torch.compile`` trace it, and its autograd formula calls
+convcore's backward passes, themselves the custom operators ``convcore::conv2d_backward_data``,
+``convcore::conv2d_backward_filter`` and ``convcore::conv2d_backward_bias``. Nothing here computes
+a convolution or a gradient with PyTorch's own convolution.
+
+Tensors: float32 or float64, on the CPU or a CUDA device (CUDA needs a convcore built with CUDA).
+Other dtypes raise TypeError, other devices convcore.NotSupportedError.
+
+``algo`` names convcore's algorithm: "auto" (the heuristic's choice), one name for the three passes
+("im2col_gemm"), or a triple (forward, backward data, backward filter) such as
+("winograd_4x4_3x3", "auto", "auto") when the forward algorithm has no backward counterpart.
+
+This module imports torch; ``import convcore`` alone does not.
+"""
+
+import functools
+from typing import List, Optional
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+from torch.nn.modules.utils import _pair
+
+from . import _api
+from ._api import Algo, ConvDesc, Convolution
+from ._errors import BadParamError, NotSupportedError
+
+__all__ = ["conv2d", "Conv2d", "convert", "SUPPORTED_DTYPES"]
+
+SUPPORTED_DTYPES = (torch.float32, torch.float64)
+_SUPPORTED_DEVICES = ("cpu", "cuda")
+
+
+# ---- arguments -----------------------------------------------------------------------------------
+
+def _algo_name(algo):
+    if isinstance(algo, Algo):
+        return algo.name.lower()
+    if isinstance(algo, str) and "," not in algo:
+        name = algo.strip().lower()
+        if name:
+            return name
+    raise BadParamError(f"algo: expected 'auto', an algorithm name or a convcore.Algo, got {algo!r}")
+
+
+def _algo_spec(algo):
+    """The op's ``algo`` string: one name, or "fwd,bwd_data,bwd_filter" for a triple."""
+    if isinstance(algo, (tuple, list)):
+        if len(algo) != 3:
+            raise BadParamError(f"algo: a sequence must name 3 algorithms (forward, backward data, "
+                                f"backward filter), got {algo!r}")
+        names = [_algo_name(a) for a in algo]
+        if len(set(names)) == 1:
+            return names[0]
+        return ",".join(names)
+    if isinstance(algo, str) and algo.count(",") == 2:
+        return _algo_spec(algo.split(","))
+    return _algo_name(algo)
+
+
+def _split_algo(spec):
+    """(forward, backward data, backward filter) algorithm names from the op's ``algo`` string."""
+    parts = spec.split(",")
+    if len(parts) == 1:
+        return parts * 3
+    if len(parts) == 3:
+        return parts
+    raise BadParamError(f"algo: expected one name or 'fwd,bwd_data,bwd_filter', got {spec!r}")
+
+
+def _check_tensors(fn, x, w, bias):
+    """Dtype, device and rank checks: a clear error, never a silent conversion."""
+    for name, t in (("input", x), ("weight", w), ("bias", bias)):
+        if t is None:
+            continue
+        if not isinstance(t, Tensor):
+            raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dtype not in SUPPORTED_DTYPES:
+            raise TypeError(f"{fn}: {name} has dtype {t.dtype}; convcore supports torch.float32 "
+                            f"and torch.float64 (cast with .float() or .double())")
+        if t.device.type not in _SUPPORTED_DEVICES:
+            raise NotSupportedError(f"{fn}: {name} is on device {t.device}; convcore supports "
+                                    f"CPU and CUDA tensors")
+    for name, t in (("weight", w), ("bias", bias)):
+        if t is not None and t.dtype != x.dtype:
+            raise TypeError(f"{fn}: input has dtype {x.dtype} but {name} has dtype {t.dtype}; "
+                            f"they must be equal")
+        if t is not None and t.device != x.device:
+            raise BadParamError(f"{fn}: input is on {x.device} but {name} is on {t.device}")
+    if x.dim() != 4:
+        raise BadParamError(f"{fn}: input must be 4-D (N, C, H, W), got shape {tuple(x.shape)}")
+    if w.dim() != 4:
+        raise BadParamError(f"{fn}: weight must be 4-D (K, C/groups, R, S), got shape "
+                            f"{tuple(w.shape)}")
+    if bias is not None and (bias.dim() != 1 or bias.shape[0] != w.shape[0]):
+        raise BadParamError(f"{fn}: bias must have shape ({w.shape[0]},), got {tuple(bias.shape)}")
+
+
+@functools.lru_cache(maxsize=512)
+def _convolution(stride, padding, dilation, groups):
+    # A Convolution may be shared by threads; caching keeps its per-thread workspace.
+    return Convolution(ConvDesc(padding=padding, stride=stride, dilation=dilation, groups=groups))
+
+
+def _conv_for(stride, padding, dilation, groups):
+    return _convolution(tuple(stride), tuple(padding), tuple(dilation), int(groups))
+
+
+def _output_size(size, pad, kernel, stride, dilation):
+    return (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+
+
+# ---- the custom operators ----------------------------------------------------------------------
+
+@torch.library.custom_op("convcore::conv2d", mutates_args=())
+def _conv2d_op(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: List[int],
+               padding: List[int], dilation: List[int], groups: int, algo: str) -> Tensor:
+    """y = conv(x, w) + bias, computed by convcore's forward with algorithm ``algo``."""
+    _check_tensors("convcore::conv2d", x, w, bias)
+    fwd_algo = _split_algo(algo)[0]
+    y = _conv_for(stride, padding, dilation, groups).forward(x, w, algo=fwd_algo)
+    if bias is not None:
+        y.add_(bias.view(1, -1, 1, 1))
+    return y
+
+
+@_conv2d_op.register_fake
+def _conv2d_fake(x, w, bias, stride, padding, dilation, groups, algo):
+    n, c, h, wd = x.shape
+    k, cg, r, s = w.shape
+    torch._check(cg * groups == c, lambda: f"convcore::conv2d: input has {c} channels but weight "
+                                           f"expects {cg} x {groups} groups")
+    p = _output_size(h, padding[0], r, stride[0], dilation[0])
+    q = _output_size(wd, padding[1], s, stride[1], dilation[1])
+    return x.new_empty((n, k, p, q))
+
+
+def _backward_method(conv, name):
+    method = getattr(conv, name, None)
+    if method is None:
+        raise NotSupportedError(f"this convcore build has no {name}; convcore.torch needs a "
+                                f"convcore with the backward passes to compute gradients")
+    return method
+
+
+@torch.library.custom_op("convcore::conv2d_backward_data", mutates_args=())
+def _conv2d_backward_data_op(dy: Tensor, w: Tensor, x_shape: List[int], stride: List[int],
+                             padding: List[int], dilation: List[int], groups: int,
+                             algo: str) -> Tensor:
+    """dx, the gradient of conv(x, w) with respect to x, by convcore's backward data pass."""
+    conv = _conv_for(stride, padding, dilation, groups)
+    return _backward_method(conv, "backward_data")(dy, w, tuple(x_shape),
+                                                   algo=_split_algo(algo)[1])
+
+
+@_conv2d_backward_data_op.register_fake
+def _conv2d_backward_data_fake(dy, w, x_shape, stride, padding, dilation, groups, algo):
+    return dy.new_empty(tuple(x_shape))
+
+
+@torch.library.custom_op("convcore::conv2d_backward_filter", mutates_args=())
+def _conv2d_backward_filter_op(x: Tensor, dy: Tensor, w_shape: List[int], stride: List[int],
+                               padding: List[int], dilation: List[int], groups: int,
+                               algo: str) -> Tensor:
+    """dw, the gradient of conv(x, w) with respect to w, by convcore's backward filter pass."""
+    conv = _conv_for(stride, padding, dilation, groups)
+    return _backward_method(conv, "backward_filter")(x, dy, tuple(w_shape),
+                                                     algo=_split_algo(algo)[2])
+
+
+@_conv2d_backward_filter_op.register_fake
+def _conv2d_backward_filter_fake(x, dy, w_shape, stride, padding, dilation, groups, algo):
+    return x.new_empty(tuple(w_shape))
+
+
+@torch.library.custom_op("convcore::conv2d_backward_bias", mutates_args=())
+def _conv2d_backward_bias_op(dy: Tensor) -> Tensor:
+    """db (shape (K,)): dy summed over batch and positions, by convcore's backward bias pass."""
+    return _backward_method(_conv_for((1, 1), (0, 0), (1, 1), 1), "backward_bias")(dy)
+
+
+@_conv2d_backward_bias_op.register_fake
+def _conv2d_backward_bias_fake(dy):
+    return dy.new_empty((dy.shape[1],))
+
+
+def _setup_context(ctx, inputs, output):
+    x, w, bias, stride, padding, dilation, groups, algo = inputs
+    needs = getattr(ctx, "needs_input_grad", None) or (True, True)
+    # dx needs w, dw needs x: a frozen layer does not keep its input alive
+    ctx.save_for_backward(x if needs[1] else None, w if needs[0] else None)
+    ctx.shapes = (list(x.shape), list(w.shape))
+    ctx.has_bias = bias is not None
+    ctx.params = (list(stride), list(padding), list(dilation), groups, algo)
+
+
+def _conv2d_backward(ctx, dy):
+    x, w = ctx.saved_tensors
+    x_shape, w_shape = ctx.shapes
+    dx = dw = db = None
+    if ctx.needs_input_grad[0]:
+        dx = torch.ops.convcore.conv2d_backward_data(dy, w, x_shape, *ctx.params)
+    if ctx.needs_input_grad[1]:
+        dw = torch.ops.convcore.conv2d_backward_filter(x, dy, w_shape, *ctx.params)
+    if ctx.has_bias and ctx.needs_input_grad[2]:
+        db = torch.ops.convcore.conv2d_backward_bias(dy)
+    return dx, dw, db, None, None, None, None, None
+
+
+_conv2d_op.register_autograd(_conv2d_backward, setup_context=_setup_context)
+
+
+# ---- the functional form -------------------------------------------------------------------------
+
+def _same_padding(kernel, dilation):
+    """(symmetric part, extra on the bottom/right) of padding="same" along one axis, as
+    torch.nn.functional.conv2d pads it."""
+    total = dilation * (kernel - 1)
+    return total // 2, total - 2 * (total // 2)
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, algo="auto"):
+    """``torch.nn.functional.conv2d`` computed by convcore (forward and gradients).
+
+    Same arguments, in the same order, plus ``algo`` ("auto", an algorithm name, a convcore.Algo,
+    or a (forward, backward data, backward filter) triple). ``padding`` may be an int, a pair,
+    "valid" or "same" (stride 1; an odd total padding puts the extra row/column at the bottom/right,
+    as PyTorch does). Input N x C x H x W (or unbatched C x H x W), float32 or float64."""
+    fn = "convcore.torch.conv2d"
+    if not isinstance(input, Tensor) or not isinstance(weight, Tensor):
+        raise TypeError(f"{fn}: input and weight must be torch.Tensors, got "
+                        f"{type(input).__name__} and {type(weight).__name__}")
+    unbatched = input.dim() == 3
+    if unbatched:
+        input = input.unsqueeze(0)
+    _check_tensors(fn, input, weight, bias)
+    stride, dilation = _pair(stride), _pair(dilation)
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = (0, 0)
+        elif padding == "same":
+            if any(s != 1 for s in stride):
+                raise ValueError(f"{fn}: padding='same' is not supported for strided convolutions")
+            (ph, eh), (pw, ew) = (_same_padding(weight.shape[2], dilation[0]),
+                                  _same_padding(weight.shape[3], dilation[1]))
+            if eh or ew:  # convcore pads symmetrically: add the odd row/column explicitly
+                input = F.pad(input, (0, ew, 0, eh))
+            padding = (ph, pw)
+        else:
+            raise ValueError(f"{fn}: invalid padding string {padding!r}, should be one of "
+                             f"'valid', 'same'")
+    padding = _pair(padding)
+    y = _conv2d_op(input, weight, bias, [int(v) for v in stride], [int(v) for v in padding],
+                   [int(v) for v in dilation], int(groups), _algo_spec(algo))
+    return y.squeeze(0) if unbatched else y
+
+
+# ---- the module ------------------------------------------------------------------------------------
+
+class Conv2d(nn.Conv2d):
+    """``torch.nn.Conv2d`` computed by convcore: same constructor, parameters and state_dict, plus
+    ``algo`` ("auto", an algorithm name, a convcore.Algo, or a (forward, backward data, backward
+    filter) triple). ``algo`` is a plain attribute: it is not part of the state_dict."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None, algo="auto"):
+        super().__init__(in_channels, out_channels, kernel_size, stride=stride, padding=padding,
+                         dilation=dilation, groups=groups, bias=bias, padding_mode=padding_mode,
+                         device=device, dtype=dtype)
+        self.algo = algo
+
+    @property
+    def algo(self):
+        return self._algo
+
+    @algo.setter
+    def algo(self, value):
+        _api._algo_id(_split_algo(_algo_spec(value))[0])  # BadParamError for an unknown name
+        self._algo = value
+
+    def extra_repr(self):
+        return super().extra_repr() + f", algo={self._algo!r}"
+
+    def _conv_forward(self, input, weight, bias):
+        if self.padding_mode != "zeros":
+            return conv2d(F.pad(input, self._reversed_padding_repeated_twice,
+                                mode=self.padding_mode),
+                          weight, bias, self.stride, _pair(0), self.dilation, self.groups,
+                          algo=self._algo)
+        return conv2d(input, weight, bias, self.stride, self.padding, self.dilation, self.groups,
+                      algo=self._algo)
+
+
+def convert(module, algo="auto"):
+    """Every ``torch.nn.Conv2d`` in ``module`` (recursively) replaced by a ``convcore.torch.Conv2d``
+    that shares its Parameters, buffers, hooks, training mode, device and dtype; like
+    ``torch.nn.SyncBatchNorm.convert_sync_batchnorm``, children are replaced in place and the
+    (possibly new) root is returned. Modules already converted get ``algo``. Subclasses of
+    nn.Conv2d (which may compute something else) are left as they are."""
+    if type(module) is nn.Conv2d:
+        return _converted(module, algo)
+    if isinstance(module, Conv2d):
+        module.algo = algo
+        return module
+    for name, child in module.named_children():
+        new_child = convert(child, algo)
+        if new_child is not child:
+            setattr(module, name, new_child)
+    return module
+
+
+def _converted(conv, algo):
+    new = Conv2d.__new__(Conv2d)
+    # The module's whole state, with its own copies of the registries (parameters, buffers,
+    # submodules, hooks) holding the same objects: nothing is allocated, nothing is copied.
+    for key, value in conv.__dict__.items():
+        new.__dict__[key] = value.copy() if isinstance(value, dict) else value
+    new.algo = algo
+    return new

@@ -1,0 +1,334 @@
+"""convcore.torch: the custom operators, autograd through convcore's backward passes, the
+nn.Conv2d drop-in, convert(), state_dict, torch.compile. Small shapes: the file runs in seconds."""
+
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+import convcore  # noqa: E402
+import convcore.torch as ct  # noqa: E402
+from reference import error_bound  # noqa: E402
+
+
+
+@pytest.fixture(autouse=True, scope="module")
+def one_thread():
+    """Tiny problems: one thread for convcore and torch. OpenMP barriers on a loaded 2-core
+    machine cost milliseconds per call, which would make gradcheck take minutes."""
+    torch_threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    convcore.set_num_threads(1)
+    yield
+    convcore.set_num_threads(0)
+    torch.set_num_threads(torch_threads)
+
+
+CLASSIC = ["direct", "im2col_gemm", "implicit_gemm", "auto"]
+
+
+def rel_err(y, ref):
+    """||y - ref|| / ||ref|| in float64."""
+    y, ref = y.detach().double(), ref.detach().double()
+    return float((y - ref).norm() / max(float(ref.norm()), 1e-300))
+
+
+def bound(algo, dtype):
+    # "auto" may pick any applicable algorithm: hold it to the loosest classic bound of its pick
+    # list, which for these small problems is a classic algorithm (stated in reference.py).
+    return error_bound("direct" if algo == "auto" else algo,
+                       "float32" if dtype == torch.float32 else "float64")
+
+
+# (n, c, h, w, k, r, s, stride, padding, dilation, groups, bias)
+CONFIGS = [
+    (2, 3, 6, 6, 4, 3, 3, 1, 1, 1, 1, True),
+    (1, 4, 7, 5, 6, 3, 2, 2, 0, 1, 2, False),
+    (2, 2, 6, 7, 3, 1, 1, 1, 0, 1, 1, True),
+    (1, 4, 8, 8, 4, 3, 3, 1, 2, 2, 4, True),           # depthwise, dilated
+    (1, 3, 7, 7, 2, 2, 3, (2, 1), (1, 0), 1, 1, True),  # rectangular everything
+    (2, 6, 5, 6, 3, 3, 3, 3, 1, (1, 2), 3, False),
+    (1, 2, 4, 4, 2, 5, 5, 1, 2, 1, 1, True),           # filter larger than the image
+    (1, 4, 9, 6, 8, 3, 1, (1, 2), (0, 1), (2, 1), 2, True),
+]
+
+
+def make(cfg, dtype=torch.float64, requires_grad=True, seed=0):
+    n, c, h, w, k, r, s, stride, padding, dilation, groups, has_bias = cfg
+    g = torch.Generator().manual_seed(seed)
+    x = torch.rand(n, c, h, w, generator=g, dtype=dtype) * 2 - 1
+    wt = torch.rand(k, c // groups, r, s, generator=g, dtype=dtype) * 2 - 1
+    b = torch.rand(k, generator=g, dtype=dtype) * 2 - 1 if has_bias else None
+    for t in (x, wt, b):
+        if t is not None:
+            t.requires_grad_(requires_grad)
+    return x, wt, b, dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+
+
+def cfg_id(cfg):
+    return "n{}c{}h{}w{}k{}r{}s{}_st{}_p{}_d{}_g{}_{}".format(*cfg[:11], "b" if cfg[11] else "nob")
+
+
+def has_backward():
+    return hasattr(convcore.Convolution, "backward_data")
+
+
+needs_backward = pytest.mark.skipif(not has_backward(),
+                                    reason="this convcore build has no backward passes")
+
+
+# ---- import and forward -----------------------------------------------------------------------------
+
+def test_import_convcore_does_not_import_torch():
+    code = "import sys, convcore; assert 'torch' not in sys.modules, 'torch imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("algo", CLASSIC)
+@pytest.mark.parametrize("cfg", CONFIGS[:5], ids=cfg_id)
+def test_forward_matches_torch(cfg, algo):
+    x, w, b, kw = make(cfg, torch.float32, requires_grad=False)
+    y = ct.conv2d(x, w, b, algo=algo, **kw)
+    ref = F.conv2d(x.double(), w.double(), None if b is None else b.double(), **kw)
+    assert y.dtype == torch.float32 and y.shape == ref.shape
+    assert rel_err(y, ref) <= bound(algo, torch.float32)
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")  # torch's own
+@pytest.mark.parametrize("padding,padding_mode,dilation,k", [
+    ("same", "zeros", 1, 3), ("same", "zeros", 1, 4), ("same", "zeros", (2, 1), (2, 3)),
+    ("valid", "zeros", 1, 3), (1, "reflect", 1, 3), ((2, 1), "circular", 1, 3),
+    ("same", "replicate", 1, 4)])
+def test_padding_variants_match_nn_conv2d(padding, padding_mode, dilation, k):
+    torch.manual_seed(0)
+    ref = nn.Conv2d(3, 4, k, padding=padding, padding_mode=padding_mode, dilation=dilation,
+                    dtype=torch.float64)
+    mine = ct.Conv2d(3, 4, k, padding=padding, padding_mode=padding_mode, dilation=dilation,
+                     dtype=torch.float64)
+    mine.load_state_dict(ref.state_dict())
+    x = torch.randn(2, 3, 7, 6, dtype=torch.float64)
+    y = mine(x)
+    assert y.shape == ref(x).shape
+    assert rel_err(y, ref(x)) <= 1e-12
+    if has_backward():
+        xr, xm = x.clone().requires_grad_(), x.clone().requires_grad_()
+        g = torch.randn_like(y)
+        (ref(xr) * g).sum().backward()
+        (mine(xm) * g).sum().backward()
+        assert rel_err(xm.grad, xr.grad) <= 1e-12
+        assert rel_err(mine.weight.grad, ref.weight.grad) <= 1e-12
+        assert rel_err(mine.bias.grad, ref.bias.grad) <= 1e-12
+
+
+def test_same_padding_with_stride_is_rejected():
+    x, w = torch.randn(1, 2, 5, 5), torch.randn(2, 2, 3, 3)
+    with pytest.raises(ValueError, match="strided"):
+        ct.conv2d(x, w, stride=2, padding="same")
+    with pytest.raises(ValueError, match="padding string"):
+        ct.conv2d(x, w, padding="full")
+
+
+def test_unbatched_input():
+    x, w = torch.randn(2, 5, 5), torch.randn(3, 2, 3, 3)
+    y = ct.conv2d(x, w, padding=1)
+    assert y.shape == (3, 5, 5)
+    assert rel_err(y, F.conv2d(x, w, padding=1)) <= 1e-5
+
+
+def test_channels_last_and_empty_batch():
+    x = torch.randn(2, 4, 6, 6).to(memory_format=torch.channels_last)
+    w = torch.randn(4, 4, 3, 3)
+    assert rel_err(ct.conv2d(x, w, padding=1), F.conv2d(x, w, padding=1)) <= 1e-5
+    y = ct.conv2d(torch.randn(0, 4, 6, 6), w, torch.randn(4))
+    assert y.shape == (0, 4, 4, 4)
+
+
+# ---- errors ------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int32, torch.complex64])
+def test_unsupported_dtype_is_a_type_error(dtype):
+    x, w = torch.ones(1, 2, 4, 4, dtype=dtype), torch.ones(2, 2, 3, 3, dtype=dtype)
+    with pytest.raises(TypeError, match="float32 and torch.float64"):
+        ct.conv2d(x, w)
+    with pytest.raises(TypeError, match="float32 and torch.float64"):
+        torch.ops.convcore.conv2d(x, w, None, [1, 1], [0, 0], [1, 1], 1, "auto")
+    with pytest.raises(TypeError, match="float32 and torch.float64"):
+        ct.Conv2d(2, 2, 3, dtype=torch.float32)(x)
+
+
+def test_mixed_dtypes_and_devices_are_rejected():
+    x, w = torch.randn(1, 2, 4, 4), torch.randn(2, 2, 3, 3, dtype=torch.float64)
+    with pytest.raises(TypeError, match="must be equal"):
+        ct.conv2d(x, w)
+    with pytest.raises(convcore.NotSupportedError, match="CPU and CUDA"):
+        ct.conv2d(x.to("meta"), w.float().to("meta"))
+    with pytest.raises(convcore.BadParamError, match="bias"):
+        ct.conv2d(x, w.float(), torch.randn(3))
+
+
+def test_unknown_algo_is_a_bad_param():
+    with pytest.raises(convcore.BadParamError, match="unknown algorithm"):
+        ct.Conv2d(2, 2, 3, algo="fastest")
+    with pytest.raises(convcore.BadParamError, match="unknown algorithm"):
+        ct.conv2d(torch.randn(1, 2, 4, 4), torch.randn(2, 2, 3, 3), algo="fastest")
+
+
+# ---- gradients ----------------------------------------------------------------------------------------
+
+@needs_backward
+@pytest.mark.parametrize("cfg", CONFIGS, ids=cfg_id)
+def test_gradcheck_float64(cfg):
+    x, w, b, kw = make(cfg)
+    assert torch.autograd.gradcheck(lambda *a: ct.conv2d(*a, **kw), (x, w, b))
+
+
+@needs_backward
+@pytest.mark.parametrize("algo", CLASSIC)
+@pytest.mark.parametrize("cfg", CONFIGS[:5], ids=cfg_id)
+def test_gradients_match_torch(cfg, algo):
+    x, w, b, kw = make(cfg, torch.float32)
+    y = ct.conv2d(x, w, b, algo=algo, **kw)
+    g = torch.randn_like(y)
+    grads = torch.autograd.grad(y, [t for t in (x, w, b) if t is not None], g)
+    x64, w64 = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    b64 = None if b is None else b.detach().double().requires_grad_()
+    y64 = F.conv2d(x64, w64, b64, **kw)
+    refs = torch.autograd.grad(y64, [t for t in (x64, w64, b64) if t is not None], g.double())
+    assert rel_err(y, y64) <= bound(algo, torch.float32)
+    for name, got, ref in zip(("dx", "dw", "db"), grads, refs):
+        assert got.dtype == torch.float32 and got.shape == ref.shape, name
+        assert rel_err(got, ref) <= bound(algo, torch.float32), name
+
+
+@needs_backward
+def test_only_needed_gradients_and_strided_dy():
+    """Frozen weights or inputs: the other gradient still flows; y.sum() gives an expanded dy."""
+    x, w, b, kw = make(CONFIGS[0], torch.float64)
+    w.requires_grad_(False)
+    ct.conv2d(x, w, b, **kw).sum().backward()
+    ref_x = x.detach().clone().requires_grad_()
+    F.conv2d(ref_x, w, b.detach(), **kw).sum().backward()
+    assert w.grad is None and rel_err(x.grad, ref_x.grad) <= 1e-12
+    x2 = x.detach()
+    w2 = w.detach().clone().requires_grad_()
+    ct.conv2d(x2, w2, None, **kw).sum().backward()
+    ref_w = w.detach().clone().requires_grad_()
+    F.conv2d(x2, ref_w, None, **kw).sum().backward()
+    assert rel_err(w2.grad, ref_w.grad) <= 1e-12
+
+
+@needs_backward
+@pytest.mark.parametrize("cfg", [CONFIGS[0], CONFIGS[1], CONFIGS[4]], ids=cfg_id)
+def test_opcheck(cfg):
+    x, w, b, kw = make(cfg, torch.float32)
+    args = (x, w, b, list(ct._pair(kw["stride"])), list(ct._pair(kw["padding"])),
+            list(ct._pair(kw["dilation"])), kw["groups"], "auto")
+    torch.library.opcheck(torch.ops.convcore.conv2d.default, args)
+    xd, wd = x.detach(), w.detach()
+    y = torch.ops.convcore.conv2d(xd, wd, None, *args[3:])
+    dy = torch.randn_like(y)
+    torch.library.opcheck(torch.ops.convcore.conv2d_backward_data.default,
+                          (dy, wd, list(x.shape), *args[3:]))
+    torch.library.opcheck(torch.ops.convcore.conv2d_backward_filter.default,
+                          (xd, dy, list(w.shape), *args[3:]))
+    torch.library.opcheck(torch.ops.convcore.conv2d_backward_bias.default, (dy,))
+
+
+# ---- the module, convert, state_dict -----------------------------------------------------------------
+
+def small_cnn():
+    return nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(),
+        nn.Conv2d(8, 8, 3, stride=2, padding=1), nn.ReLU(),
+        nn.Conv2d(8, 4, 3, padding="same", dilation=2, groups=2), nn.ReLU(),
+        nn.Flatten(), nn.Linear(4 * 4 * 4, 5))
+
+
+def test_convert_shares_parameters_and_keeps_mode():
+    torch.manual_seed(0)
+    model = nn.Sequential(small_cnn(), nn.Sequential(nn.Identity()))
+    model.eval()
+    params = {name: p for name, p in model.named_parameters()}
+    x = torch.randn(2, 3, 8, 8)
+    ref = model(x)
+    converted = ct.convert(model, algo="im2col_gemm")
+    convs = [m for m in converted.modules() if isinstance(m, nn.Conv2d)]
+    assert len(convs) == 3 and all(type(m) is ct.Conv2d for m in convs)
+    assert all(m.algo == "im2col_gemm" and not m.training for m in converted.modules()
+               if isinstance(m, ct.Conv2d))
+    for name, p in converted.named_parameters():
+        assert p is params[name], name
+    assert rel_err(converted(x), ref) <= 1e-5
+    assert "algo='im2col_gemm'" in repr(converted)
+    # a Conv2d at the root is returned converted; subclasses of nn.Conv2d are left alone
+    assert type(ct.convert(nn.Conv2d(2, 2, 1))) is ct.Conv2d
+
+    class MyConv(nn.Conv2d):
+        pass
+    assert type(ct.convert(MyConv(2, 2, 1))) is MyConv
+
+
+def test_state_dict_round_trip():
+    torch.manual_seed(0)
+    plain = small_cnn()
+    converted = ct.convert(small_cnn(), algo="direct")
+    sd = converted.state_dict()
+    assert list(sd) == list(plain.state_dict())           # same keys, no "algo"
+    plain.load_state_dict(sd)
+    back = ct.convert(small_cnn())
+    back.load_state_dict(plain.state_dict())
+    for (k1, v1), (k2, v2) in zip(sd.items(), back.state_dict().items()):
+        assert k1 == k2 and torch.equal(v1, v2)
+    m = ct.Conv2d(2, 3, 3, bias=False, algo=("implicit_gemm", "auto", "direct"))
+    assert list(m.state_dict()) == ["weight"]
+
+
+@needs_backward
+def test_training_loss_curve_matches_nn_conv2d():
+    """20 SGD steps of a 3-conv CNN on random data: the convcore loss curve equals PyTorch's to
+    a relative 1e-4 per step (float32; the difference is the summation order of each conv)."""
+    torch.manual_seed(0)
+    ref_model = small_cnn()
+    model = ct.convert(small_cnn())
+    model.load_state_dict(ref_model.state_dict())
+    x, target = torch.randn(8, 3, 8, 8), torch.randint(0, 5, (8,))
+    curves = []
+    for m in (ref_model, model):
+        opt = torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+        losses = []
+        for _ in range(20):
+            opt.zero_grad()
+            loss = F.cross_entropy(m(x), target)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        curves.append(losses)
+    ref_losses, losses = curves
+    assert ref_losses[-1] < 0.8 * ref_losses[0]  # it does learn
+    for step, (a, b) in enumerate(zip(losses, ref_losses)):
+        assert abs(a - b) <= 1e-4 * abs(b), (step, losses, ref_losses)
+
+
+@needs_backward
+def test_torch_compile_matches_eager():
+    # backend "aot_eager": Dynamo traces the model (the custom op through its fake), AOTAutograd
+    # traces forward and backward (the backward ops through their fakes) and partitions them, the
+    # graphs then run eagerly. Inductor would lower the same graphs (the convcore ops stay extern
+    # calls) but compiles C++ for the surrounding ops: tens of seconds on this 2-core machine.
+    torch.manual_seed(0)
+    model = ct.convert(small_cnn())
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    x = torch.randn(4, 3, 8, 8)
+    y_eager = model(x)
+    g = torch.randn_like(y_eager)
+    eager_grads = torch.autograd.grad(y_eager, list(model.parameters()), g)
+    y_comp = compiled(x)
+    comp_grads = torch.autograd.grad(y_comp, list(model.parameters()), g)
+    assert torch.equal(y_comp, y_eager)
+    for a, b in zip(comp_grads, eager_grads):
+        assert torch.equal(a, b)
