@@ -108,28 +108,32 @@ def poly_mul_forms(deg):
 
 
 def block_algorithm(da, phia, dega, db, phib, degb):
-    """For the block (Phi_a(z1), Phi_b(z2)): a function mapping a deg_a x deg_b coefficient
-    matrix P (P[i][j] of z1^i z2^j) to its list of operand values, and one mapping the list of
-    products back to the block product's coefficient matrix. Returns (operands, reconstruct, m)."""
+    """The block (Phi_a(z1), Phi_b(z2)) as three linear stages around its multiplications:
+      comps(P):   the block's coefficient matrix P (P[i][j] of z1^i z2^j) -> a list of
+                  components, each a coefficient list of an element of Q[t]/Phi(t) (or Q);
+      forms:      the operand forms applied to every component (Karatsuba: 3 for degree 2);
+      recomb(m):  one component's products -> the coefficients of the component product
+                  (the Karatsuba recombination reduced mod Phi);
+      uncomps(c): the list of component products -> the block product's coefficient matrix.
+    Returns (comps, forms, recomb, uncomps, number of multiplications)."""
     if dega == 1 or degb == 1:
-        # One side is Q (z = root of a degree-1 factor): a product in Q[t]/Phi(t), t the other
-        # variable.
+        # One side is Q (z = the root of a degree-1 factor): one product in Q[t]/Phi(t), t the
+        # other variable.
         deg = max(dega, degb)
         phi = phib if dega == 1 else phia
-        forms, recomb = poly_mul_forms(deg)
+        forms, rec = poly_mul_forms(deg)
 
-        def flat(P):
-            return [P[0][j] for j in range(degb)] if dega == 1 else [P[i][0] for i in range(dega)]
+        def comps(P):
+            return [[P[0][j] for j in range(degb)] if dega == 1 else [P[i][0] for i in range(dega)]]
 
-        def operands(P):
-            u = flat(P)
-            return [sum(f[i] * u[i] for i in range(deg)) for f in forms]
+        def recomb(m):
+            return reduce_coeffs(rec(m), phi, w)
 
-        def reconstruct(m):
-            c = reduce_coeffs(recomb(m), phi, w)
+        def uncomps(cs):
+            c = cs[0]
             return [[c[j] for j in range(degb)]] if dega == 1 else [[c[i]] for i in range(dega)]
 
-        return operands, reconstruct, len(forms)
+        return comps, forms, recomb, uncomps, len(forms)
 
     assert da == db, "blocks of two different factors of degree > 1 do not occur for N <= 4"
     # Phi_d(z1) splits over K = Q[z2]/Phi_d(z2) into the linear factors z1 - z2^e, e a unit mod
@@ -137,7 +141,7 @@ def block_algorithm(da, phia, dega, db, phib, degb):
     # isomorphism onto K^phi(d); each component product is a product in K.
     d, phi, deg = da, phia, dega
     units = [e for e in range(1, d) if sympy.gcd(e, d) == 1]
-    forms, recomb = poly_mul_forms(deg)
+    forms, rec = poly_mul_forms(deg)
 
     def comps(P):
         out = []
@@ -156,21 +160,14 @@ def block_algorithm(da, phia, dega, db, phib, degb):
     S = Matrix([[sympy.diff(ce, p) for p in flatP] for ce in comp_exprs])
     Sinv = S.inv()
 
-    def operands(P):
-        ops = []
-        for comp in comps(P):
-            ops += [sum(f[i] * comp[i] for i in range(deg)) for f in forms]
-        return ops
+    def recomb(m):
+        return reduce_coeffs(rec(m), phi, w)
 
-    def reconstruct(m):
-        k = len(forms)
-        prod = []
-        for idx in range(len(units)):
-            prod += reduce_coeffs(recomb(m[idx * k:(idx + 1) * k]), phi, w)
-        flat = Sinv * Matrix(prod)
-        return [[flat[i * deg + j] for j in range(deg)] for i in range(deg)]
+    def uncomps(cs):
+        flat_c = Sinv * Matrix([c for comp in cs for c in comp])
+        return [[flat_c[i * deg + j] for j in range(deg)] for i in range(deg)]
 
-    return operands, reconstruct, len(forms) * len(units)
+    return comps, forms, recomb, uncomps, len(forms) * len(units)
 
 
 def linear_matrix(exprs, syms):
@@ -178,29 +175,64 @@ def linear_matrix(exprs, syms):
 
 
 def build_cyclic(n):
-    """The full N x N cyclic algorithm in staged form: R, blocks, A2 (M x N^2), C2 (N^2 x M)."""
+    """The full N x N cyclic algorithm in staged form:
+        T = R d R^T;  V = A2b A2a vec(T);  Z = C2b C2a (U .* V)
+    A2a: block coefficients -> components (the Eq. 21 split; identity elsewhere), A2b: the
+    operand forms, C2a: products -> component products, C2b: components -> block coefficients.
+    Returns R, A2a, A2b, C2a, C2b and the number of multiplications M."""
     R, blocks = residue_matrix(n)
     Tsym = [[sympy.Symbol(f"t{i}_{j}") for j in range(n)] for i in range(n)]
     tflat = [Tsym[i][j] for i in range(n) for j in range(n)]
-    operand_exprs, recon = [], []
-    mcount = 0
+    comp_exprs, operand_exprs, layout = [], [], []
+    ncomp, mcount = 0, 0
+    csym = symbols(f"c0:{n * n}")
     for (da, phia, dega, sa) in blocks:
         for (db, phib, degb, sb) in blocks:
-            ops, rec, m = block_algorithm(da, phia, dega, db, phib, degb)
+            comps, forms, recomb, uncomps, m = block_algorithm(da, phia, dega, db, phib, degb)
             P = [[Tsym[sa.start + i][sb.start + j] for j in range(degb)] for i in range(dega)]
-            operand_exprs += [expand(o) for o in ops(P)]
-            recon.append((sa, sb, rec, mcount, m))
+            cs = comps(P)
+            sizes = [len(c) for c in cs]
+            start_c = ncomp
+            for c in cs:
+                comp_exprs += [expand(v) for v in c]
+                cvars = csym[ncomp:ncomp + len(c)]
+                operand_exprs += [sum(f[i] * cvars[i] for i in range(len(c))) for f in forms]
+                ncomp += len(c)
+            layout.append((sa, sb, recomb, uncomps, sizes, start_c, mcount, len(forms)))
             mcount += m
-    A2 = linear_matrix(operand_exprs, tflat)
+    A2a = linear_matrix(comp_exprs, tflat)
+    A2b = linear_matrix(operand_exprs, csym)
     msym = symbols(f"m0:{mcount}")
+    cprod_exprs = [0] * (n * n)
     Z = [[0] * n for _ in range(n)]
-    for (sa, sb, rec, start, m) in recon:
-        blk = rec(list(msym[start:start + m]))
+    for (sa, sb, recomb, uncomps, sizes, start_c, start_m, nf) in layout:
+        cs, pos = [], start_c
+        for idx, size in enumerate(sizes):
+            pc = recomb(list(msym[start_m + idx * nf:start_m + (idx + 1) * nf]))
+            for i in range(size):
+                cprod_exprs[pos + i] = expand(pc[i])
+            cs.append(list(csym[pos:pos + size]))
+            pos += size
+        blk = uncomps(cs)
         for i in range(sa.stop - sa.start):
             for j in range(sb.stop - sb.start):
                 Z[sa.start + i][sb.start + j] = expand(blk[i][j])
-    C2 = linear_matrix([Z[i][j] for i in range(n) for j in range(n)], msym)
-    return R, A2, C2, mcount
+    C2a = linear_matrix(cprod_exprs, msym)
+    C2b = linear_matrix([Z[i][j] for i in range(n) for j in range(n)], csym)
+    return R, A2a, A2b, C2a, C2b, mcount
+
+
+def residue_stages(n):
+    """R as a product R2 R1 of sparser matrices (a CRT tree): for even N, R1 reduces mod
+    z^(N/2) - 1 and z^(N/2) + 1 (N/2 additions each), R2 finishes the z^(N/2) - 1 half
+    (here N = 4: into z - 1 and z + 1) and passes the rest through. N = 3: R1 = R, R2 = I."""
+    R, blocks = residue_matrix(n)
+    if n % 2 or n < 4:
+        return R, sympy.eye(n)
+    h = n // 2
+    R1 = Matrix(n, n, lambda i, j: (1 if j % h == i % h else 0) * (1 if i < h or j < h else -1))
+    R2 = R * R1.inv()
+    return R1, R2
 
 
 def kron(a, b):
@@ -243,10 +275,30 @@ def content(col):
     return Rational(num, den)
 
 
+def block_owners(n):
+    """The block of each component index (component order, as build_cyclic lays them out) and
+    of each residue index i1*N + i2 (the order of T and Z)."""
+    _, blocks = residue_matrix(n)
+    comp, b = [], 0
+    of_residue = {}
+    for bi, (_, _, dega, sa) in enumerate(blocks):
+        for bj, (_, _, degb, sb) in enumerate(blocks):
+            comp += [b] * (dega * degb)
+            for i in range(sa.start, sa.stop):
+                for j in range(sb.start, sb.stop):
+                    of_residue[i * n + j] = b
+            b += 1
+    return comp, [of_residue[i] for i in range(n * n)]
+
+
 def build_variant(n, f):
     """Overlap-save tables for an F x F cross-correlation on N x N tiles, staged and flat."""
     o = n - f + 1
-    R, A2, C2, M = build_cyclic(n)
+    R, A2a, A2b, C2a, C2b, M = build_cyclic(n)
+    R1, R2 = residue_stages(n)
+    if R2 * R1 != R:
+        raise SystemExit(f"N={n}: the CRT tree R2 R1 differs from R")
+    A2, C2 = A2b * A2a, C2b * C2a
     Rinv = R.inv()
     Ac = A2 * kron(R, R)
     Cc = kron(Rinv, Rinv) * C2
@@ -255,21 +307,31 @@ def build_variant(n, f):
         raise SystemExit(f"N={n}: the cyclic algorithm is wrong: {errors}")
     # Filter side: h[i1][i2] = g[F-1-i1][F-1-i2] for i < F, zero elsewhere.
     B = Matrix(M, f * f, lambda m, j: Ac[m, (f - 1 - j // f) * n + (f - 1 - j % f)])
-    # Output side: rows k = F-1..N-1 of R^-1; each column's scale moves into B.
+    # Output side: rows k = F-1..N-1 of R^-1; every scale moves into B: the columns of R^-1
+    # (D), then per block the scale of C2b, then per product the scale of C2a.
     Lr = Rinv[f - 1:, :]
     colscale = [content(Lr[:, j]) for j in range(n)]
     L = Matrix(o, n, lambda i, j: Lr[i, j] / colscale[j])
     D = kron(sympy.diag(*colscale), sympy.diag(*colscale))
-    C2s = D * C2
-    mscale = [content(C2s[:, m]) for m in range(M)]
-    C2i = Matrix(n * n, M, lambda i, m: C2s[i, m] / mscale[m])
+    C2bs = D * C2b  # block diagonal: blocks of the component indices
+    owner, owner_res = block_owners(n)
+    bscale = {}
+    for b in set(owner):
+        bscale[b] = content([C2bs[i, j] for i in range(n * n) for j in range(n * n)
+                             if owner_res[i] == b and owner[j] == b])
+    if any(C2bs[i, j] != 0 and owner_res[i] != owner[j] for i in range(n * n) for j in range(n * n)):
+        raise SystemExit(f"N={n}: C2b is not block diagonal")
+    C2bi = Matrix(n * n, n * n, lambda i, j: C2bs[i, j] / bscale[owner[j]])
+    C2as = Matrix(n * n, M, lambda i, m: C2a[i, m] * bscale[owner[i]])
+    mscale = [content(C2as[:, m]) for m in range(M)]
+    C2ai = Matrix(n * n, M, lambda i, m: C2as[i, m] / mscale[m])
     Bs = Matrix(M, f * f, lambda m, j: B[m, j] * mscale[m])
     # Exact check of the staged tables against the direct correlation.
     d, g = sym_grid("d", n, n), sym_grid("g", f, f)
-    T = R * Matrix(d) * R.T
-    V = A2 * Matrix(flat(T.tolist()))
+    T = R2 * (R1 * Matrix(d) * R1.T) * R2.T
+    V = A2b * (A2a * Matrix(flat(T.tolist())))
     U = Bs * Matrix(flat(g))
-    Zv = C2i * U.multiply_elementwise(V)
+    Zv = C2bi * (C2ai * U.multiply_elementwise(V))
     Z = Matrix(n, n, lambda i, j: Zv[i * n + j])
     out = L * Z * L.T
     ref = correlation_reference(d, g, o, f)
@@ -277,19 +339,26 @@ def build_variant(n, f):
     if bad:
         raise SystemExit(f"N={n} F={f}: staged overlap-save tables wrong at outputs {bad}")
     Aflat = A2 * kron(R, R)
-    Cflat = kron(L, L) * C2i
+    Cflat = kron(L, L) * C2bi * C2ai
     y = Cflat * (Aflat * Matrix(flat(d))).multiply_elementwise(U)
     bad = [(i, j) for i in range(o) for j in range(o) if expand(y[i * o + j] - ref[i][j]) != 0]
     if bad:
         raise SystemExit(f"N={n} F={f}: flat overlap-save tables wrong at outputs {bad}")
-    for name, mat in (("R", R), ("A2", A2), ("C2", C2i), ("L", L), ("A", Aflat), ("C", Cflat)):
+    for name, mat in (("R1", R1), ("R2", R2), ("A2a", A2a), ("A2b", A2b), ("C2a", C2ai), ("C2b", C2bi),
+                      ("L", L), ("A", Aflat), ("C", Cflat)):
         if any(not v.is_integer for v in mat):
             raise SystemExit(f"N={n} F={f}: {name} has non-integer entries")
     den = reduce(sympy.ilcm, [Rational(v).q for v in Bs] + [1])
     Bnum = Bs * den
     cyc = dict(Ac=Ac, Bc=Ac, Cc=Cc)
-    return dict(n=n, f=f, o=o, M=M, R=R, A2=A2, Bnum=Bnum, Bden=den, C2=C2i, L=L, A=Aflat,
-                C=Cflat, B=Bs, cyc=cyc)
+    return dict(n=n, f=f, o=o, M=M, R=R, R1=R1, R2=R2, A2a=A2a, A2b=A2b, Bnum=Bnum, Bden=den,
+                C2a=C2ai, C2b=C2bi, L=L, A=Aflat, C=Cflat, B=Bs, cyc=cyc)
+
+
+def additions(mat):
+    """Additions a matrix-vector product with this 0/+-1/small-integer matrix takes, row by row
+    (nonzeros - 1 per nonzero row)."""
+    return sum(max(0, sum(1 for v in mat.row(i) if v != 0) - 1) for i in range(mat.rows))
 
 
 # ---- the paper's own 3x3 matrices (Eqs. 33, 34) ----------------------------------------------
@@ -380,21 +449,30 @@ def matrix_comment(label, M, indent="//   "):
 
 def emit_variant(cname, purpose, v):
     n, f, o, M = v["n"], v["f"], v["o"], v["M"]
+    adds_in = 2 * n * additions(v["R1"]) + 2 * n * additions(v["R2"]) + additions(v["A2a"]) + \
+        additions(v["A2b"])
+    adds_out = additions(v["C2a"]) + additions(v["C2b"]) + n * additions(v["L"]) + o * additions(v["L"])
     s = f"// {cname}: {purpose}.\n"
     s += (f"// {M} multiplications per {n}x{n} tile for {o}x{o} outputs ({Rational(M, o * o)} per "
-          f"output; direct: {f * f}).\n")
+          f"output; direct: {f * f}); additions as staged below: {adds_in} (input tile), "
+          f"{adds_out} (outputs).\n")
     s += matrix_comment("B (exact; B_num / B_den)", v["B"])
     s += f"struct {cname} {{\n"
     s += f"    static constexpr int N = {n}, F = {f}, O = {o}, M = {M};\n"
-    s += "    // Staged form: T = R d R^T; V = A2 vec(T); U = B vec(g); Z = C2 (U .* V); out = L Z L^T.\n"
-    s += c_int_array("R", v["R"])
-    s += c_int_array("A2", v["A2"])
-    s += c_int_array("C2", v["C2"])
+    s += ("    // Staged form (apply right to left; each stage a sparse 0/+-1 matrix):\n"
+          "    //   T = R d R^T with R = R2 R1;  V = A2b A2a vec(T);  U = B vec(g);\n"
+          "    //   Z = C2b C2a (U .* V);  out = L Z L^T.\n")
+    s += c_int_array("R1", v["R1"])
+    s += c_int_array("R2", v["R2"])
+    s += c_int_array("A2a", v["A2a"])
+    s += c_int_array("A2b", v["A2b"])
+    s += c_int_array("C2a", v["C2a"])
+    s += c_int_array("C2b", v["C2b"])
     s += c_int_array("L", v["L"])
     s += "    // Filter transform (cross-correlation order g[u][v] -> column u*F + v): B_num / B_den.\n"
     s += c_int_array("B_num", v["Bnum"])
     s += f"    static constexpr int B_den = {v['Bden']};\n"
-    s += "    // Flat form: out = C (U .* (A vec(d))); A = A2 (R kron R), C = (L kron L) C2.\n"
+    s += "    // Flat form: out = C (U .* (A vec(d))); A = A2b A2a (R kron R), C = (L kron L) C2b C2a.\n"
     s += c_int_array("A", v["A"])
     s += c_int_array("C", v["C"])
     s += ("    // B as T (correctly rounded: one division of two exact integers).\n"
@@ -442,8 +520,11 @@ def generate():
 //          split 25.
 // Overlap-save variants for CNN cross-correlation: an F x F filter g on N x N input tiles d
 // gives O = N - F + 1 outputs per axis, out[i][j] = sum_uv g[u][v] d[i + u][j + v], as
-//   T = R d R^T;  V = A2 vec(T);  U = B vec(g);  Z = C2 (U .* V);  out = L Z L^T
-// (R, A2, C2, L small integers; all the scaling is in B = B_num / B_den). The tables are
+//   T = R2 R1 d R1^T R2^T;  V = A2b A2a vec(T);  U = B vec(g);  Z = C2b C2a (U .* V);
+//   out = L Z L^T
+// (R1, R2: the CRT tree of z^N - 1; A2a / C2b: the Eq. 21 split and its inverse; A2b / C2a:
+// the multiplications' operand forms and recombination; all small integers, all the scaling
+// in B = B_num / B_den). The tables are
 // constexpr: use them in constant expressions (template arguments, if constexpr) on the host
 // and, with nvcc --expt-relaxed-constexpr, in device code.
 #pragma once

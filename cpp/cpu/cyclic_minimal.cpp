@@ -3,9 +3,9 @@
 // z^4 - 1 = (z - 1)(z + 1)(z^2 + 1) in each variable, z1^2 + 1 split over Q[z2]/(z2^2 + 1));
 // a 3x3 filter on a 4x4 input tile gives 2x2 outputs that do not wrap around (a 2x2 filter:
 // 3x3 outputs). The tables come from tools/gen_cyclic.py (cpp/common/generated/cyclic_tables.hpp),
-// in the staged form
-//   T = R d R^T  (d: 4x4 input tile)    V = A2 vec(T)   (22 operands, additions only)
-//   U = B vec(g) (g: 3x3 filter)        Z = C2 (U .* V)   out = L Z L^T   (additions only).
+// in the staged form (every stage a sparse 0/+-1 matrix, the scaling all in B)
+//   T = R2 R1 d R1^T R2^T  (d: 4x4 input tile)   V = A2b A2a vec(T)  (22 operands; 58 additions)
+//   U = B vec(g)  (g: 3x3 filter)                Z = C2b C2a (U .* V), out = L Z L^T  (46 additions).
 // Like Winograd, the 22 products summed over the input channels are 22 independent matrix
 // products per group: M[m] (K/g x tiles) = U[m] (K/g x C/g) * V[m] (C/g x tiles).
 //
@@ -255,16 +255,24 @@ struct Impl {
     // The M operand vectors from the input tiles.
     static CC_INLINE void input_transform(const V* d, V* out) {
         V e[N * N], t[N * N];
-        for (int i = 0; i < N; ++i) apply<Tab::R, N, N, 1, 1>(d + i * N, e + i * N);  // d R^T
-        for (int j = 0; j < N; ++j) apply<Tab::R, N, N, N, N>(e + j, t + j);          // R (d R^T)
-        apply<Tab::A2, M, N * N>(t, out);
+        for (int i = 0; i < N; ++i) {  // rows: d R1^T R2^T
+            apply<Tab::R1, N, N, 1, 1>(d + i * N, t + i * N);
+            apply<Tab::R2, N, N, 1, 1>(t + i * N, e + i * N);
+        }
+        for (int j = 0; j < N; ++j) {  // columns: R2 R1 (d R^T)
+            apply<Tab::R1, N, N, N, N>(e + j, t + j);
+            apply<Tab::R2, N, N, N, N>(t + j, e + j);
+        }
+        apply<Tab::A2a, N * N, N * N>(e, t);
+        apply<Tab::A2b, M, N * N>(t, out);
     }
 
     // The O x O output vectors (out[a * O + b]: output (a, b) of each lane's tile) from the
     // M products.
     static CC_INLINE void output_transform(const V* prod, V* out) {
-        V z[N * N], f[N * O];
-        apply<Tab::C2, N * N, M>(prod, z);
+        V c[N * N], z[N * N], f[N * O];
+        apply<Tab::C2a, N * N, M>(prod, c);
+        apply<Tab::C2b, N * N, N * N>(c, z);
         for (int i = 0; i < N; ++i) apply<Tab::L, O, N, 1, 1>(z + i * N, f + i * O);  // Z L^T
         for (int b = 0; b < O; ++b) apply<Tab::L, O, N, O, O>(f + b, out + b);       // L (Z L^T)
     }
