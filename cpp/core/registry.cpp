@@ -1,5 +1,6 @@
 // The one table of solvers. Adding an algorithm: its cpu/<algo>.cpp and cuda/<algo>.cu define
 // convcore::cpu::<algo>_solver / convcore::cuda::<algo>_solver, and one line each goes here.
+#include "core/backward_via_forward.hpp"
 #include "core/solver.hpp"
 
 namespace convcore {
@@ -44,6 +45,62 @@ const std::vector<const Solver*>& all_solvers() {
 
 const Solver* find_solver(convcoreConvolutionFwdAlgo_t algo, convcoreDeviceType_t device) {
     for (const Solver* s : all_solvers())
+        if (s->algo == algo && s->device == device) return s;
+    return nullptr;
+}
+
+// ---- backward passes: the same one-table style ------------------------------------------------
+// An algorithm's own backward code is cpu/<algo>_backward.cpp (convcore::cpu::<algo>_bwd_data_solver,
+// ..._bwd_filter_solver). An algorithm with a forward solver gets a backward pass by reduction
+// to it from one line: via_forward::bwd_data<BWD_ALGO, FWD_ALGO> (core/backward_via_forward.hpp).
+namespace cpu {
+extern const BwdDataSolver direct_bwd_data_solver;
+extern const BwdFilterSolver direct_bwd_filter_solver;
+extern const BwdDataSolver im2col_gemm_bwd_data_solver;
+extern const BwdFilterSolver im2col_gemm_bwd_filter_solver;
+extern const BwdDataSolver implicit_gemm_bwd_data_solver;
+extern const BwdFilterSolver implicit_gemm_bwd_filter_solver;
+extern const BwdFilterSolver winograd_3x3_2x2_bwd_filter_solver;
+}  // namespace cpu
+
+const std::vector<const BwdDataSolver*>& all_bwd_data_solvers() {
+    static const std::vector<const BwdDataSolver*> solvers = {
+        &cpu::direct_bwd_data_solver,
+        &cpu::im2col_gemm_bwd_data_solver,
+        &cpu::implicit_gemm_bwd_data_solver,
+        &via_forward::bwd_data<CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3, CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3>,
+        &via_forward::bwd_data<CONVCORE_BWD_DATA_ALGO_FFT, CONVCORE_FWD_ALGO_FFT>,
+        &via_forward::bwd_data<CONVCORE_BWD_DATA_ALGO_FFT_TILING, CONVCORE_FWD_ALGO_FFT_TILING>,
+        &via_forward::bwd_data<CONVCORE_BWD_DATA_ALGO_FINE_GRAINED_FFT, CONVCORE_FWD_ALGO_FINE_GRAINED_FFT>,
+        &via_forward::bwd_data<CONVCORE_BWD_DATA_ALGO_POLY_HANKEL, CONVCORE_FWD_ALGO_POLY_HANKEL>,
+    };
+    return solvers;
+}
+
+const std::vector<const BwdFilterSolver*>& all_bwd_filter_solvers() {
+    static const std::vector<const BwdFilterSolver*> solvers = {
+        &cpu::direct_bwd_filter_solver,
+        &cpu::im2col_gemm_bwd_filter_solver,
+        &cpu::implicit_gemm_bwd_filter_solver,
+        &cpu::winograd_3x3_2x2_bwd_filter_solver,
+        &via_forward::bwd_filter<CONVCORE_BWD_FILTER_ALGO_FFT, CONVCORE_FWD_ALGO_FFT>,
+        &via_forward::bwd_filter<CONVCORE_BWD_FILTER_ALGO_FFT_TILING, CONVCORE_FWD_ALGO_FFT_TILING>,
+        &via_forward::bwd_filter<CONVCORE_BWD_FILTER_ALGO_FINE_GRAINED_FFT, CONVCORE_FWD_ALGO_FINE_GRAINED_FFT>,
+        &via_forward::bwd_filter<CONVCORE_BWD_FILTER_ALGO_POLY_HANKEL, CONVCORE_FWD_ALGO_POLY_HANKEL>,
+    };
+    return solvers;
+}
+
+const BwdDataSolver* find_bwd_data_solver(convcoreConvolutionBwdDataAlgo_t algo,
+                                          convcoreDeviceType_t device) {
+    for (const BwdDataSolver* s : all_bwd_data_solvers())
+        if (s->algo == algo && s->device == device) return s;
+    return nullptr;
+}
+
+const BwdFilterSolver* find_bwd_filter_solver(convcoreConvolutionBwdFilterAlgo_t algo,
+                                              convcoreDeviceType_t device) {
+    for (const BwdFilterSolver* s : all_bwd_filter_solvers())
         if (s->algo == algo && s->device == device) return s;
     return nullptr;
 }

@@ -39,4 +39,55 @@ const std::vector<const Solver*>& all_solvers();
 // The solver of `algo` on `device`, or null when none is compiled in.
 const Solver* find_solver(convcoreConvolutionFwdAlgo_t algo, convcoreDeviceType_t device);
 
+// ---- backward passes ----------------------------------------------------------------------
+// The same model for training's two other passes. The problem is still the forward one
+// (x: N x C x H x W, w: K x C/groups x R x S, y: N x K x P x Q); dx has x's shape, dw w's, dy
+// y's. As in the forward pass, the core has made every tensor packed before the run.
+// An algorithm's backward code sits next to its forward code: cpu/<algo>_backward.cpp.
+
+struct BwdDataArgs {
+    const ConvProblem& prob;
+    const Context& ctx;
+    const void* w;   // K x C/groups x R x S
+    const void* dy;  // N x K x P x Q
+    void* dx;        // N x C x H x W: dx = alpha * grad_x + beta * dx (beta == 0: never read)
+    double alpha, beta;
+    void* workspace;  // workspace_bytes(prob) bytes, or null when that is 0
+};
+
+struct BwdFilterArgs {
+    const ConvProblem& prob;
+    const Context& ctx;
+    const void* x;   // N x C x H x W
+    const void* dy;  // N x K x P x Q
+    void* dw;        // K x C/groups x R x S: dw = alpha * grad_w + beta * dw (beta == 0: never read)
+    double alpha, beta;
+    void* workspace;
+};
+
+struct BwdDataSolver {
+    convcoreConvolutionBwdDataAlgo_t algo;
+    convcoreDeviceType_t device;
+    bool deterministic;
+    std::string (*why_not)(const ConvProblem& prob);  // "" when applicable, else the reason
+    size_t (*workspace_bytes)(const ConvProblem& prob);
+    void (*run)(const BwdDataArgs& args);
+};
+
+struct BwdFilterSolver {
+    convcoreConvolutionBwdFilterAlgo_t algo;
+    convcoreDeviceType_t device;
+    bool deterministic;
+    std::string (*why_not)(const ConvProblem& prob);
+    size_t (*workspace_bytes)(const ConvProblem& prob);
+    void (*run)(const BwdFilterArgs& args);
+};
+
+const std::vector<const BwdDataSolver*>& all_bwd_data_solvers();
+const std::vector<const BwdFilterSolver*>& all_bwd_filter_solvers();
+const BwdDataSolver* find_bwd_data_solver(convcoreConvolutionBwdDataAlgo_t algo,
+                                          convcoreDeviceType_t device);
+const BwdFilterSolver* find_bwd_filter_solver(convcoreConvolutionBwdFilterAlgo_t algo,
+                                              convcoreDeviceType_t device);
+
 }  // namespace convcore

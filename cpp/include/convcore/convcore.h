@@ -216,6 +216,113 @@ CONVCORE_API convcoreStatus_t convcoreMemcpyToHost(convcoreHandle_t handle, void
 /* Waits until the work queued on the handle's stream is done (no-op on the CPU). */
 CONVCORE_API convcoreStatus_t convcoreSynchronize(convcoreHandle_t handle);
 
+/* ==== backward passes (training): dx, dw and the bias gradient ==================================
+ * The forward problem is y = conv(x, w); dy is the gradient of the loss with respect to y.
+ *   backward data:   dx = alpha * conv_data_grad(w, dy) + beta * dx
+ *   backward filter: dw = alpha * conv_filter_grad(x, dy) + beta * dw
+ *   backward bias:   db = alpha * sum over n, p, q of dy + beta * db  (db: 1 x K x 1 x 1)
+ * The descriptors are those of the forward problem (dx has the shape of x, dw of w, dy of y)
+ * and follow the same rules: beta == 0 never reads the output; dy, dx and x may be strided
+ * (the core stages them through extra workspace); a workspace smaller than the query's answer
+ * is BAD_PARAM; NOT_SUPPORTED comes with the reason. In the true-convolution mode the filter
+ * is flipped, so its gradients are too. docs/algorithms.md ("Backward passes") has the details
+ * and error bounds. */
+
+/* Backward-data algorithms (dx from w and dy). */
+typedef enum {
+    CONVCORE_BWD_DATA_ALGO_DIRECT = 0,           /* reference loops; everything */
+    CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM = 1,      /* BLAS GEMM W^T dy + col2im; everything */
+    CONVCORE_BWD_DATA_ALGO_IMPLICIT_GEMM = 2,    /* GEMM tiling, dy gathered on the fly; everything */
+    CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3 = 3, /* forward F(2x2,3x3) on dy: 3x3, stride 1, dilation 1, pad <= 2 */
+    CONVCORE_BWD_DATA_ALGO_FFT = 4,              /* forward FFT on dy: stride 1, pad <= dil*(R-1) */
+    CONVCORE_BWD_DATA_ALGO_FFT_TILING = 5,       /* forward FFT_TILING on dy: stride 1, pad <= dil*(R-1) */
+    CONVCORE_BWD_DATA_ALGO_FINE_GRAINED_FFT = 6, /* forward FINE_GRAINED_FFT on dy: stride 1, pad <= dil*(R-1) */
+    CONVCORE_BWD_DATA_ALGO_POLY_HANKEL = 7,      /* forward POLY_HANKEL on dy: stride 1, pad <= dil*(R-1) */
+    CONVCORE_BWD_DATA_ALGO_COUNT = 8
+} convcoreConvolutionBwdDataAlgo_t;
+
+/* Backward-filter algorithms (dw from x and dy). */
+typedef enum {
+    CONVCORE_BWD_FILTER_ALGO_DIRECT = 0,           /* reference loops; everything */
+    CONVCORE_BWD_FILTER_ALGO_IM2COL_GEMM = 1,      /* im2col + BLAS GEMM dy col^T; everything */
+    CONVCORE_BWD_FILTER_ALGO_IMPLICIT_GEMM = 2,    /* GEMM tiling, x gathered on the fly; everything */
+    CONVCORE_BWD_FILTER_ALGO_WINOGRAD_3X3_2X2 = 3, /* Winograd F(3x3,2x2) (paper 001, 4.2): 3x3, stride 1, dilation 1 */
+    CONVCORE_BWD_FILTER_ALGO_FFT = 4,              /* forward FFT of x by dy: stride 1 */
+    CONVCORE_BWD_FILTER_ALGO_FFT_TILING = 5,       /* forward FFT_TILING of x by dy: stride 1 */
+    CONVCORE_BWD_FILTER_ALGO_FINE_GRAINED_FFT = 6, /* forward FINE_GRAINED_FFT of x by dy: stride 1 */
+    CONVCORE_BWD_FILTER_ALGO_POLY_HANKEL = 7,      /* forward POLY_HANKEL of x by dy: stride 1 */
+    CONVCORE_BWD_FILTER_ALGO_COUNT = 8
+} convcoreConvolutionBwdFilterAlgo_t;
+
+/* One entry of a backward ranking (same fields as convcoreConvolutionFwdAlgoPerf_t). */
+typedef struct {
+    convcoreConvolutionBwdDataAlgo_t algo;
+    convcoreStatus_t status;   /* SUCCESS: the algorithm can run the problem; else NOT_SUPPORTED */
+    float time;                /* milliseconds; -1 when nothing was timed (heuristic ranking) */
+    size_t memory;             /* workspace bytes (0 when status != SUCCESS) */
+    convcoreDeterminism_t determinism;
+} convcoreConvolutionBwdDataAlgoPerf_t;
+
+typedef struct {
+    convcoreConvolutionBwdFilterAlgo_t algo;
+    convcoreStatus_t status;
+    float time;
+    size_t memory;
+    convcoreDeterminism_t determinism;
+} convcoreConvolutionBwdFilterAlgoPerf_t;
+
+/* "DIRECT", "IM2COL_GEMM", ...; NULL for a value outside the enum. */
+CONVCORE_API const char* convcoreGetBwdDataAlgoName(convcoreConvolutionBwdDataAlgo_t algo);
+CONVCORE_API const char* convcoreGetBwdFilterAlgoName(convcoreConvolutionBwdFilterAlgo_t algo);
+/* The inverses (case-insensitive). */
+CONVCORE_API convcoreStatus_t convcoreGetBwdDataAlgoByName(const char* name,
+                                                           convcoreConvolutionBwdDataAlgo_t* algo);
+CONVCORE_API convcoreStatus_t convcoreGetBwdFilterAlgoByName(const char* name,
+                                                             convcoreConvolutionBwdFilterAlgo_t* algo);
+
+/* Workspace bytes; NOT_SUPPORTED (with the reason) when the algorithm cannot run the problem. */
+CONVCORE_API convcoreStatus_t convcoreGetConvolutionBackwardDataWorkspaceSize(
+    convcoreHandle_t handle, convcoreFilterDescriptor_t wDesc, convcoreTensorDescriptor_t dyDesc,
+    convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t dxDesc,
+    convcoreConvolutionBwdDataAlgo_t algo, size_t* sizeInBytes);
+CONVCORE_API convcoreStatus_t convcoreGetConvolutionBackwardFilterWorkspaceSize(
+    convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreTensorDescriptor_t dyDesc,
+    convcoreConvolutionDescriptor_t convDesc, convcoreFilterDescriptor_t dwDesc,
+    convcoreConvolutionBwdFilterAlgo_t algo, size_t* sizeInBytes);
+
+/* Heuristic rankings, running nothing (as convcoreGetConvolutionForwardAlgorithm). */
+CONVCORE_API convcoreStatus_t convcoreGetConvolutionBackwardDataAlgorithm(
+    convcoreHandle_t handle, convcoreFilterDescriptor_t wDesc, convcoreTensorDescriptor_t dyDesc,
+    convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t dxDesc,
+    int requestedAlgoCount, int* returnedAlgoCount, convcoreConvolutionBwdDataAlgoPerf_t* perfResults);
+CONVCORE_API convcoreStatus_t convcoreGetConvolutionBackwardFilterAlgorithm(
+    convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreTensorDescriptor_t dyDesc,
+    convcoreConvolutionDescriptor_t convDesc, convcoreFilterDescriptor_t dwDesc,
+    int requestedAlgoCount, int* returnedAlgoCount, convcoreConvolutionBwdFilterAlgoPerf_t* perfResults);
+
+/* dx = alpha * (gradient of conv(x, w) with respect to x, given dy) + beta * dx.
+ * alpha/beta as in convcoreConvolutionForward. dx must not overlap w or dy. */
+CONVCORE_API convcoreStatus_t convcoreConvolutionBackwardData(
+    convcoreHandle_t handle, const void* alpha, convcoreFilterDescriptor_t wDesc, const void* w,
+    convcoreTensorDescriptor_t dyDesc, const void* dy, convcoreConvolutionDescriptor_t convDesc,
+    convcoreConvolutionBwdDataAlgo_t algo, void* workspace, size_t workSpaceSizeInBytes,
+    const void* beta, convcoreTensorDescriptor_t dxDesc, void* dx);
+
+/* dw = alpha * (gradient of conv(x, w) with respect to w, given dy) + beta * dw.
+ * dw is packed K x C/groups x R x S and must not overlap x or dy. */
+CONVCORE_API convcoreStatus_t convcoreConvolutionBackwardFilter(
+    convcoreHandle_t handle, const void* alpha, convcoreTensorDescriptor_t xDesc, const void* x,
+    convcoreTensorDescriptor_t dyDesc, const void* dy, convcoreConvolutionDescriptor_t convDesc,
+    convcoreConvolutionBwdFilterAlgo_t algo, void* workspace, size_t workSpaceSizeInBytes,
+    const void* beta, convcoreFilterDescriptor_t dwDesc, void* dw);
+
+/* db = alpha * sum_{n,p,q} dy[n,k,p,q] + beta * db, accumulated in double. dbDesc is a
+ * 1 x K x 1 x 1 tensor (any positive cStride) of dy's data type. No workspace. */
+CONVCORE_API convcoreStatus_t convcoreConvolutionBackwardBias(
+    convcoreHandle_t handle, const void* alpha, convcoreTensorDescriptor_t dyDesc, const void* dy,
+    const void* beta, convcoreTensorDescriptor_t dbDesc, void* db);
+/* ==== end of backward passes ==================================================================== */
+
 #ifdef __cplusplus
 }
 #endif

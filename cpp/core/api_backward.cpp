@@ -1,0 +1,454 @@
+// The C API of the backward passes (convcore.h, "backward passes"): backward data, backward
+// filter, the bias gradient, their workspace queries, heuristic rankings and algorithm names.
+// Same discipline as the forward entry points in core/api.cpp: argument checks naming the
+// argument (BAD_PARAM), NOT_SUPPORTED with the algorithm's reason, strided tensors staged
+// through the workspace so that solvers only see packed ones, beta == 0 never reads the output.
+#include <omp.h>
+#include <strings.h>
+
+#include <algorithm>
+#include <cctype>
+#include <string>
+#include <vector>
+
+#include "convcore/convcore.h"
+#include "core/api_util.hpp"
+#include "core/descriptors.hpp"
+#include "core/device.hpp"
+#include "core/error.hpp"
+#include "core/select_backward.hpp"
+#include "core/solver.hpp"
+
+using namespace convcore;
+using namespace convcore::api;
+
+namespace {
+
+constexpr const char* kBwdDataNames[CONVCORE_BWD_DATA_ALGO_COUNT] = {
+    "DIRECT", "IM2COL_GEMM", "IMPLICIT_GEMM", "WINOGRAD_2X2_3X3",
+    "FFT", "FFT_TILING", "FINE_GRAINED_FFT", "POLY_HANKEL"};
+constexpr const char* kBwdFilterNames[CONVCORE_BWD_FILTER_ALGO_COUNT] = {
+    "DIRECT", "IM2COL_GEMM", "IMPLICIT_GEMM", "WINOGRAD_3X3_2X2",
+    "FFT", "FFT_TILING", "FINE_GRAINED_FFT", "POLY_HANKEL"};
+
+const char* device_name(convcoreDeviceType_t d) { return d == CONVCORE_DEVICE_CPU ? "the CPU" : "CUDA"; }
+
+template <int Count>
+void by_name(const char* name, const char* const (&names)[Count], int* out) {
+    require(name, "name");
+    require(out, "algo");
+    for (int i = 0; i < Count; ++i) {
+        if (strcasecmp(name, names[i]) == 0) {
+            *out = i;
+            return;
+        }
+    }
+    std::string all;
+    for (const char* n : names) all += std::string(all.empty() ? "" : ", ") + n;
+    throw_bad_param(std::string("unknown algorithm '") + name + "': expected one of " + all);
+}
+
+// make_problem's reasons speak of the forward pass's x, w and y; say dx, dw, dy instead
+// where the caller passed gradients. Renames whole identifiers only ("x", "xDesc", ...).
+std::string rename_args(const std::string& reason, bool x_is_dx, bool w_is_dw) {
+    std::string out;
+    size_t i = 0;
+    auto ident = [](char ch) { return std::isalnum(static_cast<unsigned char>(ch)) || ch == '_'; };
+    while (i < reason.size()) {
+        if (!ident(reason[i])) {
+            out += reason[i++];
+            continue;
+        }
+        size_t j = i;
+        while (j < reason.size() && ident(reason[j])) ++j;
+        const std::string tok = reason.substr(i, j - i);
+        const bool is_x = tok == "x" || tok == "xDesc", is_w = tok == "w" || tok == "wDesc";
+        const bool is_y = tok == "y" || tok == "yDesc";
+        if (is_y || (is_x && x_is_dx) || (is_w && w_is_dw))
+            out += "d" + tok;
+        else
+            out += tok;
+        i = j;
+    }
+    return out;
+}
+
+// The forward problem of a backward call, validated (reasons in the backward's names).
+ConvProblem backward_problem(convcoreHandle_t handle, const convcoreTensorStruct* x,
+                             const convcoreFilterStruct* w, convcoreConvolutionDescriptor_t conv,
+                             const convcoreTensorStruct* dy, bool data) {
+    require(handle, "handle");
+    if (!dy) throw_bad_param("dyDesc is NULL");
+    try {
+        return make_problem(handle->device, x, w, conv, dy);
+    } catch (const Error& e) {
+        throw Error(e.status(), rename_args(e.what(), data, !data));
+    }
+}
+
+template <typename S>
+std::string not_applicable(const S* s, const ConvProblem& prob, const char* name, const char* pass) {
+    if (!s)
+        return std::string(name) + " " + pass + " is not implemented on " + device_name(prob.device) +
+               " in this build";
+    const std::string why = s->why_not(prob.packed());
+    if (why.empty()) return "";
+    // Every reason names the algorithm once.
+    return why.find(name) == std::string::npos ? std::string(name) + " (" + pass + "): " + why : why;
+}
+
+const BwdDataSolver& data_solver_for(const ConvProblem& prob, convcoreConvolutionBwdDataAlgo_t algo) {
+    if (int(algo) < 0 || int(algo) >= CONVCORE_BWD_DATA_ALGO_COUNT)
+        throw_bad_param("algo " + std::to_string(int(algo)) + " is not a convcoreConvolutionBwdDataAlgo_t");
+    const BwdDataSolver* s = find_bwd_data_solver(algo, prob.device);
+    const std::string why = not_applicable(s, prob, kBwdDataNames[algo], "backward data");
+    if (!why.empty()) throw_not_supported(why);
+    return *s;
+}
+
+const BwdFilterSolver& filter_solver_for(const ConvProblem& prob,
+                                         convcoreConvolutionBwdFilterAlgo_t algo) {
+    if (int(algo) < 0 || int(algo) >= CONVCORE_BWD_FILTER_ALGO_COUNT)
+        throw_bad_param("algo " + std::to_string(int(algo)) +
+                        " is not a convcoreConvolutionBwdFilterAlgo_t");
+    const BwdFilterSolver* s = find_bwd_filter_solver(algo, prob.device);
+    const std::string why = not_applicable(s, prob, kBwdFilterNames[algo], "backward filter");
+    if (!why.empty()) throw_not_supported(why);
+    return *s;
+}
+
+// Workspace layout: [solver's own][first staged tensor][second staged tensor]; for backward
+// data those are a strided dy (packed copy) and a strided dx (packed result), for backward
+// filter a strided x and a strided dy.
+struct WorkspacePlan {
+    size_t solver = 0, first = 0, second = 0;
+    size_t total() const { return align_up(solver) + align_up(first) + second; }
+};
+
+size_t tensor_bytes(int64_t a, int64_t b, int64_t c, int64_t d, const ConvProblem& p) {
+    return size_t(a * b * c * d) * p.elem_size();
+}
+
+WorkspacePlan data_plan(const ConvProblem& prob, const BwdDataSolver& s) {
+    WorkspacePlan plan;
+    plan.solver = s.workspace_bytes(prob.packed());
+    if (!prob.y_packed()) plan.first = tensor_bytes(prob.n, prob.k, prob.p, prob.q, prob);
+    if (!prob.x_packed()) plan.second = tensor_bytes(prob.n, prob.c, prob.h, prob.w, prob);
+    return plan;
+}
+
+WorkspacePlan filter_plan(const ConvProblem& prob, const BwdFilterSolver& s) {
+    WorkspacePlan plan;
+    plan.solver = s.workspace_bytes(prob.packed());
+    if (!prob.x_packed()) plan.first = tensor_bytes(prob.n, prob.c, prob.h, prob.w, prob);
+    if (!prob.y_packed()) plan.second = tensor_bytes(prob.n, prob.k, prob.p, prob.q, prob);
+    return plan;
+}
+
+void check_workspace(const WorkspacePlan& plan, void* workspace, size_t given, const char* algo,
+                     const char* query) {
+    if (plan.total() > 0 && given < plan.total())
+        throw_bad_param("workspace: " + std::to_string(given) + " bytes given, " + algo + " needs " +
+                        std::to_string(plan.total()) + " for this problem (" + query + ")");
+    if (plan.total() > 0 && !workspace)
+        throw_bad_param("workspace is NULL but " + std::to_string(plan.total()) + " bytes are needed");
+}
+
+void scalars(const ConvProblem& prob, const void* alpha, const void* beta, double* a, double* b) {
+    if (prob.dtype == CONVCORE_DATA_DOUBLE) {
+        *a = *static_cast<const double*>(alpha);
+        *b = *static_cast<const double*>(beta);
+    } else {
+        *a = *static_cast<const float*>(alpha);
+        *b = *static_cast<const float*>(beta);
+    }
+}
+
+Strided4d view(int64_t n, int64_t c, int64_t h, int64_t w, const int64_t strides[4]) {
+    Strided4d v{{n, c, h, w}, {0, 0, 0, 0}};
+    std::copy(strides, strides + 4, v.strides);
+    return v;
+}
+
+// Packs a strided tensor into `dst` (packed NCHW).
+void stage_in(const Context& ctx, size_t elem, const void* src, const Strided4d& sv, void* dst) {
+    Strided4d dv = sv;
+    packed_strides(sv.dims[0], sv.dims[1], sv.dims[2], sv.dims[3], dv.strides);
+    copy_strided(ctx, elem, src, sv, dst, dv);
+}
+
+// dst (strided) = alpha * src (packed) + beta * dst.
+void stage_out(const Context& ctx, size_t elem, const void* src, void* dst, const Strided4d& dv,
+               double alpha, double beta) {
+    Strided4d sv = dv;
+    packed_strides(dv.dims[0], dv.dims[1], dv.dims[2], dv.dims[3], sv.strides);
+    blend_strided(ctx, elem, src, sv, dst, dv, alpha, beta);
+}
+
+template <typename T>
+void bias_t(const Context& ctx, const T* dy, const int64_t dims[4], const int64_t st[4], T* db,
+            int64_t db_stride, T alpha, T beta) {
+#pragma omp parallel for num_threads(ctx.threads()) schedule(static)
+    for (int64_t k = 0; k < dims[1]; ++k) {
+        double acc = 0.0;
+        for (int64_t n = 0; n < dims[0]; ++n)
+            for (int64_t p = 0; p < dims[2]; ++p) {
+                const T* row = dy + n * st[0] + k * st[1] + p * st[2];
+                for (int64_t q = 0; q < dims[3]; ++q) acc += double(row[q * st[3]]);
+            }
+        T* d = db + k * db_stride;
+        *d = beta == T(0) ? alpha * T(acc) : alpha * T(acc) + beta * *d;
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+// ---- names ----
+const char* convcoreGetBwdDataAlgoName(convcoreConvolutionBwdDataAlgo_t algo) {
+    if (int(algo) < 0 || int(algo) >= CONVCORE_BWD_DATA_ALGO_COUNT) return nullptr;
+    return kBwdDataNames[algo];
+}
+
+const char* convcoreGetBwdFilterAlgoName(convcoreConvolutionBwdFilterAlgo_t algo) {
+    if (int(algo) < 0 || int(algo) >= CONVCORE_BWD_FILTER_ALGO_COUNT) return nullptr;
+    return kBwdFilterNames[algo];
+}
+
+convcoreStatus_t convcoreGetBwdDataAlgoByName(const char* name, convcoreConvolutionBwdDataAlgo_t* algo) {
+    return guard([&] {
+        int i = 0;
+        by_name(name, kBwdDataNames, algo ? &i : nullptr);
+        *algo = convcoreConvolutionBwdDataAlgo_t(i);
+    });
+}
+
+convcoreStatus_t convcoreGetBwdFilterAlgoByName(const char* name,
+                                                convcoreConvolutionBwdFilterAlgo_t* algo) {
+    return guard([&] {
+        int i = 0;
+        by_name(name, kBwdFilterNames, algo ? &i : nullptr);
+        *algo = convcoreConvolutionBwdFilterAlgo_t(i);
+    });
+}
+
+// ---- workspace queries ----
+convcoreStatus_t convcoreGetConvolutionBackwardDataWorkspaceSize(
+    convcoreHandle_t handle, convcoreFilterDescriptor_t wDesc, convcoreTensorDescriptor_t dyDesc,
+    convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t dxDesc,
+    convcoreConvolutionBwdDataAlgo_t algo, size_t* sizeInBytes) {
+    return guard([&] {
+        require(sizeInBytes, "sizeInBytes");
+        *sizeInBytes = 0;
+        const ConvProblem prob = backward_problem(handle, dxDesc, wDesc, convDesc, dyDesc, true);
+        *sizeInBytes = data_plan(prob, data_solver_for(prob, algo)).total();
+    });
+}
+
+convcoreStatus_t convcoreGetConvolutionBackwardFilterWorkspaceSize(
+    convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreTensorDescriptor_t dyDesc,
+    convcoreConvolutionDescriptor_t convDesc, convcoreFilterDescriptor_t dwDesc,
+    convcoreConvolutionBwdFilterAlgo_t algo, size_t* sizeInBytes) {
+    return guard([&] {
+        require(sizeInBytes, "sizeInBytes");
+        *sizeInBytes = 0;
+        const ConvProblem prob = backward_problem(handle, xDesc, dwDesc, convDesc, dyDesc, false);
+        *sizeInBytes = filter_plan(prob, filter_solver_for(prob, algo)).total();
+    });
+}
+
+// ---- heuristic rankings ----
+convcoreStatus_t convcoreGetConvolutionBackwardDataAlgorithm(
+    convcoreHandle_t handle, convcoreFilterDescriptor_t wDesc, convcoreTensorDescriptor_t dyDesc,
+    convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t dxDesc,
+    int requestedAlgoCount, int* returnedAlgoCount, convcoreConvolutionBwdDataAlgoPerf_t* perfResults) {
+    return guard([&] {
+        require(returnedAlgoCount, "returnedAlgoCount");
+        require(perfResults, "perfResults");
+        *returnedAlgoCount = 0;
+        if (requestedAlgoCount < 1)
+            throw_bad_param("requestedAlgoCount=" + std::to_string(requestedAlgoCount) + " must be >= 1");
+        const ConvProblem prob = backward_problem(handle, dxDesc, wDesc, convDesc, dyDesc, true);
+        std::vector<convcoreConvolutionBwdDataAlgoPerf_t> ranked;
+        for (const RankedBwdDataAlgo& r : rank_bwd_data_algorithms(prob)) {
+            convcoreConvolutionBwdDataAlgoPerf_t perf{};
+            perf.algo = r.algo;
+            perf.time = -1.0f;
+            perf.status = r.solver ? CONVCORE_STATUS_SUCCESS : CONVCORE_STATUS_NOT_SUPPORTED;
+            perf.determinism = r.solver && !r.solver->deterministic ? CONVCORE_NON_DETERMINISTIC
+                                                                    : CONVCORE_DETERMINISTIC;
+            perf.memory = r.solver ? data_plan(prob, *r.solver).total() : 0;
+            ranked.push_back(perf);
+        }
+        const int count = std::min<int>(requestedAlgoCount, int(ranked.size()));
+        std::copy(ranked.begin(), ranked.begin() + count, perfResults);
+        *returnedAlgoCount = count;
+    });
+}
+
+convcoreStatus_t convcoreGetConvolutionBackwardFilterAlgorithm(
+    convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreTensorDescriptor_t dyDesc,
+    convcoreConvolutionDescriptor_t convDesc, convcoreFilterDescriptor_t dwDesc,
+    int requestedAlgoCount, int* returnedAlgoCount, convcoreConvolutionBwdFilterAlgoPerf_t* perfResults) {
+    return guard([&] {
+        require(returnedAlgoCount, "returnedAlgoCount");
+        require(perfResults, "perfResults");
+        *returnedAlgoCount = 0;
+        if (requestedAlgoCount < 1)
+            throw_bad_param("requestedAlgoCount=" + std::to_string(requestedAlgoCount) + " must be >= 1");
+        const ConvProblem prob = backward_problem(handle, xDesc, dwDesc, convDesc, dyDesc, false);
+        std::vector<convcoreConvolutionBwdFilterAlgoPerf_t> ranked;
+        for (const RankedBwdFilterAlgo& r : rank_bwd_filter_algorithms(prob)) {
+            convcoreConvolutionBwdFilterAlgoPerf_t perf{};
+            perf.algo = r.algo;
+            perf.time = -1.0f;
+            perf.status = r.solver ? CONVCORE_STATUS_SUCCESS : CONVCORE_STATUS_NOT_SUPPORTED;
+            perf.determinism = r.solver && !r.solver->deterministic ? CONVCORE_NON_DETERMINISTIC
+                                                                    : CONVCORE_DETERMINISTIC;
+            perf.memory = r.solver ? filter_plan(prob, *r.solver).total() : 0;
+            ranked.push_back(perf);
+        }
+        const int count = std::min<int>(requestedAlgoCount, int(ranked.size()));
+        std::copy(ranked.begin(), ranked.begin() + count, perfResults);
+        *returnedAlgoCount = count;
+    });
+}
+
+// ---- backward data ----
+convcoreStatus_t convcoreConvolutionBackwardData(
+    convcoreHandle_t handle, const void* alpha, convcoreFilterDescriptor_t wDesc, const void* w,
+    convcoreTensorDescriptor_t dyDesc, const void* dy, convcoreConvolutionDescriptor_t convDesc,
+    convcoreConvolutionBwdDataAlgo_t algo, void* workspace, size_t workSpaceSizeInBytes,
+    const void* beta, convcoreTensorDescriptor_t dxDesc, void* dx) {
+    return guard([&] {
+        const ConvProblem prob = backward_problem(handle, dxDesc, wDesc, convDesc, dyDesc, true);
+        require(alpha, "alpha");
+        require(beta, "beta");
+        require(w, "w");
+        require(dy, "dy");
+        require(dx, "dx");
+        const BwdDataSolver& solver = data_solver_for(prob, algo);
+        const WorkspacePlan plan = data_plan(prob, solver);
+        check_workspace(plan, workspace, workSpaceSizeInBytes, kBwdDataNames[algo],
+                        "convcoreGetConvolutionBackwardDataWorkspaceSize");
+        const size_t elem = prob.elem_size();
+        const int64_t dx_bytes = extent_bytes(dxDesc->dims, dxDesc->strides, elem);
+        if (ranges_overlap(dx, dx_bytes, dy, extent_bytes(dyDesc->dims, dyDesc->strides, elem)))
+            throw_bad_param("dx overlaps dy: the output must be a separate buffer");
+        if (ranges_overlap(dx, dx_bytes, w, prob.w_elems() * int64_t(elem)))
+            throw_bad_param("dx overlaps w: the output must be a separate buffer");
+        double a, b;
+        scalars(prob, alpha, beta, &a, &b);
+
+        char* ws = static_cast<char*>(workspace);
+        char* dy_pack = ws + align_up(plan.solver);
+        char* dx_pack = dy_pack + align_up(plan.first);
+        const void* dy_run = dy;
+        if (plan.first) {
+            stage_in(*handle, elem, dy, view(prob.n, prob.k, prob.p, prob.q, prob.y_strides), dy_pack);
+            dy_run = dy_pack;
+        }
+        void* dx_run = plan.second ? static_cast<void*>(dx_pack) : dx;
+        const ConvProblem packed = prob.packed();
+        const BwdDataArgs args{packed, *handle, w, dy_run, dx_run,
+                               plan.second ? 1.0 : a, plan.second ? 0.0 : b,
+                               plan.solver ? workspace : nullptr};
+        solver.run(args);
+        if (plan.second)
+            stage_out(*handle, elem, dx_pack, dx, view(prob.n, prob.c, prob.h, prob.w, prob.x_strides), a, b);
+    });
+}
+
+// ---- backward filter ----
+convcoreStatus_t convcoreConvolutionBackwardFilter(
+    convcoreHandle_t handle, const void* alpha, convcoreTensorDescriptor_t xDesc, const void* x,
+    convcoreTensorDescriptor_t dyDesc, const void* dy, convcoreConvolutionDescriptor_t convDesc,
+    convcoreConvolutionBwdFilterAlgo_t algo, void* workspace, size_t workSpaceSizeInBytes,
+    const void* beta, convcoreFilterDescriptor_t dwDesc, void* dw) {
+    return guard([&] {
+        const ConvProblem prob = backward_problem(handle, xDesc, dwDesc, convDesc, dyDesc, false);
+        require(alpha, "alpha");
+        require(beta, "beta");
+        require(x, "x");
+        require(dy, "dy");
+        require(dw, "dw");
+        const BwdFilterSolver& solver = filter_solver_for(prob, algo);
+        const WorkspacePlan plan = filter_plan(prob, solver);
+        check_workspace(plan, workspace, workSpaceSizeInBytes, kBwdFilterNames[algo],
+                        "convcoreGetConvolutionBackwardFilterWorkspaceSize");
+        const size_t elem = prob.elem_size();
+        const int64_t dw_bytes = prob.w_elems() * int64_t(elem);
+        if (ranges_overlap(dw, dw_bytes, x, extent_bytes(xDesc->dims, xDesc->strides, elem)))
+            throw_bad_param("dw overlaps x: the output must be a separate buffer");
+        if (ranges_overlap(dw, dw_bytes, dy, extent_bytes(dyDesc->dims, dyDesc->strides, elem)))
+            throw_bad_param("dw overlaps dy: the output must be a separate buffer");
+        double a, b;
+        scalars(prob, alpha, beta, &a, &b);
+
+        char* ws = static_cast<char*>(workspace);
+        char* x_pack = ws + align_up(plan.solver);
+        char* dy_pack = x_pack + align_up(plan.first);
+        const void* x_run = x;
+        const void* dy_run = dy;
+        if (plan.first) {
+            stage_in(*handle, elem, x, view(prob.n, prob.c, prob.h, prob.w, prob.x_strides), x_pack);
+            x_run = x_pack;
+        }
+        if (plan.second) {
+            stage_in(*handle, elem, dy, view(prob.n, prob.k, prob.p, prob.q, prob.y_strides), dy_pack);
+            dy_run = dy_pack;
+        }
+        const ConvProblem packed = prob.packed();
+        const BwdFilterArgs args{packed, *handle, x_run, dy_run, dw, a, b,
+                                 plan.solver ? workspace : nullptr};
+        solver.run(args);
+    });
+}
+
+// ---- bias gradient ----
+convcoreStatus_t convcoreConvolutionBackwardBias(convcoreHandle_t handle, const void* alpha,
+                                                 convcoreTensorDescriptor_t dyDesc, const void* dy,
+                                                 const void* beta, convcoreTensorDescriptor_t dbDesc,
+                                                 void* db) {
+    return guard([&] {
+        require(handle, "handle");
+        if (!dyDesc) throw_bad_param("dyDesc is NULL");
+        if (!dyDesc->set)
+            throw_bad_param("dyDesc was created but never set (call convcoreSetTensor4dDescriptor)");
+        if (!dbDesc) throw_bad_param("dbDesc is NULL");
+        if (!dbDesc->set)
+            throw_bad_param("dbDesc was created but never set (call convcoreSetTensor4dDescriptor)");
+        if (dbDesc->dtype != dyDesc->dtype)
+            throw_bad_param(std::string("db: data type ") +
+                            (dbDesc->dtype == CONVCORE_DATA_DOUBLE ? "float64" : "float32") +
+                            " does not match dy: " +
+                            (dyDesc->dtype == CONVCORE_DATA_DOUBLE ? "float64" : "float32"));
+        const int64_t* d = dbDesc->dims;
+        const int64_t k = dyDesc->dims[1];
+        if (d[0] != 1 || d[1] != k || d[2] != 1 || d[3] != 1)
+            throw_bad_param("db: shape " + std::to_string(d[0]) + "x" + std::to_string(d[1]) + "x" +
+                            std::to_string(d[2]) + "x" + std::to_string(d[3]) +
+                            " must be 1x" + std::to_string(k) + "x1x1 (1 x K x 1 x 1, K from dy)");
+        require(alpha, "alpha");
+        require(beta, "beta");
+        require(dy, "dy");
+        require(db, "db");
+        const size_t elem = dyDesc->dtype == CONVCORE_DATA_DOUBLE ? 8 : 4;
+        if (ranges_overlap(db, extent_bytes(dbDesc->dims, dbDesc->strides, elem), dy,
+                           extent_bytes(dyDesc->dims, dyDesc->strides, elem)))
+            throw_bad_param("db overlaps dy: the output must be a separate buffer");
+        if (handle->device != CONVCORE_DEVICE_CPU)
+            throw_not_supported("the bias gradient is not implemented on CUDA in this build");
+        if (dyDesc->dtype == CONVCORE_DATA_DOUBLE)
+            bias_t(*handle, static_cast<const double*>(dy), dyDesc->dims, dyDesc->strides,
+                   static_cast<double*>(db), dbDesc->strides[1], *static_cast<const double*>(alpha),
+                   *static_cast<const double*>(beta));
+        else
+            bias_t(*handle, static_cast<const float*>(dy), dyDesc->dims, dyDesc->strides,
+                   static_cast<float*>(db), dbDesc->strides[1], *static_cast<const float*>(alpha),
+                   *static_cast<const float*>(beta));
+    });
+}
+
+}  // extern "C"

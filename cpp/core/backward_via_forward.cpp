@@ -1,0 +1,244 @@
+// Backward passes by reduction to a forward solver: see core/backward_via_forward.hpp.
+#include "core/backward_via_forward.hpp"
+
+#include <cstdint>
+#include <string>
+
+#include "common/conv_index.hpp"
+#include "core/api_util.hpp"
+#include "core/error.hpp"
+
+namespace convcore {
+namespace via_forward {
+namespace {
+
+std::string dims2(int64_t a, int64_t b) { return std::to_string(a) + "x" + std::to_string(b); }
+
+// The forward solver of `fwd` on the problem's device, or the reason there is none.
+const Solver* forward_solver(const ConvProblem& prob, convcoreConvolutionFwdAlgo_t fwd,
+                             std::string* why) {
+    const Solver* s = find_solver(fwd, prob.device);
+    if (!s)
+        *why = std::string(convcoreGetFwdAlgoName(fwd)) + " has no forward solver on " +
+               (prob.device == CONVCORE_DEVICE_CPU ? "the CPU" : "CUDA") + " in this build";
+    return s;
+}
+
+std::string needs_unit_stride(const ConvProblem& p, const char* pass) {
+    if (p.unit_stride()) return "";
+    return std::string("the ") + pass + " pass by reduction to the forward solver needs stride 1, got stride " +
+           dims2(p.stride_h, p.stride_w) + " (DIRECT, IM2COL_GEMM and IMPLICIT_GEMM run every stride)";
+}
+
+// The forward solver's reason, said as the reduction's.
+std::string forward_reason(const std::string& why, const char* pass) {
+    return std::string("the ") + pass + " pass runs as a forward convolution that the forward solver refuses: " +
+           why;
+}
+
+size_t bytes(int64_t elems, const ConvProblem& p) { return size_t(elems) * p.elem_size(); }
+
+// w' (C x K/g x R x S): w'[g*Cg + c][k] = w[g*Kg + k][c].
+template <typename T>
+void transpose_filter(const ConvProblem& p, const T* w, T* wt, int threads) {
+    const int64_t cg = p.c_per_group(), kg = p.k_per_group(), rs = p.r * p.s;
+#pragma omp parallel for collapse(2) num_threads(threads) schedule(static)
+    for (int64_t g = 0; g < p.groups; ++g)
+        for (int64_t k = 0; k < kg; ++k)
+            for (int64_t c = 0; c < cg; ++c) {
+                const T* src = w + ((g * kg + k) * cg + c) * rs;
+                T* dst = wt + ((g * cg + c) * kg + k) * rs;
+                for (int64_t i = 0; i < rs; ++i) dst[i] = src[i];
+            }
+}
+
+// dst[b][a][plane] = src[a][b][plane] for an A x B array of planes of `plane` elements.
+template <typename T>
+void swap_outer(const T* src, T* dst, int64_t a_count, int64_t b_count, int64_t plane, int threads) {
+#pragma omp parallel for collapse(2) num_threads(threads) schedule(static)
+    for (int64_t b = 0; b < b_count; ++b)
+        for (int64_t a = 0; a < a_count; ++a) {
+            const T* s = src + (a * b_count + b) * plane;
+            T* d = dst + (b * a_count + a) * plane;
+            for (int64_t i = 0; i < plane; ++i) d[i] = s[i];
+        }
+}
+
+}  // namespace
+
+// ---- backward data ----------------------------------------------------------------------------
+
+ConvProblem data_problem(const ConvProblem& p) {
+    ConvProblem f;
+    f.device = p.device;
+    f.dtype = p.dtype;
+    f.n = p.n;
+    f.c = p.k;
+    f.h = p.p;
+    f.w = p.q;
+    f.k = p.c;
+    f.r = p.r;
+    f.s = p.s;
+    f.groups = p.groups;
+    f.pad_h = p.dil_h * (p.r - 1) - p.pad_h;
+    f.pad_w = p.dil_w * (p.s - 1) - p.pad_w;
+    f.stride_h = f.stride_w = 1;
+    f.dil_h = p.dil_h;
+    f.dil_w = p.dil_w;
+    f.flip = !p.flip;
+    f.p = conv_output_size(f.h, f.pad_h, f.r, 1, f.dil_h);  // = H
+    f.q = conv_output_size(f.w, f.pad_w, f.s, 1, f.dil_w);  // = W
+    return f.packed();
+}
+
+std::string data_why_not(const ConvProblem& p, convcoreConvolutionFwdAlgo_t fwd) {
+    std::string why = needs_unit_stride(p, "backward-data");
+    if (!why.empty()) return why;
+    if (p.pad_h > p.dil_h * (p.r - 1) || p.pad_w > p.dil_w * (p.s - 1))
+        return "the backward-data pass by reduction to the forward solver needs padding <= "
+               "dilation*(filter size - 1) (dy is padded by the difference), got padding " +
+               dims2(p.pad_h, p.pad_w) + " with a " + dims2(p.r, p.s) + " filter, dilation " +
+               dims2(p.dil_h, p.dil_w);
+    const Solver* s = forward_solver(p, fwd, &why);
+    if (!s) return why;
+    const ConvProblem f = data_problem(p);
+    if (f.p != p.h || f.q != p.w)
+        return "internal: the backward-data reduction's output " + dims2(f.p, f.q) +
+               " is not the input size " + dims2(p.h, p.w);
+    why = s->why_not(f);
+    return why.empty() ? "" : forward_reason(why, "backward-data");
+}
+
+size_t data_workspace_bytes(const ConvProblem& p, convcoreConvolutionFwdAlgo_t fwd) {
+    const ConvProblem f = data_problem(p);
+    return api::align_up(bytes(p.w_elems(), p)) + find_solver(fwd, p.device)->workspace_bytes(f);
+}
+
+void data_run(const BwdDataArgs& a, convcoreConvolutionFwdAlgo_t fwd) {
+    const ConvProblem& p = a.prob;
+    const ConvProblem f = data_problem(p);
+    const Solver* s = find_solver(fwd, p.device);
+    if (!s) throw Error(CONVCORE_STATUS_INTERNAL_ERROR, "backward data: no forward solver");
+    char* ws = static_cast<char*>(a.workspace);
+    void* wt = ws;
+    if (p.dtype == CONVCORE_DATA_DOUBLE)
+        transpose_filter(p, static_cast<const double*>(a.w), static_cast<double*>(wt), a.ctx.threads());
+    else
+        transpose_filter(p, static_cast<const float*>(a.w), static_cast<float*>(wt), a.ctx.threads());
+    const size_t own = s->workspace_bytes(f);
+    const ConvArgs args{f, a.ctx, a.dy, wt, a.dx, a.alpha, a.beta,
+                        own ? ws + api::align_up(bytes(p.w_elems(), p)) : nullptr};
+    s->run(args);
+}
+
+// ---- backward filter --------------------------------------------------------------------------
+
+ConvProblem filter_problem(const ConvProblem& p) {
+    ConvProblem f;
+    f.device = p.device;
+    f.dtype = p.dtype;
+    f.n = p.c_per_group();
+    f.c = p.groups * p.n;
+    f.h = p.h;
+    f.w = p.w;
+    f.k = p.k;
+    f.r = p.p;
+    f.s = p.q;
+    f.groups = p.groups;
+    f.pad_h = p.pad_h;
+    f.pad_w = p.pad_w;
+    f.stride_h = p.dil_h;
+    f.stride_w = p.dil_w;
+    f.dil_h = f.dil_w = 1;
+    f.flip = false;
+    f.p = conv_output_size(f.h, f.pad_h, f.r, f.stride_h, 1);  // = R
+    f.q = conv_output_size(f.w, f.pad_w, f.s, f.stride_w, 1);  // = S
+    return f.packed();
+}
+
+namespace {
+struct FilterLayout {
+    size_t xt, dyt, yt;  // aligned byte sizes of x', dy', y'
+    size_t total_transposes() const { return xt + dyt + yt; }
+};
+FilterLayout filter_layout(const ConvProblem& p) {
+    return {api::align_up(bytes(p.x_elems(), p)), api::align_up(bytes(p.y_elems(), p)),
+            api::align_up(bytes(p.w_elems(), p))};
+}
+}  // namespace
+
+std::string filter_why_not(const ConvProblem& p, convcoreConvolutionFwdAlgo_t fwd) {
+    std::string why = needs_unit_stride(p, "backward-filter");
+    if (!why.empty()) return why;
+    const Solver* s = forward_solver(p, fwd, &why);
+    if (!s) return why;
+    const ConvProblem f = filter_problem(p);
+    if (f.p != p.r || f.q != p.s)
+        return "internal: the backward-filter reduction's output " + dims2(f.p, f.q) +
+               " is not the filter size " + dims2(p.r, p.s);
+    why = s->why_not(f);
+    return why.empty() ? "" : forward_reason(why, "backward-filter");
+}
+
+size_t filter_workspace_bytes(const ConvProblem& p, convcoreConvolutionFwdAlgo_t fwd) {
+    return filter_layout(p).total_transposes() +
+           find_solver(fwd, p.device)->workspace_bytes(filter_problem(p));
+}
+
+namespace {
+template <typename T>
+void filter_run_t(const BwdFilterArgs& a, const Solver& s, const ConvProblem& f) {
+    const ConvProblem& p = a.prob;
+    const int threads = a.ctx.threads();
+    const FilterLayout lay = filter_layout(p);
+    char* ws = static_cast<char*>(a.workspace);
+    T* xt = reinterpret_cast<T*>(ws);
+    T* dyt = reinterpret_cast<T*>(ws + lay.xt);
+    T* yt = reinterpret_cast<T*>(ws + lay.xt + lay.dyt);
+    char* own = ws + lay.total_transposes();
+    const int64_t cg = p.c_per_group(), kg = p.k_per_group(), rs = p.r * p.s;
+    // x' (Cg x g*N x H x W): x'[c][g*N + n] = x[n][g*Cg + c]; x viewed as N x g x Cg planes.
+#pragma omp parallel for collapse(3) num_threads(threads) schedule(static)
+    for (int64_t c = 0; c < cg; ++c)
+        for (int64_t g = 0; g < p.groups; ++g)
+            for (int64_t n = 0; n < p.n; ++n) {
+                const T* src = static_cast<const T*>(a.x) + ((n * p.groups + g) * cg + c) * p.h * p.w;
+                T* dst = xt + ((c * p.groups + g) * p.n + n) * p.h * p.w;
+                for (int64_t i = 0; i < p.h * p.w; ++i) dst[i] = src[i];
+            }
+    // dy' (K x N x P x Q): dy'[k][n] = dy[n][k].
+    swap_outer(static_cast<const T*>(a.dy), dyt, p.n, p.k, p.p * p.q, threads);
+    const ConvArgs args{f, a.ctx, xt, dyt, yt, 1.0, 0.0, s.workspace_bytes(f) ? own : nullptr};
+    s.run(args);
+    // dw[g*Kg + k][c][r][s] = alpha * y'[c][g*Kg + k][r'][s'] + beta * dw, mirrored taps in the
+    // true-convolution mode (the forward pass multiplies x at tap t by w[R-1-t]).
+    T* dw = static_cast<T*>(a.dw);
+    const T alpha = T(a.alpha), beta = T(a.beta);
+#pragma omp parallel for collapse(2) num_threads(threads) schedule(static)
+    for (int64_t k = 0; k < p.k; ++k)
+        for (int64_t c = 0; c < cg; ++c) {
+            const T* src = yt + (c * p.k + k) * rs;
+            T* dst = dw + (k * cg + c) * rs;
+            for (int64_t r = 0; r < p.r; ++r)
+                for (int64_t s2 = 0; s2 < p.s; ++s2) {
+                    const T v = src[conv_filter_tap(r, p.r, p.flip) * p.s + conv_filter_tap(s2, p.s, p.flip)];
+                    T* d = dst + r * p.s + s2;
+                    *d = beta == T(0) ? alpha * v : alpha * v + beta * *d;
+                }
+        }
+    (void)kg;
+}
+}  // namespace
+
+void filter_run(const BwdFilterArgs& a, convcoreConvolutionFwdAlgo_t fwd) {
+    const ConvProblem f = filter_problem(a.prob);
+    const Solver* s = find_solver(fwd, a.prob.device);
+    if (!s) throw Error(CONVCORE_STATUS_INTERNAL_ERROR, "backward filter: no forward solver");
+    if (a.prob.dtype == CONVCORE_DATA_DOUBLE)
+        filter_run_t<double>(a, *s, f);
+    else
+        filter_run_t<float>(a, *s, f);
+}
+
+}  // namespace via_forward
+}  // namespace convcore

@@ -1,0 +1,58 @@
+// Backward passes by reduction to a FORWARD solver (core/backward_via_forward.cpp), written
+// once so that an algorithm with a forward solver (the FFT family, POLY_HANKEL, Winograd for
+// backward data) gets a backward pass from one registry line:
+//
+//   &via_forward::bwd_data<CONVCORE_BWD_DATA_ALGO_FFT, CONVCORE_FWD_ALGO_FFT>,
+//
+// Backward data (stride 1): dx is the forward convolution of dy (N x K x P x Q) with the
+// transposed filter w' (C x K/g x R x S, w'[g,c][k] = w[g,k][c]), padding dil*(R-1) - pad,
+// the same dilation and groups, and the mode toggled (the flip of the filter is the mode's).
+// Backward filter (stride 1): dw is a correlation of x with dy, run as the forward problem
+// with batch C/g, channels g*N (x transposed), filter dy transposed (K x N x P x Q), stride
+// = the dilation, padding = pad, groups g; its C/g x K x R x S output is transposed into dw.
+// The transposes live in the workspace: workspace = the forward solver's + the transposes.
+#pragma once
+#include <string>
+
+#include "core/problem.hpp"
+#include "core/solver.hpp"
+
+namespace convcore {
+namespace via_forward {
+
+// The forward problem each reduction runs; only meaningful when the why_not below is "".
+ConvProblem data_problem(const ConvProblem& prob);
+ConvProblem filter_problem(const ConvProblem& prob);
+
+std::string data_why_not(const ConvProblem& prob, convcoreConvolutionFwdAlgo_t fwd);
+size_t data_workspace_bytes(const ConvProblem& prob, convcoreConvolutionFwdAlgo_t fwd);
+void data_run(const BwdDataArgs& args, convcoreConvolutionFwdAlgo_t fwd);
+
+std::string filter_why_not(const ConvProblem& prob, convcoreConvolutionFwdAlgo_t fwd);
+size_t filter_workspace_bytes(const ConvProblem& prob, convcoreConvolutionFwdAlgo_t fwd);
+void filter_run(const BwdFilterArgs& args, convcoreConvolutionFwdAlgo_t fwd);
+
+template <convcoreConvolutionFwdAlgo_t F>
+std::string data_why_not_t(const ConvProblem& p) { return data_why_not(p, F); }
+template <convcoreConvolutionFwdAlgo_t F>
+size_t data_workspace_t(const ConvProblem& p) { return data_workspace_bytes(p, F); }
+template <convcoreConvolutionFwdAlgo_t F>
+void data_run_t(const BwdDataArgs& a) { data_run(a, F); }
+template <convcoreConvolutionFwdAlgo_t F>
+std::string filter_why_not_t(const ConvProblem& p) { return filter_why_not(p, F); }
+template <convcoreConvolutionFwdAlgo_t F>
+size_t filter_workspace_t(const ConvProblem& p) { return filter_workspace_bytes(p, F); }
+template <convcoreConvolutionFwdAlgo_t F>
+void filter_run_t(const BwdFilterArgs& a) { filter_run(a, F); }
+
+// The CPU solvers (the transposes are CPU loops; a CUDA twin needs device transposes).
+template <convcoreConvolutionBwdDataAlgo_t B, convcoreConvolutionFwdAlgo_t F>
+inline const BwdDataSolver bwd_data = {B, CONVCORE_DEVICE_CPU, /*deterministic=*/true,
+                                       data_why_not_t<F>, data_workspace_t<F>, data_run_t<F>};
+template <convcoreConvolutionBwdFilterAlgo_t B, convcoreConvolutionFwdAlgo_t F>
+inline const BwdFilterSolver bwd_filter = {B, CONVCORE_DEVICE_CPU, /*deterministic=*/true,
+                                           filter_why_not_t<F>, filter_workspace_t<F>,
+                                           filter_run_t<F>};
+
+}  // namespace via_forward
+}  // namespace convcore

@@ -1,0 +1,24 @@
+// Algorithm selection for the backward passes without running anything (cuDNN's Get), the
+// twin of core/select.hpp.
+#pragma once
+#include <vector>
+
+#include "core/problem.hpp"
+#include "core/solver.hpp"
+
+namespace convcore {
+
+struct RankedBwdDataAlgo {
+    convcoreConvolutionBwdDataAlgo_t algo;
+    const BwdDataSolver* solver;  // null when the algorithm cannot run the problem on its device
+};
+struct RankedBwdFilterAlgo {
+    convcoreConvolutionBwdFilterAlgo_t algo;
+    const BwdFilterSolver* solver;
+};
+
+// Every algorithm of the enum: the applicable ones first, best first, then the others in enum order.
+std::vector<RankedBwdDataAlgo> rank_bwd_data_algorithms(const ConvProblem& prob);
+std::vector<RankedBwdFilterAlgo> rank_bwd_filter_algorithms(const ConvProblem& prob);
+
+}  // namespace convcore

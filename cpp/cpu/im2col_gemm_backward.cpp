@@ -1,0 +1,204 @@
+// IM2COL_GEMM backward passes on the CPU, the transposes of cpu/im2col_gemm.cpp's forward
+// GEMM Y[n, g] (Kg x PQ) = W[g] (Kg x L) * col (L x PQ), L = Cg*R*S:
+//   backward data:   col = alpha * W[g]^T (L x Kg) * dY[n, g] (Kg x PQ) in the workspace, then
+//                    col2im scatters it into dx[n, g] (already scaled by beta, or zeroed);
+//   backward filter: im2col of x[n, g] into the workspace, then
+//                    dW[g] (Kg x L) = alpha * dY[n, g] (Kg x PQ) * col^T (PQ x L) + beta' * dW[g],
+//                    beta' = beta for the first image (BLAS with beta == 0 does not read dW)
+//                    and 1 for the others.
+// Row l = (c, fr, fs) of col pairs with filter element w[.][c][fr][fs], whose tap is
+// conv_filter_tap(fr) (mirrored in the true-convolution mode), so the flip is in the
+// unfolding, as in the forward pass. 1x1 filters with stride 1 and no padding need no
+// unfolding: x and dx themselves are the col matrix (workspace 0).
+#include <cblas.h>
+#include <omp.h>
+
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "common/conv_index.hpp"
+#include "core/error.hpp"
+#include "core/solver.hpp"
+
+namespace convcore {
+namespace cpu {
+
+namespace {
+
+bool direct_1x1(const ConvProblem& p) {
+    return p.is_1x1() && p.unit_stride() && p.pad_h == 0 && p.pad_w == 0;
+}
+
+std::string why_not(const ConvProblem& p) {
+    if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
+        return "IM2COL_GEMM runs float32 and float64 only";
+    const int64_t crs = p.c_per_group() * p.r * p.s;
+    if (p.k_per_group() > INT_MAX || p.p * p.q > INT_MAX || crs > INT_MAX)
+        return "IM2COL_GEMM: a GEMM dimension (K/groups=" + std::to_string(p.k_per_group()) +
+               ", P*Q=" + std::to_string(p.p * p.q) + ", C/groups*R*S=" + std::to_string(crs) +
+               ") exceeds the 32-bit BLAS interface";
+    return "";
+}
+
+size_t workspace_bytes(const ConvProblem& p) {
+    if (direct_1x1(p)) return 0;
+    return size_t(p.c_per_group() * p.r * p.s) * size_t(p.p * p.q) * p.elem_size();
+}
+
+// For row (c, fr, fs) of col: calls f(col_row_pointer_for_outputs_of_row_oh, x_row, q range,
+// input column offset) for each output row oh whose input row is inside the image.
+// im2col (x -> col) and col2im (col -> dx) are the two directions of this one walk.
+template <typename T, bool ToCol>
+void walk(const ConvProblem& p, T* col, T* x, int threads) {
+    const int64_t rs = p.r * p.s, pq = p.p * p.q, hw = p.h * p.w;
+    if (ToCol) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+        for (int64_t row = 0; row < p.c_per_group() * rs; ++row) {
+            const int64_t c = row / rs, fr = row / p.s % p.r, fs = row % p.s;
+            const int64_t r = conv_filter_tap(fr, p.r, p.flip), s = conv_filter_tap(fs, p.s, p.flip);
+            const TapRange qv = conv_valid_outputs(s, p.w, p.q, p.pad_w, p.stride_w, p.dil_w);
+            const int64_t w0 = conv_input_coord(0, s, p.pad_w, p.stride_w, p.dil_w);
+            const T* xc = x + c * hw;
+            T* d = col + row * pq;
+            for (int64_t oh = 0; oh < p.p; ++oh, d += p.q) {
+                const int64_t ih = conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h);
+                if (ih < 0 || ih >= p.h) {
+                    for (int64_t q = 0; q < p.q; ++q) d[q] = T(0);
+                    continue;
+                }
+                const T* xr = xc + ih * p.w;
+                for (int64_t q = 0; q < qv.begin; ++q) d[q] = T(0);
+                for (int64_t q = qv.begin; q < qv.end; ++q) d[q] = xr[q * p.stride_w + w0];
+                for (int64_t q = qv.end; q < p.q; ++q) d[q] = T(0);
+            }
+        }
+    } else {
+        // col2im: one task per channel, so that no two threads add into the same dx element.
+#pragma omp parallel for num_threads(threads) schedule(static)
+        for (int64_t c = 0; c < p.c_per_group(); ++c) {
+            T* xc = x + c * hw;
+            for (int64_t f = 0; f < rs; ++f) {
+                const int64_t fr = f / p.s, fs = f % p.s;
+                const int64_t r = conv_filter_tap(fr, p.r, p.flip), s = conv_filter_tap(fs, p.s, p.flip);
+                const TapRange qv = conv_valid_outputs(s, p.w, p.q, p.pad_w, p.stride_w, p.dil_w);
+                const int64_t w0 = conv_input_coord(0, s, p.pad_w, p.stride_w, p.dil_w);
+                const T* d = col + (c * rs + f) * pq;
+                for (int64_t oh = 0; oh < p.p; ++oh, d += p.q) {
+                    const int64_t ih = conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h);
+                    if (ih < 0 || ih >= p.h) continue;
+                    T* xr = xc + ih * p.w;
+                    if (p.stride_w == 1)
+                        for (int64_t q = qv.begin; q < qv.end; ++q) xr[q + w0] += d[q];
+                    else
+                        for (int64_t q = qv.begin; q < qv.end; ++q) xr[q * p.stride_w + w0] += d[q];
+                }
+            }
+        }
+    }
+}
+
+// Row-major C (m x n) = alpha * op(A) * op(B) + beta * C.
+void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
+          const float* b, int ldb, float beta, float* c, int ldc) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+                k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+void gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, int lda,
+          const double* b, int ldb, double beta, double* c, int ldc) {
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+                k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+// The OpenMP build of OpenBLAS sizes its team from omp_get_max_threads(): the handle's count
+// for the call, restored after (as in cpu/im2col_gemm.cpp).
+struct BlasThreads {
+    int saved;
+    explicit BlasThreads(int threads) : saved(omp_get_max_threads()) { omp_set_num_threads(threads); }
+    ~BlasThreads() { omp_set_num_threads(saved); }
+};
+
+template <typename T>
+void data_t(const BwdDataArgs& a) {
+    const ConvProblem& p = a.prob;
+    const int threads = a.ctx.threads();
+    const int64_t cg = p.c_per_group(), kg = p.k_per_group(), crs = cg * p.r * p.s;
+    const int64_t pq = p.p * p.q, hw = p.h * p.w;
+    const T* w = static_cast<const T*>(a.w);
+    const T* dy = static_cast<const T*>(a.dy);
+    T* dx = static_cast<T*>(a.dx);
+    T* col = static_cast<T*>(a.workspace);
+    const T alpha = T(a.alpha), beta = T(a.beta);
+    BlasThreads blas_threads(threads);
+    for (int64_t n = 0; n < p.n; ++n) {
+        for (int64_t g = 0; g < p.groups; ++g) {
+            const T* wg = w + g * kg * crs;  // Kg x L
+            const T* dyg = dy + (n * p.k + g * kg) * pq;
+            T* dxg = dx + (n * p.c + g * cg) * hw;
+            if (direct_1x1(p)) {  // dx[n, g] (Cg x HW) = alpha * W^T dy + beta * dx
+                gemm(true, false, int(cg), int(pq), int(kg), alpha, wg, int(crs), dyg, int(pq), beta,
+                     dxg, int(pq));
+                continue;
+            }
+            gemm(true, false, int(crs), int(pq), int(kg), alpha, wg, int(crs), dyg, int(pq), T(0), col,
+                 int(pq));
+#pragma omp parallel for num_threads(threads) schedule(static)
+            for (int64_t i = 0; i < cg * hw; ++i) dxg[i] = beta == T(0) ? T(0) : beta * dxg[i];
+            walk<T, false>(p, col, dxg, threads);
+        }
+    }
+}
+
+template <typename T>
+void filter_t(const BwdFilterArgs& a) {
+    const ConvProblem& p = a.prob;
+    const int threads = a.ctx.threads();
+    const int64_t cg = p.c_per_group(), kg = p.k_per_group(), crs = cg * p.r * p.s;
+    const int64_t pq = p.p * p.q, hw = p.h * p.w;
+    const T* x = static_cast<const T*>(a.x);
+    const T* dy = static_cast<const T*>(a.dy);
+    T* dw = static_cast<T*>(a.dw);
+    T* col = static_cast<T*>(a.workspace);
+    const T alpha = T(a.alpha), beta = T(a.beta);
+    BlasThreads blas_threads(threads);
+    for (int64_t g = 0; g < p.groups; ++g) {
+        for (int64_t n = 0; n < p.n; ++n) {
+            const T* xg = x + (n * p.c + g * cg) * hw;
+            const T* src = xg;
+            if (!direct_1x1(p)) {
+                walk<T, true>(p, col, const_cast<T*>(xg), threads);
+                src = col;
+            }
+            gemm(false, true, int(kg), int(crs), int(pq), alpha, dy + (n * p.k + g * kg) * pq, int(pq),
+                 src, int(pq), n == 0 ? beta : T(1), dw + g * kg * crs, int(crs));
+        }
+    }
+}
+
+void run_data(const BwdDataArgs& a) {
+    if (a.prob.dtype == CONVCORE_DATA_DOUBLE)
+        data_t<double>(a);
+    else
+        data_t<float>(a);
+}
+
+void run_filter(const BwdFilterArgs& a) {
+    if (a.prob.dtype == CONVCORE_DATA_DOUBLE)
+        filter_t<double>(a);
+    else
+        filter_t<float>(a);
+}
+
+}  // namespace
+
+extern const BwdDataSolver im2col_gemm_bwd_data_solver;
+const BwdDataSolver im2col_gemm_bwd_data_solver = {CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM,
+                                                   CONVCORE_DEVICE_CPU, /*deterministic=*/true,
+                                                   why_not, workspace_bytes, run_data};
+extern const BwdFilterSolver im2col_gemm_bwd_filter_solver;
+const BwdFilterSolver im2col_gemm_bwd_filter_solver = {CONVCORE_BWD_FILTER_ALGO_IM2COL_GEMM,
+                                                       CONVCORE_DEVICE_CPU, /*deterministic=*/true,
+                                                       why_not, workspace_bytes, run_filter};
+
+}  // namespace cpu
+}  // namespace convcore

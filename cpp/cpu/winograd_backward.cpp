@@ -1,0 +1,222 @@
+// WINOGRAD_3X3_2X2 backward filter on the CPU (paper 001, Lavin & Gray section 4.2): the
+// 3x3 filter gradient with Winograd's F(3x3,2x2). (Backward data with F(2x2,3x3) is the
+// reduction of core/backward_via_forward.cpp to the forward WINOGRAD_2X2_3X3 solver, one
+// line in core/registry.cpp: it is a forward convolution of dy with the flipped, transposed
+// filter, as the paper says.)
+//
+// For stride 1 and dilation 1 the correlation gradient is
+//   dw[k, c, r, s] = sum_n sum_{p, q} dy[n, k, p, q] * x[n, g*Cg + c, p - pad_h + r, q - pad_w + s].
+// Cut dy into 2x2 tiles at (2a, 2b): each tile's contribution is the correlation of the 4x4
+// input tile d = x[2a - pad_h .. +3, 2b - pad_w .. +3] (zero outside the image) with the 2x2
+// "filter" g = the dy tile (zero beyond P, Q), whose 3x3 output is F(3x3,2x2):
+//   Y = AT [(G g G^T) (.) (BT d B)] A        (tables: common/generated/winograd_tables.hpp, F3x2)
+// Summing over tiles commutes with AT . A, so for each of the 16 transform points xi:
+//   M_xi (Kg x Cg) = sum_tiles U_xi[k][tile] V_xi[c][tile]   -- 16 GEMMs per block of tiles --
+// and dw = AT M A once per (k, c): 16 multiplications per tile and (k, c) instead of 36.
+// Tiles go in blocks of kBlock; each block's GEMMs (BLAS) are added into a float64 M, so
+// float32 error does not grow with the number of tiles. The true-convolution mode stores the
+// mirrored taps. Workspace: per block U (16 x Kg x B), V (16 x Cg x B), the block's M, and the
+// float64 M (16 x Kg x Cg), reused group after group.
+#include <cblas.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "common/blend.hpp"
+#include "common/conv_index.hpp"
+#include "common/generated/winograd_tables.hpp"
+#include "core/error.hpp"
+#include "core/solver.hpp"
+
+namespace convcore {
+namespace cpu {
+
+namespace {
+
+using Tab = winograd::F3x2;  // m = 3 outputs, r = 2 taps, alpha = 4
+constexpr int64_t kA = Tab::alpha, kXi = kA * kA;
+constexpr int64_t kBlock = 256;  // tiles per block
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+std::string why_not(const ConvProblem& p) {
+    const std::string name = "WINOGRAD_3X3_2X2";
+    if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
+        return name + " runs float32 and float64 only";
+    if (p.r != 3 || p.s != 3)
+        return name + " needs a 3x3 filter, got " + std::to_string(p.r) + "x" + std::to_string(p.s);
+    if (!p.unit_stride())
+        return name + " needs stride 1, got stride " + std::to_string(p.stride_h) + "x" +
+               std::to_string(p.stride_w);
+    if (!p.unit_dilation())
+        return name + " needs dilation 1, got dilation " + std::to_string(p.dil_h) + "x" +
+               std::to_string(p.dil_w);
+    if (p.k_per_group() > INT_MAX || p.c_per_group() > INT_MAX)
+        return name + ": a GEMM dimension (K/groups=" + std::to_string(p.k_per_group()) +
+               ", C/groups=" + std::to_string(p.c_per_group()) + ") exceeds the 32-bit BLAS interface";
+    return "";
+}
+
+struct Plan {
+    int64_t ta, tb, tiles, block;  // tiles per column / row of dy, in all, per block
+    int64_t u_elems, v_elems, m_elems;
+    size_t bytes(size_t elem) const {
+        const auto up = [](size_t v) { return (v + 63) / 64 * 64; };
+        return up(size_t(u_elems) * elem) + up(size_t(v_elems) * elem) + up(size_t(m_elems) * elem) +
+               size_t(m_elems) * 8;
+    }
+};
+
+Plan plan_of(const ConvProblem& p) {
+    Plan pl;
+    pl.ta = ceil_div(p.p, 2);
+    pl.tb = ceil_div(p.q, 2);
+    pl.tiles = p.n * pl.ta * pl.tb;
+    pl.block = std::min(kBlock, pl.tiles);
+    pl.u_elems = kXi * p.k_per_group() * pl.block;
+    pl.v_elems = kXi * p.c_per_group() * pl.block;
+    pl.m_elems = kXi * p.k_per_group() * p.c_per_group();
+    return pl;
+}
+
+size_t workspace_bytes(const ConvProblem& p) { return plan_of(p).bytes(p.elem_size()); }
+
+// Row-major C (m x n) = A (m x k, row stride ld) * B^T (B: n x k, row stride ld).
+void gemm_nt(int m, int n, int k, int ld, const float* a, const float* b, float* c) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, ld, b, ld, 0.0f, c, n);
+}
+void gemm_nt(int m, int n, int k, int ld, const double* a, const double* b, double* c) {
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0, a, ld, b, ld, 0.0, c, n);
+}
+
+struct BlasThreads {  // as in cpu/im2col_gemm.cpp
+    int saved;
+    explicit BlasThreads(int threads) : saved(omp_get_max_threads()) { omp_set_num_threads(threads); }
+    ~BlasThreads() { omp_set_num_threads(saved); }
+};
+
+template <typename T>
+void run_typed(const BwdFilterArgs& a) {
+    const ConvProblem& p = a.prob;
+    const Plan pl = plan_of(p);
+    const int threads = a.ctx.threads();
+    const int64_t cg = p.c_per_group(), kg = p.k_per_group(), hw = p.h * p.w, pq = p.p * p.q;
+    const T* x = static_cast<const T*>(a.x);
+    const T* dy = static_cast<const T*>(a.dy);
+    T* dw = static_cast<T*>(a.dw);
+    const auto up = [](size_t v) { return (v + 63) / 64 * 64; };
+    char* ws = static_cast<char*>(a.workspace);
+    T* U = reinterpret_cast<T*>(ws);  // [xi][k][tile of block]
+    ws += up(size_t(pl.u_elems) * sizeof(T));
+    T* V = reinterpret_cast<T*>(ws);  // [xi][c][tile of block]
+    ws += up(size_t(pl.v_elems) * sizeof(T));
+    T* Mb = reinterpret_cast<T*>(ws);  // [xi][k][c], this block
+    ws += up(size_t(pl.m_elems) * sizeof(T));
+    double* M = reinterpret_cast<double*>(ws);  // [xi][k][c], all blocks
+    const auto& G = Tab::table<T>::G;
+    const auto& BT = Tab::table<T>::BT;
+    const auto& AT = Tab::table<T>::AT;
+    const T alpha = T(a.alpha), beta = T(a.beta);
+    BlasThreads blas_threads(threads);
+
+    for (int64_t g = 0; g < p.groups; ++g) {
+        std::fill(M, M + pl.m_elems, 0.0);
+        for (int64_t t0 = 0; t0 < pl.tiles; t0 += pl.block) {
+            const int64_t bt = std::min(pl.block, pl.tiles - t0);
+            // U = G g G^T of each dy tile g (2x2, zero beyond P x Q).
+#pragma omp parallel for collapse(2) num_threads(threads) schedule(static)
+            for (int64_t k = 0; k < kg; ++k)
+                for (int64_t j = 0; j < bt; ++j) {
+                    const int64_t t = t0 + j, b = t % pl.tb, aa = t / pl.tb % pl.ta, n = t / (pl.tb * pl.ta);
+                    const T* d = dy + (n * p.k + g * kg + k) * pq;
+                    T tile[2][2];
+                    for (int i = 0; i < 2; ++i)
+                        for (int jj = 0; jj < 2; ++jj) {
+                            const int64_t pp = 2 * aa + i, qq = 2 * b + jj;
+                            tile[i][jj] = pp < p.p && qq < p.q ? d[pp * p.q + qq] : T(0);
+                        }
+                    T gt[kA][2];  // G g
+                    for (int u = 0; u < kA; ++u)
+                        for (int jj = 0; jj < 2; ++jj) gt[u][jj] = G[u][0] * tile[0][jj] + G[u][1] * tile[1][jj];
+                    for (int u = 0; u < kA; ++u)
+                        for (int v = 0; v < kA; ++v)
+                            U[((u * kA + v) * kg + k) * pl.block + j] = gt[u][0] * G[v][0] + gt[u][1] * G[v][1];
+                }
+            // V = BT d B of each 4x4 input tile d (zero outside the image).
+#pragma omp parallel for collapse(2) num_threads(threads) schedule(static)
+            for (int64_t c = 0; c < cg; ++c)
+                for (int64_t j = 0; j < bt; ++j) {
+                    const int64_t t = t0 + j, b = t % pl.tb, aa = t / pl.tb % pl.ta, n = t / (pl.tb * pl.ta);
+                    const T* xc = x + (n * p.c + g * cg + c) * hw;
+                    const int64_t h0 = 2 * aa - p.pad_h, w0 = 2 * b - p.pad_w;
+                    T d[kA][kA];
+                    for (int i = 0; i < kA; ++i)
+                        for (int jj = 0; jj < kA; ++jj) {
+                            const int64_t ih = h0 + i, iw = w0 + jj;
+                            d[i][jj] = ih >= 0 && ih < p.h && iw >= 0 && iw < p.w ? xc[ih * p.w + iw] : T(0);
+                        }
+                    T bd[kA][kA];  // BT d
+                    for (int u = 0; u < kA; ++u)
+                        for (int jj = 0; jj < kA; ++jj) {
+                            T s = 0;
+                            for (int i = 0; i < kA; ++i) s += BT[u][i] * d[i][jj];
+                            bd[u][jj] = s;
+                        }
+                    for (int u = 0; u < kA; ++u)
+                        for (int v = 0; v < kA; ++v) {
+                            T s = 0;
+                            for (int jj = 0; jj < kA; ++jj) s += bd[u][jj] * BT[v][jj];
+                            V[((u * kA + v) * cg + c) * pl.block + j] = s;
+                        }
+                }
+            // M_xi += U_xi (Kg x bt) V_xi^T (bt x Cg), the block's sum in T, the total in double.
+            for (int64_t xi = 0; xi < kXi; ++xi)
+                gemm_nt(int(kg), int(cg), int(bt), int(pl.block), U + xi * kg * pl.block,
+                        V + xi * cg * pl.block, Mb + xi * kg * cg);
+#pragma omp parallel for num_threads(threads) schedule(static)
+            for (int64_t i = 0; i < pl.m_elems; ++i) M[i] += double(Mb[i]);
+        }
+        // dw = alpha * AT M A + beta * dw, taps mirrored in the true-convolution mode.
+#pragma omp parallel for collapse(2) num_threads(threads) schedule(static)
+        for (int64_t k = 0; k < kg; ++k)
+            for (int64_t c = 0; c < cg; ++c) {
+                double m[kA][kA], am[3][kA];
+                for (int u = 0; u < kA; ++u)
+                    for (int v = 0; v < kA; ++v) m[u][v] = M[((u * kA + v) * kg + k) * cg + c];
+                for (int r = 0; r < 3; ++r)
+                    for (int v = 0; v < kA; ++v) {
+                        double s = 0;
+                        for (int u = 0; u < kA; ++u) s += double(AT[r][u]) * m[u][v];
+                        am[r][v] = s;
+                    }
+                T* out = dw + ((g * kg + k) * cg + c) * 9;
+                for (int r = 0; r < 3; ++r)
+                    for (int s2 = 0; s2 < 3; ++s2) {
+                        double y = 0;
+                        for (int v = 0; v < kA; ++v) y += am[r][v] * double(AT[s2][v]);
+                        blend_store(out + conv_filter_tap(r, 3, p.flip) * 3 + conv_filter_tap(s2, 3, p.flip),
+                                    T(y), alpha, beta);
+                    }
+            }
+    }
+}
+
+void run(const BwdFilterArgs& a) {
+    if (a.prob.dtype == CONVCORE_DATA_DOUBLE)
+        run_typed<double>(a);
+    else
+        run_typed<float>(a);
+}
+
+}  // namespace
+
+extern const BwdFilterSolver winograd_3x3_2x2_bwd_filter_solver;
+const BwdFilterSolver winograd_3x3_2x2_bwd_filter_solver = {
+    CONVCORE_BWD_FILTER_ALGO_WINOGRAD_3X3_2X2, CONVCORE_DEVICE_CPU, /*deterministic=*/true, why_not,
+    workspace_bytes, run};
+
+}  // namespace cpu
+}  // namespace convcore

@@ -1,0 +1,782 @@
+// The backward passes through the public C API: every backward-data and backward-filter
+// algorithm against float64 references derived from reference.hpp's definition of the
+// forward convolution (its adjoints, written as the same loops scattering instead of
+// gathering), on random problems (odd sizes, padding, stride 1-3, dilation 1-2, groups, both
+// modes, alpha/beta with a NaN-poisoned output when beta == 0, strided tensors), float32
+// and float64, under the bounds docs/algorithms.md states; the bias gradient; the
+// NOT_SUPPORTED paths with their reasons; bad parameters; names and rankings.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <map>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "convcore/convcore.h"
+#include "convcore/convcore.hpp"
+#include "reference.hpp"
+
+using namespace convcore_test;
+
+namespace {
+
+std::string last_error() { return convcoreGetLastErrorString(); }
+
+#define EXPECT_STATUS(call, status, fragment)                                           \
+    do {                                                                                \
+        convcoreStatus_t st_ = (call);                                                  \
+        EXPECT_EQ(st_, status) << #call << ": " << last_error();                        \
+        EXPECT_NE(last_error().find(fragment), std::string::npos)                       \
+            << #call << ": reason '" << last_error() << "' lacks '" << fragment << "'"; \
+    } while (0)
+
+// ---- references: the adjoints of reference_conv, loop for loop ---------------------------------
+// reference_conv computes y[n,k,i,j] = sum_{c,r,s} x[n, cin, ih, iw] * w[k, c, wr, ws] over the
+// in-range (ih, iw); so dx[n, cin, ih, iw] += dy[n,k,i,j] * w[k,c,wr,ws] and
+// dw[k,c,wr,ws] += dy[n,k,i,j] * x[n,cin,ih,iw] over the same index set.
+template <typename F>
+void for_each_term(const Shape& p, F f) {
+    const int64_t P = p.out_h(), Q = p.out_w(), cg = p.c / p.groups, kg = p.k / p.groups;
+    for (int64_t n = 0; n < p.n; ++n)
+        for (int64_t k = 0; k < p.k; ++k)
+            for (int64_t i = 0; i < P; ++i)
+                for (int64_t j = 0; j < Q; ++j)
+                    for (int64_t c = 0; c < cg; ++c)
+                        for (int64_t r = 0; r < p.r; ++r)
+                            for (int64_t s = 0; s < p.s; ++s) {
+                                const int64_t ih = i * p.stride_h - p.pad_h + r * p.dil_h;
+                                const int64_t iw = j * p.stride_w - p.pad_w + s * p.dil_w;
+                                if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w) continue;
+                                const int64_t wr = p.flip ? p.r - 1 - r : r;
+                                const int64_t ws = p.flip ? p.s - 1 - s : s;
+                                const int64_t cin = (k / kg) * cg + c;
+                                f(((n * p.k + k) * P + i) * Q + j, ((n * p.c + cin) * p.h + ih) * p.w + iw,
+                                  ((k * cg + c) * p.r + wr) * p.s + ws);
+                            }
+}
+
+std::vector<double> reference_bwd_data(const Shape& p, const std::vector<double>& w,
+                                       const std::vector<double>& dy) {
+    std::vector<double> dx(size_t(p.n * p.c * p.h * p.w), 0.0);
+    for_each_term(p, [&](int64_t yi, int64_t xi, int64_t wi) { dx[xi] += dy[yi] * w[wi]; });
+    return dx;
+}
+
+std::vector<double> reference_bwd_filter(const Shape& p, const std::vector<double>& x,
+                                         const std::vector<double>& dy) {
+    std::vector<double> dw(size_t(p.k * (p.c / p.groups) * p.r * p.s), 0.0);
+    for_each_term(p, [&](int64_t yi, int64_t xi, int64_t wi) { dw[wi] += dy[yi] * x[xi]; });
+    return dw;
+}
+
+// ---- the algorithms, their applicability and bounds ---------------------------------------------
+
+struct Bound {
+    double f32, f64;
+};
+
+Bound data_bound(convcoreConvolutionBwdDataAlgo_t a) {
+    switch (a) {
+        case CONVCORE_BWD_DATA_ALGO_DIRECT:
+        case CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM:
+        case CONVCORE_BWD_DATA_ALGO_IMPLICIT_GEMM: return {1e-5, 1e-12};
+        case CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3: return {5e-5, 1e-11};
+        default: return {1e-4, 1e-10};  // the FFT family and POLY_HANKEL
+    }
+}
+
+Bound filter_bound(convcoreConvolutionBwdFilterAlgo_t a) {
+    switch (a) {
+        case CONVCORE_BWD_FILTER_ALGO_DIRECT:
+        case CONVCORE_BWD_FILTER_ALGO_IM2COL_GEMM:
+        case CONVCORE_BWD_FILTER_ALGO_IMPLICIT_GEMM: return {1e-5, 1e-12};
+        case CONVCORE_BWD_FILTER_ALGO_WINOGRAD_3X3_2X2: return {5e-5, 1e-11};
+        default: return {1e-4, 1e-10};
+    }
+}
+
+// Whether the algorithm's documented limits admit the problem (the test's own statement of
+// the limits, checked against the library's answer).
+bool data_applicable(convcoreConvolutionBwdDataAlgo_t a, const Shape& p) {
+    switch (a) {
+        case CONVCORE_BWD_DATA_ALGO_DIRECT:
+        case CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM:
+        case CONVCORE_BWD_DATA_ALGO_IMPLICIT_GEMM: return true;
+        case CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3:
+            return p.r == 3 && p.s == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 &&
+                   p.dil_w == 1 && p.pad_h <= 2 && p.pad_w <= 2;
+        default:
+            return p.stride_h == 1 && p.stride_w == 1 && p.pad_h <= p.dil_h * (p.r - 1) &&
+                   p.pad_w <= p.dil_w * (p.s - 1);
+    }
+}
+
+bool filter_applicable(convcoreConvolutionBwdFilterAlgo_t a, const Shape& p) {
+    switch (a) {
+        case CONVCORE_BWD_FILTER_ALGO_DIRECT:
+        case CONVCORE_BWD_FILTER_ALGO_IM2COL_GEMM:
+        case CONVCORE_BWD_FILTER_ALGO_IMPLICIT_GEMM: return true;
+        case CONVCORE_BWD_FILTER_ALGO_WINOGRAD_3X3_2X2:
+            return p.r == 3 && p.s == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 &&
+                   p.dil_w == 1;
+        default: return p.stride_h == 1 && p.stride_w == 1;
+    }
+}
+
+// Largest error seen per algorithm, direction and type (printed at the end, for the docs).
+std::map<std::string, double>& worst() {
+    static std::map<std::string, double> m;
+    return m;
+}
+std::map<std::string, int>& runs() {
+    static std::map<std::string, int> m;
+    return m;
+}
+
+// Tensor layouts for dy / dx / x: packed, padded rows and planes, channels-last.
+enum Layout { PACKED = 0, PADDED = 1, CHANNELS_LAST = 2 };
+
+std::array<int64_t, 4> strides_of(Layout l, int64_t n, int64_t c, int64_t h, int64_t w) {
+    if (l == PADDED) return {c * (h + 1) * (w + 3), (h + 1) * (w + 3), w + 3, 1};
+    if (l == CHANNELS_LAST) return {h * w * c, 1, w * c, c};
+    return {c * h * w, h * w, w, 1};
+}
+
+int64_t span_of(const std::array<int64_t, 4>& dims, const std::array<int64_t, 4>& st) {
+    int64_t last = 0;
+    for (int i = 0; i < 4; ++i) last += (dims[i] - 1) * st[i];
+    return last + 1;
+}
+
+// A strided buffer holding `packed` (NCHW order) at the layout's positions, NaN elsewhere.
+template <typename T>
+std::vector<T> scatter(const std::vector<double>& packed, const std::array<int64_t, 4>& d,
+                       const std::array<int64_t, 4>& st, double fill) {
+    std::vector<T> out(size_t(span_of(d, st)), T(fill));
+    size_t i = 0;
+    for (int64_t a = 0; a < d[0]; ++a)
+        for (int64_t b = 0; b < d[1]; ++b)
+            for (int64_t c = 0; c < d[2]; ++c)
+                for (int64_t e = 0; e < d[3]; ++e) out[a * st[0] + b * st[1] + c * st[2] + e * st[3]] = T(packed[i++]);
+    return out;
+}
+
+template <typename T>
+std::vector<double> gather(const std::vector<T>& buf, const std::array<int64_t, 4>& d,
+                           const std::array<int64_t, 4>& st) {
+    std::vector<double> out;
+    for (int64_t a = 0; a < d[0]; ++a)
+        for (int64_t b = 0; b < d[1]; ++b)
+            for (int64_t c = 0; c < d[2]; ++c)
+                for (int64_t e = 0; e < d[3]; ++e) out.push_back(double(buf[a * st[0] + b * st[1] + c * st[2] + e * st[3]]));
+    return out;
+}
+
+// Rounds to T and back, so that the reference sees the inputs the library sees.
+template <typename T>
+std::vector<double> rounded(const std::vector<double>& v) {
+    std::vector<double> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) out[i] = double(T(v[i]));
+    return out;
+}
+
+struct Case {
+    Shape shape;
+    double alpha, beta;
+    Layout in_layout, out_layout;  // backward data: dy, dx; backward filter: x, dy
+};
+
+struct Descs {
+    convcore::TensorDesc x, y;
+    convcore::FilterDesc w;
+    convcore::ConvDesc conv;
+    Descs(const Shape& p, convcoreDataType_t dt)
+        : x(dt, p.n, p.c, p.h, p.w), y(dt, p.n, p.k, p.out_h(), p.out_w()),
+          w(dt, p.k, p.c / p.groups, p.r, p.s) {
+        conv.set(p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h, p.dil_w,
+                 p.flip ? CONVCORE_CONVOLUTION : CONVCORE_CROSS_CORRELATION);
+        conv.set_groups(p.groups);
+    }
+};
+
+// Runs backward data; returns the relative error, or -1 when the algorithm said NOT_SUPPORTED.
+template <typename T>
+double run_data(convcoreConvolutionBwdDataAlgo_t algo, const Case& tc, std::mt19937& rng) {
+    const Shape& p = tc.shape;
+    const convcoreDataType_t dt = sizeof(T) == 8 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT;
+    convcore::Handle h;
+    Descs d(p, dt);
+    const std::array<int64_t, 4> yd{p.n, p.k, p.out_h(), p.out_w()}, xd{p.n, p.c, p.h, p.w};
+    const auto dys = strides_of(tc.in_layout, yd[0], yd[1], yd[2], yd[3]);
+    const auto dxs = strides_of(tc.out_layout, xd[0], xd[1], xd[2], xd[3]);
+    d.y.set_strided(dt, yd, dys);
+    d.x.set_strided(dt, xd, dxs);
+
+    const auto wr = rounded<T>(random_vector(size_t(p.k * (p.c / p.groups) * p.r * p.s), rng));
+    const auto dyr = rounded<T>(random_vector(size_t(yd[0] * yd[1] * yd[2] * yd[3]), rng));
+    const auto dx0 = rounded<T>(random_vector(size_t(xd[0] * xd[1] * xd[2] * xd[3]), rng));
+    auto ref = reference_bwd_data(p, wr, dyr);
+    for (size_t i = 0; i < ref.size(); ++i) ref[i] = tc.alpha * ref[i] + tc.beta * dx0[i];
+    std::vector<T> w(wr.begin(), wr.end());
+    const auto dy = scatter<T>(dyr, yd, dys, std::nan(""));
+    const double poison = std::numeric_limits<double>::quiet_NaN();
+    std::vector<double> dx_init = dx0;
+    if (tc.beta == 0) std::fill(dx_init.begin(), dx_init.end(), poison);
+    auto dx = scatter<T>(dx_init, xd, dxs, 7.0);  // 7: the gaps, which must stay untouched
+
+    size_t bytes = 0;
+    const convcoreStatus_t st =
+        convcoreGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, algo, &bytes);
+    if (st == CONVCORE_STATUS_NOT_SUPPORTED) {
+        EXPECT_FALSE(last_error().empty());
+        EXPECT_NE(last_error().find(convcoreGetBwdDataAlgoName(algo)), std::string::npos) << last_error();
+        return -1;
+    }
+    EXPECT_EQ(st, CONVCORE_STATUS_SUCCESS) << last_error();
+    std::vector<char> ws(bytes + 1);
+    const T alpha = T(tc.alpha), beta = T(tc.beta);
+    const convcoreStatus_t rs = convcoreConvolutionBackwardData(
+        h, &alpha, d.w, w.data(), d.y, dy.data(), d.conv, algo, bytes ? ws.data() : nullptr, bytes,
+        &beta, d.x, dx.data());
+    EXPECT_EQ(rs, CONVCORE_STATUS_SUCCESS) << convcoreGetBwdDataAlgoName(algo) << ": " << last_error();
+    // The gaps between strided elements are never written.
+    const auto packed_dx = gather(dx, xd, dxs);
+    size_t untouched = 0;
+    for (const T v : dx) untouched += v == T(7.0);
+    EXPECT_GE(untouched, dx.size() - packed_dx.size());
+    return relative_error(packed_dx, ref);
+}
+
+template <typename T>
+double run_filter(convcoreConvolutionBwdFilterAlgo_t algo, const Case& tc, std::mt19937& rng) {
+    const Shape& p = tc.shape;
+    const convcoreDataType_t dt = sizeof(T) == 8 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT;
+    convcore::Handle h;
+    Descs d(p, dt);
+    const std::array<int64_t, 4> yd{p.n, p.k, p.out_h(), p.out_w()}, xd{p.n, p.c, p.h, p.w};
+    const auto xs = strides_of(tc.in_layout, xd[0], xd[1], xd[2], xd[3]);
+    const auto dys = strides_of(tc.out_layout, yd[0], yd[1], yd[2], yd[3]);
+    d.x.set_strided(dt, xd, xs);
+    d.y.set_strided(dt, yd, dys);
+
+    const auto xr = rounded<T>(random_vector(size_t(xd[0] * xd[1] * xd[2] * xd[3]), rng));
+    const auto dyr = rounded<T>(random_vector(size_t(yd[0] * yd[1] * yd[2] * yd[3]), rng));
+    const auto dw0 = rounded<T>(random_vector(size_t(p.k * (p.c / p.groups) * p.r * p.s), rng));
+    auto ref = reference_bwd_filter(p, xr, dyr);
+    for (size_t i = 0; i < ref.size(); ++i) ref[i] = tc.alpha * ref[i] + tc.beta * dw0[i];
+    const auto x = scatter<T>(xr, xd, xs, std::nan(""));
+    const auto dy = scatter<T>(dyr, yd, dys, std::nan(""));
+    std::vector<T> dw(dw0.size());
+    for (size_t i = 0; i < dw.size(); ++i)
+        dw[i] = tc.beta == 0 ? std::numeric_limits<T>::quiet_NaN() : T(dw0[i]);
+
+    size_t bytes = 0;
+    const convcoreStatus_t st =
+        convcoreGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, algo, &bytes);
+    if (st == CONVCORE_STATUS_NOT_SUPPORTED) {
+        EXPECT_FALSE(last_error().empty());
+        EXPECT_NE(last_error().find(convcoreGetBwdFilterAlgoName(algo)), std::string::npos) << last_error();
+        return -1;
+    }
+    EXPECT_EQ(st, CONVCORE_STATUS_SUCCESS) << last_error();
+    std::vector<char> ws(bytes + 1);
+    const T alpha = T(tc.alpha), beta = T(tc.beta);
+    const convcoreStatus_t rs = convcoreConvolutionBackwardFilter(
+        h, &alpha, d.x, x.data(), d.y, dy.data(), d.conv, algo, bytes ? ws.data() : nullptr, bytes,
+        &beta, d.w, dw.data());
+    EXPECT_EQ(rs, CONVCORE_STATUS_SUCCESS) << convcoreGetBwdFilterAlgoName(algo) << ": " << last_error();
+    return relative_error(std::vector<double>(dw.begin(), dw.end()), ref);
+}
+
+std::string str(const Shape& p) {
+    char b[256];
+    std::snprintf(b, sizeof b, "n%ldc%ldh%ldw%ldk%ldr%lds%ld pad%ldx%ld stride%ldx%ld dil%ldx%ld g%ld %s",
+                  long(p.n), long(p.c), long(p.h), long(p.w), long(p.k), long(p.r), long(p.s),
+                  long(p.pad_h), long(p.pad_w), long(p.stride_h), long(p.stride_w), long(p.dil_h),
+                  long(p.dil_w), long(p.groups), p.flip ? "conv" : "xcorr");
+    return b;
+}
+
+// Seeded random problems: odd sizes, padding 0-3, stride 1-3, dilation 1-2, groups 1-4 and
+// depthwise, both modes; a third of them 3x3 stride 1 (the Winograd / FFT shapes).
+std::vector<Case> random_cases(int count, unsigned seed) {
+    std::mt19937 rng(seed);
+    auto pick = [&](int lo, int hi) { return int64_t(std::uniform_int_distribution<int>(lo, hi)(rng)); };
+    std::vector<Case> cases;
+    while (int(cases.size()) < count) {
+        Shape p{};
+        const int64_t kind = pick(0, 5);
+        if (kind == 5) {  // depthwise
+            p.c = pick(1, 6);
+            p.groups = p.c;
+            p.k = p.c * pick(1, 2);
+        } else {
+            p.groups = std::vector<int64_t>{1, 1, 2, 3, 4}[kind];
+            p.c = p.groups * pick(1, 4);
+            p.k = p.groups * pick(1, 3);
+        }
+        p.n = pick(1, 3);
+        p.h = pick(1, 15);
+        p.w = pick(1, 15);
+        const bool winograd_shape = cases.size() % 3 == 0;
+        p.r = winograd_shape ? 3 : pick(1, 5);
+        p.s = winograd_shape ? 3 : pick(1, 5);
+        p.pad_h = pick(0, 3);
+        p.pad_w = pick(0, 3);
+        p.stride_h = winograd_shape ? 1 : pick(1, 3);
+        p.stride_w = winograd_shape ? 1 : pick(1, 3);
+        p.dil_h = winograd_shape && cases.size() % 2 == 0 ? 1 : pick(1, 2);
+        p.dil_w = winograd_shape && cases.size() % 2 == 0 ? 1 : pick(1, 2);
+        p.flip = pick(0, 1) == 1;
+        if (p.out_h() < 1 || p.out_w() < 1 || p.h + 2 * p.pad_h < p.dil_h * (p.r - 1) + 1 ||
+            p.w + 2 * p.pad_w < p.dil_w * (p.s - 1) + 1)
+            continue;
+        Case c{p, 1.0, 0.0, PACKED, PACKED};
+        switch (cases.size() % 4) {
+            case 0: break;
+            case 1: c.alpha = 0.5, c.beta = 0.0; break;
+            case 2: c.alpha = -1.5, c.beta = 0.75; break;
+            case 3: c.alpha = 2.0, c.beta = 1.0; break;
+        }
+        c.in_layout = Layout(pick(0, 2) == 0 ? pick(1, 2) : 0);
+        c.out_layout = Layout(pick(0, 2) == 0 ? pick(1, 2) : 0);
+        cases.push_back(c);
+    }
+    return cases;
+}
+
+// Hand-picked problems: the shapes the fast algorithms target and the classic edges.
+std::vector<Case> named_cases() {
+    auto S = [](int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t r, int64_t s,
+                int64_t pad, int64_t stride, int64_t dil, int64_t g, bool flip) {
+        return Shape{n, c, h, w, k, r, s, pad, pad, stride, stride, dil, dil, g, flip};
+    };
+    return {
+        {S(1, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1, false), 1, 0, PACKED, PACKED},
+        {S(2, 4, 9, 7, 5, 3, 3, 0, 1, 1, 1, true), 1, 0, PACKED, PACKED},
+        {S(2, 16, 13, 11, 16, 3, 3, 1, 1, 1, 1, false), 1, 0, PACKED, PACKED},
+        {S(1, 12, 9, 9, 6, 3, 3, 1, 1, 1, 3, false), 0.5, 0.5, PACKED, PACKED},
+        {S(1, 8, 6, 6, 8, 1, 1, 0, 1, 1, 1, false), 1, 0, PACKED, PACKED},  // 1x1
+        {S(1, 3, 20, 20, 4, 7, 7, 3, 2, 1, 1, false), 1, 0, PACKED, PACKED},
+        {S(1, 3, 27, 27, 4, 11, 11, 0, 4, 1, 1, true), 1, 0, PACKED, PACKED},
+        {S(2, 6, 10, 10, 6, 3, 3, 1, 1, 1, 6, false), 1, 0, PACKED, PACKED},  // depthwise
+        {S(1, 4, 12, 12, 4, 3, 3, 2, 1, 2, 1, true), 1, 0, PACKED, PACKED},   // dilated
+        {S(1, 2, 5, 5, 3, 5, 5, 0, 1, 1, 1, false), 1, 0, PACKED, PACKED},    // filter == input
+        {S(1, 2, 1, 1, 3, 3, 3, 1, 1, 1, 1, false), 1, 0, PACKED, PACKED},    // 1x1 image
+        {S(1, 3, 4, 4, 2, 3, 3, 3, 1, 1, 1, false), 1, 0, PACKED, PACKED},    // pad > radius
+        {S(3, 5, 17, 16, 7, 3, 3, 1, 1, 1, 1, true), -1, 2, CHANNELS_LAST, PADDED},
+        {S(4, 32, 14, 14, 24, 3, 3, 1, 1, 1, 1, false), 1, 0, PACKED, PACKED},  // bigger reductions
+    };
+}
+
+struct Totals {
+    int ok = 0, not_supported = 0;
+};
+
+template <typename T>
+void check_all_data(const std::vector<Case>& cases, unsigned seed) {
+    std::mt19937 rng(seed);
+    for (int ai = 0; ai < CONVCORE_BWD_DATA_ALGO_COUNT; ++ai) {
+        const auto algo = convcoreConvolutionBwdDataAlgo_t(ai);
+        const double bound = sizeof(T) == 8 ? data_bound(algo).f64 : data_bound(algo).f32;
+        const std::string key = std::string("data ") + convcoreGetBwdDataAlgoName(algo) +
+                                (sizeof(T) == 8 ? " f64" : " f32");
+        for (const Case& tc : cases) {
+            const double err = run_data<T>(algo, tc, rng);
+            const bool expected = data_applicable(algo, tc.shape);
+            if (err < 0) {
+                EXPECT_FALSE(expected) << key << " refused " << str(tc.shape) << ": " << last_error();
+                continue;
+            }
+            EXPECT_TRUE(expected) << key << " accepted " << str(tc.shape);
+            EXPECT_LE(err, bound) << key << " " << str(tc.shape) << " alpha " << tc.alpha << " beta "
+                                  << tc.beta;
+            worst()[key] = std::max(worst()[key], err);
+            ++runs()[key];
+        }
+        // Every algorithm ran on some problems (its applicability is not vacuous).
+        EXPECT_GE(runs()[key], 5) << key;
+        std::printf("worst relative error  %-32s %.3g  (%d problems)\n", key.c_str(), worst()[key],
+                    runs()[key]);
+    }
+}
+
+template <typename T>
+void check_all_filter(const std::vector<Case>& cases, unsigned seed) {
+    std::mt19937 rng(seed);
+    for (int ai = 0; ai < CONVCORE_BWD_FILTER_ALGO_COUNT; ++ai) {
+        const auto algo = convcoreConvolutionBwdFilterAlgo_t(ai);
+        const double bound = sizeof(T) == 8 ? filter_bound(algo).f64 : filter_bound(algo).f32;
+        const std::string key = std::string("filter ") + convcoreGetBwdFilterAlgoName(algo) +
+                                (sizeof(T) == 8 ? " f64" : " f32");
+        for (const Case& tc : cases) {
+            const double err = run_filter<T>(algo, tc, rng);
+            const bool expected = filter_applicable(algo, tc.shape);
+            if (err < 0) {
+                EXPECT_FALSE(expected) << key << " refused " << str(tc.shape) << ": " << last_error();
+                continue;
+            }
+            EXPECT_TRUE(expected) << key << " accepted " << str(tc.shape);
+            EXPECT_LE(err, bound) << key << " " << str(tc.shape) << " alpha " << tc.alpha << " beta "
+                                  << tc.beta;
+            worst()[key] = std::max(worst()[key], err);
+            ++runs()[key];
+        }
+        EXPECT_GE(runs()[key], 5) << key;
+        std::printf("worst relative error  %-32s %.3g  (%d problems)\n", key.c_str(), worst()[key],
+                    runs()[key]);
+    }
+}
+
+std::vector<Case> all_cases() {
+    auto cases = named_cases();
+    const auto more = random_cases(40, 2024);
+    cases.insert(cases.end(), more.begin(), more.end());
+    return cases;
+}
+
+}  // namespace
+
+TEST(BackwardData, Float32MatchesReference) { check_all_data<float>(all_cases(), 1); }
+TEST(BackwardData, Float64MatchesReference) { check_all_data<double>(all_cases(), 2); }
+TEST(BackwardFilter, Float32MatchesReference) { check_all_filter<float>(all_cases(), 3); }
+TEST(BackwardFilter, Float64MatchesReference) { check_all_filter<double>(all_cases(), 4); }
+
+// ---- the bias gradient --------------------------------------------------------------------------
+
+template <typename T>
+void check_bias(Layout layout, double alpha, double beta) {
+    const convcoreDataType_t dt = sizeof(T) == 8 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT;
+    std::mt19937 rng(7);
+    const std::array<int64_t, 4> d{3, 5, 7, 9};
+    const auto st = strides_of(layout, d[0], d[1], d[2], d[3]);
+    const auto dyr = rounded<T>(random_vector(size_t(d[0] * d[1] * d[2] * d[3]), rng));
+    const auto db0 = rounded<T>(random_vector(5, rng));
+    const auto dy = scatter<T>(dyr, d, st, std::nan(""));
+    convcore::Handle h;
+    convcore::TensorDesc yd(dt, 1, 1, 1, 1), bd(dt, 1, 5, 1, 1);
+    yd.set_strided(dt, d, st);
+    bd.set_strided(dt, {1, 5, 1, 1}, {10, 2, 1, 1});  // every other element
+    std::vector<T> db(10, T(7));
+    for (int k = 0; k < 5; ++k) db[2 * k] = beta == 0 ? std::numeric_limits<T>::quiet_NaN() : T(db0[k]);
+    const T a = T(alpha), b = T(beta);
+    ASSERT_EQ(convcoreConvolutionBackwardBias(h, &a, yd, dy.data(), &b, bd, db.data()),
+              CONVCORE_STATUS_SUCCESS)
+        << last_error();
+    std::vector<double> ref(5, 0.0), got(5);
+    for (int64_t n = 0; n < d[0]; ++n)
+        for (int64_t k = 0; k < d[1]; ++k)
+            for (int64_t i = 0; i < d[2] * d[3]; ++i) ref[k] += dyr[(n * d[1] + k) * d[2] * d[3] + i];
+    for (int k = 0; k < 5; ++k) {
+        ref[k] = alpha * ref[k] + beta * db0[k];
+        got[k] = double(db[2 * k]);
+        EXPECT_EQ(db[2 * k + 1], T(7));
+    }
+    EXPECT_LE(relative_error(got, ref), sizeof(T) == 8 ? 1e-14 : 1e-6);
+}
+
+TEST(BackwardBias, MatchesSum) {
+    for (Layout l : {PACKED, PADDED, CHANNELS_LAST}) {
+        check_bias<float>(l, 1.0, 0.0);
+        check_bias<float>(l, -0.5, 2.0);
+        check_bias<double>(l, 1.0, 0.0);
+        check_bias<double>(l, 3.0, 0.25);
+    }
+}
+
+TEST(BackwardBias, BadParams) {
+    convcore::Handle h;
+    convcore::TensorDesc yd(CONVCORE_DATA_FLOAT, 2, 4, 3, 3), bd(CONVCORE_DATA_FLOAT, 1, 4, 1, 1),
+        bad(CONVCORE_DATA_FLOAT, 1, 3, 1, 1), bd64(CONVCORE_DATA_DOUBLE, 1, 4, 1, 1);
+    std::vector<float> dy(72, 1.0f), db(4);
+    float one = 1, zero = 0;
+    EXPECT_STATUS(convcoreConvolutionBackwardBias(nullptr, &one, yd, dy.data(), &zero, bd, db.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "handle is NULL");
+    EXPECT_STATUS(convcoreConvolutionBackwardBias(h, &one, nullptr, dy.data(), &zero, bd, db.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "dyDesc is NULL");
+    EXPECT_STATUS(convcoreConvolutionBackwardBias(h, &one, yd, dy.data(), &zero, nullptr, db.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "dbDesc is NULL");
+    EXPECT_STATUS(convcoreConvolutionBackwardBias(h, &one, yd, dy.data(), &zero, bad, db.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "1x4x1x1");
+    EXPECT_STATUS(convcoreConvolutionBackwardBias(h, &one, yd, dy.data(), &zero, bd64, db.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "db: data type float64");
+    EXPECT_STATUS(convcoreConvolutionBackwardBias(h, nullptr, yd, dy.data(), &zero, bd, db.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "alpha is NULL");
+    EXPECT_STATUS(convcoreConvolutionBackwardBias(h, &one, yd, nullptr, &zero, bd, db.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "dy is NULL");
+    EXPECT_STATUS(convcoreConvolutionBackwardBias(h, &one, yd, dy.data(), &zero, bd, nullptr),
+                  CONVCORE_STATUS_BAD_PARAM, "db is NULL");
+    EXPECT_STATUS(convcoreConvolutionBackwardBias(h, &one, yd, dy.data(), &zero, bd, dy.data() + 8),
+                  CONVCORE_STATUS_BAD_PARAM, "db overlaps dy");
+    convcoreTensorDescriptor_t unset;
+    ASSERT_EQ(convcoreCreateTensorDescriptor(&unset), CONVCORE_STATUS_SUCCESS);
+    EXPECT_STATUS(convcoreConvolutionBackwardBias(h, &one, unset, dy.data(), &zero, bd, db.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "dyDesc was created but never set");
+    convcoreDestroyTensorDescriptor(unset);
+}
+
+// ---- names, rankings ----------------------------------------------------------------------------
+
+TEST(BackwardNames, RoundTrip) {
+    EXPECT_STREQ(convcoreGetBwdDataAlgoName(CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3), "WINOGRAD_2X2_3X3");
+    EXPECT_STREQ(convcoreGetBwdFilterAlgoName(CONVCORE_BWD_FILTER_ALGO_WINOGRAD_3X3_2X2), "WINOGRAD_3X3_2X2");
+    EXPECT_EQ(convcoreGetBwdDataAlgoName(CONVCORE_BWD_DATA_ALGO_COUNT), nullptr);
+    EXPECT_EQ(convcoreGetBwdFilterAlgoName(convcoreConvolutionBwdFilterAlgo_t(-1)), nullptr);
+    for (int i = 0; i < CONVCORE_BWD_DATA_ALGO_COUNT; ++i) {
+        convcoreConvolutionBwdDataAlgo_t a;
+        ASSERT_EQ(convcoreGetBwdDataAlgoByName(convcoreGetBwdDataAlgoName(convcoreConvolutionBwdDataAlgo_t(i)), &a),
+                  CONVCORE_STATUS_SUCCESS);
+        EXPECT_EQ(int(a), i);
+    }
+    for (int i = 0; i < CONVCORE_BWD_FILTER_ALGO_COUNT; ++i) {
+        convcoreConvolutionBwdFilterAlgo_t a;
+        ASSERT_EQ(convcoreGetBwdFilterAlgoByName(
+                      convcoreGetBwdFilterAlgoName(convcoreConvolutionBwdFilterAlgo_t(i)), &a),
+                  CONVCORE_STATUS_SUCCESS);
+        EXPECT_EQ(int(a), i);
+    }
+    convcoreConvolutionBwdDataAlgo_t a;
+    EXPECT_EQ(convcoreGetBwdDataAlgoByName("fft_tiling", &a), CONVCORE_STATUS_SUCCESS);
+    EXPECT_EQ(a, CONVCORE_BWD_DATA_ALGO_FFT_TILING);
+    EXPECT_STATUS(convcoreGetBwdDataAlgoByName("winograd_3x3_2x2", &a), CONVCORE_STATUS_BAD_PARAM,
+                  "expected one of");
+    EXPECT_STATUS(convcoreGetBwdDataAlgoByName(nullptr, &a), CONVCORE_STATUS_BAD_PARAM, "name is NULL");
+    EXPECT_STATUS(convcoreGetBwdDataAlgoByName("direct", nullptr), CONVCORE_STATUS_BAD_PARAM, "algo is NULL");
+    convcoreConvolutionBwdFilterAlgo_t f;
+    EXPECT_STATUS(convcoreGetBwdFilterAlgoByName("winograd_2x2_3x3", &f), CONVCORE_STATUS_BAD_PARAM,
+                  "WINOGRAD_3X3_2X2");
+}
+
+TEST(BackwardRanking, ApplicableFirstWithExactWorkspace) {
+    convcore::Handle h;
+    const Shape p{2, 8, 11, 10, 6, 3, 3, 1, 1, 1, 1, 1, 1, 2, false};
+    Descs d(p, CONVCORE_DATA_FLOAT);
+    convcoreConvolutionBwdDataAlgoPerf_t dp[CONVCORE_BWD_DATA_ALGO_COUNT];
+    int count = 0;
+    ASSERT_EQ(convcoreGetConvolutionBackwardDataAlgorithm(h, d.w, d.y, d.conv, d.x,
+                                                          CONVCORE_BWD_DATA_ALGO_COUNT, &count, dp),
+              CONVCORE_STATUS_SUCCESS)
+        << last_error();
+    ASSERT_EQ(count, CONVCORE_BWD_DATA_ALGO_COUNT);
+    bool seen_unsupported = false;
+    for (int i = 0; i < count; ++i) {
+        if (dp[i].status != CONVCORE_STATUS_SUCCESS) {
+            seen_unsupported = true;
+            EXPECT_EQ(dp[i].memory, 0u);
+            continue;
+        }
+        EXPECT_FALSE(seen_unsupported) << "applicable algorithms come first";
+        size_t bytes = 0;
+        EXPECT_EQ(convcoreGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, dp[i].algo, &bytes),
+                  CONVCORE_STATUS_SUCCESS);
+        EXPECT_EQ(bytes, dp[i].memory);
+        EXPECT_EQ(dp[i].time, -1.0f);
+    }
+    int last_ok = -1;
+    for (int i = 0; i < count; ++i)
+        if (dp[i].status == CONVCORE_STATUS_SUCCESS) last_ok = i;
+    ASSERT_GE(last_ok, 2);
+    EXPECT_EQ(dp[last_ok].algo, CONVCORE_BWD_DATA_ALGO_DIRECT) << "the reference is the last resort";
+    convcoreConvolutionBwdFilterAlgoPerf_t fp[CONVCORE_BWD_FILTER_ALGO_COUNT];
+    ASSERT_EQ(convcoreGetConvolutionBackwardFilterAlgorithm(h, d.x, d.y, d.conv, d.w, 3, &count, fp),
+              CONVCORE_STATUS_SUCCESS)
+        << last_error();
+    EXPECT_EQ(count, 3);
+    for (int i = 0; i < count; ++i) {
+        EXPECT_EQ(fp[i].status, CONVCORE_STATUS_SUCCESS);
+        size_t bytes = 0;
+        EXPECT_EQ(convcoreGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, fp[i].algo, &bytes),
+                  CONVCORE_STATUS_SUCCESS);
+        EXPECT_EQ(bytes, fp[i].memory);
+    }
+    EXPECT_STATUS(convcoreGetConvolutionBackwardFilterAlgorithm(h, d.x, d.y, d.conv, d.w, 0, &count, fp),
+                  CONVCORE_STATUS_BAD_PARAM, "requestedAlgoCount=0");
+    EXPECT_STATUS(convcoreGetConvolutionBackwardDataAlgorithm(h, d.w, d.y, d.conv, d.x, 1, nullptr, dp),
+                  CONVCORE_STATUS_BAD_PARAM, "returnedAlgoCount is NULL");
+}
+
+// ---- NOT_SUPPORTED paths ------------------------------------------------------------------------
+
+TEST(BackwardNotSupported, ReasonsNameTheAlgorithmAndTheLimit) {
+    convcore::Handle h;
+    size_t bytes = 0;
+    {  // stride 2: the reductions to forward solvers need stride 1
+        const Shape p{1, 4, 9, 9, 4, 3, 3, 1, 1, 2, 2, 1, 1, 1, false};
+        Descs d(p, CONVCORE_DATA_FLOAT);
+        for (auto a : {CONVCORE_BWD_DATA_ALGO_FFT, CONVCORE_BWD_DATA_ALGO_FFT_TILING,
+                       CONVCORE_BWD_DATA_ALGO_FINE_GRAINED_FFT, CONVCORE_BWD_DATA_ALGO_POLY_HANKEL,
+                       CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3}) {
+            EXPECT_STATUS(convcoreGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, a, &bytes),
+                          CONVCORE_STATUS_NOT_SUPPORTED, "stride");
+            EXPECT_NE(last_error().find(convcoreGetBwdDataAlgoName(a)), std::string::npos) << last_error();
+        }
+        for (auto a : {CONVCORE_BWD_FILTER_ALGO_FFT, CONVCORE_BWD_FILTER_ALGO_POLY_HANKEL,
+                       CONVCORE_BWD_FILTER_ALGO_WINOGRAD_3X3_2X2}) {
+            EXPECT_STATUS(convcoreGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, a, &bytes),
+                          CONVCORE_STATUS_NOT_SUPPORTED, "stride");
+            EXPECT_NE(last_error().find(convcoreGetBwdFilterAlgoName(a)), std::string::npos) << last_error();
+        }
+        // ... and the classic algorithms run it.
+        for (auto a : {CONVCORE_BWD_DATA_ALGO_DIRECT, CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM,
+                       CONVCORE_BWD_DATA_ALGO_IMPLICIT_GEMM})
+            EXPECT_EQ(convcoreGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, a, &bytes),
+                      CONVCORE_STATUS_SUCCESS);
+    }
+    {  // 5x5: no Winograd
+        const Shape p{1, 2, 9, 9, 2, 5, 5, 2, 2, 1, 1, 1, 1, 1, false};
+        Descs d(p, CONVCORE_DATA_FLOAT);
+        EXPECT_STATUS(convcoreGetConvolutionBackwardDataWorkspaceSize(
+                          h, d.w, d.y, d.conv, d.x, CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3, &bytes),
+                      CONVCORE_STATUS_NOT_SUPPORTED, "3x3");
+        EXPECT_STATUS(convcoreGetConvolutionBackwardFilterWorkspaceSize(
+                          h, d.x, d.y, d.conv, d.w, CONVCORE_BWD_FILTER_ALGO_WINOGRAD_3X3_2X2, &bytes),
+                      CONVCORE_STATUS_NOT_SUPPORTED, "3x3");
+    }
+    {  // padding beyond the dilated filter's reach: dy would need negative padding
+        const Shape p{1, 2, 6, 6, 2, 3, 3, 3, 3, 1, 1, 1, 1, 1, false};
+        Descs d(p, CONVCORE_DATA_DOUBLE);
+        EXPECT_STATUS(convcoreGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x,
+                                                                      CONVCORE_BWD_DATA_ALGO_FFT, &bytes),
+                      CONVCORE_STATUS_NOT_SUPPORTED, "padding");
+    }
+}
+
+// ---- bad parameters -----------------------------------------------------------------------------
+
+TEST(BackwardBadParams, DataAndFilter) {
+    convcore::Handle h;
+    const Shape p{2, 4, 9, 7, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, false};
+    Descs d(p, CONVCORE_DATA_FLOAT);
+    std::vector<float> x(2 * 4 * 9 * 7, 0.5f), w(6 * 4 * 9, 0.25f), y(2 * 6 * 9 * 7, 1.0f);
+    std::vector<float> dx(x.size()), dw(w.size());
+    float one = 1, zero = 0;
+    const auto D = CONVCORE_BWD_DATA_ALGO_DIRECT;
+    const auto F = CONVCORE_BWD_FILTER_ALGO_DIRECT;
+    EXPECT_STATUS(convcoreConvolutionBackwardData(nullptr, &one, d.w, w.data(), d.y, y.data(), d.conv, D,
+                                                  nullptr, 0, &zero, d.x, dx.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "handle is NULL");
+    EXPECT_STATUS(convcoreConvolutionBackwardData(h, &one, d.w, w.data(), nullptr, y.data(), d.conv, D,
+                                                  nullptr, 0, &zero, d.x, dx.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "dyDesc is NULL");
+    EXPECT_STATUS(convcoreConvolutionBackwardData(h, &one, d.w, w.data(), d.y, y.data(), d.conv, D,
+                                                  nullptr, 0, &zero, nullptr, dx.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "dxDesc is NULL");
+    EXPECT_STATUS(convcoreConvolutionBackwardData(h, nullptr, d.w, w.data(), d.y, y.data(), d.conv, D,
+                                                  nullptr, 0, &zero, d.x, dx.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "alpha is NULL");
+    EXPECT_STATUS(convcoreConvolutionBackwardData(h, &one, d.w, w.data(), d.y, nullptr, d.conv, D,
+                                                  nullptr, 0, &zero, d.x, dx.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "dy is NULL");
+    EXPECT_STATUS(convcoreConvolutionBackwardData(h, &one, d.w, w.data(), d.y, y.data(), d.conv, D,
+                                                  nullptr, 0, &zero, d.x, nullptr),
+                  CONVCORE_STATUS_BAD_PARAM, "dx is NULL");
+    EXPECT_STATUS(convcoreConvolutionBackwardData(h, &one, d.w, w.data(), d.y, y.data(), d.conv,
+                                                  convcoreConvolutionBwdDataAlgo_t(42), nullptr, 0, &zero,
+                                                  d.x, dx.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "algo 42");
+    EXPECT_STATUS(convcoreConvolutionBackwardData(h, &one, d.w, w.data(), d.y, y.data(), d.conv, D,
+                                                  nullptr, 0, &zero, d.x, y.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "dx overlaps dy");
+    {  // dy of the wrong shape, named dy
+        convcore::TensorDesc bad(CONVCORE_DATA_FLOAT, 2, 6, 8, 7);
+        EXPECT_STATUS(convcoreConvolutionBackwardData(h, &one, d.w, w.data(), bad, y.data(), d.conv, D,
+                                                      nullptr, 0, &zero, d.x, dx.data()),
+                      CONVCORE_STATUS_BAD_PARAM, "dy: shape 2x6x8x7");
+        convcore::TensorDesc badx(CONVCORE_DATA_FLOAT, 2, 5, 9, 7);
+        EXPECT_STATUS(convcoreConvolutionBackwardData(h, &one, d.w, w.data(), d.y, y.data(), d.conv, D,
+                                                      nullptr, 0, &zero, badx, dx.data()),
+                      CONVCORE_STATUS_BAD_PARAM, "dx: C=5");
+        convcore::TensorDesc y64(CONVCORE_DATA_DOUBLE, 2, 6, 9, 7);
+        EXPECT_STATUS(convcoreConvolutionBackwardFilter(h, &one, d.x, x.data(), y64, y.data(), d.conv, F,
+                                                        nullptr, 0, &zero, d.w, dw.data()),
+                      CONVCORE_STATUS_BAD_PARAM, "dy: data type float64");
+    }
+    {  // workspace too small
+        size_t bytes = 0;
+        ASSERT_EQ(convcoreGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x,
+                                                                  CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM, &bytes),
+                  CONVCORE_STATUS_SUCCESS);
+        ASSERT_GT(bytes, 0u);
+        std::vector<char> ws(bytes);
+        EXPECT_STATUS(convcoreConvolutionBackwardData(h, &one, d.w, w.data(), d.y, y.data(), d.conv,
+                                                      CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM, ws.data(), bytes - 1,
+                                                      &zero, d.x, dx.data()),
+                      CONVCORE_STATUS_BAD_PARAM, "workspace");
+        EXPECT_STATUS(convcoreConvolutionBackwardData(h, &one, d.w, w.data(), d.y, y.data(), d.conv,
+                                                      CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM, nullptr, bytes,
+                                                      &zero, d.x, dx.data()),
+                      CONVCORE_STATUS_BAD_PARAM, "workspace is NULL");
+        ASSERT_EQ(convcoreGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w,
+                                                                    CONVCORE_BWD_FILTER_ALGO_FFT, &bytes),
+                  CONVCORE_STATUS_SUCCESS)
+            << last_error();
+        ws.assign(bytes, 0);
+        EXPECT_STATUS(convcoreConvolutionBackwardFilter(h, &one, d.x, x.data(), d.y, y.data(), d.conv,
+                                                        CONVCORE_BWD_FILTER_ALGO_FFT, ws.data(), bytes / 2,
+                                                        &zero, d.w, dw.data()),
+                      CONVCORE_STATUS_BAD_PARAM, "convcoreGetConvolutionBackwardFilterWorkspaceSize");
+    }
+    EXPECT_STATUS(convcoreConvolutionBackwardFilter(h, &one, d.x, x.data(), d.y, y.data(), d.conv, F,
+                                                    nullptr, 0, &zero, nullptr, dw.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "dwDesc is NULL");
+    EXPECT_STATUS(convcoreConvolutionBackwardFilter(h, &one, d.x, x.data(), d.y, y.data(), d.conv, F,
+                                                    nullptr, 0, &zero, d.w, nullptr),
+                  CONVCORE_STATUS_BAD_PARAM, "dw is NULL");
+    EXPECT_STATUS(convcoreConvolutionBackwardFilter(h, &one, d.x, nullptr, d.y, y.data(), d.conv, F,
+                                                    nullptr, 0, &zero, d.w, dw.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "x is NULL");
+    EXPECT_STATUS(convcoreConvolutionBackwardFilter(h, &one, d.x, x.data(), d.y, y.data(), d.conv, F,
+                                                    nullptr, 0, &zero, d.w, x.data() + 4),
+                  CONVCORE_STATUS_BAD_PARAM, "dw overlaps x");
+    EXPECT_STATUS(convcoreConvolutionBackwardFilter(h, &one, d.x, x.data(), d.y, y.data(), d.conv,
+                                                    convcoreConvolutionBwdFilterAlgo_t(-3), nullptr, 0,
+                                                    &zero, d.w, dw.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "algo -3");
+    {  // dw with the wrong C/groups: named dw
+        convcore::FilterDesc bad(CONVCORE_DATA_FLOAT, 6, 3, 3, 3);
+        EXPECT_STATUS(convcoreConvolutionBackwardFilter(h, &one, d.x, x.data(), d.y, y.data(), d.conv, F,
+                                                        nullptr, 0, &zero, bad, dw.data()),
+                      CONVCORE_STATUS_BAD_PARAM, "dw: C/groups=3");
+    }
+    size_t bytes = 0;
+    EXPECT_STATUS(convcoreGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, D, nullptr),
+                  CONVCORE_STATUS_BAD_PARAM, "sizeInBytes is NULL");
+    EXPECT_STATUS(convcoreGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, nullptr, d.w, F, &bytes),
+                  CONVCORE_STATUS_BAD_PARAM, "convDesc is NULL");
+}
+
+// The documented beta == 0 rule with the CONVCORE_CONVOLUTION mode and every thread count:
+// identical results with 1 and 2 threads (the algorithms are deterministic).
+TEST(Backward, DeterministicAcrossThreadCounts) {
+    const Shape p{3, 6, 11, 13, 8, 3, 3, 1, 1, 1, 1, 1, 1, 2, true};
+    std::mt19937 rng(5);
+    const auto x = random_vector(size_t(p.n * p.c * p.h * p.w), rng);
+    const auto w = random_vector(size_t(p.k * 3 * 9), rng);
+    const auto y = random_vector(size_t(p.n * p.k * p.out_h() * p.out_w()), rng);
+    for (int ai = 0; ai < CONVCORE_BWD_FILTER_ALGO_COUNT; ++ai) {
+        std::vector<double> out[2];
+        for (int t = 0; t < 2; ++t) {
+            convcore::Handle h;
+            ASSERT_EQ(convcoreSetNumThreads(h, t + 1), CONVCORE_STATUS_SUCCESS);
+            Descs d(p, CONVCORE_DATA_DOUBLE);
+            size_t bytes = 0;
+            const auto a = convcoreConvolutionBwdFilterAlgo_t(ai);
+            ASSERT_EQ(convcoreGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, a, &bytes),
+                      CONVCORE_STATUS_SUCCESS)
+                << last_error();
+            std::vector<char> ws(bytes);
+            out[t].assign(w.size(), 0.0);
+            const double one = 1, zero = 0;
+            ASSERT_EQ(convcoreConvolutionBackwardFilter(h, &one, d.x, x.data(), d.y, y.data(), d.conv, a,
+                                                        ws.data(), bytes, &zero, d.w, out[t].data()),
+                      CONVCORE_STATUS_SUCCESS)
+                << last_error();
+        }
+        EXPECT_EQ(out[0], out[1]) << convcoreGetBwdFilterAlgoName(convcoreConvolutionBwdFilterAlgo_t(ai));
+    }
+}
