@@ -14,6 +14,8 @@ _errors.register(_convcore)
 
 from ._api import (  # noqa: E402  (the error classes must be registered first)
     Algo,
+    BwdDataAlgo,
+    BwdFilterAlgo,
     ConvDesc,
     Convolution,
     build_info,
@@ -26,7 +28,7 @@ from ._api import (  # noqa: E402  (the error classes must be registered first)
 __version__ = _convcore.version()
 
 __all__ = [
-    "Algo", "ConvDesc", "Convolution", "conv2d",
+    "Algo", "BwdDataAlgo", "BwdFilterAlgo", "ConvDesc", "Convolution", "conv2d",
     "Error", "BadParamError", "NotSupportedError", "ExecutionError",
     "build_info", "cuda_device_count", "cmake_prefix_path", "set_num_threads", "__version__",
 ]

@@ -16,7 +16,7 @@ import numpy as np
 from . import _convcore as _C
 from ._errors import BadParamError, NotSupportedError
 
-__all__ = ["Algo", "ConvDesc", "Convolution", "conv2d", "build_info", "cuda_device_count",
+__all__ = ["Algo", "BwdDataAlgo", "BwdFilterAlgo", "ConvDesc", "Convolution", "conv2d", "build_info", "cuda_device_count",
            "cmake_prefix_path", "set_num_threads"]
 
 SUPPORTED_DTYPES = ("float32", "float64")
@@ -50,6 +50,49 @@ def _algo_id(algo):
             return Algo[key].value
     valid = ", ".join(["auto"] + _algo_names_lower())
     raise BadParamError(f"algo: unknown algorithm {algo!r}; valid names: {valid}")
+
+
+BwdDataAlgo = enum.Enum("BwdDataAlgo", [(name, i) for i, name in
+                                        enumerate(_C.bwd_algo_names(_C.BACKWARD_DATA))],
+                        module=__name__, qualname="BwdDataAlgo")
+BwdDataAlgo.__doc__ = """The backward-data algorithms (dx from w and dy); members mirror the C enum
+convcoreConvolutionBwdDataAlgo_t. ``algo=`` of Convolution.backward_data accepts a member, its name
+as a string (case-insensitive) or ``"auto"``."""
+
+BwdFilterAlgo = enum.Enum("BwdFilterAlgo", [(name, i) for i, name in
+                                            enumerate(_C.bwd_algo_names(_C.BACKWARD_FILTER))],
+                          module=__name__, qualname="BwdFilterAlgo")
+BwdFilterAlgo.__doc__ = """The backward-filter algorithms (dw from x and dy); members mirror the C
+enum convcoreConvolutionBwdFilterAlgo_t. ``algo=`` of Convolution.backward_filter accepts a member,
+its name as a string (case-insensitive) or ``"auto"``."""
+
+# direction= of applicable_algos / workspace_size: (enum, C direction code; 0 is forward).
+_DIRECTIONS = {"forward": (Algo, 0), "backward_data": (BwdDataAlgo, _C.BACKWARD_DATA),
+               "backward_filter": (BwdFilterAlgo, _C.BACKWARD_FILTER)}
+
+
+def _direction_arg(direction):
+    if isinstance(direction, str) and direction in _DIRECTIONS:
+        return _DIRECTIONS[direction]
+    raise BadParamError(f"direction: expected 'forward', 'backward_data' or 'backward_filter', "
+                        f"got {direction!r}")
+
+
+def _enum_algo_id(algo, enum_cls):
+    """The C enum value of ``algo`` in ``enum_cls`` (a member of that enum, a member of another
+    direction's enum with the same name, or a name); -1 for "auto"."""
+    if isinstance(algo, enum_cls):
+        return algo.value
+    if isinstance(algo, enum.Enum) and algo.name in enum_cls.__members__:
+        return enum_cls[algo.name].value
+    if isinstance(algo, str):
+        key = algo.strip().upper()
+        if key == "AUTO":
+            return -1
+        if key in enum_cls.__members__:
+            return enum_cls[key].value
+    valid = ", ".join(["auto"] + [a.name.lower() for a in enum_cls])
+    raise BadParamError(f"algo: unknown {enum_cls.__name__} algorithm {algo!r}; valid names: {valid}")
 
 
 # ---- argument parsing ------------------------------------------------------------------------------
@@ -344,30 +387,45 @@ class Convolution:
             return (0,) + tuple(_C.output_shape((1,) + x_shape[1:], w_shape, self.desc._params))[1:]
         return tuple(_C.output_shape(x_shape, w_shape, self.desc._params))
 
-    def _rank(self, x_shape, w_shape, device, dtype):
+    def _rank(self, x_shape, w_shape, device, dtype, direction="forward"):
+        _, code = _direction_arg(direction)
         dev_type, dev_index = _device_arg(device)
         x_shape, w_shape = _shape_arg("x_shape", x_shape), _shape_arg("w_shape", w_shape)
-        return _C.rank_algos(x_shape, w_shape, self.desc._params, dev_type, dev_index,
-                             _dtype_arg(dtype))
+        if code == 0:
+            return _C.rank_algos(x_shape, w_shape, self.desc._params, dev_type, dev_index,
+                                 _dtype_arg(dtype))
+        return _C.rank_bwd_algos(x_shape, w_shape, self.desc._params, code, dev_type, dev_index,
+                                 _dtype_arg(dtype))
 
-    def applicable_algos(self, x_shape, w_shape, device="cpu", dtype="float32"):
+    def applicable_algos(self, x_shape, w_shape, device="cpu", dtype="float32",
+                         direction="forward"):
         """Names of the algorithms that can run this problem on ``device``, best first by
-        convcore's heuristic (convcoreGetConvolutionForwardAlgorithm). Each is valid as algo=."""
-        return [Algo(a).name.lower() for a, supported, _, _ in
-                self._rank(x_shape, w_shape, device, dtype) if supported]
+        convcore's heuristic (convcoreGetConvolutionForwardAlgorithm, or the backward rankings
+        for ``direction="backward_data"`` / ``"backward_filter"``; the problem is always given
+        by the forward shapes of x and w). Each is valid as algo= of that direction's method."""
+        enum_cls, _ = _direction_arg(direction)
+        return [enum_cls(a).name.lower() for a, supported, _, _ in
+                self._rank(x_shape, w_shape, device, dtype, direction) if supported]
 
-    def workspace_size(self, x_shape, w_shape, algo, device="cpu", dtype="float32"):
+    def workspace_size(self, x_shape, w_shape, algo, device="cpu", dtype="float32",
+                       direction="forward"):
         """Workspace bytes ``algo`` needs for this problem (NotSupportedError when it cannot
-        run it). For packed inputs; strided ones may need more."""
-        algo_id = _algo_id(algo)
+        run it) in ``direction`` ("forward", "backward_data", "backward_filter"). For packed
+        inputs; strided ones may need more."""
+        enum_cls, code = _direction_arg(direction)
+        algo_id = _algo_id(algo) if code == 0 else _enum_algo_id(algo, enum_cls)
         if algo_id < 0:
-            for _, supported, workspace, _ in self._rank(x_shape, w_shape, device, dtype):
+            for _, supported, workspace, _ in self._rank(x_shape, w_shape, device, dtype, direction):
                 if supported:
                     return workspace
             raise NotSupportedError("no convcore algorithm can run this problem on this device")
         dev_type, dev_index = _device_arg(device)
-        return _C.workspace_size(_shape_arg("x_shape", x_shape), _shape_arg("w_shape", w_shape),
-                                 self.desc._params, algo_id, dev_type, dev_index, _dtype_arg(dtype))
+        x_shape, w_shape = _shape_arg("x_shape", x_shape), _shape_arg("w_shape", w_shape)
+        if code == 0:
+            return _C.workspace_size(x_shape, w_shape, self.desc._params, algo_id, dev_type,
+                                     dev_index, _dtype_arg(dtype))
+        return _C.workspace_size_bwd(x_shape, w_shape, self.desc._params, algo_id, code, dev_type,
+                                     dev_index, _dtype_arg(dtype))
 
     def forward(self, x, w, algo="auto", out=None, alpha=1.0, beta=0.0):
         """``alpha * conv(x, w) + beta * out``, into ``out`` when given (else a new array of the
@@ -407,6 +465,128 @@ class Convolution:
         return out
 
     __call__ = forward
+
+    # ---- backward passes (training) ----
+
+    def _workspace(self):
+        workspace = getattr(self._local, "workspace", None)
+        if workspace is None:
+            workspace = self._local.workspace = _C.Workspace()
+        return workspace
+
+    def _prepare(self, first, first_name, second, second_name, out):
+        """Device checks of two inputs (and out); the streams for CUDA tensors."""
+        device = _dlpack_device(first, first_name)
+        second_device = _dlpack_device(second, second_name)
+        if second_device != device:
+            raise BadParamError(f"{first_name} and {second_name} are on different devices: "
+                                f"{first_name} on {_device_name(device)}, {second_name} on "
+                                f"{_device_name(second_device)}")
+        if out is not None and _dlpack_device(out, "out") != device:
+            raise BadParamError(f"out is on {_device_name(_dlpack_device(out, 'out'))} but "
+                                f"{first_name} is on {_device_name(device)}")
+        dlpack_stream, stream = None, 0
+        if device[0] == _C.DLPACK_CUDA:
+            dlpack_stream, stream = _cuda_streams(first, device)
+        return device, dlpack_stream, stream
+
+    @staticmethod
+    def _empty_result(out, shape, beta):
+        """The gradient of an empty sum (an empty batch): zeros, or beta * out."""
+        if tuple(out.shape) != tuple(shape):
+            raise BadParamError(f"out: expected shape {tuple(shape)}, got {tuple(out.shape)}")
+        if beta == 0.0:
+            out[...] = 0
+        else:
+            out *= beta
+        return out
+
+    def backward_data(self, dy, w, x_shape, algo="auto", out=None, alpha=1.0, beta=0.0):
+        """``dx = alpha * (gradient of conv(x, w) with respect to x, given dy) + beta * out``
+        for an input of shape ``x_shape``: into ``out`` when given (else a new array of the type
+        of dy). ``algo``: a BwdDataAlgo, its name, or "auto". With beta == 0 out is never read."""
+        algo_id = _enum_algo_id(algo, BwdDataAlgo)
+        alpha = _scalar_arg("alpha", alpha)
+        beta = _scalar_arg("beta", beta)
+        x_shape = _shape_arg("x_shape", x_shape)
+        if len(x_shape) != 4:
+            raise BadParamError(f"x_shape: expected 4 sizes (N, C, H, W), got {x_shape}")
+        device, dlpack_stream, stream = self._prepare(dy, "dy", w, "w", out)
+        dyt = _import_input(dy, "dy", dlpack_stream, need_packed=False)
+        wt = _import_input(w, "w", dlpack_stream, need_packed=True)
+        dtype = dyt.dtype
+        if out is None:
+            if beta != 0.0:
+                raise BadParamError(f"beta: beta={beta} blends into an existing output; pass out=")
+            if dtype not in SUPPORTED_DTYPES:
+                raise BadParamError(f"dy: dtype {dtype} is not supported; convcore supports "
+                                    f"float32 and float64")
+            out = _allocate_output(dy, x_shape, dtype, device)
+        if x_shape[0] == 0:  # an empty batch: nothing to compute, only check the shapes
+            y_shape = self.output_shape(x_shape, wt.shape)
+            if tuple(dyt.shape) != y_shape:
+                raise BadParamError(f"dy: expected shape {y_shape}, got {tuple(dyt.shape)}")
+            if tuple(out.shape) != x_shape:
+                raise BadParamError(f"out: expected shape {x_shape}, got {tuple(out.shape)}")
+            return out
+        dxt = _import_output(out, dlpack_stream)
+        _C.backward_data(dyt, wt, dxt, self.desc._params, algo_id, alpha, beta, self._workspace(),
+                         stream)
+        return out
+
+    def backward_filter(self, x, dy, w_shape, algo="auto", out=None, alpha=1.0, beta=0.0):
+        """``dw = alpha * (gradient of conv(x, w) with respect to w, given dy) + beta * out`` for
+        a filter of shape ``w_shape``: into ``out`` when given (else a new array of the type of
+        x). ``algo``: a BwdFilterAlgo, its name, or "auto". With beta == 0 out is never read."""
+        algo_id = _enum_algo_id(algo, BwdFilterAlgo)
+        alpha = _scalar_arg("alpha", alpha)
+        beta = _scalar_arg("beta", beta)
+        w_shape = _shape_arg("w_shape", w_shape)
+        if len(w_shape) != 4:
+            raise BadParamError(f"w_shape: expected 4 sizes (K, C/groups, R, S), got {w_shape}")
+        device, dlpack_stream, stream = self._prepare(x, "x", dy, "dy", out)
+        xt = _import_input(x, "x", dlpack_stream, need_packed=False)
+        dyt = _import_input(dy, "dy", dlpack_stream, need_packed=False)
+        if out is None:
+            if beta != 0.0:
+                raise BadParamError(f"beta: beta={beta} blends into an existing output; pass out=")
+            if xt.dtype not in SUPPORTED_DTYPES:
+                raise BadParamError(f"x: dtype {xt.dtype} is not supported; convcore supports "
+                                    f"float32 and float64")
+            out = _allocate_output(x, w_shape, xt.dtype, device)
+        if len(xt.shape) == 4 and xt.shape[0] == 0:  # an empty batch: dw is an empty sum
+            y_shape = self.output_shape(xt.shape, w_shape)
+            if tuple(dyt.shape) != y_shape:
+                raise BadParamError(f"dy: expected shape {y_shape}, got {tuple(dyt.shape)}")
+            return self._empty_result(out, w_shape, beta)
+        dwt = _import_output(out, dlpack_stream)
+        if tuple(dwt.shape) != w_shape:
+            raise BadParamError(f"out: expected shape {w_shape} (w_shape), got {tuple(dwt.shape)}")
+        _C.backward_filter(xt, dyt, dwt, self.desc._params, algo_id, alpha, beta,
+                           self._workspace(), stream)
+        return out
+
+    def backward_bias(self, dy, out=None, alpha=1.0, beta=0.0):
+        """``db = alpha * dy.sum over (N, P, Q) + beta * out``, shape (K,), accumulated in float64:
+        into ``out`` when given (else a new array of the type of dy)."""
+        alpha = _scalar_arg("alpha", alpha)
+        beta = _scalar_arg("beta", beta)
+        device, dlpack_stream, stream = self._prepare(dy, "dy", dy, "dy", out)
+        dyt = _import_input(dy, "dy", dlpack_stream, need_packed=False)
+        if len(dyt.shape) != 4:
+            raise BadParamError(f"dy: expected a 4-D array (N, K, P, Q), got shape {tuple(dyt.shape)}")
+        if out is None:
+            if beta != 0.0:
+                raise BadParamError(f"beta: beta={beta} blends into an existing output; pass out=")
+            if dyt.dtype not in SUPPORTED_DTYPES:
+                raise BadParamError(f"dy: dtype {dyt.dtype} is not supported; convcore supports "
+                                    f"float32 and float64")
+            out = _allocate_output(dy, (dyt.shape[1],), dyt.dtype, device)
+        if 0 in dyt.shape:  # an empty sum
+            return self._empty_result(out, (dyt.shape[1],), beta)
+        dbt = _import_output(out, dlpack_stream)
+        _C.backward_bias(dyt, dbt, alpha, beta, stream)
+        return out
 
 
 def _device_name(device):

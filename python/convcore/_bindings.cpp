@@ -547,6 +547,283 @@ int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
     return algo;
 }
 
+// ---- backward passes ------------------------------------------------------------------------
+// Directions as the Python API names them: 0 forward, 1 backward data, 2 backward filter.
+enum Direction { FORWARD = 0, BACKWARD_DATA = 1, BACKWARD_FILTER = 2 };
+
+std::string bwd_algo_name_lower(int direction, int algo) {
+    const char* name = direction == BACKWARD_DATA
+                           ? convcoreGetBwdDataAlgoName(convcoreConvolutionBwdDataAlgo_t(algo))
+                           : convcoreGetBwdFilterAlgoName(convcoreConvolutionBwdFilterAlgo_t(algo));
+    std::string s = name ? name : ("algo " + std::to_string(algo));
+    for (char& ch : s) ch = char(std::tolower(static_cast<unsigned char>(ch)));
+    return s;
+}
+
+// check() for a backward call: the C API names the output dx / dw, Python users call it out;
+// failures other than bad arguments are prefixed with "algo=<name>: ".
+void check_bwd(convcoreStatus_t status, int direction, int algo, const char* out_name) {
+    if (status == CONVCORE_STATUS_SUCCESS) return;
+    std::string reason = convcoreGetLastErrorString();
+    const std::string o = out_name;
+    if (reason.rfind(o + ":", 0) == 0 || reason.rfind(o + " ", 0) == 0) reason = "out" + reason.substr(o.size());
+    const std::string context =
+        status == CONVCORE_STATUS_BAD_PARAM || algo < 0 ? "" : "algo=" + bwd_algo_name_lower(direction, algo) + ": ";
+    throw StatusError(status, context + reason);
+}
+
+// Dtype, ndim and device checks of two inputs, with the user's argument names. Returns the dtype.
+std::string check_pair(const DLPackTensor& a, const char* a_name, const DLPackTensor& b,
+                       const char* b_name) {
+    const char* supported = "; convcore supports float32 and float64";
+    const std::string an = a_name, bn = b_name;
+    for (const auto* t : {&a, &b}) {
+        const std::string& name = t == &a ? an : bn;
+        if (t->ndim() != 4)
+            bad_param(name + ": expected a 4-D array, got shape " + shape_str(t->shape()));
+        if (!t->is_float(32) && !t->is_float(64))
+            bad_param(name + ": dtype " + t->dtype() + " is not supported" + supported);
+    }
+    if (a.dtype() != b.dtype())
+        bad_param(bn + ": dtype " + b.dtype() + " does not match " + an + ": dtype " + a.dtype() +
+                  " (" + an + " and " + bn + " must have the same dtype)");
+    if (a.device_type() != b.device_type() || a.device_id() != b.device_id())
+        bad_param(an + " and " + bn + " are on different devices");
+    if (a.device_type() != kDLCPU && a.device_type() != kDLCUDA)
+        not_supported(an + ": DLPack device type " + std::to_string(a.device_type()) +
+                      " is not supported (convcore runs on kDLCPU and kDLCUDA memory)");
+    return a.dtype();
+}
+
+// The checks every output gets: 4-D (or `ndim`), dtype, device, writable, distinct elements.
+void check_output(const DLPackTensor& out, const DLPackTensor& like, const std::string& dtype,
+                  const char* like_name, int ndim = 4) {
+    if (out.ndim() != ndim)
+        bad_param("out: expected a " + std::to_string(ndim) + "-D array, got shape " + shape_str(out.shape()));
+    if (out.dtype() != dtype)
+        bad_param("out: dtype " + out.dtype() + " does not match " + like_name + ": dtype " + dtype);
+    if (out.device_type() != like.device_type() || out.device_id() != like.device_id())
+        bad_param(std::string("out is not on the device of ") + like_name);
+    if (out.read_only()) bad_param("out: the array is read-only");
+    if (!out.has_positive_strides() || !out.has_distinct_elements())
+        bad_param("out: strides must be positive and must not make elements overlap");
+}
+
+void set_tensor(convcoreTensorDescriptor_t desc, const std::vector<int64_t>& s,
+                const std::vector<int64_t>& st, convcoreDataType_t t, const std::string& context) {
+    check(convcoreSetTensor4dDescriptorEx(desc, t, s[0], s[1], s[2], s[3], st[0], st[1], st[2], st[3]),
+          context);
+}
+
+convcoreHandle_t handle_on(const DLPackTensor& like, uintptr_t stream) {
+    const bool on_cuda = like.device_type() == kDLCUDA;
+    convcoreHandle_t h = on_cuda ? cuda_handle(like.device_id()) : cpu_handle();
+    if (on_cuda) check(convcoreSetStream(h, reinterpret_cast<void*>(stream)), "stream: ");
+    return h;
+}
+
+// dy's expected shape (the forward output for x's shape and w) against dy's shape.
+void check_dy_shape(const Descriptors& d, const DLPackTensor& dy, const std::vector<int64_t>& x_shape) {
+    std::vector<int64_t> expect(4);
+    check(convcoreGetConvolution2dForwardOutputDim(d.conv, d.x, d.w, &expect[0], &expect[1],
+                                                   &expect[2], &expect[3]));
+    if (dy.shape() != expect)
+        bad_param("dy: expected shape " + shape_str(expect) +
+                  " (the output of this convolution for an input of shape " + shape_str(x_shape) +
+                  "), got " + shape_str(dy.shape()));
+}
+
+// Runs `call(workspace, bytes)` with the GIL released: a device buffer on CUDA, the
+// Convolution's host workspace on the CPU.
+template <typename F>
+convcoreStatus_t with_workspace(convcoreHandle_t h, bool on_cuda, size_t bytes, Workspace& workspace, F call) {
+    py::gil_scoped_release release;
+    if (on_cuda) {
+        DeviceBuffer ws(h, bytes);
+        return call(ws.ptr, bytes);
+    }
+    std::lock_guard<std::mutex> lock(workspace.mutex());
+    return call(workspace.reserve(bytes), bytes);
+}
+
+// dx = alpha * grad_x(w, dy) + beta * dx with backward-data algorithm `algo` (-1: the
+// heuristic's first choice). Returns the algorithm used.
+int backward_data(const DLPackTensor& dy, const DLPackTensor& w, const DLPackTensor& dx,
+                  const ConvParams& p, int algo, double alpha, double beta, Workspace& workspace,
+                  uintptr_t stream) {
+    const std::string dtype = check_pair(dy, "dy", w, "w");
+    const convcoreDataType_t t = data_type_of(dtype);
+    check_output(dx, dy, dtype, "dy");
+    if (!dy.has_positive_strides()) bad_param("dy: strides must be positive");
+    if (!w.is_packed()) bad_param("w: must be contiguous (packed K x C/groups x R x S)");
+    Descriptors d;
+    d.set_conv(p);
+    set_tensor(d.x, dx.shape(), dx.strides_for_c(), t, "out: ");
+    d.set_w(w.shape(), t);
+    check_dy_shape(d, dy, dx.shape());
+    set_tensor(d.y, dy.shape(), dy.strides_for_c(), t, "dy: ");
+    const bool on_cuda = dy.device_type() == kDLCUDA;
+    convcoreHandle_t h = handle_on(dy, stream);
+    if (algo < 0) {
+        convcoreConvolutionBwdDataAlgoPerf_t perf[CONVCORE_BWD_DATA_ALGO_COUNT];
+        int count = 0;
+        check(convcoreGetConvolutionBackwardDataAlgorithm(h, d.w, d.y, d.conv, d.x,
+                                                          CONVCORE_BWD_DATA_ALGO_COUNT, &count, perf));
+        for (int i = 0; i < count && algo < 0; ++i)
+            if (perf[i].status == CONVCORE_STATUS_SUCCESS) algo = int(perf[i].algo);
+        if (algo < 0) not_supported("no convcore backward-data algorithm can run this problem on this device");
+    }
+    const auto a = convcoreConvolutionBwdDataAlgo_t(algo);
+    size_t bytes = 0;
+    check_bwd(convcoreGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, a, &bytes),
+              BACKWARD_DATA, algo, "dx");
+    const float alpha_f = float(alpha), beta_f = float(beta);
+    const void* alpha_p = t == CONVCORE_DATA_DOUBLE ? static_cast<const void*>(&alpha) : &alpha_f;
+    const void* beta_p = t == CONVCORE_DATA_DOUBLE ? static_cast<const void*>(&beta) : &beta_f;
+    const convcoreStatus_t status = with_workspace(h, on_cuda, bytes, workspace, [&](void* ws, size_t n) {
+        return convcoreConvolutionBackwardData(h, alpha_p, d.w, w.data(), d.y, dy.data(), d.conv, a, ws,
+                                               n, beta_p, d.x, dx.data());
+    });
+    check_bwd(status, BACKWARD_DATA, algo, "dx");
+    return algo;
+}
+
+// dw = alpha * grad_w(x, dy) + beta * dw with backward-filter algorithm `algo` (-1: auto).
+int backward_filter(const DLPackTensor& x, const DLPackTensor& dy, const DLPackTensor& dw,
+                    const ConvParams& p, int algo, double alpha, double beta, Workspace& workspace,
+                    uintptr_t stream) {
+    const std::string dtype = check_pair(x, "x", dy, "dy");
+    const convcoreDataType_t t = data_type_of(dtype);
+    check_output(dw, x, dtype, "x");
+    if (!x.has_positive_strides()) bad_param("x: strides must be positive");
+    if (!dy.has_positive_strides()) bad_param("dy: strides must be positive");
+    if (!dw.is_packed()) bad_param("out: must be contiguous (packed K x C/groups x R x S)");
+    Descriptors d;
+    d.set_conv(p);
+    set_tensor(d.x, x.shape(), x.strides_for_c(), t, "x: ");
+    check(convcoreSetFilter4dDescriptor(d.w, t, dw.shape()[0], dw.shape()[1], dw.shape()[2], dw.shape()[3]),
+          "out: ");
+    check_dy_shape(d, dy, x.shape());
+    set_tensor(d.y, dy.shape(), dy.strides_for_c(), t, "dy: ");
+    const bool on_cuda = x.device_type() == kDLCUDA;
+    convcoreHandle_t h = handle_on(x, stream);
+    if (algo < 0) {
+        convcoreConvolutionBwdFilterAlgoPerf_t perf[CONVCORE_BWD_FILTER_ALGO_COUNT];
+        int count = 0;
+        check(convcoreGetConvolutionBackwardFilterAlgorithm(h, d.x, d.y, d.conv, d.w,
+                                                            CONVCORE_BWD_FILTER_ALGO_COUNT, &count, perf));
+        for (int i = 0; i < count && algo < 0; ++i)
+            if (perf[i].status == CONVCORE_STATUS_SUCCESS) algo = int(perf[i].algo);
+        if (algo < 0) not_supported("no convcore backward-filter algorithm can run this problem on this device");
+    }
+    const auto a = convcoreConvolutionBwdFilterAlgo_t(algo);
+    size_t bytes = 0;
+    check_bwd(convcoreGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, a, &bytes),
+              BACKWARD_FILTER, algo, "dw");
+    const float alpha_f = float(alpha), beta_f = float(beta);
+    const void* alpha_p = t == CONVCORE_DATA_DOUBLE ? static_cast<const void*>(&alpha) : &alpha_f;
+    const void* beta_p = t == CONVCORE_DATA_DOUBLE ? static_cast<const void*>(&beta) : &beta_f;
+    const convcoreStatus_t status = with_workspace(h, on_cuda, bytes, workspace, [&](void* ws, size_t n) {
+        return convcoreConvolutionBackwardFilter(h, alpha_p, d.x, x.data(), d.y, dy.data(), d.conv, a, ws,
+                                                 n, beta_p, d.w, dw.data());
+    });
+    check_bwd(status, BACKWARD_FILTER, algo, "dw");
+    return algo;
+}
+
+// db (K,) = alpha * sum of dy over n, p, q + beta * db.
+void backward_bias(const DLPackTensor& dy, const DLPackTensor& db, double alpha, double beta,
+                   uintptr_t stream) {
+    const std::string dtype = check_pair(dy, "dy", dy, "dy");
+    const convcoreDataType_t t = data_type_of(dtype);
+    check_output(db, dy, dtype, "dy", 1);
+    if (!dy.has_positive_strides()) bad_param("dy: strides must be positive");
+    const int64_t k = dy.shape()[1];
+    if (db.shape()[0] != k)
+        bad_param("out: expected shape (" + std::to_string(k) + ",) (one value per channel of dy), got " +
+                  shape_str(db.shape()));
+    Descriptors d;
+    set_tensor(d.y, dy.shape(), dy.strides_for_c(), t, "dy: ");
+    const int64_t st = db.strides_for_c()[0];
+    check(convcoreSetTensor4dDescriptorEx(d.x, t, 1, k, 1, 1, k * st, st, 1, 1), "out: ");
+    convcoreHandle_t h = handle_on(dy, stream);
+    const float alpha_f = float(alpha), beta_f = float(beta);
+    const void* alpha_p = t == CONVCORE_DATA_DOUBLE ? static_cast<const void*>(&alpha) : &alpha_f;
+    const void* beta_p = t == CONVCORE_DATA_DOUBLE ? static_cast<const void*>(&beta) : &beta_f;
+    convcoreStatus_t status;
+    {
+        py::gil_scoped_release release;
+        status = convcoreConvolutionBackwardBias(h, alpha_p, d.y, dy.data(), beta_p, d.x, db.data());
+    }
+    if (status != CONVCORE_STATUS_SUCCESS) {
+        std::string reason = convcoreGetLastErrorString();
+        if (reason.rfind("db", 0) == 0) reason = "out" + reason.substr(2);
+        throw StatusError(status, reason);
+    }
+}
+
+// Ranking and workspace size of a backward direction, for a problem given by shapes.
+std::vector<AlgoPerf> rank_bwd_algos(const std::vector<int64_t>& x_shape,
+                                     const std::vector<int64_t>& w_shape, const ConvParams& p,
+                                     int direction, int device_type, int device_index,
+                                     const std::string& dtype) {
+    const convcoreDataType_t t = data_type_of(dtype);
+    Descriptors d;
+    set_from_shapes(d, x_shape, w_shape, p, t);
+    convcoreHandle_t h = handle_for(device_type, device_index);
+    std::vector<AlgoPerf> out;
+    if (direction == BACKWARD_DATA) {
+        convcoreConvolutionBwdDataAlgoPerf_t perf[CONVCORE_BWD_DATA_ALGO_COUNT];
+        int count = 0;
+        check(convcoreGetConvolutionBackwardDataAlgorithm(h, d.w, d.y, d.conv, d.x,
+                                                          CONVCORE_BWD_DATA_ALGO_COUNT, &count, perf));
+        for (int i = 0; i < count; ++i)
+            out.push_back({int(perf[i].algo), perf[i].status == CONVCORE_STATUS_SUCCESS, perf[i].memory,
+                           perf[i].determinism == CONVCORE_DETERMINISTIC});
+    } else {
+        convcoreConvolutionBwdFilterAlgoPerf_t perf[CONVCORE_BWD_FILTER_ALGO_COUNT];
+        int count = 0;
+        check(convcoreGetConvolutionBackwardFilterAlgorithm(h, d.x, d.y, d.conv, d.w,
+                                                            CONVCORE_BWD_FILTER_ALGO_COUNT, &count, perf));
+        for (int i = 0; i < count; ++i)
+            out.push_back({int(perf[i].algo), perf[i].status == CONVCORE_STATUS_SUCCESS, perf[i].memory,
+                           perf[i].determinism == CONVCORE_DETERMINISTIC});
+    }
+    return out;
+}
+
+size_t workspace_size_bwd(const std::vector<int64_t>& x_shape, const std::vector<int64_t>& w_shape,
+                          const ConvParams& p, int algo, int direction, int device_type,
+                          int device_index, const std::string& dtype) {
+    const convcoreDataType_t t = data_type_of(dtype);
+    Descriptors d;
+    set_from_shapes(d, x_shape, w_shape, p, t);
+    convcoreHandle_t h = handle_for(device_type, device_index);
+    size_t bytes = 0;
+    if (direction == BACKWARD_DATA)
+        check_bwd(convcoreGetConvolutionBackwardDataWorkspaceSize(
+                      h, d.w, d.y, d.conv, d.x, convcoreConvolutionBwdDataAlgo_t(algo), &bytes),
+                  direction, algo, "dx");
+    else
+        check_bwd(convcoreGetConvolutionBackwardFilterWorkspaceSize(
+                      h, d.x, d.y, d.conv, d.w, convcoreConvolutionBwdFilterAlgo_t(algo), &bytes),
+                  direction, algo, "dw");
+    return bytes;
+}
+
+std::vector<std::string> bwd_algo_names(int direction) {
+    std::vector<std::string> names;
+    if (direction == BACKWARD_DATA)
+        for (int i = 0; i < CONVCORE_BWD_DATA_ALGO_COUNT; ++i)
+            names.push_back(convcoreGetBwdDataAlgoName(convcoreConvolutionBwdDataAlgo_t(i)));
+    else if (direction == BACKWARD_FILTER)
+        for (int i = 0; i < CONVCORE_BWD_FILTER_ALGO_COUNT; ++i)
+            names.push_back(convcoreGetBwdFilterAlgoName(convcoreConvolutionBwdFilterAlgo_t(i)));
+    else
+        bad_param("direction: expected 1 (backward data) or 2 (backward filter)");
+    return names;
+}
+
 // ---- library information --------------------------------------------------------------------
 
 int cuda_device_count() {
@@ -662,4 +939,31 @@ PYBIND11_MODULE(_convcore, m) {
     m.def("forward", &forward, py::arg("x"), py::arg("w"), py::arg("y"), py::arg("params"),
           py::arg("algo"), py::arg("alpha"), py::arg("beta"), py::arg("workspace"),
           py::arg("stream"));
+
+    // ---- backward passes ----
+    m.attr("BACKWARD_DATA") = int(BACKWARD_DATA);
+    m.attr("BACKWARD_FILTER") = int(BACKWARD_FILTER);
+    m.def("bwd_algo_names", &bwd_algo_names, py::arg("direction"),
+          "Backward algorithm names of a direction (1: data, 2: filter) in enum order.");
+    m.def("rank_bwd_algos",
+          [](const std::vector<int64_t>& xs, const std::vector<int64_t>& ws, const ConvParams& p,
+             int direction, int device_type, int device_index, const std::string& dtype) {
+              py::list out;
+              for (const AlgoPerf& a : rank_bwd_algos(xs, ws, p, direction, device_type, device_index, dtype))
+                  out.append(py::make_tuple(a.algo, a.supported, a.workspace, a.deterministic));
+              return out;
+          },
+          py::arg("x_shape"), py::arg("w_shape"), py::arg("params"), py::arg("direction"),
+          py::arg("device_type"), py::arg("device_index"), py::arg("dtype"));
+    m.def("workspace_size_bwd", &workspace_size_bwd, py::arg("x_shape"), py::arg("w_shape"),
+          py::arg("params"), py::arg("algo"), py::arg("direction"), py::arg("device_type"),
+          py::arg("device_index"), py::arg("dtype"));
+    m.def("backward_data", &backward_data, py::arg("dy"), py::arg("w"), py::arg("dx"),
+          py::arg("params"), py::arg("algo"), py::arg("alpha"), py::arg("beta"),
+          py::arg("workspace"), py::arg("stream"));
+    m.def("backward_filter", &backward_filter, py::arg("x"), py::arg("dy"), py::arg("dw"),
+          py::arg("params"), py::arg("algo"), py::arg("alpha"), py::arg("beta"),
+          py::arg("workspace"), py::arg("stream"));
+    m.def("backward_bias", &backward_bias, py::arg("dy"), py::arg("db"), py::arg("alpha"),
+          py::arg("beta"), py::arg("stream"));
 }
