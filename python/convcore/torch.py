@@ -13,13 +13,16 @@ a convolution or a gradient with PyTorch's own convolution.
 Tensors: float32 or float64, on the CPU or a CUDA device (CUDA needs a convcore built with CUDA).
 Other dtypes raise TypeError, other devices convcore.NotSupportedError.
 
-``algo`` names convcore's algorithm: "auto" (the heuristic's choice), one name for the three passes
-("im2col_gemm"), or a triple (forward, backward data, backward filter) such as
-("winograd_4x4_3x3", "auto", "auto") when the forward algorithm has no backward counterpart.
+``algo`` names convcore's algorithms: "auto" (the heuristic's choice); one name, used by each pass
+that has an algorithm of that name while the others use "auto" ("im2col_gemm" runs all three;
+"im2win" has no backward pass of that name, so its gradients use "auto"); or a strict triple
+(forward, backward data, backward filter), e.g. ("winograd_4x4_3x3", "winograd_2x2_3x3",
+"winograd_3x3_2x2"), each of which must exist for its pass.
 
 This module imports torch; ``import convcore`` alone does not.
 """
 
+import enum
 import functools
 from typing import List, Optional
 
@@ -40,38 +43,61 @@ _SUPPORTED_DEVICES = ("cpu", "cuda")
 
 # ---- arguments -----------------------------------------------------------------------------------
 
+_PASSES = ("forward", "backward data", "backward filter")
+
+
+def _pass_enums():
+    """The algorithm enums of the three passes (None for a build without backward passes)."""
+    return (Algo, getattr(_api, "BwdDataAlgo", None), getattr(_api, "BwdFilterAlgo", None))
+
+
+def _known(name, enum_cls):
+    return name == "auto" or (enum_cls is not None and name.upper() in enum_cls.__members__)
+
+
 def _algo_name(algo):
-    if isinstance(algo, Algo):
+    if isinstance(algo, enum.Enum):  # convcore.Algo, BwdDataAlgo or BwdFilterAlgo
         return algo.name.lower()
-    if isinstance(algo, str) and "," not in algo:
-        name = algo.strip().lower()
-        if name:
-            return name
+    if isinstance(algo, str) and "," not in algo and algo.strip():
+        return algo.strip().lower()
     raise BadParamError(f"algo: expected 'auto', an algorithm name or a convcore.Algo, got {algo!r}")
 
 
 def _algo_spec(algo):
-    """The op's ``algo`` string: one name, or "fwd,bwd_data,bwd_filter" for a triple."""
+    """The op's ``algo`` string, "name" or "fwd,bwd_data,bwd_filter" (checked by _split_algo)."""
     if isinstance(algo, (tuple, list)):
         if len(algo) != 3:
             raise BadParamError(f"algo: a sequence must name 3 algorithms (forward, backward data, "
                                 f"backward filter), got {algo!r}")
-        names = [_algo_name(a) for a in algo]
-        if len(set(names)) == 1:
-            return names[0]
-        return ",".join(names)
-    if isinstance(algo, str) and algo.count(",") == 2:
+        return ",".join(_algo_name(a) for a in algo)
+    if isinstance(algo, str) and "," in algo:
         return _algo_spec(algo.split(","))
     return _algo_name(algo)
 
 
 def _split_algo(spec):
-    """(forward, backward data, backward filter) algorithm names from the op's ``algo`` string."""
-    parts = spec.split(",")
-    if len(parts) == 1:
-        return parts * 3
+    """(forward, backward data, backward filter) algorithm names from the op's ``algo`` string.
+
+    One name: each pass that has an algorithm of that name uses it, the others "auto" (there
+    is no backward IM2WIN, and the Winograd filter gradient is WINOGRAD_3X3_2X2). A triple:
+    exactly those, each of which must exist for its pass."""
+    parts = [p.strip().lower() for p in spec.split(",")]
+    enums = _pass_enums()
     if len(parts) == 3:
+        for name, enum_cls, pass_name in zip(parts, enums, _PASSES):
+            if not _known(name, enum_cls):
+                valid = ["auto"] + ([a.name.lower() for a in enum_cls] if enum_cls else [])
+                raise BadParamError(f"algo: unknown algorithm {name!r} for the {pass_name} pass; "
+                                    f"valid names: {', '.join(valid)}")
         return parts
+    if len(parts) == 1:
+        name = parts[0]
+        names = [name if _known(name, enum_cls) else "auto" for enum_cls in enums]
+        if name != "auto" and names == ["auto"] * 3:
+            valid = sorted({a.name.lower() for e in enums if e is not None for a in e})
+            raise BadParamError(f"algo: unknown algorithm {name!r}; valid names: auto, "
+                                f"{', '.join(valid)}")
+        return names
     raise BadParamError(f"algo: expected one name or 'fwd,bwd_data,bwd_filter', got {spec!r}")
 
 
@@ -257,8 +283,10 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
             raise ValueError(f"{fn}: invalid padding string {padding!r}, should be one of "
                              f"'valid', 'same'")
     padding = _pair(padding)
+    spec = _algo_spec(algo)
+    _split_algo(spec)  # an unknown name fails here, before any work
     y = _conv2d_op(input, weight, bias, [int(v) for v in stride], [int(v) for v in padding],
-                   [int(v) for v in dilation], int(groups), _algo_spec(algo))
+                   [int(v) for v in dilation], int(groups), spec)
     return y.squeeze(0) if unbatched else y
 
 
@@ -282,7 +310,7 @@ class Conv2d(nn.Conv2d):
 
     @algo.setter
     def algo(self, value):
-        _api._algo_id(_split_algo(_algo_spec(value))[0])  # BadParamError for an unknown name
+        _split_algo(_algo_spec(value))  # BadParamError for an unknown name
         self._algo = value
 
     def extra_repr(self):

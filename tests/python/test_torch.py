@@ -38,11 +38,22 @@ def rel_err(y, ref):
     return float((y - ref).norm() / max(float(ref.norm()), 1e-300))
 
 
-def bound(algo, dtype):
-    # "auto" may pick any applicable algorithm: hold it to the loosest classic bound of its pick
-    # list, which for these small problems is a classic algorithm (stated in reference.py).
-    return error_bound("direct" if algo == "auto" else algo,
-                       "float32" if dtype == torch.float32 else "float64")
+# ||y - ref|| / ||ref|| bounds, float32, per pass and algorithm (docs/algorithms.md; the forward
+# ones are reference.py's, the backward ones those of test_backward.py).
+BWD_BOUNDS_F32 = {"direct": 1e-5, "im2col_gemm": 1e-5, "implicit_gemm": 1e-5,
+                  "winograd_2x2_3x3": 5e-5, "winograd_3x3_2x2": 5e-5, "fft": 1e-4,
+                  "fft_tiling": 1e-4, "fine_grained_fft": 1e-4, "poly_hankel": 1e-4}
+
+
+def bound(algo, direction, x, w, kw):
+    """The float32 bound of ``algo`` in ``direction``; for "auto", that of the heuristic's pick."""
+    if algo == "auto":
+        conv = convcore.Convolution(padding=kw["padding"], stride=kw["stride"],
+                                    dilation=kw["dilation"], groups=kw["groups"])
+        algo = conv.applicable_algos(x.shape, w.shape, direction=direction)[0]
+    if direction == "forward":
+        return error_bound(algo, "float32")
+    return BWD_BOUNDS_F32[algo]
 
 
 # (n, c, h, w, k, r, s, stride, padding, dilation, groups, bias)
@@ -96,7 +107,7 @@ def test_forward_matches_torch(cfg, algo):
     y = ct.conv2d(x, w, b, algo=algo, **kw)
     ref = F.conv2d(x.double(), w.double(), None if b is None else b.double(), **kw)
     assert y.dtype == torch.float32 and y.shape == ref.shape
-    assert rel_err(y, ref) <= bound(algo, torch.float32)
+    assert rel_err(y, ref) <= bound(algo, "forward", x, w, kw)
 
 
 @pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")  # torch's own
@@ -199,10 +210,51 @@ def test_gradients_match_torch(cfg, algo):
     b64 = None if b is None else b.detach().double().requires_grad_()
     y64 = F.conv2d(x64, w64, b64, **kw)
     refs = torch.autograd.grad(y64, [t for t in (x64, w64, b64) if t is not None], g.double())
-    assert rel_err(y, y64) <= bound(algo, torch.float32)
-    for name, got, ref in zip(("dx", "dw", "db"), grads, refs):
+    assert rel_err(y, y64) <= bound(algo, "forward", x, w, kw)
+    directions = ("backward_data", "backward_filter", "backward_data")  # db: any pick is exact
+    for name, got, ref, direction in zip(("dx", "dw", "db"), grads, refs, directions):
         assert got.dtype == torch.float32 and got.shape == ref.shape, name
-        assert rel_err(got, ref) <= bound(algo, torch.float32), name
+        assert rel_err(got, ref) <= bound(algo, direction, x, w, kw), name
+
+
+@needs_backward
+@pytest.mark.parametrize("algo,passes", [
+    ("im2win", ("im2win", "auto", "auto")),                       # no backward IM2WIN
+    ("winograd_2x2_3x3", ("winograd_2x2_3x3", "winograd_2x2_3x3", "auto")),
+    (("winograd_4x4_3x3", "winograd_2x2_3x3", "winograd_3x3_2x2"),
+     ("winograd_4x4_3x3", "winograd_2x2_3x3", "winograd_3x3_2x2")),
+    ((convcore.Algo.FFT, "fft", "poly_hankel"), ("fft", "fft", "poly_hankel"))])
+def test_algo_per_pass(algo, passes):
+    """One name serves each pass that has it (the others: auto); a triple picks each pass."""
+    assert tuple(ct._split_algo(ct._algo_spec(algo))) == passes
+    x, w, b, kw = make(CONFIGS[0], torch.float32)  # 3x3, stride 1: every algorithm applies
+    m = ct.Conv2d(3, 4, 3, padding=1, algo=algo)
+    with torch.no_grad():
+        m.weight.copy_(w)
+        m.bias.copy_(b)
+    x64, w64 = x.detach().double().requires_grad_(), w.detach().double().requires_grad_()
+    y64 = F.conv2d(x64, w64, b.detach().double(), **kw)
+    y = m(x)
+    g = torch.randn_like(y)
+    dx, dw = torch.autograd.grad(y, (x, m.weight), g)
+    dx64, dw64 = torch.autograd.grad(y64, (x64, w64), g.double())
+    fwd_bound = bound(passes[0], "forward", x, w, kw)
+    assert rel_err(y, y64) <= fwd_bound
+    assert rel_err(dx, dx64) <= bound(passes[1], "backward_data", x, w, kw)
+    assert rel_err(dw, dw64) <= bound(passes[2], "backward_filter", x, w, kw)
+
+
+@needs_backward
+def test_strict_triple_and_unsupported_backward_algo():
+    with pytest.raises(convcore.BadParamError, match="for the backward data pass"):
+        ct.Conv2d(2, 2, 3, algo=("auto", "im2win", "auto"))
+    with pytest.raises(convcore.BadParamError, match="3 algorithms"):
+        ct.conv2d(torch.randn(1, 2, 4, 4), torch.randn(2, 2, 3, 3), algo="direct,direct")
+    # FFT backward data needs stride 1: NOT_SUPPORTED from convcore, not a silent substitute
+    x = torch.randn(1, 2, 6, 6, requires_grad=True)
+    y = ct.conv2d(x, torch.randn(2, 2, 3, 3), stride=2, algo=("direct", "fft", "direct"))
+    with pytest.raises(convcore.NotSupportedError):
+        y.sum().backward()
 
 
 @needs_backward
