@@ -1,28 +1,36 @@
 // WINOGRAD_2X2_3X3 and WINOGRAD_4X4_3X3 on the CPU: Lavin & Gray's Algorithm 1 with the
 // minimal filtering algorithms F(2x2,3x3) (4x4 input tiles) and F(4x4,3x3) (6x6 input tiles).
 //
-// For each group g, with a = m + 2 the input tile size and tiles numbered b over
-// (image, tile row, tile column) of the output:
+// With m the output tile (2 or 4), a = m + 2 the input tile, the output cut into
+// th x tw = ceil(P/m) x ceil(Q/m) tiles per image, and the N*th "tile rows" taken a block of
+// whole rows at a time (so the workspace stays bounded), for each group g:
 //   1. filter transform (once per call): u = G g_kc G^T for every (k, c), scattered to a*a
 //      matrices U_xi (K/g x C/g): U[g][xi][k][c]                      (workspace)
-//   2. per block of tiles (at most `block` tiles, so the workspace stays bounded):
-//      a. input transform: v = BT d_cb BT^T, scattered to V_xi (C/g x block)
-//      b. a*a independent GEMMs  M_xi (K/g x block) = U_xi . V_xi      (OpenBLAS)
-//      c. output transform: Y_kb = AT m_kb AT^T, clipped at the right/bottom edges, stored
-//         with the alpha/beta blend (beta == 0 never reads y).
+//   2. per block of tile rows (B tiles, V and M have ldv >= B columns):
+//      a. input transform: v = BT d BT^T per (tile, c), scattered to V_xi (C/g x B)
+//      b. a*a independent GEMMs  M_xi (K/g x B) = U_xi . V_xi        (OpenBLAS)
+//      c. output transform: Y = AT m AT^T per (k, tile), clipped at the right/bottom edges,
+//         stored with the alpha/beta blend (beta == 0 never reads y).
 // True convolution mirrors the filter while transforming it. The transform tables come from
 // cpp/common/generated/winograd_tables.hpp (tools/gen_winograd.py, verified exactly).
 //
-// The transforms work on kLanes tiles (or filter channels) at once, lane index innermost, so
-// their fixed small matrix products compile to plain vector code; the zero entries of the
-// tables drop out at compile time. Those loops are compiled for AVX-512 and AVX2 besides the
-// baseline (function multi-versioning) because the library is built without -march=native.
+// The transforms work on kLanes consecutive tiles of one tile row (or kLanes filter
+// channels) at once, lane index innermost, so their fixed small matrix products compile to
+// plain vector code with the tables' zero entries dropped at compile time. The input rows a
+// lane group reads are first staged with their zero padding in a small local buffer, so
+// there is no per-element bounds test and edge tiles take the same path as interior ones.
+// These loops are compiled for AVX-512 and AVX2 besides the baseline (function
+// multi-versioning) because the library is built without -march=native.
 #include <cblas.h>
 #include <omp.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 #include "common/blend.hpp"
@@ -41,19 +49,51 @@ namespace cpu {
 namespace {
 
 constexpr int64_t kLanes = 16;  // tiles (or filter channels) transformed together
-// Tiles per block: as many as fit V and M (a*a*(C/g + K/g) elements per tile) in this many
-// bytes, within [kMinBlock, kMaxBlock]. Depends on the problem only, never on the threads.
-constexpr int64_t kBlockBudgetBytes = int64_t(8) << 20;
-constexpr int64_t kMinBlock = 64, kMaxBlock = 4096;
+// Tiles per block: as many whole tile rows as fit V and M (a*a*(C/g + K/g) elements per tile)
+// in kBlockBudgetBytes, counted within [kMinBlock, kMaxBlock] tiles, and at least one tile
+// row. Depends on the problem only, never on the thread count.
+constexpr int64_t kBlockBudgetBytes = int64_t(4) << 20;
+constexpr int64_t kMinBlock = 256, kMaxBlock = 4096;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// U larger than this is written with non-temporal stores: it does not fit the caches anyway,
+// and streaming it saves reading every line before writing it (measured: ~20% of the filter
+// transform of VGG conv4.2).
+constexpr int64_t kStreamUBytes = int64_t(4) << 20;
+
+// dst[0, n) = src[0, n); with `stream`, non-temporal when dst is 16-byte aligned (src must be).
+template <typename T>
+inline void copy_row(T* __restrict dst, const T* __restrict src, int64_t n, bool stream) {
+#if defined(__SSE2__)
+    constexpr int64_t v = 16 / int64_t(sizeof(T));
+    if (stream && n % v == 0 && (reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
+        for (int64_t i = 0; i < n; i += v) {
+            if constexpr (sizeof(T) == 4)
+                _mm_stream_ps(reinterpret_cast<float*>(dst + i), _mm_load_ps(reinterpret_cast<const float*>(src + i)));
+            else
+                _mm_stream_pd(reinterpret_cast<double*>(dst + i), _mm_load_pd(reinterpret_cast<const double*>(src + i)));
+        }
+        return;
+    }
+#endif
+    std::memcpy(dst, src, size_t(n) * sizeof(T));
+}
+
+// Orders non-temporal stores before what follows (the barrier that publishes U).
+inline void stream_fence() {
+#if defined(__SSE2__)
+    _mm_sfence();
+#endif
+}
+
 // Everything the run and the workspace size derive from the problem.
 struct Plan {
-    int64_t m, a;             // output tile (2 or 4), input tile a = m + 2
-    int64_t th, tw, per_img;  // tiles per image: th x tw
-    int64_t tiles;            // N * th * tw: the GEMMs' column count over the whole batch
-    int64_t block;            // tiles per block, a multiple of kLanes: V's and M's row length
+    int64_t m, a;           // output tile (2 or 4), input tile a = m + 2
+    int64_t th, tw;         // tiles per image: th x tw
+    int64_t rows;           // N * th tile rows in all
+    int64_t block_rows;     // tile rows per block
+    int64_t ldv;            // row length of V and M: block_rows * tw rounded up to kLanes
     int64_t u_elems, v_elems, m_elems;
 };
 
@@ -63,17 +103,16 @@ Plan make_plan(const ConvProblem& p, int64_t m) {
     pl.a = m + 2;
     pl.th = ceil_div(p.p, m);
     pl.tw = ceil_div(p.q, m);
-    pl.per_img = pl.th * pl.tw;
-    pl.tiles = p.n * pl.per_img;
+    pl.rows = p.n * pl.th;
     const int64_t aa = pl.a * pl.a, cg = p.c_per_group(), kg = p.k_per_group();
     const int64_t per_tile_bytes = aa * (cg + kg) * int64_t(p.elem_size());
-    int64_t block = kBlockBudgetBytes / std::max<int64_t>(per_tile_bytes, 1);
-    block = std::min(std::max(block, kMinBlock), kMaxBlock);
-    block = std::min(block, ceil_div(pl.tiles, kLanes) * kLanes);
-    pl.block = block / kLanes * kLanes;
+    int64_t tiles = kBlockBudgetBytes / std::max<int64_t>(per_tile_bytes, 1);
+    tiles = std::min(std::max(tiles, kMinBlock), kMaxBlock);
+    pl.block_rows = std::min(std::max<int64_t>(tiles / pl.tw, 1), pl.rows);
+    pl.ldv = ceil_div(pl.block_rows * pl.tw, kLanes) * kLanes;
     pl.u_elems = aa * p.k * cg;  // every group's U
-    pl.v_elems = aa * cg * pl.block;
-    pl.m_elems = aa * kg * pl.block;
+    pl.v_elems = aa * cg * pl.ldv;
+    pl.m_elems = aa * kg * pl.ldv;
     return pl;
 }
 
@@ -91,9 +130,11 @@ std::string why_not_m(const ConvProblem& p, int64_t m) {
     if (!p.unit_dilation())
         return name + " needs dilation 1, got dilation " + std::to_string(p.dil_h) + "x" +
                std::to_string(p.dil_w);
-    if (p.k_per_group() > INT_MAX || p.c_per_group() > INT_MAX)
+    const Plan pl = make_plan(p, m);
+    if (p.k_per_group() > INT_MAX || p.c_per_group() > INT_MAX || pl.ldv > INT_MAX)
         return name + ": a GEMM dimension (K/groups=" + std::to_string(p.k_per_group()) +
-               ", C/groups=" + std::to_string(p.c_per_group()) + ") exceeds the 32-bit BLAS interface";
+               ", C/groups=" + std::to_string(p.c_per_group()) + ", tiles per block=" +
+               std::to_string(pl.ldv) + ") exceeds the 32-bit BLAS interface";
     return "";
 }
 
@@ -165,13 +206,14 @@ inline __attribute__((always_inline)) void mul_right_t(const Mat& M, const T (&i
 // Problem sizes the transform workers need (plain data, passed by value).
 struct Dims {
     int64_t n, c, h, w, k, p, q, cg, kg, pad_h, pad_w;
-    int64_t tw, per_img, ldv;
+    int64_t th, tw, gpr, ldv;  // gpr: lane groups per tile row, ceil(tw / kLanes)
     bool flip;
 };
 
 Dims make_dims(const ConvProblem& p, const Plan& pl) {
-    return {p.n,  p.c,  p.h,     p.w,     p.k,  p.p, p.q, p.c_per_group(), p.k_per_group(),
-            p.pad_h, p.pad_w, pl.tw, pl.per_img, pl.block, p.flip};
+    return {p.n,     p.c,     p.h,   p.w,   p.k,                       p.p,    p.q,
+            p.c_per_group(), p.k_per_group(), p.pad_h, p.pad_w, pl.th, pl.tw,
+            ceil_div(pl.tw, kLanes), pl.ldv, p.flip};
 }
 
 template <typename T, class F>
@@ -179,156 +221,154 @@ struct Wino {
     static constexpr int m = F::m, r = F::r, a = F::alpha;
     using Tab = typename F::template table<T>;
 
-    // U[g][xi][k][c] for the filter items [i0, i1): item = (global k) * ceil(Cg/L) + channel block.
+    // U[g][xi][k][c] for the filter items [i0, i1): item = (global k) * ceil(Cg/kFilterChunk)
+    // + channel chunk. A chunk is transformed kLanes channels at a time into a local buffer,
+    // then written out as a*a contiguous rows (long sequential stores, not a*a interleaved
+    // streams of one cache line each: twice as fast when U is larger than the caches).
+    static constexpr int64_t kFilterChunk = 256;
     CONVCORE_WINO_CLONES
     static void filter_items(const Dims d, const T* __restrict w, T* __restrict U, int64_t i0,
-                             int64_t i1) {
-        const int64_t cblocks = ceil_div(d.cg, kLanes);
+                             int64_t i1, bool stream) {
+        const int64_t chunks = ceil_div(d.cg, kFilterChunk);
+        alignas(64) T buf[a * a][kFilterChunk];
         for (int64_t item = i0; item < i1; ++item) {
-            const int64_t kk = item / cblocks, c0 = item % cblocks * kLanes;
+            const int64_t kk = item / chunks, cs = item % chunks * kFilterChunk;
+            const int64_t ce = std::min(d.cg, cs + kFilterChunk);
             const int64_t g = kk / d.kg, k = kk % d.kg;
-            const int64_t nl = std::min(kLanes, d.cg - c0);
-            T gf[r][r][kLanes], t1[a][r][kLanes], u[a][a][kLanes];
-            const T* wk = w + (kk * d.cg + c0) * r * r;
-            for (int64_t l = 0; l < kLanes; ++l)
-                for (int i = 0; i < r; ++i)
-                    for (int j = 0; j < r; ++j) {
-                        const int fi = d.flip ? r - 1 - i : i, fj = d.flip ? r - 1 - j : j;
-                        gf[i][j][l] = l < nl ? wk[(l * r + fi) * r + fj] : T(0);
-                    }
-            mul_left<a, r, r>(Tab::G, gf, t1);
-            mul_right_t<a, a, r>(Tab::G, t1, u);
-            T* Ug = U + g * a * a * d.kg * d.cg + k * d.cg + c0;
-            for (int xi = 0; xi < a; ++xi)
-                for (int nu = 0; nu < a; ++nu) {
-                    T* dst = Ug + (xi * a + nu) * d.kg * d.cg;
-                    for (int64_t l = 0; l < nl; ++l) dst[l] = u[xi][nu][l];
+            for (int64_t c0 = cs; c0 < ce; c0 += kLanes) {
+                const int64_t nl = std::min(kLanes, ce - c0);
+                T gf[r][r][kLanes], t1[a][r][kLanes], u[a][a][kLanes];
+                const T* wk = w + (kk * d.cg + c0) * r * r;
+                // Lane l takes filter channel c0 + l; true convolution reads tap (i, j) from
+                // (r-1-i, r-1-j), i.e. element r*r-1-ij of the 3x3 filter.
+                for (int ij = 0; ij < r * r; ++ij) {
+                    const int64_t src = d.flip ? r * r - 1 - ij : ij;
+                    T* dst = gf[ij / r][ij % r];
+                    if (nl == kLanes)
+                        for (int64_t l = 0; l < kLanes; ++l) dst[l] = wk[l * r * r + src];
+                    else
+                        for (int64_t l = 0; l < kLanes; ++l) dst[l] = l < nl ? wk[l * r * r + src] : T(0);
                 }
+                mul_left<a, r, r>(Tab::G, gf, t1);
+                mul_right_t<a, a, r>(Tab::G, t1, u);
+                for (int xi = 0; xi < a; ++xi)
+                    for (int nu = 0; nu < a; ++nu)
+                        for (int64_t l = 0; l < kLanes; ++l) buf[xi * a + nu][c0 - cs + l] = u[xi][nu][l];
+            }
+            T* Ug = U + g * a * a * d.kg * d.cg + k * d.cg + cs;
+            for (int xi = 0; xi < a * a; ++xi) copy_row(Ug + xi * d.kg * d.cg, buf[xi], ce - cs, stream);
         }
+        if (stream) stream_fence();
     }
 
-    // V[xi][c][ldv] for the input items [i0, i1) of tiles [b0, b0 + nb) of group g:
-    // item = lane group j * Cg + c (channels fastest, so a lane group's tile origins are
-    // computed once per run of channels).
+    // V[xi][c][ldv] for the input items [i0, i1) of the block of tile rows starting at
+    // global tile row row0 (over (image, tile row)), group g. Column of tile (rr, tx) of the
+    // block: rr * tw + tx. item = (rr * gpr + lane group) * Cg + c: channels fastest, so the
+    // lane group's geometry is worked out once per run of channels.
+    static constexpr int64_t kSpan = kLanes * m + a - m;  // input columns of a lane group
     CONVCORE_WINO_CLONES
     static void input_items(const Dims d, const T* __restrict x, T* __restrict V, int64_t g,
-                            int64_t b0, int64_t nb, int64_t i0, int64_t i1) {
-        int64_t cur_j = -1, nl = 0;
-        int64_t base[kLanes], ih0[kLanes], iw0[kLanes];
-        bool inside[kLanes];
+                            int64_t row0, int64_t i0, int64_t i1) {
+        int64_t cur = -1, nl = 0, col0 = 0, ih0 = 0, iw0 = 0, lo = 0, hi = 0;
+        const T* xg = nullptr;
         const int64_t hw = d.h * d.w;
+        alignas(64) T buf[a][kSpan];
         for (int64_t item = i0; item < i1; ++item) {
-            const int64_t j = item / d.cg, c = item % d.cg;
-            if (j != cur_j) {
-                cur_j = j;
-                nl = std::min(kLanes, nb - j * kLanes);
-                for (int64_t l = 0; l < nl; ++l) {
-                    const int64_t b = b0 + j * kLanes + l;
-                    const int64_t n = b / d.per_img, t = b % d.per_img;
-                    ih0[l] = t / d.tw * m - d.pad_h;
-                    iw0[l] = t % d.tw * m - d.pad_w;
-                    base[l] = (n * d.c + g * d.cg) * hw;
-                    inside[l] = ih0[l] >= 0 && ih0[l] + a <= d.h && iw0[l] >= 0 && iw0[l] + a <= d.w;
-                }
+            const int64_t grp = item / d.cg, c = item % d.cg;
+            if (grp != cur) {
+                cur = grp;
+                const int64_t rr = grp / d.gpr, tx0 = grp % d.gpr * kLanes;
+                const int64_t trow = row0 + rr, n = trow / d.th, ty = trow % d.th;
+                nl = std::min(kLanes, d.tw - tx0);
+                col0 = rr * d.tw + tx0;
+                ih0 = ty * m - d.pad_h;
+                iw0 = tx0 * m - d.pad_w;
+                lo = std::min<int64_t>(kSpan, std::max<int64_t>(0, -iw0));  // buf columns [lo, hi)
+                hi = std::max<int64_t>(lo, std::min<int64_t>(kSpan, d.w - iw0));  // are inside
+                xg = x + (n * d.c + g * d.cg) * hw;
             }
-            T dt[a][a][kLanes], t1[a][a][kLanes], v[a][a][kLanes];
-            for (int64_t l = 0; l < kLanes; ++l) {
-                if (l >= nl) {
-                    for (int i = 0; i < a; ++i)
-                        for (int jj = 0; jj < a; ++jj) dt[i][jj][l] = T(0);
+            // Stage the a input rows with their zero padding.
+            const T* xc = xg + c * hw;
+            for (int i = 0; i < a; ++i) {
+                const int64_t ih = ih0 + i;
+                T* b = buf[i];
+                if (ih < 0 || ih >= d.h) {
+                    for (int64_t j = 0; j < kSpan; ++j) b[j] = T(0);
                     continue;
                 }
-                const T* xc = x + base[l] + c * hw;
-                if (inside[l]) {
-                    const T* src = xc + ih0[l] * d.w + iw0[l];
-                    for (int i = 0; i < a; ++i)
-                        for (int jj = 0; jj < a; ++jj) dt[i][jj][l] = src[i * d.w + jj];
-                } else {
-                    for (int i = 0; i < a; ++i) {
-                        const int64_t ih = ih0[l] + i;
-                        const bool row_ok = ih >= 0 && ih < d.h;
-                        for (int jj = 0; jj < a; ++jj) {
-                            const int64_t iw = iw0[l] + jj;
-                            dt[i][jj][l] = row_ok && iw >= 0 && iw < d.w ? xc[ih * d.w + iw] : T(0);
-                        }
-                    }
+                const T* src = xc + ih * d.w + iw0;
+                if (lo == 0 && hi == kSpan) {  // the common case: a fixed-length inline copy
+                    for (int64_t j = 0; j < kSpan; ++j) b[j] = src[j];
+                    continue;
                 }
+                for (int64_t j = 0; j < lo; ++j) b[j] = T(0);
+                for (int64_t j = lo; j < hi; ++j) b[j] = src[j];
+                for (int64_t j = hi; j < kSpan; ++j) b[j] = T(0);
             }
+            T dt[a][a][kLanes], t1[a][a][kLanes], v[a][a][kLanes];
+            for (int i = 0; i < a; ++i)
+                for (int jj = 0; jj < a; ++jj)
+                    for (int64_t l = 0; l < kLanes; ++l) dt[i][jj][l] = buf[i][l * m + jj];
             mul_left<a, a, a>(Tab::BT, dt, t1);
             mul_right_t<a, a, a>(Tab::BT, t1, v);
-            T* dst = V + c * d.ldv + j * kLanes;
+            T* dst = V + c * d.ldv + col0;
             for (int xi = 0; xi < a; ++xi)
                 for (int nu = 0; nu < a; ++nu) {
                     T* row = dst + (xi * a + nu) * d.cg * d.ldv;
-                    for (int64_t l = 0; l < kLanes; ++l) row[l] = v[xi][nu][l];
+                    if (nl == kLanes)
+                        for (int64_t l = 0; l < kLanes; ++l) row[l] = v[xi][nu][l];
+                    else
+                        for (int64_t l = 0; l < nl; ++l) row[l] = v[xi][nu][l];
                 }
         }
     }
 
-    // y for the output items [i0, i1) of tiles [b0, b0 + nb) of group g from M[xi][k][ldv]:
-    // item = lane group j * Kg + k.
+    // y for the output items [i0, i1) of the block of tile rows starting at row0, group g,
+    // from M[xi][k][ldv]: item = (rr * gpr + lane group) * Kg + k.
     CONVCORE_WINO_CLONES
     static void output_items(const Dims d, const T* __restrict M, T* __restrict y, int64_t g,
-                             int64_t b0, int64_t nb, int64_t i0, int64_t i1, T alpha, T beta) {
-        int64_t cur_j = -1, nl = 0;
-        int64_t base[kLanes], oh0[kLanes], ow0[kLanes];
+                             int64_t row0, int64_t i0, int64_t i1, T alpha, T beta) {
+        int64_t cur = -1, nl = 0, col0 = 0, rows = 0, cols = 0;
+        T* yg = nullptr;
         const int64_t pq = d.p * d.q;
         for (int64_t item = i0; item < i1; ++item) {
-            const int64_t j = item / d.kg, k = item % d.kg;
-            if (j != cur_j) {
-                cur_j = j;
-                nl = std::min(kLanes, nb - j * kLanes);
-                for (int64_t l = 0; l < nl; ++l) {
-                    const int64_t b = b0 + j * kLanes + l;
-                    const int64_t n = b / d.per_img, t = b % d.per_img;
-                    oh0[l] = t / d.tw * m;
-                    ow0[l] = t % d.tw * m;
-                    base[l] = (n * d.k + g * d.kg) * pq;
-                }
+            const int64_t grp = item / d.kg, k = item % d.kg;
+            if (grp != cur) {
+                cur = grp;
+                const int64_t rr = grp / d.gpr, tx0 = grp % d.gpr * kLanes;
+                const int64_t trow = row0 + rr, n = trow / d.th, ty = trow % d.th;
+                nl = std::min(kLanes, d.tw - tx0);
+                col0 = rr * d.tw + tx0;
+                rows = std::min<int64_t>(m, d.p - ty * m);        // clipped at the bottom
+                cols = std::min<int64_t>(nl * m, d.q - tx0 * m);  // and at the right
+                yg = y + (n * d.k + g * d.kg) * pq + ty * m * d.q + tx0 * m;
             }
             T mm[a][a][kLanes], t1[m][a][kLanes], yt[m][m][kLanes];
-            const T* src = M + k * d.ldv + j * kLanes;
+            const T* src = M + k * d.ldv + col0;
             for (int xi = 0; xi < a; ++xi)
                 for (int nu = 0; nu < a; ++nu) {
                     const T* row = src + (xi * a + nu) * d.kg * d.ldv;
-                    for (int64_t l = 0; l < kLanes; ++l) mm[xi][nu][l] = row[l];
+                    if (nl == kLanes)
+                        for (int64_t l = 0; l < kLanes; ++l) mm[xi][nu][l] = row[l];
+                    else
+                        for (int64_t l = 0; l < kLanes; ++l) mm[xi][nu][l] = l < nl ? row[l] : T(0);
                 }
             mul_left<m, a, a>(Tab::AT, mm, t1);
             mul_right_t<m, m, a>(Tab::AT, t1, yt);
-            for (int64_t l = 0; l < nl; ++l) {
-                T* yk = y + base[l] + k * pq + oh0[l] * d.q + ow0[l];
-                const int64_t mh = std::min<int64_t>(m, d.p - oh0[l]);
-                const int64_t mw = std::min<int64_t>(m, d.q - ow0[l]);
-                if (mh == m && mw == m) {
-                    for (int i = 0; i < m; ++i)
-                        for (int jj = 0; jj < m; ++jj)
-                            blend_store(yk + i * d.q + jj, yt[i][jj][l], alpha, beta);
-                } else {
-                    for (int64_t i = 0; i < mh; ++i)
-                        for (int64_t jj = 0; jj < mw; ++jj)
-                            blend_store(yk + i * d.q + jj, yt[i][jj][l], alpha, beta);
-                }
+            T* yk = yg + k * pq;
+            for (int64_t i = 0; i < rows; ++i) {
+                T line[kLanes * m];  // output row i of the lane group's tiles, left to right
+                for (int jj = 0; jj < m; ++jj)
+                    for (int64_t l = 0; l < kLanes; ++l) line[l * m + jj] = yt[i][jj][l];
+                T* out = yk + i * d.q;
+                if (beta == T(0))
+                    for (int64_t j = 0; j < cols; ++j) out[j] = alpha * line[j];
+                else
+                    for (int64_t j = 0; j < cols; ++j) blend_store(out + j, line[j], alpha, beta);
             }
         }
     }
 };
-
-// Runs fn(i0, i1) on `threads` threads over contiguous static chunks of [0, count).
-template <typename Fn>
-void parallel_ranges(int64_t count, int threads, Fn fn) {
-    if (count <= 0) return;
-    const int nt = int(std::min<int64_t>(threads, count));
-    if (nt <= 1) {
-        fn(int64_t(0), count);
-        return;
-    }
-#pragma omp parallel num_threads(nt)
-    {
-        const int64_t t = omp_get_thread_num(), chunk = ceil_div(count, nt);
-        const int64_t i0 = std::min(count, t * chunk), i1 = std::min(count, i0 + chunk);
-        if (i0 < i1) fn(i0, i1);
-    }
-}
 
 void gemm(int m, int n, int k, const float* a, int lda, const float* b, int ldb, float* c, int ldc) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, lda, b, ldb, 0.0f, c, ldc);
@@ -338,12 +378,23 @@ void gemm(int m, int n, int k, const double* a, int lda, const double* b, int ld
 }
 
 // The OpenMP build of OpenBLAS sizes its team from omp_get_max_threads() of the calling
-// thread: the handle's count for the call, restored after.
+// thread (and runs single-threaded inside an active parallel region): the handle's count for
+// the call, restored after.
 struct BlasThreads {
     int saved;
     explicit BlasThreads(int threads) : saved(omp_get_max_threads()) { omp_set_num_threads(threads); }
     ~BlasThreads() { omp_set_num_threads(saved); }
 };
+
+// Work-sharing inside the enclosing parallel region: fn(i0, i1) on chunks of [0, count),
+// handed out dynamically (a thread slowed by other load does not hold the others up).
+template <typename Fn>
+void for_chunks(int64_t count, int threads, Fn fn) {
+    const int64_t chunk = std::max<int64_t>(1, count / (int64_t(threads) * 8));
+    const int64_t chunks = ceil_div(count, chunk);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < chunks; ++i) fn(i * chunk, std::min(count, (i + 1) * chunk));
+}
 
 template <typename T, class F>
 void run_typed(const ConvArgs& args) {
@@ -360,24 +411,40 @@ void run_typed(const ConvArgs& args) {
     T* V = U + pl.u_elems;
     T* M = V + pl.v_elems;
     const T alpha = T(args.alpha), beta = T(args.beta);
-    BlasThreads blas_threads(threads);
+    BlasThreads blas_threads(1);  // with one thread BLAS is not in a parallel region
 
-    parallel_ranges(p.k * ceil_div(d.cg, kLanes), threads,
-                    [&](int64_t i0, int64_t i1) { W::filter_items(d, w, U, i0, i1); });
-    for (int64_t g = 0; g < p.groups; ++g) {
-        const T* Ug = U + g * aa * d.kg * d.cg;
-        for (int64_t b0 = 0; b0 < pl.tiles; b0 += pl.block) {
-            const int64_t nb = std::min(pl.block, pl.tiles - b0);
-            const int64_t lane_groups = ceil_div(nb, kLanes);
-            parallel_ranges(lane_groups * d.cg, threads, [&](int64_t i0, int64_t i1) {
-                W::input_items(d, x, V, g, b0, nb, i0, i1);
-            });
-            for (int64_t xi = 0; xi < aa; ++xi)
-                gemm(int(d.kg), int(nb), int(d.cg), Ug + xi * d.kg * d.cg, int(d.cg),
-                     V + xi * d.cg * d.ldv, int(d.ldv), M + xi * d.kg * d.ldv, int(d.ldv));
-            parallel_ranges(lane_groups * d.kg, threads, [&](int64_t i0, int64_t i1) {
-                W::output_items(d, M, y, g, b0, nb, i0, i1, alpha, beta);
-            });
+    // One parallel region for the whole call; every stage is a dynamically scheduled loop.
+    // The multiply stage runs the a*a GEMMs (times column slices when there are more threads
+    // than GEMMs) concurrently, each single-threaded.
+#pragma omp parallel num_threads(threads)
+    {
+        const bool stream = pl.u_elems * int64_t(sizeof(T)) > kStreamUBytes;
+        for_chunks(p.k * ceil_div(d.cg, W::kFilterChunk), threads,
+                   [&](int64_t i0, int64_t i1) { W::filter_items(d, w, U, i0, i1, stream); });
+        for (int64_t g = 0; g < p.groups; ++g) {
+            const T* Ug = U + g * aa * d.kg * d.cg;
+            for (int64_t row0 = 0; row0 < pl.rows; row0 += pl.block_rows) {
+                const int64_t nrows = std::min(pl.block_rows, pl.rows - row0);
+                const int64_t nb = nrows * d.tw, groups = nrows * d.gpr;
+                for_chunks(groups * d.cg, threads,
+                           [&](int64_t i0, int64_t i1) { W::input_items(d, x, V, g, row0, i0, i1); });
+                // Column slices of whole lane groups, enough for every thread to have work.
+                const int64_t lane_groups = ceil_div(nb, kLanes);
+                const int64_t slices = std::min(lane_groups, ceil_div(2 * int64_t(threads), aa));
+                const int64_t per_slice = ceil_div(lane_groups, slices) * kLanes;
+#pragma omp for schedule(dynamic, 1)
+                for (int64_t item = 0; item < aa * slices; ++item) {
+                    const int64_t xi = item / slices, c0 = item % slices * per_slice;
+                    const int64_t cols = std::min(per_slice, nb - c0);
+                    if (cols > 0)
+                        gemm(int(d.kg), int(cols), int(d.cg), Ug + xi * d.kg * d.cg, int(d.cg),
+                             V + xi * d.cg * d.ldv + c0, int(d.ldv), M + xi * d.kg * d.ldv + c0,
+                             int(d.ldv));
+                }
+                for_chunks(groups * d.kg, threads, [&](int64_t i0, int64_t i1) {
+                    W::output_items(d, M, y, g, row0, i0, i1, alpha, beta);
+                });
+            }
         }
     }
 }

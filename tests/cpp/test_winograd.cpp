@@ -130,15 +130,17 @@ TEST_P(Winograd, RandomProblemsMatchFloat64Reference) {
     std::printf("%s: worst relative error float32 %.3g, float64 %.3g\n", name(algo), worst32, worst64);
 }
 
-// Deeper channels (the reduction the GEMMs do), and more tiles than one block holds, so the
-// blocked loop runs several blocks, the last one partial, with lane groups across images.
-TEST_P(Winograd, DeepChannelsAndManyBlocks) {
+// Deeper channels (the reduction the GEMMs do); a transformed filter bank U over 4 MiB (written
+// with non-temporal stores); and more tiles than one block holds, so the blocked loop runs
+// several blocks, the last one partial.
+TEST_P(Winograd, DeepChannelsWideFiltersAndManyBlocks) {
     const auto algo = GetParam();
     std::mt19937 rng(99);
     const Shape deep{2, 96, 13, 11, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, false};
+    const Shape wide{1, 192, 9, 7, 200, 3, 3, 1, 2, 1, 1, 1, 1, 1, true};  // U: 36*200*192 elements
     const Shape many{3, 4, 131, 193, 6, 3, 3, 1, 0, 1, 1, 1, 1, 2, true};  // > 4096 tiles
-    for (const Shape& p : {deep, many}) {
-        const Case tc{p, 1.0, 0.0, false, 0};
+    for (const Shape& p : {deep, wide, many}) {
+        const Case tc{p, 1.0, &p == &wide ? -0.5 : 0.0, false, 0};
         EXPECT_LT(run_case<float>(algo, tc, rng), bound(algo, false)) << describe(p);
         EXPECT_LT(run_case<double>(algo, tc, rng), bound(algo, true)) << describe(p);
     }
