@@ -22,6 +22,16 @@
 using namespace convcore;
 using namespace convcore::api;
 
+#ifdef CONVCORE_WITH_CUDA
+namespace convcore {
+namespace cuda {
+// cuda/direct_backward.cu
+void backward_bias(const Context& ctx, convcoreDataType_t dtype, const void* dy, const int64_t dims[4],
+                   const int64_t strides[4], void* db, int64_t db_stride, double alpha, double beta);
+}  // namespace cuda
+}  // namespace convcore
+#endif
+
 namespace {
 
 constexpr const char* kBwdDataNames[CONVCORE_BWD_DATA_ALGO_COUNT] = {
@@ -438,8 +448,23 @@ convcoreStatus_t convcoreConvolutionBackwardBias(convcoreHandle_t handle, const 
         if (ranges_overlap(db, extent_bytes(dbDesc->dims, dbDesc->strides, elem), dy,
                            extent_bytes(dyDesc->dims, dyDesc->strides, elem)))
             throw_bad_param("db overlaps dy: the output must be a separate buffer");
-        if (handle->device != CONVCORE_DEVICE_CPU)
-            throw_not_supported("the bias gradient is not implemented on CUDA in this build");
+        if (handle->device == CONVCORE_DEVICE_CUDA) {
+#ifdef CONVCORE_WITH_CUDA
+            double a, b;
+            if (dyDesc->dtype == CONVCORE_DATA_DOUBLE) {
+                a = *static_cast<const double*>(alpha);
+                b = *static_cast<const double*>(beta);
+            } else {
+                a = *static_cast<const float*>(alpha);
+                b = *static_cast<const float*>(beta);
+            }
+            cuda::backward_bias(*handle, dyDesc->dtype, dy, dyDesc->dims, dyDesc->strides, db,
+                                dbDesc->strides[1], a, b);
+            return;
+#else
+            throw_not_supported("convcore was built without CUDA support");
+#endif
+        }
         if (dyDesc->dtype == CONVCORE_DATA_DOUBLE)
             bias_t(*handle, static_cast<const double*>(dy), dyDesc->dims, dyDesc->strides,
                    static_cast<double*>(db), dbDesc->strides[1], *static_cast<const double*>(alpha),

@@ -62,6 +62,12 @@ extern const BwdDataSolver implicit_gemm_bwd_data_solver;
 extern const BwdFilterSolver implicit_gemm_bwd_filter_solver;
 extern const BwdFilterSolver winograd_3x3_2x2_bwd_filter_solver;
 }  // namespace cpu
+#ifdef CONVCORE_WITH_CUDA
+namespace cuda {
+extern const BwdDataSolver direct_bwd_data_solver;
+extern const BwdFilterSolver direct_bwd_filter_solver;
+}  // namespace cuda
+#endif
 
 const std::vector<const BwdDataSolver*>& all_bwd_data_solvers() {
     static const std::vector<const BwdDataSolver*> solvers = {
@@ -73,6 +79,9 @@ const std::vector<const BwdDataSolver*>& all_bwd_data_solvers() {
         &via_forward::bwd_data<CONVCORE_BWD_DATA_ALGO_FFT_TILING, CONVCORE_FWD_ALGO_FFT_TILING>,
         &via_forward::bwd_data<CONVCORE_BWD_DATA_ALGO_FINE_GRAINED_FFT, CONVCORE_FWD_ALGO_FINE_GRAINED_FFT>,
         &via_forward::bwd_data<CONVCORE_BWD_DATA_ALGO_POLY_HANKEL, CONVCORE_FWD_ALGO_POLY_HANKEL>,
+#ifdef CONVCORE_WITH_CUDA
+        &cuda::direct_bwd_data_solver,
+#endif
     };
     return solvers;
 }
@@ -87,6 +96,9 @@ const std::vector<const BwdFilterSolver*>& all_bwd_filter_solvers() {
         &via_forward::bwd_filter<CONVCORE_BWD_FILTER_ALGO_FFT_TILING, CONVCORE_FWD_ALGO_FFT_TILING>,
         &via_forward::bwd_filter<CONVCORE_BWD_FILTER_ALGO_FINE_GRAINED_FFT, CONVCORE_FWD_ALGO_FINE_GRAINED_FFT>,
         &via_forward::bwd_filter<CONVCORE_BWD_FILTER_ALGO_POLY_HANKEL, CONVCORE_FWD_ALGO_POLY_HANKEL>,
+#ifdef CONVCORE_WITH_CUDA
+        &cuda::direct_bwd_filter_solver,
+#endif
     };
     return solvers;
 }

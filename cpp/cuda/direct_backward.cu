@@ -1,0 +1,239 @@
+// DIRECT backward passes on CUDA and the bias gradient: the reference loops of
+// cpu/direct_backward.cpp with the same index helpers (common/conv_index.hpp), accumulating in
+// float64. Every problem (any stride, padding, dilation, group count, both modes; float32 and
+// float64). Deterministic: backward data has one thread per dx element; backward filter and
+// the bias gradient one block per output element, reduced through shared memory in a fixed
+// order. Not fast; it is what faster CUDA backward solvers are checked against.
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "common/blend.hpp"
+#include "common/conv_index.hpp"
+#include "core/error.hpp"
+#include "core/solver.hpp"
+#include "cuda/check.hpp"
+#include "cuda/resources.hpp"
+
+namespace convcore {
+namespace cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+struct Shape {
+    int64_t n, c, h, w;
+    int64_t k, r, s;
+    int64_t cpg, kpg;
+    int64_t p, q;
+    int64_t pad_h, pad_w, stride_h, stride_w, dil_h, dil_w;
+    bool flip;
+};
+
+Shape shape_of(const ConvProblem& pb) {
+    Shape sh;
+    sh.n = pb.n;
+    sh.c = pb.c;
+    sh.h = pb.h;
+    sh.w = pb.w;
+    sh.k = pb.k;
+    sh.r = pb.r;
+    sh.s = pb.s;
+    sh.cpg = pb.c_per_group();
+    sh.kpg = pb.k_per_group();
+    sh.p = pb.p;
+    sh.q = pb.q;
+    sh.pad_h = pb.pad_h;
+    sh.pad_w = pb.pad_w;
+    sh.stride_h = pb.stride_h;
+    sh.stride_w = pb.stride_w;
+    sh.dil_h = pb.dil_h;
+    sh.dil_w = pb.dil_w;
+    sh.flip = pb.flip;
+    return sh;
+}
+
+// The output coordinate that reads input coordinate `i` at tap `t`, or -1 when none does
+// (as in cpu/direct_backward.cpp).
+CONVCORE_HD int64_t output_of(int64_t i, int64_t t, int64_t pad, int64_t stride, int64_t dil,
+                              int64_t out) {
+    const int64_t u = i + pad - t * dil;
+    if (u < 0 || u % stride != 0) return -1;
+    const int64_t o = u / stride;
+    return o < out ? o : -1;
+}
+
+template <typename T>
+__global__ void direct_bwd_data_kernel(const T* __restrict__ w, const T* __restrict__ dy,
+                                       T* __restrict__ dx, Shape sh, T alpha, T beta, int64_t total) {
+    const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+        // i = ((n * C + c) * H + h) * W + w: dx is packed NCHW.
+        int64_t t = i;
+        const int64_t iw = t % sh.w;
+        t /= sh.w;
+        const int64_t ih = t % sh.h;
+        t /= sh.h;
+        const int64_t c = t % sh.c;
+        const int64_t n = t / sh.c;
+        const int64_t g = c / sh.cpg, cl = c % sh.cpg;
+        double acc = 0.0;
+        for (int64_t r = 0; r < sh.r; ++r) {
+            const int64_t oh = output_of(ih, r, sh.pad_h, sh.stride_h, sh.dil_h, sh.p);
+            if (oh < 0) continue;
+            const int64_t fr = conv_filter_tap(r, sh.r, sh.flip);
+            for (int64_t s = 0; s < sh.s; ++s) {
+                const int64_t ow = output_of(iw, s, sh.pad_w, sh.stride_w, sh.dil_w, sh.q);
+                if (ow < 0) continue;
+                const int64_t fs = conv_filter_tap(s, sh.s, sh.flip);
+                for (int64_t k = g * sh.kpg; k < (g + 1) * sh.kpg; ++k)
+                    acc += double(dy[((n * sh.k + k) * sh.p + oh) * sh.q + ow]) *
+                           double(w[((k * sh.cpg + cl) * sh.r + fr) * sh.s + fs]);
+            }
+        }
+        blend_store(dx + i, T(acc), alpha, beta);
+    }
+}
+
+// Adds the block's per-thread partial sums in a fixed tree order; thread 0 gets the total.
+__device__ double block_sum(double v, double* shared) {
+    shared[threadIdx.x] = v;
+    __syncthreads();
+    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+        if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
+        __syncthreads();
+    }
+    return shared[0];
+}
+
+// One block per dw element (k, c, r', s'); the block's threads stride over (n, p, q).
+template <typename T>
+__global__ void direct_bwd_filter_kernel(const T* __restrict__ x, const T* __restrict__ dy,
+                                         T* __restrict__ dw, Shape sh, T alpha, T beta, int64_t total) {
+    __shared__ double shared[kThreads];
+    for (int64_t e = blockIdx.x; e < total; e += gridDim.x) {
+        int64_t t = e;
+        const int64_t fs = t % sh.s;
+        t /= sh.s;
+        const int64_t fr = t % sh.r;
+        t /= sh.r;
+        const int64_t c = t % sh.cpg;
+        const int64_t k = t / sh.cpg;
+        const int64_t g = k / sh.kpg;
+        const int64_t r = conv_filter_tap(fr, sh.r, sh.flip), s = conv_filter_tap(fs, sh.s, sh.flip);
+        const TapRange pr = conv_valid_outputs(r, sh.h, sh.p, sh.pad_h, sh.stride_h, sh.dil_h);
+        const TapRange qr = conv_valid_outputs(s, sh.w, sh.q, sh.pad_w, sh.stride_w, sh.dil_w);
+        const int64_t pn = pr.end - pr.begin, qn = qr.end - qr.begin;
+        const int64_t count = sh.n * pn * qn;
+        double acc = 0.0;
+        for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
+            const int64_t oq = qr.begin + j % qn, op = pr.begin + j / qn % pn, n = j / (qn * pn);
+            const int64_t ih = conv_input_coord(op, r, sh.pad_h, sh.stride_h, sh.dil_h);
+            const int64_t iw = conv_input_coord(oq, s, sh.pad_w, sh.stride_w, sh.dil_w);
+            acc += double(dy[((n * sh.k + k) * sh.p + op) * sh.q + oq]) *
+                   double(x[((n * sh.c + g * sh.cpg + c) * sh.h + ih) * sh.w + iw]);
+        }
+        const double sum = block_sum(acc, shared);
+        if (threadIdx.x == 0) blend_store(dw + e, T(sum), alpha, beta);
+        __syncthreads();
+    }
+}
+
+// One block per channel k of db; dy may be strided.
+template <typename T>
+__global__ void bias_kernel(const T* __restrict__ dy, int64_t n, int64_t k, int64_t p, int64_t q,
+                            int64_t sn, int64_t sk, int64_t sp, int64_t sq, T* __restrict__ db,
+                            int64_t db_stride, T alpha, T beta) {
+    __shared__ double shared[kThreads];
+    for (int64_t kk = blockIdx.x; kk < k; kk += gridDim.x) {
+        double acc = 0.0;
+        for (int64_t j = threadIdx.x; j < n * p * q; j += blockDim.x) {
+            const int64_t oq = j % q, op = j / q % p, on = j / (q * p);
+            acc += double(dy[on * sn + kk * sk + op * sp + oq * sq]);
+        }
+        const double sum = block_sum(acc, shared);
+        if (threadIdx.x == 0) blend_store(db + kk * db_stride, T(sum), alpha, beta);
+        __syncthreads();
+    }
+}
+
+std::string why_not(const ConvProblem& prob) {
+    if (prob.dtype != CONVCORE_DATA_FLOAT && prob.dtype != CONVCORE_DATA_DOUBLE)
+        return "DIRECT on CUDA supports float32 and float64 only";
+    return "";
+}
+
+size_t workspace_bytes(const ConvProblem&) { return 0; }
+
+unsigned int block_count(int64_t items) {
+    constexpr int64_t kMaxBlocks = int64_t(1) << 20;
+    return static_cast<unsigned int>(items < 1 ? 1 : (items < kMaxBlocks ? items : kMaxBlocks));
+}
+
+void run_data(const BwdDataArgs& a) {
+    const ConvProblem& pb = a.prob;
+    const int64_t total = pb.x_elems();
+    if (total == 0) return;
+    const Shape sh = shape_of(pb);
+    DeviceGuard guard(a.ctx.device_index);
+    const unsigned int blocks = grid_blocks(a.ctx, total, kThreads);
+    const cudaStream_t stream = stream_of(a.ctx);
+    if (pb.dtype == CONVCORE_DATA_DOUBLE)
+        direct_bwd_data_kernel<double><<<blocks, kThreads, 0, stream>>>(
+            static_cast<const double*>(a.w), static_cast<const double*>(a.dy), static_cast<double*>(a.dx),
+            sh, a.alpha, a.beta, total);
+    else
+        direct_bwd_data_kernel<float><<<blocks, kThreads, 0, stream>>>(
+            static_cast<const float*>(a.w), static_cast<const float*>(a.dy), static_cast<float*>(a.dx), sh,
+            static_cast<float>(a.alpha), static_cast<float>(a.beta), total);
+    CONVCORE_CUDA_CHECK_LAUNCH("direct_bwd_data_kernel");
+}
+
+void run_filter(const BwdFilterArgs& a) {
+    const ConvProblem& pb = a.prob;
+    const int64_t total = pb.w_elems();
+    if (total == 0) return;
+    const Shape sh = shape_of(pb);
+    DeviceGuard guard(a.ctx.device_index);
+    const cudaStream_t stream = stream_of(a.ctx);
+    if (pb.dtype == CONVCORE_DATA_DOUBLE)
+        direct_bwd_filter_kernel<double><<<block_count(total), kThreads, 0, stream>>>(
+            static_cast<const double*>(a.x), static_cast<const double*>(a.dy), static_cast<double*>(a.dw),
+            sh, a.alpha, a.beta, total);
+    else
+        direct_bwd_filter_kernel<float><<<block_count(total), kThreads, 0, stream>>>(
+            static_cast<const float*>(a.x), static_cast<const float*>(a.dy), static_cast<float*>(a.dw), sh,
+            static_cast<float>(a.alpha), static_cast<float>(a.beta), total);
+    CONVCORE_CUDA_CHECK_LAUNCH("direct_bwd_filter_kernel");
+}
+
+}  // namespace
+
+// The bias gradient on a CUDA handle (called by core/api_backward.cpp).
+void backward_bias(const Context& ctx, convcoreDataType_t dtype, const void* dy, const int64_t dims[4],
+                   const int64_t strides[4], void* db, int64_t db_stride, double alpha, double beta) {
+    DeviceGuard guard(ctx.device_index);
+    const cudaStream_t stream = stream_of(ctx);
+    const unsigned int blocks = block_count(dims[1]);
+    if (dtype == CONVCORE_DATA_DOUBLE)
+        bias_kernel<double><<<blocks, kThreads, 0, stream>>>(
+            static_cast<const double*>(dy), dims[0], dims[1], dims[2], dims[3], strides[0], strides[1],
+            strides[2], strides[3], static_cast<double*>(db), db_stride, alpha, beta);
+    else
+        bias_kernel<float><<<blocks, kThreads, 0, stream>>>(
+            static_cast<const float*>(dy), dims[0], dims[1], dims[2], dims[3], strides[0], strides[1],
+            strides[2], strides[3], static_cast<float*>(db), db_stride, static_cast<float>(alpha),
+            static_cast<float>(beta));
+    CONVCORE_CUDA_CHECK_LAUNCH("bias_kernel");
+}
+
+extern const BwdDataSolver direct_bwd_data_solver;
+const BwdDataSolver direct_bwd_data_solver = {CONVCORE_BWD_DATA_ALGO_DIRECT, CONVCORE_DEVICE_CUDA, true,
+                                              why_not, workspace_bytes, run_data};
+extern const BwdFilterSolver direct_bwd_filter_solver;
+const BwdFilterSolver direct_bwd_filter_solver = {CONVCORE_BWD_FILTER_ALGO_DIRECT, CONVCORE_DEVICE_CUDA,
+                                                  true, why_not, workspace_bytes, run_filter};
+
+}  // namespace cuda
+}  // namespace convcore

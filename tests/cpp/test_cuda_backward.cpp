@@ -1,0 +1,132 @@
+// The CUDA backward passes (DIRECT data and filter, the bias gradient) against the CPU DIRECT
+// backward passes, through the public C API only: random problems (odd sizes, padding, stride
+// 1-3, dilation 1-2, groups, both modes, alpha/beta with a NaN-poisoned output when beta == 0),
+// float32 and float64. Skips when no GPU is visible.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "convcore/convcore.h"
+#include "convcore/convcore.hpp"
+#include "reference.hpp"
+
+using namespace convcore_test;
+
+namespace {
+
+#define CC_ASSERT_OK(call) \
+    ASSERT_EQ((call), CONVCORE_STATUS_SUCCESS) << #call << " failed: " << convcoreGetLastErrorString()
+
+int visible_gpus() {
+    int count = -1;
+    EXPECT_EQ(convcoreGetCudaDeviceCount(&count), CONVCORE_STATUS_SUCCESS);
+    return count < 0 ? 0 : count;
+}
+
+// A device copy of a host vector, freed with the handle's convcoreFree.
+template <typename T>
+struct DeviceVec {
+    convcoreHandle_t h;
+    void* ptr = nullptr;
+    size_t bytes;
+    DeviceVec(convcoreHandle_t handle, const std::vector<T>& host) : h(handle), bytes(host.size() * sizeof(T)) {
+        EXPECT_EQ(convcoreMalloc(h, &ptr, bytes), CONVCORE_STATUS_SUCCESS);
+        EXPECT_EQ(convcoreMemcpyToDevice(h, ptr, host.data(), bytes), CONVCORE_STATUS_SUCCESS);
+    }
+    ~DeviceVec() { convcoreFree(h, ptr); }
+    std::vector<T> host() const {
+        std::vector<T> out(bytes / sizeof(T));
+        EXPECT_EQ(convcoreMemcpyToHost(h, out.data(), ptr, bytes), CONVCORE_STATUS_SUCCESS);
+        return out;
+    }
+};
+
+struct Descs {
+    convcore::TensorDesc x, y;
+    convcore::FilterDesc w;
+    convcore::ConvDesc conv;
+    Descs(const Shape& p, convcoreDataType_t dt)
+        : x(dt, p.n, p.c, p.h, p.w), y(dt, p.n, p.k, p.out_h(), p.out_w()), w(dt, p.k, p.c / p.groups, p.r, p.s) {
+        conv.set(p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h, p.dil_w,
+                 p.flip ? CONVCORE_CONVOLUTION : CONVCORE_CROSS_CORRELATION);
+        conv.set_groups(p.groups);
+    }
+};
+
+template <typename T>
+void compare(const Shape& p, double alpha, double beta, std::mt19937& rng) {
+    const convcoreDataType_t dt = sizeof(T) == 8 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT;
+    convcore::Handle cpu;
+    convcore::Handle gpu(CONVCORE_DEVICE_CUDA, 0);
+    Descs d(p, dt);
+    auto make = [&](size_t n) {
+        const auto v = random_vector(n, rng);
+        return std::vector<T>(v.begin(), v.end());
+    };
+    const auto x = make(size_t(p.n * p.c * p.h * p.w)), w = make(size_t(p.k * (p.c / p.groups) * p.r * p.s));
+    const auto dy = make(size_t(p.n * p.k * p.out_h() * p.out_w()));
+    auto dx0 = make(x.size()), dw0 = make(w.size()), db0 = make(size_t(p.k));
+    if (beta == 0) {
+        for (auto* v : {&dx0, &dw0, &db0}) v->assign(v->size(), std::numeric_limits<T>::quiet_NaN());
+    }
+    const T a = T(alpha), b = T(beta);
+    std::vector<T> dx = dx0, dw = dw0, db = db0;
+    CC_ASSERT_OK(convcoreConvolutionBackwardData(cpu, &a, d.w, w.data(), d.y, dy.data(), d.conv,
+                                                 CONVCORE_BWD_DATA_ALGO_DIRECT, nullptr, 0, &b, d.x, dx.data()));
+    CC_ASSERT_OK(convcoreConvolutionBackwardFilter(cpu, &a, d.x, x.data(), d.y, dy.data(), d.conv,
+                                                   CONVCORE_BWD_FILTER_ALGO_DIRECT, nullptr, 0, &b, d.w, dw.data()));
+    convcore::TensorDesc bd(dt, 1, p.k, 1, 1);
+    CC_ASSERT_OK(convcoreConvolutionBackwardBias(cpu, &a, d.y, dy.data(), &b, bd, db.data()));
+
+    DeviceVec<T> gx(gpu, x), gw(gpu, w), gdy(gpu, dy), gdx(gpu, dx0), gdw(gpu, dw0), gdb(gpu, db0);
+    CC_ASSERT_OK(convcoreConvolutionBackwardData(gpu, &a, d.w, gw.ptr, d.y, gdy.ptr, d.conv,
+                                                 CONVCORE_BWD_DATA_ALGO_DIRECT, nullptr, 0, &b, d.x, gdx.ptr));
+    CC_ASSERT_OK(convcoreConvolutionBackwardFilter(gpu, &a, d.x, gx.ptr, d.y, gdy.ptr, d.conv,
+                                                   CONVCORE_BWD_FILTER_ALGO_DIRECT, nullptr, 0, &b, d.w, gdw.ptr));
+    CC_ASSERT_OK(convcoreConvolutionBackwardBias(gpu, &a, d.y, gdy.ptr, &b, bd, gdb.ptr));
+    CC_ASSERT_OK(convcoreSynchronize(gpu));
+    const double tol = sizeof(T) == 8 ? 1e-13 : 1e-6;
+    auto rel = [](const std::vector<T>& u, const std::vector<T>& v) {
+        return relative_error(std::vector<double>(u.begin(), u.end()), std::vector<double>(v.begin(), v.end()));
+    };
+    EXPECT_LE(rel(gdx.host(), dx), tol) << "backward data";
+    EXPECT_LE(rel(gdw.host(), dw), tol) << "backward filter";
+    EXPECT_LE(rel(gdb.host(), db), tol) << "bias";
+}
+
+}  // namespace
+
+TEST(CudaBackward, DirectMatchesCpu) {
+    if (visible_gpus() == 0) GTEST_SKIP() << "no CUDA GPU is visible: GPU test skipped";
+    std::mt19937 rng(99);
+    auto pick = [&](int lo, int hi) { return int64_t(std::uniform_int_distribution<int>(lo, hi)(rng)); };
+    for (int i = 0; i < 30; ++i) {
+        Shape p{};
+        p.groups = pick(1, 3);
+        p.c = p.groups * pick(1, 4);
+        p.k = p.groups * pick(1, 4);
+        p.n = pick(1, 3);
+        p.h = pick(1, 17);
+        p.w = pick(1, 17);
+        p.r = pick(1, 5);
+        p.s = pick(1, 5);
+        p.pad_h = pick(0, 3);
+        p.pad_w = pick(0, 3);
+        p.stride_h = pick(1, 3);
+        p.stride_w = pick(1, 3);
+        p.dil_h = pick(1, 2);
+        p.dil_w = pick(1, 2);
+        p.flip = pick(0, 1) == 1;
+        if (p.h + 2 * p.pad_h < p.dil_h * (p.r - 1) + 1 || p.w + 2 * p.pad_w < p.dil_w * (p.s - 1) + 1) continue;
+        const double alpha = i % 2 ? 0.5 : 1.0, beta = i % 3 == 0 ? 0.75 : 0.0;
+        if (i % 2)
+            compare<float>(p, alpha, beta, rng);
+        else
+            compare<double>(p, alpha, beta, rng);
+    }
+}
