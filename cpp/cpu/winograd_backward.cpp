@@ -24,6 +24,7 @@
 #include <climits>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/blend.hpp"
 #include "common/conv_index.hpp"
@@ -39,6 +40,12 @@ namespace {
 using Tab = winograd::F3x2;  // m = 3 outputs, r = 2 taps, alpha = 4
 constexpr int64_t kA = Tab::alpha, kXi = kA * kA;
 constexpr int64_t kBlock = 256;  // tiles per block
+constexpr int64_t kRun = 32;     // tiles per run (one tile row) in the transforms
+
+// Consecutive tiles of one tile row: tiles (n, aa, b .. b + len) at block columns j .. j + len.
+struct Run {
+    int64_t n, aa, b, j, len;
+};
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -116,9 +123,8 @@ void run_typed(const BwdFilterArgs& a) {
     T* Mb = reinterpret_cast<T*>(ws);  // [xi][k][c], this block
     ws += up(size_t(pl.m_elems) * sizeof(T));
     double* M = reinterpret_cast<double*>(ws);  // [xi][k][c], all blocks
-    const auto& G = Tab::table<T>::G;
-    const auto& BT = Tab::table<T>::BT;
     const auto& AT = Tab::table<T>::AT;
+    std::vector<Run> runs;
     const T alpha = T(a.alpha), beta = T(a.beta);
     BlasThreads blas_threads(threads);
 
@@ -126,50 +132,86 @@ void run_typed(const BwdFilterArgs& a) {
         std::fill(M, M + pl.m_elems, 0.0);
         for (int64_t t0 = 0; t0 < pl.tiles; t0 += pl.block) {
             const int64_t bt = std::min(pl.block, pl.tiles - t0);
+            // The block's tiles as runs of one tile row (n, aa) and consecutive columns b: the
+            // transforms below work on a run at a time, vectorised along it.
+            runs.clear();
+            for (int64_t j = 0; j < bt;) {
+                const int64_t t = t0 + j, b = t % pl.tb, aa = t / pl.tb % pl.ta, n = t / (pl.tb * pl.ta);
+                const int64_t len = std::min({bt - j, pl.tb - b, kRun});
+                runs.push_back({n, aa, b, j, len});
+                j += len;
+            }
+            const int64_t n_runs = int64_t(runs.size());
             // U = G g G^T of each dy tile g (2x2, zero beyond P x Q).
 #pragma omp parallel for collapse(2) num_threads(threads) schedule(static)
             for (int64_t k = 0; k < kg; ++k)
-                for (int64_t j = 0; j < bt; ++j) {
-                    const int64_t t = t0 + j, b = t % pl.tb, aa = t / pl.tb % pl.ta, n = t / (pl.tb * pl.ta);
-                    const T* d = dy + (n * p.k + g * kg + k) * pq;
-                    T tile[2][2];
-                    for (int i = 0; i < 2; ++i)
-                        for (int jj = 0; jj < 2; ++jj) {
-                            const int64_t pp = 2 * aa + i, qq = 2 * b + jj;
-                            tile[i][jj] = pp < p.p && qq < p.q ? d[pp * p.q + qq] : T(0);
+                for (int64_t ri = 0; ri < n_runs; ++ri) {
+                    const Run& run = runs[ri];
+                    const T* d = dy + (run.n * p.k + g * kg + k) * pq;
+                    T tile[2][2][kRun];
+                    for (int i = 0; i < 2; ++i) {
+                        const int64_t pp = 2 * run.aa + i;
+                        for (int jj = 0; jj < 2; ++jj)
+                            for (int64_t e = 0; e < run.len; ++e) {
+                                const int64_t qq = 2 * (run.b + e) + jj;
+                                tile[i][jj][e] = pp < p.p && qq < p.q ? d[pp * p.q + qq] : T(0);
+                            }
+                    }
+                    T gt[kA][2][kRun];  // G g
+#pragma GCC unroll 4
+                    for (int u = 0; u < kA; ++u)
+#pragma GCC unroll 2
+                        for (int jj = 0; jj < 2; ++jj)
+                            for (int64_t e = 0; e < run.len; ++e)
+                                gt[u][jj][e] = Tab::g<T>(u, 0) * tile[0][jj][e] + Tab::g<T>(u, 1) * tile[1][jj][e];
+#pragma GCC unroll 4
+                    for (int u = 0; u < kA; ++u)
+#pragma GCC unroll 4
+                        for (int v = 0; v < kA; ++v) {
+                            T* dst = U + ((u * kA + v) * kg + k) * pl.block + run.j;
+                            for (int64_t e = 0; e < run.len; ++e)
+                                dst[e] = gt[u][0][e] * Tab::g<T>(v, 0) + gt[u][1][e] * Tab::g<T>(v, 1);
                         }
-                    T gt[kA][2];  // G g
-                    for (int u = 0; u < kA; ++u)
-                        for (int jj = 0; jj < 2; ++jj) gt[u][jj] = G[u][0] * tile[0][jj] + G[u][1] * tile[1][jj];
-                    for (int u = 0; u < kA; ++u)
-                        for (int v = 0; v < kA; ++v)
-                            U[((u * kA + v) * kg + k) * pl.block + j] = gt[u][0] * G[v][0] + gt[u][1] * G[v][1];
                 }
             // V = BT d B of each 4x4 input tile d (zero outside the image).
 #pragma omp parallel for collapse(2) num_threads(threads) schedule(static)
             for (int64_t c = 0; c < cg; ++c)
-                for (int64_t j = 0; j < bt; ++j) {
-                    const int64_t t = t0 + j, b = t % pl.tb, aa = t / pl.tb % pl.ta, n = t / (pl.tb * pl.ta);
-                    const T* xc = x + (n * p.c + g * cg + c) * hw;
-                    const int64_t h0 = 2 * aa - p.pad_h, w0 = 2 * b - p.pad_w;
-                    T d[kA][kA];
-                    for (int i = 0; i < kA; ++i)
+                for (int64_t ri = 0; ri < n_runs; ++ri) {
+                    const Run& run = runs[ri];
+                    const T* xc = x + (run.n * p.c + g * cg + c) * hw;
+                    const int64_t h0 = 2 * run.aa - p.pad_h, w0 = 2 * run.b - p.pad_w;
+                    T d[kA][kA][kRun];
+                    for (int i = 0; i < kA; ++i) {
+                        const int64_t ih = h0 + i;
                         for (int jj = 0; jj < kA; ++jj) {
-                            const int64_t ih = h0 + i, iw = w0 + jj;
-                            d[i][jj] = ih >= 0 && ih < p.h && iw >= 0 && iw < p.w ? xc[ih * p.w + iw] : T(0);
+                            T* de = d[i][jj];
+                            if (ih < 0 || ih >= p.h) {
+                                for (int64_t e = 0; e < run.len; ++e) de[e] = T(0);
+                                continue;
+                            }
+                            const T* row = xc + ih * p.w;
+                            for (int64_t e = 0; e < run.len; ++e) {
+                                const int64_t iw = w0 + 2 * e + jj;
+                                de[e] = iw >= 0 && iw < p.w ? row[iw] : T(0);
+                            }
                         }
-                    T bd[kA][kA];  // BT d
+                    }
+                    T bd[kA][kA][kRun];  // BT d
+#pragma GCC unroll 4
                     for (int u = 0; u < kA; ++u)
-                        for (int jj = 0; jj < kA; ++jj) {
-                            T s = 0;
-                            for (int i = 0; i < kA; ++i) s += BT[u][i] * d[i][jj];
-                            bd[u][jj] = s;
-                        }
+#pragma GCC unroll 4
+                        for (int jj = 0; jj < kA; ++jj)
+                            for (int64_t e = 0; e < run.len; ++e)
+                                bd[u][jj][e] = Tab::bt<T>(u, 0) * d[0][jj][e] + Tab::bt<T>(u, 1) * d[1][jj][e] +
+                                               Tab::bt<T>(u, 2) * d[2][jj][e] + Tab::bt<T>(u, 3) * d[3][jj][e];
+#pragma GCC unroll 4
                     for (int u = 0; u < kA; ++u)
+#pragma GCC unroll 4
                         for (int v = 0; v < kA; ++v) {
-                            T s = 0;
-                            for (int jj = 0; jj < kA; ++jj) s += bd[u][jj] * BT[v][jj];
-                            V[((u * kA + v) * cg + c) * pl.block + j] = s;
+                            T* dst = V + ((u * kA + v) * cg + c) * pl.block + run.j;
+                            for (int64_t e = 0; e < run.len; ++e)
+                                dst[e] = bd[u][0][e] * Tab::bt<T>(v, 0) + bd[u][1][e] * Tab::bt<T>(v, 1) +
+                                         bd[u][2][e] * Tab::bt<T>(v, 2) + bd[u][3][e] * Tab::bt<T>(v, 3);
                         }
                 }
             // M_xi += U_xi (Kg x bt) V_xi^T (bt x Cg), the block's sum in T, the total in double.
