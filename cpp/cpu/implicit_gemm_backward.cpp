@@ -14,8 +14,8 @@
 //
 // Backward filter: dW[g] (Kg x L, L = Cg*R*S) = sum over n of dY[n, g] (Kg x PQ) * col_n^T
 // (PQ x L). A task owns a tile of output channels x filter elements (c, r', s') and a range
-// of the reduction's (image, output-position chunk) pairs; float32 chunks are accumulated in
-// double. When there are few tiles, the reduction is split into ranges whose double partial
+// of the reduction's (image, output-position chunk) pairs. In both directions each chunk's
+// float32 tile is added into a float64 accumulator. When there are few tiles, the reduction is split into ranges whose double partial
 // sums are added in a fixed order afterwards: the split depends only on the problem, so the
 // result does not depend on the thread count. No workspace (scratch is a few hundred KB).
 #include <omp.h>
@@ -192,6 +192,7 @@ void data_typed(const BwdDataArgs& a, PanelGemm<T> gemm, int64_t nr) {
     const int threads = a.ctx.threads();
     const int64_t scratch_elems = ct_max * LB + LB * nb + ct_max * nb;
     std::vector<T> scratch(threads * scratch_elems);
+    std::vector<double> dscratch(threads * ct_max * nb);
     std::vector<Segment> seg_scratch(threads * nb);
 
 #pragma omp parallel num_threads(threads)
@@ -199,6 +200,7 @@ void data_typed(const BwdDataArgs& a, PanelGemm<T> gemm, int64_t nr) {
         T* apan = scratch.data() + omp_get_thread_num() * scratch_elems;  // ct_max x LB
         T* bpan = apan + ct_max * LB;                                      // LB x nb
         T* acc = bpan + LB * nb;                                           // ct_max x nb
+        double* dacc = dscratch.data() + omp_get_thread_num() * ct_max * nb;
         Segment* segs = seg_scratch.data() + omp_get_thread_num() * nb;
         for (const Phase& f : phases) {
             const int64_t positions = f.hn * f.wn, p_tiles = ceil_div(positions, nb);
@@ -220,7 +222,7 @@ void data_typed(const BwdDataArgs& a, PanelGemm<T> gemm, int64_t nr) {
                     segs[n_segs++] = {i, j0, j1, col};
                     col += j1 - j0;
                 }
-                std::fill(acc, acc + ct * nb, T(0));
+                std::fill(dacc, dacc + ct * nb, 0.0);
                 for (int64_t l0 = 0; l0 < len; l0 += LB) {
                     const int64_t lb = std::min(LB, len - l0);
                     // A: a[ci][ll] = w[g*Kg + k][c0 + ci][r'][s'] for l = (k, ri, si).
@@ -256,17 +258,21 @@ void data_typed(const BwdDataArgs& a, PanelGemm<T> gemm, int64_t nr) {
                         }
                         for (int64_t col = cols; col < ncols; ++col) d[col] = T(0);
                     }
+                    // Each chunk's tile in T, their sum in double (float32 error does not grow
+                    // with K*R*S).
+                    std::fill(acc, acc + ct * nb, T(0));
                     gemm(ct, ncols, lb, apan, LB, bpan, nb, acc, nb);
+                    for (int64_t i = 0; i < ct * nb; ++i) dacc[i] += double(acc[i]);
                 }
                 // Epilogue: dx = alpha * acc + beta * dx (beta == 0 never reads dx).
                 for (int64_t ci = 0; ci < ct; ++ci) {
                     T* dxc = dx + (n * pr.c + g * cg + c0 + ci) * hw;
-                    const T* ar = acc + ci * nb;
+                    const double* ar = dacc + ci * nb;
                     for (int64_t sg = 0; sg < n_segs; ++sg) {
                         const Segment& s = segs[sg];
                         T* xr = dxc + (f.ph + s.i * pr.stride_h) * pr.w + f.pw;
                         for (int64_t j = s.j0; j < s.j1; ++j)
-                            blend_store(xr + j * pr.stride_w, ar[s.col + j - s.j0], alpha, beta);
+                            blend_store(xr + j * pr.stride_w, T(ar[s.col + j - s.j0]), alpha, beta);
                     }
                 }
             }
