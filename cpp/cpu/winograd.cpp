@@ -388,12 +388,19 @@ struct BlasThreads {
 
 // Work-sharing inside the enclosing parallel region: fn(i0, i1) on chunks of [0, count),
 // handed out dynamically (a thread slowed by other load does not hold the others up).
+// With `wait` false there is no barrier at the end (the caller knows the next loop's barrier
+// is enough).
 template <typename Fn>
-void for_chunks(int64_t count, int threads, Fn fn) {
+void for_chunks(int64_t count, int threads, bool wait, Fn fn) {
     const int64_t chunk = std::max<int64_t>(1, count / (int64_t(threads) * 8));
     const int64_t chunks = ceil_div(count, chunk);
+    if (wait) {
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t i = 0; i < chunks; ++i) fn(i * chunk, std::min(count, (i + 1) * chunk));
+        for (int64_t i = 0; i < chunks; ++i) fn(i * chunk, std::min(count, (i + 1) * chunk));
+    } else {
+#pragma omp for schedule(dynamic, 1) nowait
+        for (int64_t i = 0; i < chunks; ++i) fn(i * chunk, std::min(count, (i + 1) * chunk));
+    }
 }
 
 template <typename T, class F>
@@ -419,14 +426,17 @@ void run_typed(const ConvArgs& args) {
 #pragma omp parallel num_threads(threads)
     {
         const bool stream = pl.u_elems * int64_t(sizeof(T)) > kStreamUBytes;
-        for_chunks(p.k * ceil_div(d.cg, W::kFilterChunk), threads,
+        // Barriers: two per block. The filter transform needs none of its own (the first GEMM
+        // comes after the input transform's barrier), nor does the output transform (the next
+        // block's GEMMs, which overwrite M, come after the next input transform's barrier).
+        for_chunks(p.k * ceil_div(d.cg, W::kFilterChunk), threads, /*wait=*/false,
                    [&](int64_t i0, int64_t i1) { W::filter_items(d, w, U, i0, i1, stream); });
         for (int64_t g = 0; g < p.groups; ++g) {
             const T* Ug = U + g * aa * d.kg * d.cg;
             for (int64_t row0 = 0; row0 < pl.rows; row0 += pl.block_rows) {
                 const int64_t nrows = std::min(pl.block_rows, pl.rows - row0);
                 const int64_t nb = nrows * d.tw, groups = nrows * d.gpr;
-                for_chunks(groups * d.cg, threads,
+                for_chunks(groups * d.cg, threads, /*wait=*/true,
                            [&](int64_t i0, int64_t i1) { W::input_items(d, x, V, g, row0, i0, i1); });
                 // Column slices of whole lane groups, enough for every thread to have work.
                 const int64_t lane_groups = ceil_div(nb, kLanes);
@@ -441,7 +451,7 @@ void run_typed(const ConvArgs& args) {
                              V + xi * d.cg * d.ldv + c0, int(d.ldv), M + xi * d.kg * d.ldv + c0,
                              int(d.ldv));
                 }
-                for_chunks(groups * d.kg, threads, [&](int64_t i0, int64_t i1) {
+                for_chunks(groups * d.kg, threads, /*wait=*/false, [&](int64_t i0, int64_t i1) {
                     W::output_items(d, M, y, g, row0, i0, i1, alpha, beta);
                 });
             }
