@@ -7,7 +7,28 @@
     y = conv.forward(x, w, algo="im2col_gemm")  # or convcore.Algo.IM2COL_GEMM
 """
 
-from ._errors import BadParamError, Error, ExecutionError, NotSupportedError
+import os as _os
+
+
+def _pick_openblas_kernels():
+    """Debian's OpenBLAS 0.3.21 does not recognise recent AVX-512 CPUs (e.g. AMD Zen 5) and falls
+    back to its Haswell (AVX2) kernels at about half the speed. OpenBLAS reads OPENBLAS_CORETYPE
+    once, when libconvcore loads it, so choose here: SkylakeX kernels when the CPU has the
+    AVX-512 subsets they use. A value the user set is left alone."""
+    if "OPENBLAS_CORETYPE" in _os.environ:
+        return
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    except OSError:
+        return
+    if {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"} <= set(flags):
+        _os.environ["OPENBLAS_CORETYPE"] = "SKYLAKEX"
+
+
+_pick_openblas_kernels()
+
+from ._errors import BadParamError, Error, ExecutionError, NotSupportedError  # noqa: E402
 from . import _convcore, _errors
 
 _errors.register(_convcore)
