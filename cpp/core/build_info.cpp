@@ -15,7 +15,8 @@ extern "C" const char* convcoreGetBuildInfo(void) {
           << CONVCORE_VERSION_PATCH << "\n";
         o << "compiler: " << __VERSION__ << "\n";
         o << "openmp: " << _OPENMP << " (max threads " << omp_get_max_threads() << ")\n";
-        o << "blas: " << openblas_get_config() << " [" << CONVCORE_BLAS_LIBRARY << "]\n";
+        o << "blas: " << openblas_get_config() << ", kernels " << openblas_get_corename() << " ["
+          << CONVCORE_BLAS_LIBRARY << "]\n";
         o << "fft: " << fftwf_version << " [" << CONVCORE_FFTW_LIBRARY << "]\n";
 #ifdef CONVCORE_WITH_CUDA
         o << "cuda: yes (architectures " << CONVCORE_CUDA_ARCHS << ")\n";
