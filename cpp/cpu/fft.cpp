@@ -23,6 +23,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -36,16 +37,17 @@ namespace {
 
 using namespace fftc;
 
-constexpr double kFilterBlockBytes = 8.0 * (1 << 20);
+constexpr double kFilterBlockBytes = 2.0 * (1 << 20);  // a task's filter spectra (per thread)
+constexpr double kOutputBlockBytes = 2.0 * (1 << 20);  // a task's output spectra (per thread)
 
 struct Geometry {
     int64_t rd, sd;  // dilated filter extent
     int64_t hu, wu;  // padded-input rows / columns the outputs read
     int64_t lh, lw;  // FFT size
     int64_t f, fp;   // complex numbers per spectrum; rounded up to whole blocks
-    int64_t kb;      // filters per block
+    int64_t m;       // the filter DFT's split (Layout)
     Carver ws;
-    size_t x_off, w_off, y_off;
+    size_t x_off, t_off;
 };
 
 template <typename T>
@@ -55,16 +57,35 @@ Geometry geometry(const ConvProblem& p) {
     g.sd = p.dil_w * (p.s - 1) + 1;
     g.hu = (p.p - 1) * p.stride_h + g.rd;
     g.wu = (p.q - 1) * p.stride_w + g.sd;
-    g.lh = good_size(g.hu);
+    // Lw: the cheapest size for FFTW. Lh: the cheapest by the cost model, among that and the
+    // sizes that let the filter DFT split its column frequencies 2 or 4 ways.
     g.lw = good_size(g.wu, true);
+    {
+        const double cg = double(p.c_per_group());
+        double best = -1;
+        for (int64_t lh : {good_size(g.hu), good_size_multiple(g.hu, 2 * block<T>()),
+                           good_size_multiple(g.hu, 4 * block<T>())}) {
+            if (lh <= 0) continue;
+            const int64_t split = lh % (4 * block<T>()) == 0 ? 4 : lh % (2 * block<T>()) == 0 ? 2 : 1;
+            const double fp = double(padded<T>(lh * (g.lw / 2 + 1)));
+            const double pts = double(lh) * double(g.lw);
+            const double fft = kFftCost * pts * std::log2(pts + 1) * (size_weight(lh) + size_weight(g.lw)) / 2;
+            const double cost = double(p.k) * cg * kDftCost * fp * (double(p.r) / double(split) + 1.0) +
+                                double(p.n) * double(p.c + p.k) * fft +
+                                double(p.n) * double(p.k) * cg * fp * kProductCost;
+            if (best < 0 || cost < best) {
+                best = cost;
+                g.lh = lh;
+            }
+        }
+    }
     g.f = g.lh * (g.lw / 2 + 1);
     g.fp = padded<T>(g.f);
-    const double plane = 2.0 * double(g.fp) * sizeof(T);
-    const double per_filter = double(p.c_per_group()) * plane;
-    g.kb = std::max<int64_t>(1, std::min<int64_t>(p.k_per_group(), int64_t(kFilterBlockBytes / per_filter)));
-    g.x_off = g.ws.add(double(p.n) * double(p.c) * 2.0 * double(g.fp), sizeof(T));
-    g.w_off = g.ws.add(double(g.kb) * double(p.c_per_group()) * 2.0 * double(g.fp), sizeof(T));
-    g.y_off = g.ws.add(double(p.n) * double(g.kb) * 2.0 * double(g.fp), sizeof(T));
+    const FilterDft<T> dft(g.lh, g.lw, p.r, p.s, p.dil_h, p.dil_w);
+    g.m = dft.split();
+    const Layout<T> lay(g.f, g.m);
+    g.x_off = g.ws.add(lay.set_elems(double(p.n) * double(p.c)), sizeof(T));
+    g.t_off = g.ws.add(dft.table_elems(), sizeof(T));
     return g;
 }
 
@@ -88,90 +109,85 @@ void run_typed(const ConvArgs& a) {
     const Geometry g = geometry<T>(p);
     const int threads = a.ctx.threads();
     const int64_t cg = p.c_per_group(), kg = p.k_per_group();
-    const int64_t plane = 2 * g.fp;              // elements of T per spectrum
+    constexpr int64_t BL = 2 * block<T>();       // elements of T per block
+    const Layout<T> lay(g.f, g.m);
+    const int64_t PU = lay.pu;                   // elements of T per spectrum per panel
     const int64_t rs = 2 * (g.lw / 2 + 1);       // row stride of a real plane (in place)
     const int64_t hw = p.h * p.w, pq = p.p * p.q;
-    const int64_t nblocks = g.fp / block<T>();
     const T* x = static_cast<const T*>(a.x);
     const T* w = static_cast<const T*>(a.w);
     T* y = static_cast<T*>(a.y);
     char* base = aligned_base(a.workspace);
-    T* xs = reinterpret_cast<T*>(base + g.x_off);
-    T* ws = reinterpret_cast<T*>(base + g.w_off);
-    T* ys = reinterpret_cast<T*>(base + g.y_off);
+    T* xs = reinterpret_cast<T*>(base + g.x_off);  // panels of [n][c]
+    const int64_t xp = p.n * p.c * PU;             // its panel stride
+    FilterDft<T> dft(g.lh, g.lw, p.r, p.s, p.dil_h, p.dil_w);
+    dft.init(reinterpret_cast<T*>(base + g.t_off));
     const Plan<T> plan = get_plan<T>(g.lh, g.lw, 1, g.fp);
     const T scale = T(a.alpha) / T(double(g.lh) * double(g.lw));
     const T beta = T(a.beta);
-    // Product tasks: a few per thread, in whole blocks.
-    const int64_t chunk = std::max<int64_t>(1, nblocks / (4 * int64_t(threads)));
+    // A task: KB filters of a group (their spectra in a per-thread block of at most
+    // kFilterBlockBytes, at least two tasks per thread when the filters allow), then NB images
+    // at a time (their output spectra in a per-thread block of at most kOutputBlockBytes).
+    const double spec = lay.set_elems(1.0) * sizeof(T);
+    const int64_t kb = std::max<int64_t>(
+        1, std::min({kg, int64_t(kFilterBlockBytes / (double(cg) * spec)),
+                     (kg * p.groups + 2 * threads - 1) / (2 * threads)}));
+    const int64_t nkb = (kg + kb - 1) / kb;
+    const int64_t nb = std::max<int64_t>(1, std::min<int64_t>(p.n, int64_t(kOutputBlockBytes / (double(kb) * spec))));
 
 #pragma omp parallel num_threads(threads)
     {
+        T* d = scratch<T>(size_t(2 * g.fp));
         // 1. input spectra X(n, c)
 #pragma omp for schedule(dynamic, 1)
         for (int64_t nc = 0; nc < p.n * p.c; ++nc) {
-            T* d = xs + nc * plane;
             const T* src = x + nc * hw;
+            const int64_t j0 = std::min(p.pad_w, g.wu);  // first column inside x
+            const int64_t j1 = std::min(g.wu, p.pad_w + p.w);
             for (int64_t i = 0; i < g.lh; ++i) {
                 T* row = d + i * rs;
                 const int64_t ih = i - p.pad_h;
-                if (i >= g.hu || ih < 0 || ih >= p.h) {
+                if (i >= g.hu || ih < 0 || ih >= p.h || j1 <= j0) {
                     std::memset(row, 0, size_t(rs) * sizeof(T));
                     continue;
                 }
-                const int64_t j0 = std::min(p.pad_w, g.wu);  // first column inside x
-                const int64_t j1 = std::min(g.wu, p.pad_w + p.w);
                 std::memset(row, 0, size_t(j0) * sizeof(T));
-                if (j1 > j0) std::memcpy(row + j0, src + ih * p.w, size_t(j1 - j0) * sizeof(T));
-                std::memset(row + std::max(j0, j1), 0, size_t(rs - std::max(j0, j1)) * sizeof(T));
+                std::memcpy(row + j0, src + ih * p.w, size_t(j1 - j0) * sizeof(T));
+                std::memset(row + j1, 0, size_t(rs - j1) * sizeof(T));
             }
             plan.forward(d);
-            to_blocks(d, g.f);
+            scatter_blocks(d, lay, xs + nc * PU, xp);
         }
 
-        for (int64_t grp = 0; grp < p.groups; ++grp) {
-            for (int64_t k0 = 0; k0 < kg; k0 += g.kb) {
-                const int64_t kb = std::min(g.kb, kg - k0);
-                const int64_t kbase = grp * kg + k0;
-                // 2. filter spectra W(k, c) of the block (taps dil apart; mirrored for true
-                //    convolution)
+        // 2. per task (group, KB filters), no barrier until the end:
+        T* ws = scratch<T>(size_t(lay.set_elems(double(kb * cg))), 2);  // panels of [k][c]
+        T* ys = scratch<T>(size_t(lay.set_elems(double(nb * kb))), 3);  // panels of [n][k]
+        const int64_t wp = kb * cg * PU, yp = nb * kb * PU;             // their panel strides
 #pragma omp for schedule(dynamic, 1)
-                for (int64_t kc = 0; kc < kb * cg; ++kc) {
-                    T* d = ws + kc * plane;
-                    std::memset(d, 0, size_t(plane) * sizeof(T));
-                    const T* src = w + (kbase * cg + kc) * p.r * p.s;
-                    for (int64_t r = 0; r < p.r; ++r)
-                        for (int64_t s = 0; s < p.s; ++s) {
-                            const int64_t fr = p.flip ? p.r - 1 - r : r;
-                            const int64_t fs = p.flip ? p.s - 1 - s : s;
-                            d[r * p.dil_h * rs + s * p.dil_w] = src[fr * p.s + fs];
-                        }
-                    plan.forward(d);
-                    to_blocks(d, g.f);
+        for (int64_t t = 0; t < p.groups * nkb; ++t) {
+            const int64_t grp = t / nkb, k0 = t % nkb * kb, kt = std::min(kb, kg - k0);
+            const int64_t kbase = grp * kg + k0;
+            // the filter spectra W(k, c), by the direct DFT (taps dil apart, mirrored for true
+            // convolution)
+            dft.run(w + kbase * cg * p.r * p.s, kt * cg, p.flip, lay, ws, PU, wp);
+            for (int64_t n0 = 0; n0 < p.n; n0 += nb) {
+                const int64_t nt = std::min(nb, p.n - n0);
+                // Y(n, k) = sum_c X(n, c) conj(W(k, c)), panel by panel
+                for (int64_t ch = 0; ch < lay.np; ++ch) {
+                    const Product<T> prod{xs + ch * xp + (n0 * p.c + grp * cg) * PU, p.c * PU, PU, 0, BL,
+                                          ws + ch * wp, cg * PU, PU, 0, BL,
+                                          ys + ch * yp, kb * PU, PU, BL,
+                                          nt, kt, cg, 1, true};
+                    product(prod, 0, lay.panel_blocks(ch));
                 }
-                // 3. Y(n, k) = sum_c X(n, c) conj(W(k, c)), per frequency block
-                Product<T> prod{xs + grp * cg * plane, p.c * plane, plane, 0,
-                                ws, cg * plane, plane, 0,
-                                ys, kb * plane, plane,
-                                p.n, kb, cg, 1, true};
-#pragma omp for schedule(dynamic, 1)
-                for (int64_t b = 0; b < nblocks; b += chunk) product(prod, b, std::min(nblocks, b + chunk));
-                // 4. inverse, crop (and subsample for stride > 1), blend
-#pragma omp for schedule(dynamic, 1)
-                for (int64_t nk = 0; nk < p.n * kb; ++nk) {
-                    T* d = ys + nk * plane;
-                    from_blocks(d, g.f);
+                // inverse, crop (and subsample for stride > 1), blend
+                for (int64_t nk = 0; nk < nt * kt; ++nk) {
+                    const int64_t n = nk / kt, kk = nk % kt;
+                    gather_blocks(ys + (n * kb + kk) * PU, lay, yp, d);
                     plan.backward(d);
-                    const int64_t n = nk / kb, k = kbase + nk % kb;
-                    T* out = y + (n * p.k + k) * pq;
-                    for (int64_t i = 0; i < p.p; ++i) {
-                        const T* row = d + i * p.stride_h * rs;
-                        T* o = out + i * p.q;
-                        if (beta == T(0))
-                            for (int64_t j = 0; j < p.q; ++j) o[j] = scale * row[j * p.stride_w];
-                        else
-                            for (int64_t j = 0; j < p.q; ++j) o[j] = scale * row[j * p.stride_w] + beta * o[j];
-                    }
+                    T* out = y + ((n0 + n) * p.k + kbase + kk) * pq;
+                    for (int64_t i = 0; i < p.p; ++i)
+                        store_row(out + i * p.q, d + i * p.stride_h * rs, p.q, p.stride_w, scale, beta);
                 }
             }
         }

@@ -38,7 +38,8 @@ namespace {
 using namespace fftc;
 
 constexpr double kChunkBytes = 32.0 * (1 << 20);
-constexpr double kFftPointCost = 0.2;  // per point and log2(size), in product cmac units
+constexpr double kFilterBlockBytes = 2.0 * (1 << 20);  // a task's filter spectra (per thread)
+constexpr double kOutputBlockBytes = 2.0 * (1 << 20);  // a task's output spectra (per thread)
 
 struct Geometry {
     int64_t rd, sd;      // dilated filter extent
@@ -48,8 +49,9 @@ struct Geometry {
     int64_t nth, ntw;    // tiles per image
     int64_t f, fp;       // complex numbers per spectrum; rounded up to whole blocks
     int64_t jobs, jb;    // (image, tile) jobs; jobs per chunk
+    int64_t m;           // the filter DFT's split (Layout)
     Carver ws;
-    size_t w_off, x_off, y_off;
+    size_t x_off, t_off;
 };
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -76,9 +78,12 @@ Geometry geometry(const ConvProblem& p) {
         for (int64_t tw : candidates(g.sd, g.aw, true)) {
             const double tiles = double(ceil_div(g.ah, th - g.rd + 1)) * double(ceil_div(g.aw, tw - g.sd + 1));
             const double fp = double(padded<T>(th * (tw / 2 + 1)));
-            const double fft = kFftPointCost * double(th * tw) * std::log2(double(th * tw) + 1);
-            const double cost = (k * cg + double(p.n) * tiles * (cin + k)) * fft +
-                                double(p.n) * tiles * k * cg * fp;
+            const double fft = kFftCost * double(th * tw) * std::log2(double(th * tw) + 1) *
+                               (size_weight(th) + size_weight(tw)) / 2;
+            const int64_t split = th % (4 * block<T>()) == 0 ? 4 : th % (2 * block<T>()) == 0 ? 2 : 1;
+            const double cost = k * cg * kDftCost * fp * (double(p.r) / double(split) + 1.0) +
+                                double(p.n) * tiles * (cin + k) * fft +
+                                double(p.n) * tiles * k * cg * fp * kProductCost;
             if (best < 0 || cost < best) {
                 best = cost;
                 g.th = th;
@@ -93,11 +98,13 @@ Geometry geometry(const ConvProblem& p) {
     g.f = g.th * (g.tw / 2 + 1);
     g.fp = padded<T>(g.f);
     g.jobs = p.n * g.nth * g.ntw;
+    const FilterDft<T> dft(g.th, g.tw, p.r, p.s, p.dil_h, p.dil_w);
+    g.m = dft.split();
+    const Layout<T> lay(g.f, g.m);
     const double plane = 2.0 * double(g.fp) * sizeof(T);
-    g.jb = std::max<int64_t>(1, std::min<int64_t>(g.jobs, int64_t(kChunkBytes / (double(p.c + p.k) * plane))));
-    g.w_off = g.ws.add(double(p.k) * cg * 2.0 * double(g.fp), sizeof(T));
-    g.x_off = g.ws.add(double(g.jb) * cin * 2.0 * double(g.fp), sizeof(T));
-    g.y_off = g.ws.add(double(g.jb) * k * 2.0 * double(g.fp), sizeof(T));
+    g.jb = std::max<int64_t>(1, std::min<int64_t>(g.jobs, int64_t(kChunkBytes / (cin * plane))));
+    g.x_off = g.ws.add(lay.set_elems(double(g.jb) * cin), sizeof(T));
+    g.t_off = g.ws.add(dft.table_elems(), sizeof(T));
     return g;
 }
 
@@ -122,110 +129,102 @@ void run_typed(const ConvArgs& a) {
     const Geometry g = geometry<T>(p);
     const int threads = a.ctx.threads();
     const int64_t cg = p.c_per_group(), kg = p.k_per_group();
-    const int64_t plane = 2 * g.fp;            // elements of T per spectrum
+    constexpr int64_t BL = 2 * block<T>();     // elements of T per block
+    const Layout<T> lay(g.f, g.m);
+    const int64_t PU = lay.pu;                 // elements of T per spectrum per panel
     const int64_t rs = 2 * (g.tw / 2 + 1);     // row stride of a real tile (in place)
     const int64_t hw = p.h * p.w, pq = p.p * p.q;
     const int64_t tiles = g.nth * g.ntw;
-    const int64_t nblocks = g.fp / block<T>();
     const T* x = static_cast<const T*>(a.x);
     const T* w = static_cast<const T*>(a.w);
     T* y = static_cast<T*>(a.y);
     char* base = aligned_base(a.workspace);
-    T* wsp = reinterpret_cast<T*>(base + g.w_off);
-    T* xsp = reinterpret_cast<T*>(base + g.x_off);
-    T* ysp = reinterpret_cast<T*>(base + g.y_off);
-    const Plan<T> w_plan = get_plan<T>(g.th, g.tw, cg, g.fp);
-    const Plan<T> x_plan = get_plan<T>(g.th, g.tw, p.c, g.fp);
-    const Plan<T> y_plan = get_plan<T>(g.th, g.tw, p.k, g.fp);
+    T* xsp = reinterpret_cast<T*>(base + g.x_off);  // panels of [job in chunk][c]
+    FilterDft<T> dft(g.th, g.tw, p.r, p.s, p.dil_h, p.dil_w);
+    dft.init(reinterpret_cast<T*>(base + g.t_off));
+    const Plan<T> plan = get_plan<T>(g.th, g.tw, 1, g.fp);
     const T scale = T(a.alpha) / T(double(g.th) * double(g.tw));
     const T beta = T(a.beta);
-    const int64_t chunk = std::max<int64_t>(1, nblocks / (4 * int64_t(threads)));
+    // A task: KB filters of a group (their spectra in a per-thread block of at most
+    // kFilterBlockBytes, at least two tasks per thread when the filters allow), then JS jobs at
+    // a time (their output spectra in a per-thread block of at most kOutputBlockBytes).
+    const double spec = lay.set_elems(1.0) * sizeof(T);
+    const int64_t kb = std::max<int64_t>(
+        1, std::min({kg, int64_t(kFilterBlockBytes / (double(cg) * spec)),
+                     (kg * p.groups + 2 * threads - 1) / (2 * threads)}));
+    const int64_t nkb = (kg + kb - 1) / kb;
+    const int64_t js = std::max<int64_t>(1, std::min<int64_t>(g.jb, int64_t(kOutputBlockBytes / (double(kb) * spec))));
 
 #pragma omp parallel num_threads(threads)
     {
-        // filter spectra at the tile size, one batch of C/g planes per filter
-#pragma omp for schedule(dynamic, 1)
-        for (int64_t k = 0; k < p.k; ++k) {
-            T* d0 = wsp + k * cg * plane;
-            for (int64_t c = 0; c < cg; ++c) {
-                T* d = d0 + c * plane;
-                std::memset(d, 0, size_t(plane) * sizeof(T));
-                const T* src = w + (k * cg + c) * p.r * p.s;
-                for (int64_t r = 0; r < p.r; ++r)
-                    for (int64_t s = 0; s < p.s; ++s) {
-                        const int64_t fr = p.flip ? p.r - 1 - r : r;
-                        const int64_t fs = p.flip ? p.s - 1 - s : s;
-                        d[r * p.dil_h * rs + s * p.dil_w] = src[fr * p.s + fs];
-                    }
-            }
-            w_plan.forward(d0);
-            for (int64_t c = 0; c < cg; ++c) to_blocks(d0 + c * plane, g.f);
-        }
-
+        T* d = scratch<T>(size_t(2 * g.fp));
+        T* ws = scratch<T>(size_t(lay.set_elems(double(kb * cg))), 2);  // panels of [k][c]
+        T* ys = scratch<T>(size_t(lay.set_elems(double(js * kb))), 3);  // panels of [job][k]
+        const int64_t wp = kb * cg * PU, yp = js * kb * PU;             // their panel strides
         for (int64_t j0 = 0; j0 < g.jobs; j0 += g.jb) {
             const int64_t jb = std::min(g.jb, g.jobs - j0);
-            // input tiles of the chunk's jobs (image, tile row, tile column), all channels
+            const int64_t xp = jb * p.c * PU;  // panel stride of the chunk's input spectra
+            // input tiles of the chunk's jobs (image, tile row, tile column), per channel
 #pragma omp for schedule(dynamic, 1)
-            for (int64_t j = 0; j < jb; ++j) {
-                const int64_t job = j0 + j, n = job / tiles, t = job % tiles;
+            for (int64_t jc = 0; jc < jb * p.c; ++jc) {
+                const int64_t job = j0 + jc / p.c, c = jc % p.c, n = job / tiles, t = job % tiles;
                 const int64_t a0 = t / g.ntw * g.oh, b0 = t % g.ntw * g.ow;  // tile origin (padded coords)
                 // rows / columns of the tile inside x
                 const int64_t i_lo = std::max<int64_t>(0, p.pad_h - a0);
                 const int64_t i_hi = std::min(g.th, p.pad_h + p.h - a0);
                 const int64_t c_lo = std::max<int64_t>(0, p.pad_w - b0);
                 const int64_t c_hi = std::min(g.tw, p.pad_w + p.w - b0);
-                T* d0 = xsp + j * p.c * plane;
-                for (int64_t c = 0; c < p.c; ++c) {
-                    T* d = d0 + c * plane;
-                    const T* src = x + (n * p.c + c) * hw;
-                    for (int64_t i = 0; i < g.th; ++i) {
-                        T* row = d + i * rs;
-                        if (i < i_lo || i >= i_hi || c_lo >= c_hi) {
-                            std::memset(row, 0, size_t(rs) * sizeof(T));
-                            continue;
-                        }
-                        std::memset(row, 0, size_t(c_lo) * sizeof(T));
-                        std::memcpy(row + c_lo, src + (a0 + i - p.pad_h) * p.w + (b0 + c_lo - p.pad_w),
-                                    size_t(c_hi - c_lo) * sizeof(T));
-                        std::memset(row + c_hi, 0, size_t(rs - c_hi) * sizeof(T));
+                const T* src = x + (n * p.c + c) * hw;
+                for (int64_t i = 0; i < g.th; ++i) {
+                    T* row = d + i * rs;
+                    if (i < i_lo || i >= i_hi || c_lo >= c_hi) {
+                        std::memset(row, 0, size_t(rs) * sizeof(T));
+                        continue;
                     }
+                    std::memset(row, 0, size_t(c_lo) * sizeof(T));
+                    std::memcpy(row + c_lo, src + (a0 + i - p.pad_h) * p.w + (b0 + c_lo - p.pad_w),
+                                size_t(c_hi - c_lo) * sizeof(T));
+                    std::memset(row + c_hi, 0, size_t(rs - c_hi) * sizeof(T));
                 }
-                x_plan.forward(d0);
-                for (int64_t c = 0; c < p.c; ++c) to_blocks(d0 + c * plane, g.f);
+                plan.forward(d);
+                scatter_blocks(d, lay, xsp + jc * PU, xp);
             }
-            // Y(job, k) = sum_c X(job, c) conj(W(k, c)), per group and frequency block
-            for (int64_t grp = 0; grp < p.groups; ++grp) {
-                const Product<T> prod{xsp + grp * cg * plane, p.c * plane, plane, 0,
-                                      wsp + grp * kg * cg * plane, cg * plane, plane, 0,
-                                      ysp + grp * kg * plane, p.k * plane, plane,
-                                      jb, kg, cg, 1, true};
+            // per task (group, KB filters), no barrier until the end of the chunk
 #pragma omp for schedule(dynamic, 1)
-                for (int64_t b = 0; b < nblocks; b += chunk) product(prod, b, std::min(nblocks, b + chunk));
-            }
-            // inverse per job (all filters), keep the tile's valid stride-1 outputs that fall
-            // on the stride grid
-#pragma omp for schedule(dynamic, 1)
-            for (int64_t j = 0; j < jb; ++j) {
-                const int64_t job = j0 + j, n = job / tiles, t = job % tiles;
-                const int64_t a0 = t / g.ntw * g.oh, b0 = t % g.ntw * g.ow;
-                T* d0 = ysp + j * p.k * plane;
-                for (int64_t k = 0; k < p.k; ++k) from_blocks(d0 + k * plane, g.f);
-                y_plan.backward(d0);
-                // outputs (i, q) with i*stride_h in [a0, a0 + oh) and below ah, likewise q
-                const int64_t i_lo = ceil_div(a0, p.stride_h);
-                const int64_t i_hi = std::min(p.p, ceil_div(a0 + g.oh, p.stride_h));
-                const int64_t q_lo = ceil_div(b0, p.stride_w);
-                const int64_t q_hi = std::min(p.q, ceil_div(b0 + g.ow, p.stride_w));
-                for (int64_t k = 0; k < p.k; ++k) {
-                    const T* d = d0 + k * plane;
-                    T* out = y + (n * p.k + k) * pq;
-                    for (int64_t i = i_lo; i < i_hi; ++i) {
-                        const T* row = d + (i * p.stride_h - a0) * rs - b0;
-                        T* o = out + i * p.q;
-                        if (beta == T(0))
-                            for (int64_t q = q_lo; q < q_hi; ++q) o[q] = scale * row[q * p.stride_w];
-                        else
-                            for (int64_t q = q_lo; q < q_hi; ++q) o[q] = scale * row[q * p.stride_w] + beta * o[q];
+            for (int64_t tk = 0; tk < p.groups * nkb; ++tk) {
+                const int64_t grp = tk / nkb, k0 = tk % nkb * kb, kt = std::min(kb, kg - k0);
+                const int64_t kbase = grp * kg + k0;
+                // the filter spectra at the tile size, by the direct DFT
+                dft.run(w + kbase * cg * p.r * p.s, kt * cg, p.flip, lay, ws, PU, wp);
+                for (int64_t s0 = 0; s0 < jb; s0 += js) {
+                    const int64_t st = std::min(js, jb - s0);
+                    // Y(job, k) = sum_c X(job, c) conj(W(k, c)), panel by panel
+                    for (int64_t ch = 0; ch < lay.np; ++ch) {
+                        const Product<T> prod{xsp + ch * xp + (s0 * p.c + grp * cg) * PU, p.c * PU, PU, 0, BL,
+                                              ws + ch * wp, cg * PU, PU, 0, BL,
+                                              ys + ch * yp, kb * PU, PU, BL,
+                                              st, kt, cg, 1, true};
+                        product(prod, 0, lay.panel_blocks(ch));
+                    }
+                    // inverse per (job, filter); keep the tile's valid stride-1 outputs that
+                    // fall on the stride grid
+                    for (int64_t jk = 0; jk < st * kt; ++jk) {
+                        const int64_t j = jk / kt, kk = jk % kt;
+                        const int64_t job = j0 + s0 + j, n = job / tiles, t = job % tiles;
+                        const int64_t a0 = t / g.ntw * g.oh, b0 = t % g.ntw * g.ow;
+                        gather_blocks(ys + (j * kb + kk) * PU, lay, yp, d);
+                        plan.backward(d);
+                        // outputs (i, q) with i*stride_h in [a0, a0 + oh), likewise q
+                        const int64_t i_lo = ceil_div(a0, p.stride_h);
+                        const int64_t i_hi = std::min(p.p, ceil_div(a0 + g.oh, p.stride_h));
+                        const int64_t q_lo = ceil_div(b0, p.stride_w);
+                        const int64_t q_hi = std::min(p.q, ceil_div(b0 + g.ow, p.stride_w));
+                        T* out = y + (n * p.k + kbase + kk) * pq;
+                        for (int64_t i = i_lo; i < i_hi; ++i) {
+                            const T* row = d + (i * p.stride_h - a0) * rs - b0;
+                            store_row(out + i * p.q + q_lo, row + q_lo * p.stride_w, q_hi - q_lo, p.stride_w,
+                                      scale, beta);
+                        }
                     }
                 }
             }

@@ -53,7 +53,7 @@ struct Geometry {
     int64_t f, fp;   // complex numbers per row spectrum; rounded up to whole blocks
     int64_t nb;      // images per chunk
     Carver ws;
-    size_t w_off, x_off, y_off;
+    size_t w_off, x_off, y_off, t_off;
 };
 
 template <typename T>
@@ -69,9 +69,11 @@ Geometry geometry(const ConvProblem& p) {
     const double row = 2.0 * double(g.fp) * sizeof(T);
     const double per_image = (double(p.c) * double(g.hu) + double(p.k) * double(p.p)) * row;
     g.nb = std::max<int64_t>(1, std::min<int64_t>(p.n, int64_t(kChunkBytes / per_image)));
-    g.w_off = g.ws.add(double(p.k) * double(p.c_per_group()) * double(p.r) * 2.0 * double(g.fp), sizeof(T));
-    g.x_off = g.ws.add(double(g.nb) * double(p.c) * double(g.hu) * 2.0 * double(g.fp), sizeof(T));
-    g.y_off = g.ws.add(double(g.nb) * double(p.k) * double(p.p) * 2.0 * double(g.fp), sizeof(T));
+    const Layout<T> lay(g.f);
+    g.w_off = g.ws.add(lay.set_elems(double(p.k) * double(p.c_per_group()) * double(p.r)), sizeof(T));
+    g.x_off = g.ws.add(lay.set_elems(double(g.nb) * double(p.c) * double(g.hu)), sizeof(T));
+    g.y_off = g.ws.add(lay.set_elems(double(g.nb) * double(p.k) * double(p.p)), sizeof(T));
+    g.t_off = g.ws.add(FilterDft<T>(g.len, 0, 1, p.s, 1, p.dil_w).table_elems(), sizeof(T));
     return g;
 }
 
@@ -96,48 +98,49 @@ void run_typed(const ConvArgs& a) {
     const Geometry g = geometry<T>(p);
     const int threads = a.ctx.threads();
     const int64_t cg = p.c_per_group(), kg = p.k_per_group();
-    const int64_t row = 2 * g.fp;  // elements of T per row spectrum
+    constexpr int64_t BL = 2 * block<T>();  // elements of T per block
+    const Layout<T> lay(g.f);
+    const int64_t PU = lay.pu;              // elements of T per row spectrum per panel
+    const int64_t row = 2 * g.fp;           // elements of T per row in the scratch
     const int64_t hw = p.h * p.w, pq = p.p * p.q;
-    const int64_t nblocks = g.fp / block<T>();
     const T* x = static_cast<const T*>(a.x);
     const T* w = static_cast<const T*>(a.w);
     T* y = static_cast<T*>(a.y);
     char* base = aligned_base(a.workspace);
-    T* wsp = reinterpret_cast<T*>(base + g.w_off);
-    T* xsp = reinterpret_cast<T*>(base + g.x_off);
-    T* ysp = reinterpret_cast<T*>(base + g.y_off);
+    T* wsp = reinterpret_cast<T*>(base + g.w_off);  // panels of [k][c in group][filter row]
+    T* xsp = reinterpret_cast<T*>(base + g.x_off);  // panels of [image in chunk][c][input row]
+    T* ysp = reinterpret_cast<T*>(base + g.y_off);  // panels of [image in chunk][k][output row]
+    FilterDft<T> dft(g.len, 0, 1, p.s, 1, p.dil_w);
+    dft.init(reinterpret_cast<T*>(base + g.t_off));
     const Plan<T> in_plan = get_plan<T>(g.len, 0, g.hu, g.fp);
-    const Plan<T> w_plan = get_plan<T>(g.len, 0, p.r, g.fp);
     const Plan<T> out_plan = get_plan<T>(g.len, 0, std::min<int64_t>(PT, p.p), g.fp);
     const Plan<T> out_tail = get_plan<T>(g.len, 0, p.p % PT ? p.p % PT : 1, g.fp);
     const T scale = T(a.alpha) / T(g.len);
     const T beta = T(a.beta);
     const int64_t j0 = std::min(p.pad_w, g.wu), j1 = std::min(g.wu, p.pad_w + p.w);  // x columns
     const int64_t ktiles = (kg + KT - 1) / KT, ptiles = (p.p + PT - 1) / PT;
+    const int64_t w_rows = p.k * cg * p.r;
+    constexpr int64_t KC = 8;  // filters (k, c) per kernel-transform task
 
 #pragma omp parallel num_threads(threads)
     {
-        // kernel transform: one FFT per filter row (taps dil apart; mirrored for convolution)
+        T* d = scratch<T>(size_t(std::max(g.hu, PT) * row));
+        // kernel transform: the spectrum of each filter row by the direct DFT (taps dil apart;
+        // true convolution mirrors the rows' order and each row)
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t kc = 0; kc < p.k * cg; ++kc) {
-            T* d = wsp + kc * p.r * row;
-            const T* src = w + kc * p.r * p.s;
-            for (int64_t r = 0; r < p.r; ++r) {
-                T* rr = d + r * row;
-                std::memset(rr, 0, size_t(2 * g.f) * sizeof(T));
-                const int64_t fr = p.flip ? p.r - 1 - r : r;
-                for (int64_t s = 0; s < p.s; ++s) rr[s * p.dil_w] = src[fr * p.s + (p.flip ? p.s - 1 - s : s)];
+        for (int64_t kc0 = 0; kc0 < p.k * cg; kc0 += KC) {
+            for (int64_t kc = kc0; kc < std::min(kc0 + KC, p.k * cg); ++kc) {
+                T* first = wsp + (kc * p.r + (p.flip ? p.r - 1 : 0)) * PU;
+                dft.run(w + kc * p.r * p.s, p.r, p.flip, lay, first, p.flip ? -PU : PU, w_rows * PU);
             }
-            w_plan.forward(d);
-            for (int64_t r = 0; r < p.r; ++r) to_blocks(d + r * row, g.f);
         }
 
         for (int64_t n0 = 0; n0 < p.n; n0 += g.nb) {
             const int64_t nb = std::min(g.nb, p.n - n0);
+            const int64_t xp = nb * p.c * g.hu * PU, yp = nb * p.k * p.p * PU;  // panel strides
             // input transform: one FFT per padded input row
 #pragma omp for schedule(dynamic, 1)
             for (int64_t nc = 0; nc < nb * p.c; ++nc) {
-                T* d = xsp + nc * g.hu * row;
                 const T* src = x + (n0 * p.c + nc) * hw;
                 for (int64_t i = 0; i < g.hu; ++i) {
                     T* rr = d + i * row;
@@ -151,7 +154,8 @@ void run_typed(const ConvArgs& a) {
                     std::memset(rr + j1, 0, size_t(2 * g.f - j1) * sizeof(T));
                 }
                 in_plan.forward(d);
-                for (int64_t i = 0; i < g.hu; ++i) to_blocks(d + i * row, g.f);
+                for (int64_t i = 0; i < g.hu; ++i)
+                    scatter_blocks(d + i * row, lay, xsp + (nc * g.hu + i) * PU, xp);
             }
             // per task (image, group, KT filters, PT output rows): the (c, r) reduction in the
             // frequency domain, then the rows' inverse FFTs, crop and blend
@@ -162,27 +166,26 @@ void run_typed(const ConvArgs& a) {
                     const int64_t k0 = t / ptiles * KT, p0 = t % ptiles * PT;
                     const int64_t kt = std::min(KT, kg - k0), pt = std::min(PT, p.p - p0);
                     const int64_t kbase = grp * kg + k0;
-                    T* yrows = ysp + (nn * p.k + kbase) * p.p * row;  // rows (k, p) of the image
-                    const Product<T> prod{
-                        xsp + ((nn * p.c + grp * cg) * g.hu + p0 * p.stride_h) * row,
-                        p.stride_h * row, g.hu * row, p.dil_h * row,
-                        wsp + kbase * cg * p.r * row, cg * p.r * row, p.r * row, row,
-                        yrows + p0 * row, row, p.p * row,
-                        pt, kt, cg, p.r, true};
-                    product(prod, 0, nblocks);
+                    const int64_t yrow0 = (nn * p.k + kbase) * p.p + p0;  // row (k0, p0) of Y
+                    for (int64_t ch = 0; ch < lay.np; ++ch) {
+                        const Product<T> prod{
+                            xsp + ch * xp + ((nn * p.c + grp * cg) * g.hu + p0 * p.stride_h) * PU,
+                            p.stride_h * PU, g.hu * PU, p.dil_h * PU, BL,
+                            wsp + ch * w_rows * PU + kbase * cg * p.r * PU, cg * p.r * PU, p.r * PU, PU, BL,
+                            ysp + ch * yp + yrow0 * PU, PU, p.p * PU, BL,
+                            pt, kt, cg, p.r, true};
+                        product(prod, 0, lay.panel_blocks(ch));
+                    }
                     const Plan<T>& inv = pt == PT || pt == p.p ? out_plan : out_tail;
                     for (int64_t k = 0; k < kt; ++k) {
-                        T* d = yrows + (k * p.p + p0) * row;
-                        for (int64_t i = 0; i < pt; ++i) from_blocks(d + i * row, g.f);
+                        for (int64_t i = 0; i < pt; ++i)
+                            gather_blocks(ysp + (yrow0 + k * p.p + i) * PU, lay, yp, d + i * row);
                         inv.backward(d);
                         T* out = y + ((n0 + nn) * p.k + kbase + k) * pq + p0 * p.q;
                         for (int64_t i = 0; i < pt; ++i) {
                             const T* rr = d + i * row;
                             T* o = out + i * p.q;
-                            if (beta == T(0))
-                                for (int64_t j = 0; j < p.q; ++j) o[j] = scale * rr[j * p.stride_w];
-                            else
-                                for (int64_t j = 0; j < p.q; ++j) o[j] = scale * rr[j * p.stride_w] + beta * o[j];
+                            store_row(o, rr, p.q, p.stride_w, scale, beta);
                         }
                     }
                 }

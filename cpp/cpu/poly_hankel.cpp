@@ -40,16 +40,16 @@ namespace {
 
 using namespace fftc;
 
-constexpr double kFilterBlockBytes = 8.0 * (1 << 20);
+constexpr double kFilterBlockBytes = 2.0 * (1 << 20);  // a task's filter spectra (per thread)
+constexpr double kOutputBlockBytes = 2.0 * (1 << 20);  // a task's output spectra (per thread)
 
 struct Geometry {
     int64_t kh, kw;  // dilated filter extent
     int64_t hu, iw;  // padded-input rows / columns (the row stride) the outputs read
     int64_t len;     // cyclic length L
     int64_t f, fp;   // complex numbers per spectrum; rounded up to whole blocks
-    int64_t kb;      // filters per block
     Carver ws;
-    size_t x_off, w_off, y_off;
+    size_t x_off;
 };
 
 template <typename T>
@@ -62,11 +62,8 @@ Geometry geometry(const ConvProblem& p) {
     g.len = good_size(g.hu * g.iw, true);
     g.f = g.len / 2 + 1;
     g.fp = padded<T>(g.f);
-    const double per_filter = double(p.c_per_group()) * 2.0 * double(g.fp) * sizeof(T);
-    g.kb = std::max<int64_t>(1, std::min<int64_t>(p.k_per_group(), int64_t(kFilterBlockBytes / per_filter)));
-    g.x_off = g.ws.add(double(p.n) * double(p.c) * 2.0 * double(g.fp), sizeof(T));
-    g.w_off = g.ws.add(double(g.kb) * double(p.c_per_group()) * 2.0 * double(g.fp), sizeof(T));
-    g.y_off = g.ws.add(double(p.n) * double(g.kb) * 2.0 * double(g.fp), sizeof(T));
+    const Layout<T> lay(g.f);
+    g.x_off = g.ws.add(lay.set_elems(double(p.n) * double(p.c)), sizeof(T));
     return g;
 }
 
@@ -91,28 +88,36 @@ void run_typed(const ConvArgs& a) {
     const Geometry g = geometry<T>(p);
     const int threads = a.ctx.threads();
     const int64_t cg = p.c_per_group(), kg = p.k_per_group();
-    const int64_t plane = 2 * g.fp;  // elements of T per spectrum
+    constexpr int64_t BL = 2 * block<T>();  // elements of T per block
+    const Layout<T> lay(g.f);
+    const int64_t PU = lay.pu;              // elements of T per spectrum per panel
     const int64_t hw = p.h * p.w, pq = p.p * p.q;
-    const int64_t nblocks = g.fp / block<T>();
     const T* x = static_cast<const T*>(a.x);
     const T* w = static_cast<const T*>(a.w);
     T* y = static_cast<T*>(a.y);
     char* base = aligned_base(a.workspace);
-    T* xs = reinterpret_cast<T*>(base + g.x_off);
-    T* ws = reinterpret_cast<T*>(base + g.w_off);
-    T* ys = reinterpret_cast<T*>(base + g.y_off);
+    T* xs = reinterpret_cast<T*>(base + g.x_off);  // panels of [n][c]
+    const int64_t xp = p.n * p.c * PU;             // its panel stride
     const Plan<T> plan = get_plan<T>(g.len, 0, 1, g.fp);
     const T scale = T(a.alpha) / T(g.len);
     const T beta = T(a.beta);
-    const int64_t chunk = std::max<int64_t>(1, nblocks / (4 * int64_t(threads)));
     const int64_t j0 = std::min(p.pad_w, g.iw), j1 = std::min(g.iw, p.pad_w + p.w);  // x columns
+    // A task: KB filters of a group (their spectra in a per-thread block of at most
+    // kFilterBlockBytes, at least two tasks per thread when the filters allow), then NB images
+    // at a time (their output spectra in a per-thread block of at most kOutputBlockBytes).
+    const double spec = lay.set_elems(1.0) * sizeof(T);
+    const int64_t kb = std::max<int64_t>(
+        1, std::min({kg, int64_t(kFilterBlockBytes / (double(cg) * spec)),
+                     (kg * p.groups + 2 * threads - 1) / (2 * threads)}));
+    const int64_t nkb = (kg + kb - 1) / kb;
+    const int64_t nb = std::max<int64_t>(1, std::min<int64_t>(p.n, int64_t(kOutputBlockBytes / (double(kb) * spec))));
 
 #pragma omp parallel num_threads(threads)
     {
+        T* d = scratch<T>(size_t(2 * g.fp));
         // 1. A(t) per (image, channel): the padded plane flattened with row stride Iw (Eq. 10)
 #pragma omp for schedule(dynamic, 1)
         for (int64_t nc = 0; nc < p.n * p.c; ++nc) {
-            T* d = xs + nc * plane;
             const T* src = x + nc * hw;
             for (int64_t i = 0; i < g.hu; ++i) {
                 T* row = d + i * g.iw;
@@ -127,53 +132,51 @@ void run_typed(const ConvArgs& a) {
             }
             std::memset(d + g.hu * g.iw, 0, size_t(2 * g.f - g.hu * g.iw) * sizeof(T));
             plan.forward(d);
-            to_blocks(d, g.f);
+            scatter_blocks(d, lay, xs + nc * PU, xp);
         }
 
-        for (int64_t grp = 0; grp < p.groups; ++grp) {
-            for (int64_t k0 = 0; k0 < kg; k0 += g.kb) {
-                const int64_t kb = std::min(g.kb, kg - k0);
-                const int64_t kbase = grp * kg + k0;
-                // 2. U(t) per (filter, channel) from the reversed (dilated) filter, Eq. 11
-                //    corrected: u[i][j] -> t^(Iw*(Kh-1-i) + Kw-1-j)
+        // 2. per task (group, KB filters), no barrier until the end
+        T* ws = scratch<T>(size_t(lay.set_elems(double(kb * cg))), 2);  // panels of [k][c]
+        T* ys = scratch<T>(size_t(lay.set_elems(double(nb * kb))), 3);  // panels of [n][k]
+        const int64_t wp = kb * cg * PU, yp = nb * kb * PU;             // their panel strides
 #pragma omp for schedule(dynamic, 1)
-                for (int64_t kc = 0; kc < kb * cg; ++kc) {
-                    T* d = ws + kc * plane;
-                    std::memset(d, 0, size_t(2 * g.f) * sizeof(T));
-                    const T* src = w + (kbase * cg + kc) * p.r * p.s;
-                    for (int64_t r = 0; r < p.r; ++r)
-                        for (int64_t s = 0; s < p.s; ++s) {
-                            const int64_t fr = p.flip ? p.r - 1 - r : r;
-                            const int64_t fs = p.flip ? p.s - 1 - s : s;
-                            const int64_t i = r * p.dil_h, j = s * p.dil_w;
-                            d[g.iw * (g.kh - 1 - i) + (g.kw - 1 - j)] = src[fr * p.s + fs];
-                        }
-                    plan.forward(d);
-                    to_blocks(d, g.f);
-                }
-                // 3. sum over channels of A_c(t) U_kc(t), per frequency block
-                Product<T> prod{xs + grp * cg * plane, p.c * plane, plane, 0,
-                                ws, cg * plane, plane, 0,
-                                ys, kb * plane, plane,
-                                p.n, kb, cg, 1, false};
-#pragma omp for schedule(dynamic, 1)
-                for (int64_t b = 0; b < nblocks; b += chunk) product(prod, b, std::min(nblocks, b + chunk));
-                // 4. inverse; d[i][j] = p[Iw*(i + Kh-1) + j + Kw-1] (Eq. 12), subsampled for stride
-#pragma omp for schedule(dynamic, 1)
-                for (int64_t nk = 0; nk < p.n * kb; ++nk) {
-                    T* d = ys + nk * plane;
-                    from_blocks(d, g.f);
-                    plan.backward(d);
-                    const int64_t n = nk / kb, k = kbase + nk % kb;
-                    T* out = y + (n * p.k + k) * pq;
-                    for (int64_t i = 0; i < p.p; ++i) {
-                        const T* row = d + g.iw * (i * p.stride_h + g.kh - 1) + g.kw - 1;
-                        T* o = out + i * p.q;
-                        if (beta == T(0))
-                            for (int64_t j = 0; j < p.q; ++j) o[j] = scale * row[j * p.stride_w];
-                        else
-                            for (int64_t j = 0; j < p.q; ++j) o[j] = scale * row[j * p.stride_w] + beta * o[j];
+        for (int64_t t = 0; t < p.groups * nkb; ++t) {
+            const int64_t grp = t / nkb, k0 = t % nkb * kb, kt = std::min(kb, kg - k0);
+            const int64_t kbase = grp * kg + k0;
+            // U(t) per (filter, channel) from the reversed (dilated) filter, Eq. 11 corrected:
+            // u[i][j] -> t^(Iw*(Kh-1-i) + Kw-1-j)
+            for (int64_t kc = 0; kc < kt * cg; ++kc) {
+                std::memset(d, 0, size_t(2 * g.f) * sizeof(T));
+                const T* src = w + (kbase * cg + kc) * p.r * p.s;
+                for (int64_t r = 0; r < p.r; ++r)
+                    for (int64_t s = 0; s < p.s; ++s) {
+                        const int64_t fr = p.flip ? p.r - 1 - r : r;
+                        const int64_t fs = p.flip ? p.s - 1 - s : s;
+                        const int64_t i = r * p.dil_h, j = s * p.dil_w;
+                        d[g.iw * (g.kh - 1 - i) + (g.kw - 1 - j)] = src[fr * p.s + fs];
                     }
+                plan.forward(d);
+                scatter_blocks(d, lay, ws + kc * PU, wp);
+            }
+            for (int64_t n0 = 0; n0 < p.n; n0 += nb) {
+                const int64_t nt = std::min(nb, p.n - n0);
+                // 3. sum over channels of A_c(t) U_kc(t), panel by panel
+                for (int64_t ch = 0; ch < lay.np; ++ch) {
+                    const Product<T> prod{xs + ch * xp + (n0 * p.c + grp * cg) * PU, p.c * PU, PU, 0, BL,
+                                          ws + ch * wp, cg * PU, PU, 0, BL,
+                                          ys + ch * yp, kb * PU, PU, BL,
+                                          nt, kt, cg, 1, false};
+                    product(prod, 0, lay.panel_blocks(ch));
+                }
+                // 4. inverse; d[i][j] = p[Iw*(i + Kh-1) + j + Kw-1] (Eq. 12), subsampled for stride
+                for (int64_t nk = 0; nk < nt * kt; ++nk) {
+                    const int64_t n = nk / kt, kk = nk % kt;
+                    gather_blocks(ys + (n * kb + kk) * PU, lay, yp, d);
+                    plan.backward(d);
+                    T* out = y + ((n0 + n) * p.k + kbase + kk) * pq;
+                    for (int64_t i = 0; i < p.p; ++i)
+                        store_row(out + i * p.q, d + g.iw * (i * p.stride_h + g.kh - 1) + g.kw - 1, p.q,
+                                  p.stride_w, scale, beta);
                 }
             }
         }

@@ -150,6 +150,8 @@ TEST_P(FftFamily, SingleChannelAndLargeFilters) {
         shape(2, 4, 33, 35, 4, 9, 7, 4, 2, 1, 2),   // strided, grouped
         shape(1, 2, 37, 41, 2, 5, 5, 6, 1, 3, 1),   // dilated, padding larger than the filter
         shape(1, 6, 17, 19, 6, 3, 3, 1, 1, 1, 6),   // depthwise
+        shape(1, 3, 56, 56, 4, 9, 9, 4),            // 64-row planes: the 4-way split filter DFT
+        shape(1, 2, 52, 52, 3, 5, 5, 4, 1, 3),      // ... with dilation 3 (every split class)
         shape(3, 2, 1, 37, 2, 1, 5, 0),             // one-row image
         shape(1, 1, 1, 1, 1, 1, 1, 0),              // 1x1 everything
     };
@@ -188,9 +190,10 @@ TEST_P(FftFamily, SameResultForAnyThreadCount) {
 TEST_P(FftFamily, WorkspaceCapSaysNotSupported) {
     const convcoreConvolutionFwdAlgo_t algo = GetParam();
     convcore::Handle h;
-    // Enough spectra to pass any sane cap: a big image with a big filter and many channels.
-    convcore::TensorDesc xd(CONVCORE_DATA_FLOAT, 64, 512, 1024, 1024);
-    convcore::FilterDesc wd(CONVCORE_DATA_FLOAT, 1024, 512, 129, 129);
+    // Spectra past any sane cap even for FFT_TILING's bounded workspace (one tile of every
+    // channel): a million channels, a big filter.
+    convcore::TensorDesc xd(CONVCORE_DATA_FLOAT, 2, int64_t(1) << 20, 300, 300);
+    convcore::FilterDesc wd(CONVCORE_DATA_FLOAT, 2, int64_t(1) << 20, 129, 129);
     convcore::ConvDesc conv(64);
     const auto o = conv.output_dims(xd, wd);
     convcore::TensorDesc yd(CONVCORE_DATA_FLOAT, o[0], o[1], o[2], o[3]);
