@@ -41,6 +41,7 @@
 
 #include "common/conv_index.hpp"
 #include "common/generated/cyclic_tables.hpp"
+#include "common/shuffle.hpp"
 #include "core/error.hpp"
 #include "core/solver.hpp"
 
@@ -237,8 +238,8 @@ struct Impl {
 #pragma GCC unroll 8
                 for (int j = 0; j < N; j += 2) {
                     const V a = load(src + j), b = load(src + j + VL);
-                    d[i * N + j] = __builtin_shuffle(a, b, even_mask(lanes_seq));
-                    if (j + 1 < N) d[i * N + j + 1] = __builtin_shuffle(a, b, odd_mask(lanes_seq));
+                    d[i * N + j] = shuffle2(a, b, even_mask(lanes_seq));
+                    if (j + 1 < N) d[i * N + j + 1] = shuffle2(a, b, odd_mask(lanes_seq));
                 }
             } else {
                 alignas(MAX_VB) T tmp[N][VL];
@@ -294,8 +295,8 @@ struct Impl {
         if (O == 2 && qn == 2 * VL) {  // interleave the two columns of each row: 2 full vectors
             for (int a = 0; a < rows; ++a) {
                 T* yr = yk + (th * O + a) * jb.q + q0;
-                blend_vec(yr, __builtin_shuffle(out[a * O], out[a * O + 1], lo_mask(lanes_seq)), jb.alpha, jb.beta);
-                blend_vec(yr + VL, __builtin_shuffle(out[a * O], out[a * O + 1], hi_mask(lanes_seq)), jb.alpha, jb.beta);
+                blend_vec(yr, shuffle2(out[a * O], out[a * O + 1], lo_mask(lanes_seq)), jb.alpha, jb.beta);
+                blend_vec(yr + VL, shuffle2(out[a * O], out[a * O + 1], hi_mask(lanes_seq)), jb.alpha, jb.beta);
             }
             return;
         }

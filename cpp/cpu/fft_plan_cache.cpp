@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "common/shuffle.hpp"
 #include "core/error.hpp"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
@@ -283,7 +284,7 @@ inline __attribute__((always_inline)) void split_block(const T* __restrict s, T*
         V a, b;
         __builtin_memcpy(&a, s + 2 * j, VB);
         __builtin_memcpy(&b, s + 2 * j + L, VB);
-        const V re = __builtin_shuffle(a, b, even), im = __builtin_shuffle(a, b, odd);
+        const V re = shuffle2(a, b, even), im = shuffle2(a, b, odd);
         __builtin_memcpy(blk + j, &re, VB);
         __builtin_memcpy(blk + B + j, &im, VB);
     }
@@ -305,7 +306,7 @@ inline __attribute__((always_inline)) void join_block(const T* __restrict blk, T
         V re, im;
         __builtin_memcpy(&re, blk + j, VB);
         __builtin_memcpy(&im, blk + B + j, VB);
-        const V a = __builtin_shuffle(re, im, lo), b = __builtin_shuffle(re, im, hi);
+        const V a = shuffle2(re, im, lo), b = shuffle2(re, im, hi);
         __builtin_memcpy(d + 2 * j, &a, VB);
         __builtin_memcpy(d + 2 * j + L, &b, VB);
     }
