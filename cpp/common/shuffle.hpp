@@ -7,6 +7,11 @@
 
 namespace convcore {
 
+// Always inlined, so the "vector passed without AVX changes the ABI" note does not apply.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 template <typename V, typename M>
 inline __attribute__((always_inline)) V shuffle2(V a, V b, M m) {
 #if defined(__clang__)
@@ -18,5 +23,8 @@ inline __attribute__((always_inline)) V shuffle2(V a, V b, M m) {
     return __builtin_shuffle(a, b, m);
 #endif
 }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 }  // namespace convcore
