@@ -22,15 +22,18 @@ using namespace convcore::api;
 
 namespace {
 
-void check_dtype(convcoreDataType_t t) {
-    if (t != CONVCORE_DATA_FLOAT && t != CONVCORE_DATA_DOUBLE)
-        throw_bad_param("dataType " + std::to_string(int(t)) +
+// Enum parameters are taken by reference and read with enum_int (see api_util.hpp).
+void check_dtype(const convcoreDataType_t& t) {
+    const int v = enum_int(t);
+    if (v != CONVCORE_DATA_FLOAT && v != CONVCORE_DATA_DOUBLE)
+        throw_bad_param("dataType " + std::to_string(v) +
                         " is not CONVCORE_DATA_FLOAT or CONVCORE_DATA_DOUBLE");
 }
 
-void check_algo(convcoreConvolutionFwdAlgo_t algo) {
-    if (int(algo) < 0 || int(algo) >= CONVCORE_FWD_ALGO_COUNT)
-        throw_bad_param("algo " + std::to_string(int(algo)) + " is not a convcoreConvolutionFwdAlgo_t");
+void check_algo(const convcoreConvolutionFwdAlgo_t& algo) {
+    const int v = enum_int(algo);
+    if (v < 0 || v >= CONVCORE_FWD_ALGO_COUNT)
+        throw_bad_param("algo " + std::to_string(v) + " is not a convcoreConvolutionFwdAlgo_t");
 }
 
 void check_positive(const char* what, const char* name, int64_t v) {
@@ -43,7 +46,7 @@ struct WorkspacePlan {
     size_t total() const { return align_up(solver) + align_up(x_pack) + y_pack; }
 };
 
-const Solver& solver_for(const ConvProblem& prob, convcoreConvolutionFwdAlgo_t algo) {
+const Solver& solver_for(const ConvProblem& prob, const convcoreConvolutionFwdAlgo_t& algo) {
     check_algo(algo);
     const Solver* s = find_solver(algo, prob.device);
     if (!s)
@@ -91,7 +94,7 @@ extern "C" {
 size_t convcoreGetVersion(void) { return CONVCORE_VERSION; }
 
 const char* convcoreGetStatusName(convcoreStatus_t status) {
-    switch (status) {
+    switch (enum_int(status)) {
         case CONVCORE_STATUS_SUCCESS: return "CONVCORE_STATUS_SUCCESS";
         case CONVCORE_STATUS_BAD_PARAM: return "CONVCORE_STATUS_BAD_PARAM";
         case CONVCORE_STATUS_NOT_SUPPORTED: return "CONVCORE_STATUS_NOT_SUPPORTED";
@@ -125,8 +128,8 @@ convcoreStatus_t convcoreCreateForDevice(convcoreHandle_t* handle, convcoreDevic
     return guard([&] {
         require(handle, "handle");
         *handle = nullptr;
-        if (device != CONVCORE_DEVICE_CPU && device != CONVCORE_DEVICE_CUDA)
-            throw_bad_param("device " + std::to_string(int(device)) +
+        if (enum_int(device) != CONVCORE_DEVICE_CPU && enum_int(device) != CONVCORE_DEVICE_CUDA)
+            throw_bad_param("device " + std::to_string(enum_int(device)) +
                             " is not CONVCORE_DEVICE_CPU or CONVCORE_DEVICE_CUDA");
         auto ctx = std::make_unique<convcoreContext>();
         ctx->device = device;
@@ -201,6 +204,7 @@ convcoreStatus_t convcoreSetTensor4dDescriptor(convcoreTensorDescriptor_t desc,
     // Validate the sizes before computing packed strides from them.
     return guard([&] {
         require(desc, "desc");
+        check_dtype(dataType);  // before passing dataType on (see enum_int)
         check_positive("tensor descriptor", "n", n);
         check_positive("tensor descriptor", "c", c);
         check_positive("tensor descriptor", "h", h);
@@ -330,8 +334,8 @@ convcoreStatus_t convcoreSetConvolution2dDescriptor(convcoreConvolutionDescripto
         if (padH > kMax || padW > kMax || strideH > kMax || strideW > kMax || dilationH > kMax ||
             dilationW > kMax)
             throw_bad_param("padding, stride and dilation must be <= 2^40");
-        if (mode != CONVCORE_CROSS_CORRELATION && mode != CONVCORE_CONVOLUTION)
-            throw_bad_param("mode " + std::to_string(int(mode)) +
+        if (enum_int(mode) != CONVCORE_CROSS_CORRELATION && enum_int(mode) != CONVCORE_CONVOLUTION)
+            throw_bad_param("mode " + std::to_string(enum_int(mode)) +
                             " is not CONVCORE_CROSS_CORRELATION or CONVCORE_CONVOLUTION");
         desc->pad_h = padH;
         desc->pad_w = padW;
@@ -395,7 +399,7 @@ convcoreStatus_t convcoreGetConvolution2dForwardOutputDim(convcoreConvolutionDes
 
 // ---- algorithms ----
 const char* convcoreGetFwdAlgoName(convcoreConvolutionFwdAlgo_t algo) {
-    if (int(algo) < 0 || int(algo) >= CONVCORE_FWD_ALGO_COUNT) return nullptr;
+    if (enum_int(algo) < 0 || enum_int(algo) >= CONVCORE_FWD_ALGO_COUNT) return nullptr;
     return kAlgoNames[algo];
 }
 
@@ -479,6 +483,12 @@ convcoreStatus_t convcoreConvolutionForward(convcoreHandle_t handle, const void*
         if (plan.total() > 0 && !workspace)
             throw_bad_param("workspace is NULL but " + std::to_string(plan.total()) + " bytes are needed");
         const size_t elem = prob.elem_size();
+        check_aligned(x, elem, "x");
+        check_aligned(w, elem, "w");
+        check_aligned(y, elem, "y");
+        if (plan.total() > 0) check_aligned(workspace, elem, "workspace");
+        if (!has_distinct_elements(yDesc->dims, yDesc->strides))
+            throw_bad_param("y: its strides make elements overlap (an output needs distinct elements)");
         const int64_t y_bytes = extent_bytes(yDesc->dims, yDesc->strides, elem);
         if (ranges_overlap(y, y_bytes, x, extent_bytes(xDesc->dims, xDesc->strides, elem)))
             throw_bad_param("y overlaps x: the output must be a separate buffer");

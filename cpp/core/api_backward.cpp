@@ -107,9 +107,10 @@ std::string not_applicable(const S* s, const ConvProblem& prob, const char* name
     return why.find(name) == std::string::npos ? std::string(name) + " (" + pass + "): " + why : why;
 }
 
-const BwdDataSolver& data_solver_for(const ConvProblem& prob, convcoreConvolutionBwdDataAlgo_t algo) {
-    if (int(algo) < 0 || int(algo) >= CONVCORE_BWD_DATA_ALGO_COUNT)
-        throw_bad_param("algo " + std::to_string(int(algo)) + " is not a convcoreConvolutionBwdDataAlgo_t");
+const BwdDataSolver& data_solver_for(const ConvProblem& prob,
+                                     const convcoreConvolutionBwdDataAlgo_t& algo) {
+    if (enum_int(algo) < 0 || enum_int(algo) >= CONVCORE_BWD_DATA_ALGO_COUNT)
+        throw_bad_param("algo " + std::to_string(enum_int(algo)) + " is not a convcoreConvolutionBwdDataAlgo_t");
     const BwdDataSolver* s = find_bwd_data_solver(algo, prob.device);
     const std::string why = not_applicable(s, prob, kBwdDataNames[algo], "backward data");
     if (!why.empty()) throw_not_supported(why);
@@ -117,9 +118,9 @@ const BwdDataSolver& data_solver_for(const ConvProblem& prob, convcoreConvolutio
 }
 
 const BwdFilterSolver& filter_solver_for(const ConvProblem& prob,
-                                         convcoreConvolutionBwdFilterAlgo_t algo) {
-    if (int(algo) < 0 || int(algo) >= CONVCORE_BWD_FILTER_ALGO_COUNT)
-        throw_bad_param("algo " + std::to_string(int(algo)) +
+                                         const convcoreConvolutionBwdFilterAlgo_t& algo) {
+    if (enum_int(algo) < 0 || enum_int(algo) >= CONVCORE_BWD_FILTER_ALGO_COUNT)
+        throw_bad_param("algo " + std::to_string(enum_int(algo)) +
                         " is not a convcoreConvolutionBwdFilterAlgo_t");
     const BwdFilterSolver* s = find_bwd_filter_solver(algo, prob.device);
     const std::string why = not_applicable(s, prob, kBwdFilterNames[algo], "backward filter");
@@ -217,12 +218,12 @@ extern "C" {
 
 // ---- names ----
 const char* convcoreGetBwdDataAlgoName(convcoreConvolutionBwdDataAlgo_t algo) {
-    if (int(algo) < 0 || int(algo) >= CONVCORE_BWD_DATA_ALGO_COUNT) return nullptr;
+    if (enum_int(algo) < 0 || enum_int(algo) >= CONVCORE_BWD_DATA_ALGO_COUNT) return nullptr;
     return kBwdDataNames[algo];
 }
 
 const char* convcoreGetBwdFilterAlgoName(convcoreConvolutionBwdFilterAlgo_t algo) {
-    if (int(algo) < 0 || int(algo) >= CONVCORE_BWD_FILTER_ALGO_COUNT) return nullptr;
+    if (enum_int(algo) < 0 || enum_int(algo) >= CONVCORE_BWD_FILTER_ALGO_COUNT) return nullptr;
     return kBwdFilterNames[algo];
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <new>
 #include <string>
 
@@ -40,6 +41,18 @@ convcoreStatus_t guard(F&& body) {
     }
 }
 
+// The int a C caller passed for an enum parameter. C lets a caller pass any int there, but in
+// C++ an enum holding a value outside its enumerators' range is undefined (UBSan: "load of
+// value 7, which is not a valid value for type ..."), even just to copy it: range checks read
+// the bits, and the enum is only passed on once they have passed.
+template <typename E>
+inline int enum_int(const E& e) {
+    static_assert(sizeof(E) == sizeof(int), "C enums are int-sized");
+    int v;
+    std::memcpy(&v, &e, sizeof v);
+    return v;
+}
+
 template <typename T>
 void require(T* p, const char* name) {
     if (!p) throw_bad_param(std::string(name) + " is NULL");
@@ -55,8 +68,11 @@ inline int64_t checked_mul(int64_t a, int64_t b, const char* what) {
 // Bytes one past the last element of a strided tensor.
 inline int64_t extent_bytes(const int64_t dims[4], const int64_t strides[4], size_t elem) {
     int64_t last = 0;
-    for (int i = 0; i < 4; ++i) last += checked_mul(dims[i] - 1, strides[i], "tensor extent");
-    return checked_mul(last + 1, int64_t(elem), "tensor extent");
+    for (int i = 0; i < 4; ++i)  // the sum overflows too, not only the products
+        if (__builtin_add_overflow(last, checked_mul(dims[i] - 1, strides[i], "tensor extent"), &last))
+            throw_bad_param("tensor extent overflows 64 bits");
+    if (__builtin_add_overflow(last, 1, &last)) throw_bad_param("tensor extent overflows 64 bits");
+    return checked_mul(last, int64_t(elem), "tensor extent");
 }
 
 constexpr size_t kAlign = 64;
@@ -77,6 +93,29 @@ inline void blend_strided(const Context& ctx, size_t elem, const void* src, cons
         return cuda::blend_strided(ctx, elem, src, sv, dst, dv, alpha, beta);
 #endif
     cpu::blend_strided(ctx, elem, src, sv, dst, dv, alpha, beta);
+}
+
+// Data pointers must be aligned to their element size (4 or 8 bytes): the solvers read them
+// as float/double (and the staging copies of the workspace as well).
+inline void check_aligned(const void* p, size_t elem, const char* name) {
+    if (reinterpret_cast<uintptr_t>(p) % elem != 0)
+        throw_bad_param(std::string(name) + " is not aligned to its " + std::to_string(elem) +
+                        "-byte elements (address " + std::to_string(reinterpret_cast<uintptr_t>(p)) +
+                        ")");
+}
+
+// No two indices of an output view address the same element (strides that overlap would make
+// threads write one element concurrently). Axes of length 1 do not count.
+inline bool has_distinct_elements(const int64_t dims[4], const int64_t strides[4]) {
+    int order[4] = {0, 1, 2, 3};
+    std::sort(order, order + 4, [&](int a, int b) { return strides[a] < strides[b]; });
+    int64_t span = 1;  // elements covered by the inner axes
+    for (int i : order) {
+        if (dims[i] == 1) continue;
+        if (strides[i] < span) return false;
+        span = strides[i] * dims[i];  // fits: the descriptor's extent was checked
+    }
+    return true;
 }
 
 inline bool ranges_overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {

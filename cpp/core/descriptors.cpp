@@ -1,5 +1,6 @@
 #include "core/descriptors.hpp"
 
+#include <cstdint>
 #include <sstream>
 #include <string>
 
@@ -43,14 +44,25 @@ void output_dims(const convcoreTensorStruct* x, const convcoreFilterStruct* w,
         err << "w: output channels K=" << w->k << " are not divisible by groups=" << g;
         throw_bad_param(err.str());
     }
-    const int64_t p = conv_output_size(h, conv->pad_h, w->r, conv->stride_h, conv->dil_h);
-    const int64_t q = conv_output_size(wd, conv->pad_w, w->s, conv->stride_w, conv->dil_w);
+    // conv_output_size computes dil*(k-1)+1: with a filter size near 2^60 and a dilation near
+    // 2^40 that leaves int64, so the empty case (the filter spans more than the padded input,
+    // which is < 2^61: sizes are < 2^60 and padding <= 2^40) is decided here first.
+    const auto axis_size = [](int64_t in, int64_t pad, int64_t k, int64_t stride, int64_t dil) {
+        int64_t span;
+        if (__builtin_mul_overflow(dil, k - 1, &span) || span >= in + 2 * pad) return int64_t(0);
+        return conv_output_size(in, pad, k, stride, dil);
+    };
+    const int64_t p = axis_size(h, conv->pad_h, w->r, conv->stride_h, conv->dil_h);
+    const int64_t q = axis_size(wd, conv->pad_w, w->s, conv->stride_w, conv->dil_w);
     if (p < 1 || q < 1) {
         const bool rows = p < 1;
         const int64_t in = rows ? h : wd, pad = rows ? conv->pad_h : conv->pad_w;
         const int64_t kk = rows ? w->r : w->s, dil = rows ? conv->dil_h : conv->dil_w;
+        int64_t span;  // may overflow (see axis_size): then say so
+        const bool huge = __builtin_mul_overflow(dil, kk - 1, &span) || span == INT64_MAX;
         err << "empty output: the filter " << (rows ? "height R=" : "width S=") << kk
-            << " with dilation " << dil << " spans " << dil * (kk - 1) + 1
+            << " with dilation " << dil << " spans "
+            << (huge ? std::string("more than 2^63") : std::to_string(span + 1))
             << " but the padded input " << (rows ? "height" : "width") << " is " << in + 2 * pad
             << " (" << (rows ? "H=" : "W=") << in << " + 2*pad " << pad << ")";
         throw_bad_param(err.str());
@@ -106,7 +118,15 @@ ConvProblem make_problem(convcoreDeviceType_t device, const convcoreTensorStruct
             }
         }
         for (int i = 0; i < 4; ++i) p.y_strides[i] = y->strides[i];
-    } else {
+    } else {  // no y descriptor (a query): its packed size must still be representable
+        int64_t bytes;
+        if (__builtin_mul_overflow(p.n, p.k, &bytes) || __builtin_mul_overflow(bytes, p.p, &bytes) ||
+            __builtin_mul_overflow(bytes, p.q, &bytes) || __builtin_mul_overflow(bytes, 8, &bytes)) {
+            std::ostringstream err;
+            err << "the output " << p.n << "x" << p.k << "x" << p.p << "x" << p.q
+                << " has more elements than 64-bit sizes can address";
+            throw_bad_param(err.str());
+        }
         packed_strides(p.n, p.k, p.p, p.q, p.y_strides);
     }
     return p;
