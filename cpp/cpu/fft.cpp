@@ -57,6 +57,12 @@ Geometry geometry(const ConvProblem& p) {
     g.sd = p.dil_w * (p.s - 1) + 1;
     g.hu = (p.p - 1) * p.stride_h + g.rd;
     g.wu = (p.q - 1) * p.stride_w + g.sd;
+    // An image past any workspace cap: say so (why_not) before the sizes below leave int64.
+    // One plane of it is a lower bound of the workspace.
+    if (double(g.hu) * double(g.wu) > double(kWorkspaceCap)) {
+        g.ws.add(double(g.hu) * double(g.wu), sizeof(T));
+        return g;
+    }
     // Lw: the cheapest size for FFTW. Lh: the cheapest by the cost model, among that and the
     // sizes that let the filter DFT split its column frequencies 2 or 4 ways.
     g.lw = good_size(g.wu, true);

@@ -90,6 +90,7 @@ std::string too_big(const char* algo, double bytes) {
 size_t Carver::add(double count, size_t elem) {
     const double bytes = count * double(elem);
     const size_t at = end_;
+    wanted_ += (bytes + 63) / 64 * 64;
     if (overflow_ || bytes > double(kWorkspaceCap) * 4) {  // far past any cap: stop counting
         overflow_ = true;
         return at;

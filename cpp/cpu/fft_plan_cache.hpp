@@ -104,11 +104,13 @@ class Carver {
    public:
     // Reserves `count` elements of `elem` bytes; returns the section's offset from the base.
     size_t add(double count, size_t elem);
-    double total() const { return double(end_) + 64.0; }
+    // Past the overflow, the bytes that were asked for (for the "would need N GB" message).
+    double total() const { return (overflow_ ? wanted_ : double(end_)) + 64.0; }
     bool overflow() const { return overflow_; }
 
    private:
     size_t end_ = 0;
+    double wanted_ = 0;
     bool overflow_ = false;
 };
 // The 64-byte-aligned base of a workspace sized by Carver::total().

@@ -77,8 +77,11 @@ Geometry geometry(const ConvProblem& p) {
     for (int64_t th : candidates(g.rd, g.ah, false)) {
         for (int64_t tw : candidates(g.sd, g.aw, true)) {
             const double tiles = double(ceil_div(g.ah, th - g.rd + 1)) * double(ceil_div(g.aw, tw - g.sd + 1));
-            const double fp = double(padded<T>(th * (tw / 2 + 1)));
-            const double fft = kFftCost * double(th * tw) * std::log2(double(th * tw) + 1) *
+            // in double: th * tw leaves int64 for whole-image tiles of huge images (exact below 2^53)
+            const double area = double(th) * double(tw);
+            const double fp = std::ceil(double(th) * double(tw / 2 + 1) / double(block<T>())) *
+                              double(block<T>());  // padded<T>(th * (tw / 2 + 1))
+            const double fft = kFftCost * area * std::log2(area + 1) *
                                (size_weight(th) + size_weight(tw)) / 2;
             const int64_t split = th % (4 * block<T>()) == 0 ? 4 : th % (2 * block<T>()) == 0 ? 2 : 1;
             const double cost = k * cg * kDftCost * fp * (double(p.r) / double(split) + 1.0) +
@@ -90,6 +93,12 @@ Geometry geometry(const ConvProblem& p) {
                 g.tw = tw;
             }
         }
+    }
+    // A tile past any workspace cap (a huge image or filter span): say so (why_not) before the
+    // sizes below leave int64.
+    if (double(g.th) * double(g.tw) > double(kWorkspaceCap)) {
+        g.ws.add(double(g.th) * double(g.tw / 2 + 1) * 2.0, sizeof(T));
+        return g;
     }
     g.oh = g.th - g.rd + 1;
     g.ow = g.tw - g.sd + 1;
@@ -115,6 +124,16 @@ Geometry geometry_of(const ConvProblem& p) {
 std::string why_not(const ConvProblem& p) {
     if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
         return "FFT_TILING runs float32 and float64 only";
+    // It computes every stride-1 output of the region the outputs span: refuse strides that
+    // make that more than 64 times the outputs (stride 2^31 on a 2-column output would be
+    // 2^31 columns of tiles for 2 outputs: hours).
+    const double stride1 = (double(p.p - 1) * double(p.stride_h) + 1.0) *
+                           (double(p.q - 1) * double(p.stride_w) + 1.0);
+    if (stride1 > 64.0 * double(p.p) * double(p.q))
+        return "FFT_TILING computes every stride-1 output: with stride " +
+               std::to_string(p.stride_h) + "x" + std::to_string(p.stride_w) + " that is " +
+               std::to_string(int64_t(stride1 / (double(p.p) * double(p.q)))) +
+               " times the outputs (the limit is 64)";
     const Geometry g = geometry_of(p);
     if (g.ws.overflow() || g.ws.total() > double(kWorkspaceCap))
         return too_big("FFT_TILING", g.ws.total());

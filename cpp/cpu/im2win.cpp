@@ -88,6 +88,16 @@ Geometry geometry(const ConvProblem& p) {
 std::string why_not(const ConvProblem& p) {
     if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
         return "IM2WIN runs float32 and float64 only";
+    // The workspace is at most a band of BAND_BYTES (or one output row of windows) plus the
+    // packed filter; in double, since for huge shapes the int64 products of geometry() overflow.
+    const double es = double(p.elem_size());
+    const double wp = double(p.q - 1) * double(p.stride_w) + double(p.s - 1) * double(p.dil_w) + 1;
+    const double row = double(p.c) * wp * double(p.r) * es;
+    const double filt = (double(p.k) + double(p.groups) * double(kb_of(p))) * double(p.s) *
+                        double(p.c_per_group()) * double(p.r) * es;
+    if (double(BAND_BYTES) + row + filt > 0x1p62)
+        return "IM2WIN: its workspace (a band of window rows and the packed filter) would exceed "
+               "2^62 bytes for this problem";
     return "";
 }
 

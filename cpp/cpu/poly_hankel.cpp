@@ -59,6 +59,12 @@ Geometry geometry(const ConvProblem& p) {
     g.kw = p.dil_w * (p.s - 1) + 1;
     g.hu = (p.p - 1) * p.stride_h + g.kh;
     g.iw = (p.q - 1) * p.stride_w + g.kw;
+    // An image past any workspace cap: say so (why_not) before the sizes below leave int64.
+    // One plane of it is a lower bound of the workspace.
+    if (double(g.hu) * double(g.iw) > double(kWorkspaceCap)) {
+        g.ws.add(double(g.hu) * double(g.iw), sizeof(T));
+        return g;
+    }
     g.len = good_size(g.hu * g.iw, true);
     g.f = g.len / 2 + 1;
     g.fp = padded<T>(g.f);
