@@ -198,7 +198,9 @@ CONVCORE_API convcoreStatus_t convcoreGetConvolutionForwardAlgorithm(
  * beta == 0: y is only written, never read (it may hold NaN).
  * x, w, y, workspace are host pointers on a CPU handle and device pointers on a CUDA handle
  * (the work is queued on the handle's stream). workspace may be NULL when the size is 0;
- * a workspace smaller than the query's answer is BAD_PARAM. y must not overlap x or w. */
+ * a workspace smaller than the query's answer is BAD_PARAM. y must not overlap x or w, and
+ * y's strides must not make two of its elements overlap. x, w, y and workspace must be aligned
+ * to the element size (4 or 8 bytes; no more is needed): BAD_PARAM otherwise. */
 CONVCORE_API convcoreStatus_t convcoreConvolutionForward(
     convcoreHandle_t handle, const void* alpha, convcoreTensorDescriptor_t xDesc, const void* x,
     convcoreFilterDescriptor_t wDesc, const void* w, convcoreConvolutionDescriptor_t convDesc,
