@@ -264,6 +264,8 @@ def _import_input(obj, name, dlpack_stream, need_packed):
         _check_numpy_dtype(obj, name)
         if not obj.dtype.isnative:
             obj = obj.astype(obj.dtype.newbyteorder("="))
+        if not obj.flags.aligned:  # e.g. np.frombuffer at an odd offset: the C API needs
+            obj = obj.copy()       # element-aligned data
     elif _is_torch_tensor(obj):
         if obj.requires_grad:
             obj = obj.detach()
@@ -456,6 +458,9 @@ class Convolution:
         if y_shape[0] == 0:  # an empty batch: nothing to compute, only check out
             if tuple(out.shape) != y_shape:
                 raise BadParamError(f"out: expected shape {y_shape}, got {tuple(out.shape)}")
+            ot = _import_output(out, dlpack_stream)  # read-only, requires grad, ...
+            if ot.dtype != dtype:
+                raise BadParamError(f"out: dtype {ot.dtype} does not match x: dtype {dtype}")
             return out
         yt = _import_output(out, dlpack_stream)
         workspace = getattr(self._local, "workspace", None)
