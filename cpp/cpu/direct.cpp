@@ -1,6 +1,9 @@
 // DIRECT: the reference algorithm. Plain loops over every output element, accumulating in
 // double, supporting every stride, padding, dilation, group count and both modes. Simple on
 // purpose: the other algorithms are checked against it in convcore bench.
+#include <cmath>
+#include <vector>
+
 #include "common/blend.hpp"
 #include "common/conv_index.hpp"
 #include "core/solver.hpp"
@@ -20,6 +23,13 @@ void run_t(const ConvArgs& a) {
     T* y = static_cast<T*>(a.y);
     const int64_t cg = p.c_per_group(), kg = p.k_per_group();
     const T alpha = T(a.alpha), beta = T(a.beta);
+    // Filter slices (k, c) holding a NaN or an Inf. The loops skip the zero padding; for these
+    // slices its taps still count, as 0 * w (NaN for w = +-Inf or NaN), which is what PyTorch
+    // and the GEMM algorithms give, since they multiply the padding (docs/algorithms.md).
+    std::vector<char> nonfinite(size_t(p.k * cg), 0);
+    for (int64_t i = 0; i < p.k * cg; ++i)
+        for (int64_t t = 0; t < p.r * p.s && !nonfinite[size_t(i)]; ++t)
+            nonfinite[size_t(i)] = !std::isfinite(double(w[i * p.r * p.s + t]));
     // One task per output row (n, k, oh).
 #pragma omp parallel for collapse(3) num_threads(a.ctx.threads()) schedule(static)
     for (int64_t n = 0; n < p.n; ++n) {
@@ -33,6 +43,13 @@ void run_t(const ConvArgs& a) {
                     for (int64_t c = 0; c < cg; ++c) {
                         const T* xc = x + offset4(n, g * cg + c, 0, 0, p.x_strides);
                         const T* wc = w + (k * cg + c) * p.r * p.s;
+                        const bool padded = rr.begin > 0 || rr.end < p.r || sr.begin > 0 || sr.end < p.s;
+                        if (padded && nonfinite[size_t(k * cg + c)])
+                            for (int64_t r = 0; r < p.r; ++r)
+                                for (int64_t s = 0; s < p.s; ++s)
+                                    if (r < rr.begin || r >= rr.end || s < sr.begin || s >= sr.end)
+                                        acc += 0.0 * double(wc[conv_filter_tap(r, p.r, p.flip) * p.s +
+                                                              conv_filter_tap(s, p.s, p.flip)]);
                         for (int64_t r = rr.begin; r < rr.end; ++r) {
                             const int64_t ih = conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h);
                             const int64_t fr = conv_filter_tap(r, p.r, p.flip);
