@@ -191,4 +191,33 @@ TEST(Hardening, FftTilingRefusesHugeStrides) {
         << last_error();
 }
 
+// DIRECT skipped the zero padding, so an Inf weight gave Inf at the borders where the GEMM
+// algorithms (and PyTorch's reference path) give 0 * Inf = NaN. Now the three agree.
+TEST(Hardening, InfWeightTimesPaddingIsNaN) {
+    convcore::Handle h;
+    convcore::TensorDesc x(CONVCORE_DATA_FLOAT, 1, 1, 4, 4), y(CONVCORE_DATA_FLOAT, 1, 1, 4, 4);
+    convcore::FilterDesc w(CONVCORE_DATA_FLOAT, 1, 1, 3, 3);
+    convcore::ConvDesc conv(1);
+    std::vector<float> xs(16, 1.0f), ws(9, 0.5f);
+    ws[0] = INFINITY;  // tap (0, 0): in the padding for the top row and the left column
+    const float one = 1, zero = 0;
+    for (auto algo : {CONVCORE_FWD_ALGO_DIRECT, CONVCORE_FWD_ALGO_IM2COL_GEMM, CONVCORE_FWD_ALGO_IMPLICIT_GEMM}) {
+        size_t bytes = 0;
+        ASSERT_EQ(convcoreGetConvolutionForwardWorkspaceSize(h, x, w, conv, y, algo, &bytes), CONVCORE_STATUS_SUCCESS);
+        std::vector<double> wsp(bytes / 8 + 1);
+        std::vector<float> ys(16, 0.0f);
+        ASSERT_EQ(convcoreConvolutionForward(h, &one, x, xs.data(), w, ws.data(), conv, algo, wsp.data(), bytes,
+                                             &zero, y, ys.data()),
+                  CONVCORE_STATUS_SUCCESS);
+        for (int i = 0; i < 4; ++i)
+            for (int j = 0; j < 4; ++j) {
+                const float v = ys[size_t(i * 4 + j)];
+                if (i == 0 || j == 0)
+                    EXPECT_TRUE(std::isnan(v)) << convcoreGetFwdAlgoName(algo) << " y[" << i << "][" << j << "] = " << v;
+                else
+                    EXPECT_TRUE(std::isinf(v) && v > 0) << convcoreGetFwdAlgoName(algo) << " y[" << i << "][" << j << "] = " << v;
+            }
+    }
+}
+
 }  // namespace
