@@ -17,7 +17,7 @@
 
 #include "convcore/convcore.h"
 #include "convcore/convcore.hpp"
-#include "reference.hpp"
+#include "forward_case.hpp"
 
 using namespace convcore_test;
 
@@ -28,68 +28,12 @@ constexpr double BOUND_F32 = 1e-5, BOUND_F64 = 1e-13;
 
 std::string last_error() { return convcoreGetLastErrorString(); }
 
-std::string describe(const Shape& p) {
-    return "n" + std::to_string(p.n) + " c" + std::to_string(p.c) + " " + std::to_string(p.h) + "x" +
-           std::to_string(p.w) + " k" + std::to_string(p.k) + " " + std::to_string(p.r) + "x" +
-           std::to_string(p.s) + " pad" + std::to_string(p.pad_h) + "," + std::to_string(p.pad_w) + " g" +
-           std::to_string(p.groups) + (p.flip ? " conv" : " xcorr");
-}
+using Case = ForwardCase;
 
-struct Case {
-    Shape shape;
-    double alpha, beta;
-    bool strided_y;  // y stored NHWC, described with strides
-    int threads;     // 0: the handle's default
-};
-
-// Runs CYCLIC_MINIMAL on the case; returns the relative error against the reference (with
-// the alpha/beta blend applied to the reference too). y is NaN-poisoned when beta == 0.
+// Runs CYCLIC_MINIMAL on the case (forward_case.hpp): the relative error against the reference.
 template <typename T>
 double run_case(const Case& tc, std::mt19937& rng, std::vector<T>* out = nullptr) {
-    const Shape& p = tc.shape;
-    const convcoreDataType_t dt = sizeof(T) == 8 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT;
-    convcore::Handle h;
-    if (tc.threads > 0) EXPECT_EQ(convcoreSetNumThreads(h, tc.threads), CONVCORE_STATUS_SUCCESS);
-    convcore::TensorDesc xd(dt, p.n, p.c, p.h, p.w);
-    convcore::FilterDesc wd(dt, p.k, p.c / p.groups, p.r, p.s);
-    convcore::ConvDesc conv;
-    conv.set(p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h, p.dil_w,
-             p.flip ? CONVCORE_CONVOLUTION : CONVCORE_CROSS_CORRELATION);
-    conv.set_groups(p.groups);
-    const int64_t P = p.out_h(), Q = p.out_w();
-    convcore::TensorDesc yd(dt, p.n, p.k, P, Q);
-    if (tc.strided_y) yd.set_strided(dt, {p.n, p.k, P, Q}, {P * Q * p.k, 1, Q * p.k, p.k});
-
-    const auto xr = random_vector(size_t(p.n * p.c * p.h * p.w), rng);
-    const auto wr = random_vector(size_t(p.k * (p.c / p.groups) * p.r * p.s), rng);
-    const auto y0 = random_vector(size_t(p.n * p.k * P * Q), rng);
-    // The reference sees the inputs rounded to T, as the algorithm does.
-    std::vector<T> x(xr.begin(), xr.end()), w(wr.begin(), wr.end()), y(y0.size());
-    const std::vector<double> xt(x.begin(), x.end()), wt(w.begin(), w.end());
-    auto ref = reference_conv(p, xt, wt);
-    auto y_index = [&](int64_t i) -> size_t {  // packed NCHW index -> storage index
-        if (!tc.strided_y) return size_t(i);
-        const int64_t q = i % Q, pp = (i / Q) % P, k = (i / (P * Q)) % p.k, n = i / (P * Q * p.k);
-        return size_t(((n * P + pp) * Q + q) * p.k + k);
-    };
-    for (size_t i = 0; i < y0.size(); ++i)
-        y[y_index(int64_t(i))] = tc.beta == 0 ? std::numeric_limits<T>::quiet_NaN() : T(y0[i]);
-    for (size_t i = 0; i < ref.size(); ++i) ref[i] = tc.alpha * ref[i] + tc.beta * double(T(y0[i]));
-
-    size_t bytes = 0;
-    const convcoreStatus_t st = convcoreGetConvolutionForwardWorkspaceSize(h, xd, wd, conv, yd, ALGO, &bytes);
-    EXPECT_EQ(st, CONVCORE_STATUS_SUCCESS) << last_error();
-    if (st != CONVCORE_STATUS_SUCCESS) return INFINITY;
-    std::vector<char> ws(bytes);
-    const T alpha = T(tc.alpha), beta = T(tc.beta);
-    const convcoreStatus_t run = convcoreConvolutionForward(h, &alpha, xd, x.data(), wd, w.data(), conv, ALGO,
-                                                            ws.data(), bytes, &beta, yd, y.data());
-    EXPECT_EQ(run, CONVCORE_STATUS_SUCCESS) << last_error();
-    if (run != CONVCORE_STATUS_SUCCESS) return INFINITY;
-    std::vector<double> got(ref.size());
-    for (size_t i = 0; i < got.size(); ++i) got[i] = double(y[y_index(int64_t(i))]);
-    if (out) *out = y;
-    return relative_error(got, ref);  // NaN (a leaked poison value) fails every EXPECT_LT
+    return run_forward_case<T>(ALGO, tc, rng, out);
 }
 
 Shape shape(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t f, int64_t pad, int64_t groups,

@@ -17,7 +17,7 @@
 
 #include "convcore/convcore.h"
 #include "convcore/convcore.hpp"
-#include "reference.hpp"
+#include "forward_case.hpp"
 
 using namespace convcore_test;
 
@@ -42,71 +42,24 @@ std::map<std::string, double>& worst() {
     return m;
 }
 
-struct Case {
-    Shape shape;
-    double alpha, beta;
-    int threads;       // 0: the default
-    size_t ws_offset;  // misalign the workspace base by this many bytes
-};
+using Case = ForwardCase;
 
+// Runs the case (forward_case.hpp) and checks the algorithm's bound; records the worst error.
 template <typename T>
 double run_case(convcoreConvolutionFwdAlgo_t algo, const Case& tc, std::mt19937& rng,
                 std::vector<T>* out = nullptr) {
-    const Shape& p = tc.shape;
-    const convcoreDataType_t dt = sizeof(T) == 8 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT;
-    convcore::Handle h;
-    if (tc.threads > 0) EXPECT_EQ(convcoreSetNumThreads(h, tc.threads), CONVCORE_STATUS_SUCCESS);
-    convcore::TensorDesc xd(dt, p.n, p.c, p.h, p.w);
-    convcore::FilterDesc wd(dt, p.k, p.c / p.groups, p.r, p.s);
-    convcore::ConvDesc conv;
-    conv.set(p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h, p.dil_w,
-             p.flip ? CONVCORE_CONVOLUTION : CONVCORE_CROSS_CORRELATION);
-    conv.set_groups(p.groups);
-    const int64_t P = p.out_h(), Q = p.out_w();
-    convcore::TensorDesc yd(dt, p.n, p.k, P, Q);
-
-    const auto xr = random_vector(size_t(p.n * p.c * p.h * p.w), rng);
-    const auto wr = random_vector(size_t(p.k * (p.c / p.groups) * p.r * p.s), rng);
-    const auto y0 = random_vector(size_t(p.n * p.k * P * Q), rng);
-    auto ref = reference_conv(p, xr, wr);
-    std::vector<T> x(xr.begin(), xr.end()), w(wr.begin(), wr.end()), y(y0.size());
-    for (size_t i = 0; i < y0.size(); ++i)
-        y[i] = tc.beta == 0 ? std::numeric_limits<T>::quiet_NaN() : T(y0[i]);
-    for (size_t i = 0; i < ref.size(); ++i) ref[i] = tc.alpha * ref[i] + tc.beta * y0[i];
-
-    size_t bytes = 0;
-    const convcoreStatus_t st = convcoreGetConvolutionForwardWorkspaceSize(h, xd, wd, conv, yd, algo, &bytes);
-    EXPECT_EQ(st, CONVCORE_STATUS_SUCCESS) << convcoreGetFwdAlgoName(algo) << ": " << last_error();
-    if (st != CONVCORE_STATUS_SUCCESS) return 1.0;
-    std::vector<char> ws(bytes + tc.ws_offset + 64);
-    // malloc's 16-byte alignment, then tc.ws_offset more
-    char* wsp = ws.data() + (16 - reinterpret_cast<uintptr_t>(ws.data()) % 16) % 16 + tc.ws_offset;
-    const T alpha = T(tc.alpha), beta = T(tc.beta);
-    const convcoreStatus_t run = convcoreConvolutionForward(h, &alpha, xd, x.data(), wd, w.data(), conv, algo,
-                                                            wsp, bytes, &beta, yd, y.data());
-    EXPECT_EQ(run, CONVCORE_STATUS_SUCCESS) << last_error();
-    if (run != CONVCORE_STATUS_SUCCESS) return 1.0;
-    std::vector<double> got(y.begin(), y.end());
-    const double err = relative_error(got, ref);
+    const double err = run_forward_case<T>(algo, tc, rng, out);
     const Bound b = bound_of(algo);
-    const double bound = sizeof(T) == 8 ? b.f64 : b.f32;
-    EXPECT_LT(err, bound) << convcoreGetFwdAlgoName(algo) << (sizeof(T) == 8 ? " f64" : " f32") << " n"
-                          << p.n << " c" << p.c << " " << p.h << "x" << p.w << " k" << p.k << " " << p.r
-                          << "x" << p.s << " pad" << p.pad_h << "," << p.pad_w << " stride" << p.stride_h
-                          << "," << p.stride_w << " dil" << p.dil_h << "," << p.dil_w << " g" << p.groups
-                          << " flip" << p.flip << " alpha" << tc.alpha << " beta" << tc.beta;
+    EXPECT_LT(err, sizeof(T) == 8 ? b.f64 : b.f32)
+        << convcoreGetFwdAlgoName(algo) << (sizeof(T) == 8 ? " f64 " : " f32 ") << describe(tc.shape)
+        << " alpha" << tc.alpha << " beta" << tc.beta;
     double& wv = worst()[std::string(convcoreGetFwdAlgoName(algo)) + (sizeof(T) == 8 ? " f64" : " f32")];
     wv = std::max(wv, err);
-    if (out) *out = y;
     return err;
 }
 
 class FftFamily : public ::testing::TestWithParam<convcoreConvolutionFwdAlgo_t> {};
 
-Shape shape(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t r, int64_t s, int64_t pad,
-            int64_t stride = 1, int64_t dil = 1, int64_t groups = 1, bool flip = false) {
-    return Shape{n, c, h, w, k, r, s, pad, pad, stride, stride, dil, dil, groups, flip};
-}
 
 }  // namespace
 
@@ -132,7 +85,7 @@ TEST_P(FftFamily, RandomProblemsMatchFloat64Reference) {
         p.flip = trial % 2 == 1;
         p.h = pick(int(std::max<int64_t>(1, p.dil_h * (p.r - 1) + 1 - 2 * p.pad_h)), 29);
         p.w = pick(int(std::max<int64_t>(1, p.dil_w * (p.s - 1) + 1 - 2 * p.pad_w)), 29);
-        const Case tc{p, trial % 3 == 0 ? 1.0 : 0.75, trial % 4 == 0 ? 0.5 : 0.0, 0, 0};
+        const Case tc{p, trial % 3 == 0 ? 1.0 : 0.75, trial % 4 == 0 ? 0.5 : 0.0, false, 0, 0};
         run_case<float>(algo, tc, rng);
         run_case<double>(algo, tc, rng);
     }
@@ -142,47 +95,47 @@ TEST_P(FftFamily, SingleChannelAndLargeFilters) {
     const convcoreConvolutionFwdAlgo_t algo = GetParam();
     std::mt19937 rng(99);
     const Shape shapes[] = {
-        shape(1, 1, 128, 128, 1, 3, 3, 1),          // one channel, 3x3
-        shape(1, 1, 97, 131, 1, 11, 11, 5),         // 11x11, odd sizes
-        shape(2, 3, 61, 59, 2, 25, 25, 12),         // 25x25
-        shape(1, 2, 40, 40, 3, 25, 25, 0),          // 25x25, valid only
-        shape(1, 1, 45, 45, 1, 11, 11, 0, 1, 1, 1, true),
-        shape(2, 4, 33, 35, 4, 9, 7, 4, 2, 1, 2),   // strided, grouped
-        shape(1, 2, 37, 41, 2, 5, 5, 6, 1, 3, 1),   // dilated, padding larger than the filter
-        shape(1, 6, 17, 19, 6, 3, 3, 1, 1, 1, 6),   // depthwise
-        shape(1, 3, 56, 56, 4, 9, 9, 4),            // 64-row planes: the 4-way split filter DFT
-        shape(1, 2, 52, 52, 3, 5, 5, 4, 1, 3),      // ... with dilation 3 (every split class)
-        shape(3, 2, 1, 37, 2, 1, 5, 0),             // one-row image
-        shape(1, 1, 1, 1, 1, 1, 1, 0),              // 1x1 everything
+        make_shape(1, 1, 128, 128, 1, 3, 3, 1),          // one channel, 3x3
+        make_shape(1, 1, 97, 131, 1, 11, 11, 5),         // 11x11, odd sizes
+        make_shape(2, 3, 61, 59, 2, 25, 25, 12),         // 25x25
+        make_shape(1, 2, 40, 40, 3, 25, 25, 0),          // 25x25, valid only
+        make_shape(1, 1, 45, 45, 1, 11, 11, 0, 1, 1, 1, true),
+        make_shape(2, 4, 33, 35, 4, 9, 7, 4, 2, 1, 2),   // strided, grouped
+        make_shape(1, 2, 37, 41, 2, 5, 5, 6, 1, 3, 1),   // dilated, padding larger than the filter
+        make_shape(1, 6, 17, 19, 6, 3, 3, 1, 1, 1, 6),   // depthwise
+        make_shape(1, 3, 56, 56, 4, 9, 9, 4),            // 64-row planes: the 4-way split filter DFT
+        make_shape(1, 2, 52, 52, 3, 5, 5, 4, 1, 3),      // ... with dilation 3 (every split class)
+        make_shape(3, 2, 1, 37, 2, 1, 5, 0),             // one-row image
+        make_shape(1, 1, 1, 1, 1, 1, 1, 0),              // 1x1 everything
     };
     for (const Shape& s : shapes) {
-        run_case<float>(algo, {s, 1.0, 0.0, 0, 0}, rng);
-        run_case<double>(algo, {s, 1.0, 0.0, 0, 0}, rng);
+        run_case<float>(algo, {s, 1.0, 0.0, false, 0, 0}, rng);
+        run_case<double>(algo, {s, 1.0, 0.0, false, 0, 0}, rng);
     }
     // a larger image (one channel, 3x3) in float32 and a 15x15 64-channel-ish layer, smaller
-    run_case<float>(algo, {shape(1, 1, 300, 257, 1, 3, 3, 1), 1.0, 0.0, 0, 0}, rng);
-    run_case<float>(algo, {shape(1, 8, 30, 30, 8, 15, 15, 7), 1.0, 0.0, 0, 0}, rng);
+    run_case<float>(algo, {make_shape(1, 1, 300, 257, 1, 3, 3, 1), 1.0, 0.0, false, 0, 0}, rng);
+    run_case<float>(algo, {make_shape(1, 8, 30, 30, 8, 15, 15, 7), 1.0, 0.0, false, 0, 0}, rng);
 }
 
 TEST_P(FftFamily, AlphaBetaAndMisalignedWorkspace) {
     const convcoreConvolutionFwdAlgo_t algo = GetParam();
     std::mt19937 rng(7);
-    const Shape s = shape(2, 3, 23, 21, 4, 5, 3, 2);
-    run_case<float>(algo, {s, 2.5, -1.5, 0, 0}, rng);
-    run_case<double>(algo, {s, -0.5, 3.0, 0, 0}, rng);
-    run_case<float>(algo, {s, 1.0, 0.0, 0, 16}, rng);  // NumPy-like 16-byte base
-    run_case<double>(algo, {s, 1.0, 0.0, 0, 8}, rng);
-    run_case<float>(algo, {s, 1.0, 0.0, 0, 4}, rng);
+    const Shape s = make_shape(2, 3, 23, 21, 4, 5, 3, 2);
+    run_case<float>(algo, {s, 2.5, -1.5, false, 0, 0}, rng);
+    run_case<double>(algo, {s, -0.5, 3.0, false, 0, 0}, rng);
+    run_case<float>(algo, {s, 1.0, 0.0, false, 0, 16}, rng);  // NumPy-like 16-byte base
+    run_case<double>(algo, {s, 1.0, 0.0, false, 0, 8}, rng);
+    run_case<float>(algo, {s, 1.0, 0.0, false, 0, 4}, rng);
 }
 
 TEST_P(FftFamily, SameResultForAnyThreadCount) {
     const convcoreConvolutionFwdAlgo_t algo = GetParam();
-    const Shape s = shape(3, 5, 31, 29, 7, 5, 5, 2, 1, 1, 1, true);
+    const Shape s = make_shape(3, 5, 31, 29, 7, 5, 5, 2, 1, 1, 1, true);
     std::vector<float> a, b, c;
     std::mt19937 r1(5), r2(5), r3(5);
-    run_case<float>(algo, {s, 1.0, 0.0, 1, 0}, r1, &a);
-    run_case<float>(algo, {s, 1.0, 0.0, 2, 0}, r2, &b);
-    run_case<float>(algo, {s, 1.0, 0.0, 3, 0}, r3, &c);
+    run_case<float>(algo, {s, 1.0, 0.0, false, 1, 0}, r1, &a);
+    run_case<float>(algo, {s, 1.0, 0.0, false, 2, 0}, r2, &b);
+    run_case<float>(algo, {s, 1.0, 0.0, false, 3, 0}, r3, &c);
     EXPECT_EQ(a, b);
     EXPECT_EQ(a, c);
 }

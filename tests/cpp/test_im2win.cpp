@@ -17,7 +17,7 @@
 
 #include "convcore/convcore.h"
 #include "convcore/convcore.hpp"
-#include "reference.hpp"
+#include "forward_case.hpp"
 
 using namespace convcore_test;
 
@@ -28,74 +28,12 @@ constexpr double BOUND_F32 = 1e-5, BOUND_F64 = 1e-13;
 
 std::string last_error() { return convcoreGetLastErrorString(); }
 
-std::string describe(const Shape& p) {
-    return "n" + std::to_string(p.n) + " c" + std::to_string(p.c) + " " + std::to_string(p.h) + "x" +
-           std::to_string(p.w) + " k" + std::to_string(p.k) + " " + std::to_string(p.r) + "x" +
-           std::to_string(p.s) + " pad" + std::to_string(p.pad_h) + "," + std::to_string(p.pad_w) + " g" +
-           std::to_string(p.groups) + " stride" + std::to_string(p.stride_h) + "," + std::to_string(p.stride_w) +
-           " dil" + std::to_string(p.dil_h) + "," + std::to_string(p.dil_w) + (p.flip ? " conv" : " xcorr");
-}
+using Case = ForwardCase;
 
-struct Case {
-    Shape shape;
-    double alpha, beta;
-    bool strided_y;  // y stored NHWC, described with strides
-    int threads;     // 0: the handle's default
-};
-
-// Runs IM2WIN on the case; returns the relative error against the reference (with
-// the alpha/beta blend applied to the reference too). y is NaN-poisoned when beta == 0.
+// Runs IM2WIN on the case (forward_case.hpp): the relative error against the reference.
 template <typename T>
 double run_case(const Case& tc, std::mt19937& rng, std::vector<T>* out = nullptr) {
-    const Shape& p = tc.shape;
-    const convcoreDataType_t dt = sizeof(T) == 8 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT;
-    convcore::Handle h;
-    if (tc.threads > 0) EXPECT_EQ(convcoreSetNumThreads(h, tc.threads), CONVCORE_STATUS_SUCCESS);
-    convcore::TensorDesc xd(dt, p.n, p.c, p.h, p.w);
-    convcore::FilterDesc wd(dt, p.k, p.c / p.groups, p.r, p.s);
-    convcore::ConvDesc conv;
-    conv.set(p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h, p.dil_w,
-             p.flip ? CONVCORE_CONVOLUTION : CONVCORE_CROSS_CORRELATION);
-    conv.set_groups(p.groups);
-    const int64_t P = p.out_h(), Q = p.out_w();
-    convcore::TensorDesc yd(dt, p.n, p.k, P, Q);
-    if (tc.strided_y) yd.set_strided(dt, {p.n, p.k, P, Q}, {P * Q * p.k, 1, Q * p.k, p.k});
-
-    const auto xr = random_vector(size_t(p.n * p.c * p.h * p.w), rng);
-    const auto wr = random_vector(size_t(p.k * (p.c / p.groups) * p.r * p.s), rng);
-    const auto y0 = random_vector(size_t(p.n * p.k * P * Q), rng);
-    // The reference sees the inputs rounded to T, as the algorithm does.
-    std::vector<T> x(xr.begin(), xr.end()), w(wr.begin(), wr.end()), y(y0.size());
-    const std::vector<double> xt(x.begin(), x.end()), wt(w.begin(), w.end());
-    auto ref = reference_conv(p, xt, wt);
-    auto y_index = [&](int64_t i) -> size_t {  // packed NCHW index -> storage index
-        if (!tc.strided_y) return size_t(i);
-        const int64_t q = i % Q, pp = (i / Q) % P, k = (i / (P * Q)) % p.k, n = i / (P * Q * p.k);
-        return size_t(((n * P + pp) * Q + q) * p.k + k);
-    };
-    for (size_t i = 0; i < y0.size(); ++i)
-        y[y_index(int64_t(i))] = tc.beta == 0 ? std::numeric_limits<T>::quiet_NaN() : T(y0[i]);
-    for (size_t i = 0; i < ref.size(); ++i) ref[i] = tc.alpha * ref[i] + tc.beta * double(T(y0[i]));
-
-    size_t bytes = 0;
-    const convcoreStatus_t st = convcoreGetConvolutionForwardWorkspaceSize(h, xd, wd, conv, yd, ALGO, &bytes);
-    EXPECT_EQ(st, CONVCORE_STATUS_SUCCESS) << last_error();
-    if (st != CONVCORE_STATUS_SUCCESS) return INFINITY;
-    std::vector<char> ws(bytes);
-    const T alpha = T(tc.alpha), beta = T(tc.beta);
-    const convcoreStatus_t run = convcoreConvolutionForward(h, &alpha, xd, x.data(), wd, w.data(), conv, ALGO,
-                                                            ws.data(), bytes, &beta, yd, y.data());
-    EXPECT_EQ(run, CONVCORE_STATUS_SUCCESS) << last_error();
-    if (run != CONVCORE_STATUS_SUCCESS) return INFINITY;
-    std::vector<double> got(ref.size());
-    for (size_t i = 0; i < got.size(); ++i) got[i] = double(y[y_index(int64_t(i))]);
-    if (out) *out = y;
-    return relative_error(got, ref);  // NaN (a leaked poison value) fails every EXPECT_LT
-}
-
-Shape make(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t r, int64_t s, int64_t pad,
-           int64_t stride, int64_t dil, int64_t groups, bool flip) {
-    return Shape{n, c, h, w, k, r, s, pad, pad, stride, stride, dil, dil, groups, flip};
+    return run_forward_case<T>(ALGO, tc, rng, out);
 }
 
 }  // namespace
@@ -140,13 +78,13 @@ TEST(Im2win, RandomProblemsMatchFloat64Reference) {
 TEST(Im2win, PaperLayerShapesAndDeepChannels) {
     std::mt19937 rng(12);
     const Shape cases[] = {
-        make(1, 3, 47, 47, 24, 11, 11, 0, 4, 1, 1, false),  // Conv1/Conv2: 11x11, stride 4
-        make(1, 16, 30, 30, 16, 7, 7, 0, 2, 1, 1, false),   // Conv4: 7x7, stride 2
-        make(2, 24, 12, 12, 64, 5, 5, 0, 1, 1, 1, true),    // Conv5: 5x5
-        make(1, 64, 12, 12, 96, 3, 3, 0, 1, 1, 1, false),   // Conv6..12: 3x3
-        make(2, 20, 11, 13, 20, 3, 3, 1, 1, 1, 20, false),  // depthwise
-        make(1, 256, 6, 6, 40, 3, 3, 1, 1, 1, 1, false),    // long reduction
-        make(1, 8, 15, 37, 33, 3, 3, 2, 1, 3, 1, true),     // dilation 3
+        make_shape(1, 3, 47, 47, 24, 11, 11, 0, 4, 1, 1, false),  // Conv1/Conv2: 11x11, stride 4
+        make_shape(1, 16, 30, 30, 16, 7, 7, 0, 2, 1, 1, false),   // Conv4: 7x7, stride 2
+        make_shape(2, 24, 12, 12, 64, 5, 5, 0, 1, 1, 1, true),    // Conv5: 5x5
+        make_shape(1, 64, 12, 12, 96, 3, 3, 0, 1, 1, 1, false),   // Conv6..12: 3x3
+        make_shape(2, 20, 11, 13, 20, 3, 3, 1, 1, 1, 20, false),  // depthwise
+        make_shape(1, 256, 6, 6, 40, 3, 3, 1, 1, 1, 1, false),    // long reduction
+        make_shape(1, 8, 15, 37, 33, 3, 3, 2, 1, 3, 1, true),     // dilation 3
     };
     for (const Shape& p : cases) {
         for (double beta : {0.0, -1.5}) {
@@ -162,10 +100,10 @@ TEST(Im2win, PaperLayerShapesAndDeepChannels) {
 TEST(Im2win, SeveralBandsOfRows) {
     std::mt19937 rng(3);
     // a row: C*Wp*R = 48*130*3 floats = 73 KiB -> 56 rows per band; 3 images of 128 rows
-    const Shape p = make(3, 48, 130, 130, 5, 3, 3, 0, 1, 1, 1, false);
+    const Shape p = make_shape(3, 48, 130, 130, 5, 3, 3, 0, 1, 1, 1, false);
     EXPECT_LT(run_case<float>(Case{p, 1.0, 0.0, false, 0}, rng), BOUND_F32);
     // a row: 30000*12*3 floats = 4.1 MiB -> one row per band, 10 positions per row
-    const Shape q = make(1, 30000, 12, 12, 2, 3, 3, 0, 1, 1, 1, true);
+    const Shape q = make_shape(1, 30000, 12, 12, 2, 3, 3, 0, 1, 1, 1, true);
     EXPECT_LT(run_case<float>(Case{q, 1.0, 0.5, false, 0}, rng), BOUND_F32);
 }
 
@@ -207,7 +145,7 @@ TEST(Im2win, WorkspaceIsExactAndDoesNotDependOnThreads) {
 }
 
 TEST(Im2win, DeterministicAndThreadCountIndependent) {
-    const Shape p = make(2, 6, 23, 37, 35, 3, 3, 1, 1, 1, 1, false);
+    const Shape p = make_shape(2, 6, 23, 37, 35, 3, 3, 1, 1, 1, 1, false);
     std::vector<float> a1, a2, b2;
     std::mt19937 r1(5), r2(5), r3(5);
     run_case<float>(Case{p, 1.0, 0.0, false, 2}, r1, &a2);

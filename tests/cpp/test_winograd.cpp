@@ -16,7 +16,7 @@
 
 #include "convcore/convcore.h"
 #include "convcore/convcore.hpp"
-#include "reference.hpp"
+#include "forward_case.hpp"
 
 using namespace convcore_test;
 
@@ -33,68 +33,7 @@ double bound(convcoreConvolutionFwdAlgo_t algo, bool is_double) {
     return f4 ? 5e-5 : 1e-5;
 }
 
-std::string describe(const Shape& p) {
-    return "n" + std::to_string(p.n) + " c" + std::to_string(p.c) + " " + std::to_string(p.h) + "x" +
-           std::to_string(p.w) + " k" + std::to_string(p.k) + " pad" + std::to_string(p.pad_h) + "," +
-           std::to_string(p.pad_w) + " g" + std::to_string(p.groups) + (p.flip ? " conv" : " xcorr");
-}
-
-struct Case {
-    Shape shape;
-    double alpha, beta;
-    bool strided_y;  // y stored NHWC, described with strides
-    int threads;     // 0: the handle's default
-};
-
-// Runs `algo` on the case and returns the relative error against the reference (with the
-// alpha/beta blend applied to the reference too); the output is NaN-poisoned when beta == 0.
-template <typename T>
-double run_case(convcoreConvolutionFwdAlgo_t algo, const Case& tc, std::mt19937& rng,
-                std::vector<T>* out = nullptr) {
-    const Shape& p = tc.shape;
-    const convcoreDataType_t dt = sizeof(T) == 8 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT;
-    convcore::Handle h;
-    if (tc.threads > 0) EXPECT_EQ(convcoreSetNumThreads(h, tc.threads), CONVCORE_STATUS_SUCCESS);
-    convcore::TensorDesc xd(dt, p.n, p.c, p.h, p.w);
-    convcore::FilterDesc wd(dt, p.k, p.c / p.groups, p.r, p.s);
-    convcore::ConvDesc conv;
-    conv.set(p.pad_h, p.pad_w, 1, 1, 1, 1, p.flip ? CONVCORE_CONVOLUTION : CONVCORE_CROSS_CORRELATION);
-    conv.set_groups(p.groups);
-    const int64_t P = p.out_h(), Q = p.out_w();
-    convcore::TensorDesc yd(dt, p.n, p.k, P, Q);
-    if (tc.strided_y) yd.set_strided(dt, {p.n, p.k, P, Q}, {P * Q * p.k, 1, Q * p.k, p.k});
-
-    const auto xr = random_vector(size_t(p.n * p.c * p.h * p.w), rng);
-    const auto wr = random_vector(size_t(p.k * (p.c / p.groups) * p.r * p.s), rng);
-    const auto y0 = random_vector(size_t(p.n * p.k * P * Q), rng);
-    // The reference sees the inputs rounded to T, as the algorithm does.
-    std::vector<T> x(xr.begin(), xr.end()), w(wr.begin(), wr.end()), y(y0.size());
-    const std::vector<double> xt(x.begin(), x.end()), wt(w.begin(), w.end());
-    auto ref = reference_conv(p, xt, wt);
-    auto y_index = [&](int64_t i) -> size_t {  // packed NCHW index -> storage index
-        if (!tc.strided_y) return size_t(i);
-        const int64_t q = i % Q, pp = (i / Q) % P, k = (i / (P * Q)) % p.k, n = i / (P * Q * p.k);
-        return size_t(((n * P + pp) * Q + q) * p.k + k);
-    };
-    for (size_t i = 0; i < y0.size(); ++i)
-        y[y_index(int64_t(i))] = tc.beta == 0 ? std::numeric_limits<T>::quiet_NaN() : T(y0[i]);
-    for (size_t i = 0; i < ref.size(); ++i) ref[i] = tc.alpha * ref[i] + tc.beta * double(T(y0[i]));
-
-    size_t bytes = 0;
-    const convcoreStatus_t st = convcoreGetConvolutionForwardWorkspaceSize(h, xd, wd, conv, yd, algo, &bytes);
-    EXPECT_EQ(st, CONVCORE_STATUS_SUCCESS) << name(algo) << ": " << last_error();
-    if (st != CONVCORE_STATUS_SUCCESS) return INFINITY;
-    std::vector<char> ws(bytes);
-    const T alpha = T(tc.alpha), beta = T(tc.beta);
-    const convcoreStatus_t run = convcoreConvolutionForward(h, &alpha, xd, x.data(), wd, w.data(), conv, algo,
-                                                            ws.data(), bytes, &beta, yd, y.data());
-    EXPECT_EQ(run, CONVCORE_STATUS_SUCCESS) << name(algo) << ": " << last_error();
-    if (run != CONVCORE_STATUS_SUCCESS) return INFINITY;
-    std::vector<double> got(ref.size());
-    for (size_t i = 0; i < got.size(); ++i) got[i] = double(y[y_index(int64_t(i))]);
-    if (out) *out = y;
-    return relative_error(got, ref);  // NaN (a leaked poison value) fails every EXPECT_LT
-}
+using Case = ForwardCase;
 
 class Winograd : public ::testing::TestWithParam<convcoreConvolutionFwdAlgo_t> {};
 
@@ -118,8 +57,8 @@ TEST_P(Winograd, RandomProblemsMatchFloat64Reference) {
         p.h = pick(int(3 - 2 * p.pad_h > 1 ? 3 - 2 * p.pad_h : 1), 19);  // odd and even sizes,
         p.w = pick(int(3 - 2 * p.pad_w > 1 ? 3 - 2 * p.pad_w : 1), 19);  // down to 1 with padding
         const Case tc{p, trial % 3 == 0 ? 1.0 : -0.75, trial % 4 == 0 ? 0.5 : 0.0, trial % 5 == 0, 0};
-        const double e32 = run_case<float>(algo, tc, rng);
-        const double e64 = run_case<double>(algo, tc, rng);
+        const double e32 = run_forward_case<float>(algo, tc, rng);
+        const double e64 = run_forward_case<double>(algo, tc, rng);
         EXPECT_LT(e32, bound(algo, false)) << name(algo) << " float32 " << describe(p);
         EXPECT_LT(e64, bound(algo, true)) << name(algo) << " float64 " << describe(p);
         worst32 = std::max(worst32, e32);
@@ -141,8 +80,8 @@ TEST_P(Winograd, DeepChannelsWideFiltersAndManyBlocks) {
     const Shape many{3, 4, 131, 193, 6, 3, 3, 1, 0, 1, 1, 1, 1, 2, true};  // > 4096 tiles
     for (const Shape& p : {deep, wide, many}) {
         const Case tc{p, 1.0, &p == &wide ? -0.5 : 0.0, false, 0};
-        EXPECT_LT(run_case<float>(algo, tc, rng), bound(algo, false)) << describe(p);
-        EXPECT_LT(run_case<double>(algo, tc, rng), bound(algo, true)) << describe(p);
+        EXPECT_LT(run_forward_case<float>(algo, tc, rng), bound(algo, false)) << describe(p);
+        EXPECT_LT(run_forward_case<double>(algo, tc, rng), bound(algo, true)) << describe(p);
     }
 }
 
@@ -174,9 +113,9 @@ TEST_P(Winograd, WorkspaceDoesNotDependOnThreadsAndRunsRepeat) {
     const Shape p{2, 6, 23, 17, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, false};
     std::vector<float> a1, a2, b2;
     std::mt19937 r1(5), r2(5), r3(5);
-    run_case<float>(algo, Case{p, 1.0, 0.0, false, 2}, r1, &a2);
-    run_case<float>(algo, Case{p, 1.0, 0.0, false, 2}, r2, &b2);
-    run_case<float>(algo, Case{p, 1.0, 0.0, false, 1}, r3, &a1);
+    run_forward_case<float>(algo, Case{p, 1.0, 0.0, false, 2}, r1, &a2);
+    run_forward_case<float>(algo, Case{p, 1.0, 0.0, false, 2}, r2, &b2);
+    run_forward_case<float>(algo, Case{p, 1.0, 0.0, false, 1}, r3, &a1);
     ASSERT_EQ(a2.size(), b2.size());
     EXPECT_EQ(std::memcmp(a2.data(), b2.data(), a2.size() * sizeof(float)), 0);
     double diff = 0;
