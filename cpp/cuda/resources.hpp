@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 
@@ -12,6 +13,8 @@
 
 namespace convcore {
 namespace cuda {
+
+class FftPlanCache;  // cuda/fft_family.hpp
 
 struct DeviceResources {
     int device = 0;
@@ -34,6 +37,17 @@ struct DeviceResources {
    private:
     std::mutex mutex_;
     cublasHandle_t cublas_ = nullptr;
+#endif
+
+#if defined(CONVCORE_HAVE_CUFFT)
+   public:
+    // The handle's cuFFT plan cache, created on first use (cuda/fft_family.cu), destroyed with
+    // the handle (shared_ptr: the type is complete only there).
+    FftPlanCache& fft_plans();
+
+   private:
+    std::mutex fft_mutex_;
+    std::shared_ptr<FftPlanCache> fft_plans_;
 #endif
 };
 
