@@ -16,6 +16,8 @@ struct convcoreContext {
     int device_index = 0;
     void* stream = nullptr;  // cudaStream_t on CUDA handles
     int num_threads = 0;     // 0: OpenMP's default
+    size_t find_workspace_limit = SIZE_MAX;  // convcoreSetFindWorkspaceLimit
+    bool deterministic_only = false;         // convcoreSetDeterministicOnly
     std::shared_ptr<convcore::cuda::DeviceResources> cuda;  // null until needed
 
     // Threads an OpenMP region of this handle uses.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/algo_filter.hpp"
+
 namespace convcore {
 namespace {
 
@@ -28,7 +30,7 @@ std::vector<RankedAlgo> rank_algorithms(const ConvProblem& prob) {
     for (int i = 0; i < CONVCORE_FWD_ALGO_COUNT; ++i) {
         const auto algo = convcoreConvolutionFwdAlgo_t(i);
         const Solver* s = find_solver(algo, prob.device);
-        if (s && s->why_not(packed).empty())
+        if (s && !disabled_by_env(algo) && s->why_not(packed).empty())
             ok.push_back({algo, s});
         else
             not_ok.push_back({algo, nullptr});

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/algo_filter.hpp"
+
 namespace convcore {
 namespace {
 
@@ -33,7 +35,7 @@ std::vector<Ranked> rank(const ConvProblem& prob, Find find, Cost cost) {
     for (int i = 0; i < Count; ++i) {
         const auto algo = Algo(i);
         const auto* s = find(algo, prob.device);
-        if (s && s->why_not(packed).empty())
+        if (s && !disabled_by_env(algo) && s->why_not(packed).empty())
             ok.push_back({algo, s});
         else
             not_ok.push_back({algo, nullptr});

@@ -207,6 +207,57 @@ CONVCORE_API convcoreStatus_t convcoreConvolutionForward(
     convcoreConvolutionFwdAlgo_t algo, void* workspace, size_t workSpaceSizeInBytes,
     const void* beta, convcoreTensorDescriptor_t yDesc, void* y);
 
+/* ---- Find: timed selection with a persistent find-db (cuDNN's Find / FindEx) ----
+ * Find times every algorithm that may run the problem and returns all CONVCORE_FWD_ALGO_COUNT
+ * algorithms (min(requestedAlgoCount, COUNT) entries): the ones that ran (status SUCCESS)
+ * sorted by time, fastest first, then the others in enum order with their status:
+ *   NOT_SUPPORTED  the algorithm cannot run the problem, is disabled by CONVCORE_DISABLE_ALGOS,
+ *                  or is not deterministic while the handle asks for deterministic algorithms;
+ *   ALLOC_FAILED   its workspace (in `memory`) is more than the handle's workspace limit (Find)
+ *                  or the workspace given (FindEx), or could not be allocated;
+ *   other          the run failed (the status of the run; time is -1).
+ * time is the median of a few runs after a warm-up run, in milliseconds (CUDA handles: CUDA
+ * events on the handle's stream). The results go into the find-db, and Find consults the
+ * db first: an algorithm already timed for this problem, device and library version is
+ * not timed again, so the second run of a program times nothing.
+ * The find-db is a text file, by default $XDG_CACHE_HOME/convcore/find-db.txt (else
+ * ~/.cache/convcore/find-db.txt); the environment variable CONVCORE_FIND_DB=<path> moves it,
+ * CONVCORE_FIND_DB=off disables it (results are then kept in this process only). Concurrent
+ * processes may share it (writes take a lock and replace the file atomically); a corrupt
+ * file is ignored and rewritten. README.md ("Find and the find-db") has the format.
+ * CONVCORE_DISABLE_ALGOS=fft,poly_hankel (names, case-insensitive, every direction) removes
+ * algorithms from Get, Find and the Python API's "auto" and "find"; an algorithm passed by
+ * name to convcoreConvolutionForward still runs. */
+
+/* Workspace limit for convcoreFindConvolutionForwardAlgorithm on this handle (bytes;
+ * SIZE_MAX, the default, means none). FindEx uses the workspace it is given instead. */
+CONVCORE_API convcoreStatus_t convcoreSetFindWorkspaceLimit(convcoreHandle_t handle, size_t bytes);
+/* deterministicOnly != 0: Find and FindEx on this handle skip non-deterministic algorithms
+ * (status NOT_SUPPORTED). Default 0. */
+CONVCORE_API convcoreStatus_t convcoreSetDeterministicOnly(convcoreHandle_t handle, int deterministicOnly);
+
+/* Find on buffers it allocates itself (on the handle's device, filled with random values). */
+CONVCORE_API convcoreStatus_t convcoreFindConvolutionForwardAlgorithm(
+    convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wDesc,
+    convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t yDesc,
+    int requestedAlgoCount, int* returnedAlgoCount, convcoreConvolutionFwdAlgoPerf_t* perfResults);
+
+/* Find on the caller's buffers: x and w are read, y is overwritten (scratch: its contents
+ * afterwards are unspecified), workspace (workspaceSizeInBytes bytes, may be NULL when 0) is
+ * the most any algorithm may use. Same rules for the buffers as convcoreConvolutionForward. */
+CONVCORE_API convcoreStatus_t convcoreFindConvolutionForwardAlgorithmEx(
+    convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, const void* x,
+    convcoreFilterDescriptor_t wDesc, const void* w, convcoreConvolutionDescriptor_t convDesc,
+    convcoreTensorDescriptor_t yDesc, void* y, int requestedAlgoCount, int* returnedAlgoCount,
+    convcoreConvolutionFwdAlgoPerf_t* perfResults, void* workspace, size_t workspaceSizeInBytes);
+
+/* Process-wide counters since the library was loaded: timedRuns, the number of
+ * (problem, algorithm) pairs Find has timed; dbHits, the number of Find calls answered from
+ * the find-db or the in-process cache without timing anything. Either pointer may be NULL. */
+CONVCORE_API convcoreStatus_t convcoreGetFindStats(int64_t* timedRuns, int64_t* dbHits);
+/* Forgets the in-process cache of find results: the next Find reads the find-db file again. */
+CONVCORE_API convcoreStatus_t convcoreClearFindCache(void);
+
 /* ---- device memory (CUDA handles; on a CPU handle these are aligned host allocations) ---- */
 CONVCORE_API convcoreStatus_t convcoreMalloc(convcoreHandle_t handle, void** ptr, size_t bytes);
 CONVCORE_API convcoreStatus_t convcoreFree(convcoreHandle_t handle, void* ptr);

@@ -1,0 +1,419 @@
+// Find / FindEx, the find-db and the selection options (issue 6): sorted results, every
+// algorithm's status, the workspace limit, deterministic-only, CONVCORE_DISABLE_ALGOS, the db
+// round trip (a shape in the db times nothing), hand-edited and corrupt db files, bad
+// arguments. Concurrent processes writing one db: tests/python/test_find.py. No timed assertions.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "convcore/convcore.h"
+#include "convcore/convcore.hpp"
+
+namespace {
+
+using Perf = convcoreConvolutionFwdAlgoPerf_t;
+
+std::string read_text(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+void write_text(const std::string& path, const std::string& text) {
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    out << text;
+}
+
+int64_t timed_runs() {
+    int64_t t = -1;
+    EXPECT_EQ(convcoreGetFindStats(&t, nullptr), CONVCORE_STATUS_SUCCESS);
+    return t;
+}
+
+int64_t db_hits() {
+    int64_t h = -1;
+    EXPECT_EQ(convcoreGetFindStats(nullptr, &h), CONVCORE_STATUS_SUCCESS);
+    return h;
+}
+
+// A small 3x3 problem (stride 1, padding 1) that every CPU algorithm can run, with its own
+// find-db file in a fresh temporary directory.
+struct FindTest : ::testing::Test {
+    convcore::Handle handle;
+    convcore::TensorDesc x{CONVCORE_DATA_FLOAT, 1, 4, 10, 9};
+    convcore::FilterDesc w{CONVCORE_DATA_FLOAT, 5, 4, 3, 3};
+    convcore::ConvDesc conv{1};
+    convcore::TensorDesc y{CONVCORE_DATA_FLOAT, 1, 5, 10, 9};
+    std::string dir, db;
+
+    void SetUp() override {
+        char tmpl[] = "/tmp/convcore_find_XXXXXX";
+        ASSERT_NE(mkdtemp(tmpl), nullptr);
+        dir = tmpl;
+        db = dir + "/sub/find-db.txt";  // the directory is created on the first write
+        setenv("CONVCORE_FIND_DB", db.c_str(), 1);
+        unsetenv("CONVCORE_DISABLE_ALGOS");
+        convcoreClearFindCache();
+    }
+    void TearDown() override {
+        unsetenv("CONVCORE_FIND_DB");
+        unsetenv("CONVCORE_DISABLE_ALGOS");
+        convcoreClearFindCache();
+        std::system(("rm -rf " + dir).c_str());
+    }
+
+    std::vector<Perf> find() {
+        std::vector<Perf> perf(CONVCORE_FWD_ALGO_COUNT);
+        int returned = 0;
+        EXPECT_EQ(convcoreFindConvolutionForwardAlgorithm(handle, x, w, conv, y, CONVCORE_FWD_ALGO_COUNT,
+                                                          &returned, perf.data()),
+                  CONVCORE_STATUS_SUCCESS)
+            << convcoreGetLastErrorString();
+        perf.resize(returned);
+        return perf;
+    }
+    std::vector<Perf> get() {
+        std::vector<Perf> perf(CONVCORE_FWD_ALGO_COUNT);
+        int returned = 0;
+        EXPECT_EQ(convcoreGetConvolutionForwardAlgorithm(handle, x, w, conv, y, CONVCORE_FWD_ALGO_COUNT,
+                                                         &returned, perf.data()),
+                  CONVCORE_STATUS_SUCCESS);
+        perf.resize(returned);
+        return perf;
+    }
+    static const Perf& of(const std::vector<Perf>& perf, convcoreConvolutionFwdAlgo_t algo) {
+        for (const Perf& p : perf)
+            if (p.algo == algo) return p;
+        ADD_FAILURE() << "algorithm " << algo << " missing";
+        return perf.front();
+    }
+};
+
+// Successes first, by time; then the rest in enum order; each algorithm once.
+void expect_sorted(const std::vector<Perf>& perf) {
+    ASSERT_EQ(perf.size(), size_t(CONVCORE_FWD_ALGO_COUNT));
+    std::set<int> seen;
+    bool failures_started = false;
+    for (size_t i = 0; i < perf.size(); ++i) {
+        seen.insert(perf[i].algo);
+        const bool ok = perf[i].status == CONVCORE_STATUS_SUCCESS;
+        if (ok) {
+            EXPECT_FALSE(failures_started) << "a success after a failure at " << i;
+            EXPECT_GE(perf[i].time, 0.0f);
+            if (i > 0 && perf[i - 1].status == CONVCORE_STATUS_SUCCESS) EXPECT_LE(perf[i - 1].time, perf[i].time);
+        } else {
+            if (failures_started) EXPECT_LT(perf[i - 1].algo, perf[i].algo);
+            failures_started = true;
+            EXPECT_EQ(perf[i].time, -1.0f);
+        }
+    }
+    EXPECT_EQ(seen.size(), size_t(CONVCORE_FWD_ALGO_COUNT));
+}
+
+}  // namespace
+
+TEST_F(FindTest, SortedWithEveryAlgorithmsStatusAndWorkspace) {
+    const int64_t before = timed_runs();
+    const std::vector<Perf> perf = find();
+    expect_sorted(perf);
+    const std::vector<Perf> ranking = get();
+    int successes = 0;
+    for (const Perf& g : ranking) {
+        const Perf& f = of(perf, g.algo);
+        // Find runs exactly what Get calls applicable (on the CPU every run succeeds).
+        EXPECT_EQ(f.status, g.status) << convcoreGetFwdAlgoName(g.algo);
+        EXPECT_EQ(f.determinism, g.determinism);
+        if (g.status == CONVCORE_STATUS_SUCCESS) {
+            ++successes;
+            size_t bytes = 0;
+            ASSERT_EQ(convcoreGetConvolutionForwardWorkspaceSize(handle, x, w, conv, y, g.algo, &bytes),
+                      CONVCORE_STATUS_SUCCESS);
+            EXPECT_EQ(f.memory, bytes) << convcoreGetFwdAlgoName(g.algo);
+        }
+    }
+    EXPECT_GE(successes, 8);  // the 3x3 stride-1 problem suits nearly every algorithm
+    EXPECT_EQ(timed_runs() - before, successes);
+
+    // Fewer results asked for: the first ones.
+    Perf top[2];
+    int returned = 0;
+    ASSERT_EQ(convcoreFindConvolutionForwardAlgorithm(handle, x, w, conv, y, 2, &returned, top),
+              CONVCORE_STATUS_SUCCESS);
+    ASSERT_EQ(returned, 2);
+    EXPECT_EQ(top[0].algo, perf[0].algo);
+    EXPECT_EQ(top[1].algo, perf[1].algo);
+}
+
+TEST_F(FindTest, NotSupportedAlgorithmsAreReportedNotTimed) {
+    convcore::FilterDesc w5(CONVCORE_DATA_FLOAT, 5, 4, 5, 5);  // 5x5: no Winograd F(.,3x3)
+    convcore::ConvDesc conv2(2, 1);
+    std::vector<Perf> perf(CONVCORE_FWD_ALGO_COUNT);
+    int returned = 0;
+    ASSERT_EQ(convcoreFindConvolutionForwardAlgorithm(handle, x, w5, conv2, y, CONVCORE_FWD_ALGO_COUNT,
+                                                      &returned, perf.data()),
+              CONVCORE_STATUS_SUCCESS);
+    perf.resize(returned);
+    expect_sorted(perf);
+    EXPECT_EQ(of(perf, CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3).status, CONVCORE_STATUS_NOT_SUPPORTED);
+    EXPECT_EQ(of(perf, CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3).status, CONVCORE_STATUS_NOT_SUPPORTED);
+    EXPECT_EQ(of(perf, CONVCORE_FWD_ALGO_DIRECT).status, CONVCORE_STATUS_SUCCESS);
+}
+
+TEST_F(FindTest, WorkspaceLimitOnTheHandle) {
+    const std::vector<Perf> all = find();
+    size_t largest = 0;
+    int zero_workspace = 0;
+    for (const Perf& p : all) {
+        if (p.status != CONVCORE_STATUS_SUCCESS) continue;
+        largest = std::max(largest, p.memory);
+        zero_workspace += p.memory == 0;
+    }
+    ASSERT_GT(largest, 0u);
+    ASSERT_GT(zero_workspace, 0);  // DIRECT at least: the limit leaves something to run
+    const size_t limit = largest - 1;
+    ASSERT_EQ(convcoreSetFindWorkspaceLimit(handle, limit), CONVCORE_STATUS_SUCCESS);
+    const std::vector<Perf> limited = find();
+    expect_sorted(limited);
+    int over = 0;
+    for (const Perf& p : limited) {
+        const Perf& before = of(all, p.algo);
+        if (before.status != CONVCORE_STATUS_SUCCESS) {
+            EXPECT_EQ(p.status, before.status);
+        } else if (before.memory > limit) {
+            ++over;
+            EXPECT_EQ(p.status, CONVCORE_STATUS_ALLOC_FAILED) << convcoreGetFwdAlgoName(p.algo);
+            EXPECT_EQ(p.memory, before.memory);  // what it would need
+        } else {
+            EXPECT_EQ(p.status, CONVCORE_STATUS_SUCCESS);
+            EXPECT_LE(p.memory, limit);
+        }
+    }
+    EXPECT_GE(over, 1);
+    ASSERT_EQ(convcoreSetFindWorkspaceLimit(handle, 0), CONVCORE_STATUS_SUCCESS);
+    for (const Perf& p : find())
+        if (p.status == CONVCORE_STATUS_SUCCESS) EXPECT_EQ(p.memory, 0u);
+}
+
+TEST_F(FindTest, FindExTimesOnTheCallersBuffersWithinTheirWorkspace) {
+    std::vector<float> xs(1 * 4 * 10 * 9), ws(5 * 4 * 3 * 3), ys(1 * 5 * 10 * 9);
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = float(std::sin(0.37 * double(i)));
+    for (size_t i = 0; i < ws.size(); ++i) ws[i] = float(std::cos(0.91 * double(i)));
+    const std::vector<Perf> all = get();
+    size_t largest = 0;
+    for (const Perf& p : all) largest = std::max(largest, p.memory);
+    const size_t given = largest / 2;
+    std::vector<double> workspace(given / sizeof(double) + 1);
+    std::vector<Perf> perf(CONVCORE_FWD_ALGO_COUNT);
+    int returned = 0;
+    const int64_t before = timed_runs();
+    ASSERT_EQ(convcoreFindConvolutionForwardAlgorithmEx(handle, x, xs.data(), w, ws.data(), conv, y, ys.data(),
+                                                        CONVCORE_FWD_ALGO_COUNT, &returned, perf.data(),
+                                                        workspace.data(), given),
+              CONVCORE_STATUS_SUCCESS)
+        << convcoreGetLastErrorString();
+    perf.resize(returned);
+    expect_sorted(perf);
+    int ran = 0, refused = 0;
+    for (const Perf& p : perf) {
+        const Perf& g = of(all, p.algo);
+        if (g.status != CONVCORE_STATUS_SUCCESS) continue;
+        EXPECT_EQ(p.memory, g.memory);
+        if (g.memory > given) {
+            EXPECT_EQ(p.status, CONVCORE_STATUS_ALLOC_FAILED) << convcoreGetFwdAlgoName(p.algo);
+            ++refused;
+        } else {
+            EXPECT_EQ(p.status, CONVCORE_STATUS_SUCCESS) << convcoreGetFwdAlgoName(p.algo);
+            ++ran;
+        }
+    }
+    EXPECT_GE(ran, 1);
+    EXPECT_GE(refused, 1);
+    EXPECT_EQ(timed_runs() - before, ran);
+}
+
+TEST_F(FindTest, DeterministicOnly) {
+    ASSERT_EQ(convcoreSetDeterministicOnly(handle, 1), CONVCORE_STATUS_SUCCESS);
+    const std::vector<Perf> perf = find();
+    expect_sorted(perf);
+    int ran = 0;
+    for (const Perf& p : perf) {
+        if (p.determinism == CONVCORE_NON_DETERMINISTIC) EXPECT_NE(p.status, CONVCORE_STATUS_SUCCESS);
+        ran += p.status == CONVCORE_STATUS_SUCCESS;
+    }
+    // Every CPU algorithm is deterministic: the filter removes none of them here.
+    int applicable = 0;
+    for (const Perf& g : get()) applicable += g.status == CONVCORE_STATUS_SUCCESS;
+    EXPECT_EQ(ran, applicable);
+}
+
+TEST_F(FindTest, DisableAlgosEnvironmentSwitch) {
+    const std::vector<Perf> before = find();
+    ASSERT_EQ(of(before, CONVCORE_FWD_ALGO_FFT).status, CONVCORE_STATUS_SUCCESS);
+    ASSERT_EQ(of(before, CONVCORE_FWD_ALGO_POLY_HANKEL).status, CONVCORE_STATUS_SUCCESS);
+    setenv("CONVCORE_DISABLE_ALGOS", "fft, Poly_Hankel,no_such_algo", 1);
+    for (const std::vector<Perf>& perf : {find(), get()}) {
+        EXPECT_EQ(of(perf, CONVCORE_FWD_ALGO_FFT).status, CONVCORE_STATUS_NOT_SUPPORTED);
+        EXPECT_EQ(of(perf, CONVCORE_FWD_ALGO_POLY_HANKEL).status, CONVCORE_STATUS_NOT_SUPPORTED);
+        EXPECT_EQ(of(perf, CONVCORE_FWD_ALGO_FFT_TILING).status, CONVCORE_STATUS_SUCCESS);
+        EXPECT_EQ(perf.back().status, CONVCORE_STATUS_NOT_SUPPORTED);
+    }
+    // Backward rankings too (same names).
+    convcoreConvolutionBwdDataAlgoPerf_t bd[CONVCORE_BWD_DATA_ALGO_COUNT];
+    int returned = 0;
+    ASSERT_EQ(convcoreGetConvolutionBackwardDataAlgorithm(handle, w, y, conv, x, CONVCORE_BWD_DATA_ALGO_COUNT,
+                                                          &returned, bd),
+              CONVCORE_STATUS_SUCCESS);
+    for (int i = 0; i < returned; ++i)
+        if (bd[i].algo == CONVCORE_BWD_DATA_ALGO_FFT) EXPECT_EQ(bd[i].status, CONVCORE_STATUS_NOT_SUPPORTED);
+    // An algorithm passed by name still runs.
+    std::vector<float> xs(1 * 4 * 10 * 9, 0.5f), ws(5 * 4 * 3 * 3, 0.25f), ys(1 * 5 * 10 * 9);
+    size_t bytes = 0;
+    ASSERT_EQ(convcoreGetConvolutionForwardWorkspaceSize(handle, x, w, conv, y, CONVCORE_FWD_ALGO_FFT, &bytes),
+              CONVCORE_STATUS_SUCCESS);
+    std::vector<double> workspace(bytes / 8 + 1);
+    const float one = 1.0f, zero = 0.0f;
+    EXPECT_EQ(convcoreConvolutionForward(handle, &one, x, xs.data(), w, ws.data(), conv, CONVCORE_FWD_ALGO_FFT,
+                                         workspace.data(), bytes, &zero, y, ys.data()),
+              CONVCORE_STATUS_SUCCESS);
+    unsetenv("CONVCORE_DISABLE_ALGOS");
+    EXPECT_EQ(of(find(), CONVCORE_FWD_ALGO_FFT).status, CONVCORE_STATUS_SUCCESS);
+}
+
+TEST_F(FindTest, SecondFindTimesNothingAndTheDbSurvivesTheProcessCache) {
+    const std::vector<Perf> first = find();
+    const std::string text = read_text(db);
+    ASSERT_EQ(text.rfind("convcore-find-db 1\n", 0), 0u) << text;
+    EXPECT_NE(text.find("\tfwd\tmb1ic4ih10iw9oc5kh3kw3ph1pw1sh1sw1dh1dw1g1_f32_xcorr\tDIRECT\tSUCCESS\t"),
+              std::string::npos)
+        << text;
+
+    const int64_t runs = timed_runs(), hits = db_hits();
+    const std::vector<Perf> cached = find();  // the in-process cache
+    convcoreClearFindCache();
+    const std::vector<Perf> from_file = find();  // the file
+    EXPECT_EQ(timed_runs(), runs);
+    EXPECT_EQ(db_hits(), hits + 2);
+    for (const auto* again : {&cached, &from_file}) {
+        ASSERT_EQ(again->size(), first.size());
+        for (size_t i = 0; i < first.size(); ++i) {
+            EXPECT_EQ((*again)[i].algo, first[i].algo);
+            EXPECT_EQ((*again)[i].status, first[i].status);
+            EXPECT_NEAR((*again)[i].time, first[i].time, 1e-3 * first[i].time + 1e-6);
+        }
+    }
+}
+
+TEST_F(FindTest, FindUsesTheTimesInTheDb) {
+    find();
+    // Rewrite the times: DIRECT 0.25 ms, the others 7 ms. Find must report exactly those.
+    std::istringstream in(read_text(db));
+    std::string line, edited;
+    int rewritten = 0;
+    while (std::getline(in, line)) {
+        const size_t last_tab = line.rfind('\t');
+        if (line.find("\tSUCCESS\t") != std::string::npos && last_tab != std::string::npos) {
+            const bool direct = line.find("\tDIRECT\t") != std::string::npos;
+            line = line.substr(0, last_tab + 1) + (direct ? "0.25" : "7");
+            ++rewritten;
+        }
+        edited += line + "\n";
+    }
+    ASSERT_GE(rewritten, 8);
+    write_text(db, edited);
+    convcoreClearFindCache();
+    const int64_t runs = timed_runs();
+    const std::vector<Perf> perf = find();
+    EXPECT_EQ(timed_runs(), runs);
+    ASSERT_EQ(perf[0].algo, CONVCORE_FWD_ALGO_DIRECT);
+    EXPECT_FLOAT_EQ(perf[0].time, 0.25f);
+    EXPECT_FLOAT_EQ(perf[1].time, 7.0f);
+}
+
+TEST_F(FindTest, MissingAlgorithmsAreTimedTheOthersAreNot) {
+    setenv("CONVCORE_DISABLE_ALGOS", "im2win", 1);
+    find();
+    unsetenv("CONVCORE_DISABLE_ALGOS");
+    const int64_t runs = timed_runs();
+    EXPECT_EQ(of(find(), CONVCORE_FWD_ALGO_IM2WIN).status, CONVCORE_STATUS_SUCCESS);
+    EXPECT_EQ(timed_runs(), runs + 1);  // only IM2WIN was new
+}
+
+TEST_F(FindTest, CorruptDbIsIgnoredAndRewritten) {
+    std::system(("mkdir -p " + dir + "/sub").c_str());
+    for (const std::string garbage :
+         {std::string("\x00\xff\xfe garbage\n\n\t\t\t", 12), std::string("convcore-find-db 999\nx\ty\n"),
+          std::string("convcore-find-db 1\n0.1.0\tcpu\tfwd\tmb1\tDIRECT\tSUCCESS\tnot_a_number\n"
+                      "too\tfew\tfields\n0.1.0\tcpu\tfwd\tmb1\tDIRECT\tWHAT\t1\n\t\t\t\t\t\t\n"
+                      "0.1.0\tcpu\tfwd\tmb1\tDIRECT\tSUCCESS\tinf\n0.1.0\tcpu\tfwd\tmb1\tDIRECT\tSUCC")}) {
+        write_text(db, garbage);
+        convcoreClearFindCache();
+        const int64_t runs = timed_runs();
+        const std::vector<Perf> perf = find();
+        expect_sorted(perf);
+        EXPECT_GT(timed_runs(), runs);  // nothing usable in it
+        const std::string text = read_text(db);
+        EXPECT_EQ(text.rfind("convcore-find-db 1\n", 0), 0u);
+        EXPECT_NE(text.find("\tDIRECT\tSUCCESS\t"), std::string::npos);
+        EXPECT_EQ(text.find("garbage"), std::string::npos);
+        EXPECT_EQ(text.find("not_a_number"), std::string::npos);
+    }
+}
+
+TEST_F(FindTest, DbOffWritesNothing) {
+    setenv("CONVCORE_FIND_DB", "off", 1);
+    convcoreClearFindCache();
+    expect_sorted(find());
+    EXPECT_NE(access(dir.c_str(), F_OK), -1);
+    EXPECT_EQ(access((dir + "/sub").c_str(), F_OK), -1);  // no file, not even its directory
+    const int64_t runs = timed_runs();
+    find();  // this process still remembers
+    EXPECT_EQ(timed_runs(), runs);
+}
+
+TEST_F(FindTest, UnwritableDbLocationStillFinds) {
+    setenv("CONVCORE_FIND_DB", "/proc/no/such/dir/find-db.txt", 1);
+    convcoreClearFindCache();
+    expect_sorted(find());
+}
+
+TEST_F(FindTest, BadArguments) {
+    Perf perf[CONVCORE_FWD_ALGO_COUNT];
+    int returned = 7;
+    EXPECT_EQ(convcoreFindConvolutionForwardAlgorithm(handle, x, w, conv, y, 0, &returned, perf),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_EQ(returned, 0);
+    EXPECT_EQ(convcoreFindConvolutionForwardAlgorithm(handle, x, w, conv, y, 1, nullptr, perf),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_EQ(convcoreFindConvolutionForwardAlgorithm(handle, x, w, conv, y, 1, &returned, nullptr),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_EQ(convcoreFindConvolutionForwardAlgorithm(nullptr, x, w, conv, y, 1, &returned, perf),
+              CONVCORE_STATUS_BAD_PARAM);
+    convcore::TensorDesc wrong_y(CONVCORE_DATA_FLOAT, 1, 5, 8, 9);
+    EXPECT_EQ(convcoreFindConvolutionForwardAlgorithm(handle, x, w, conv, wrong_y, 1, &returned, perf),
+              CONVCORE_STATUS_BAD_PARAM);
+    std::vector<float> xs(1 * 4 * 10 * 9 + 1), ws(5 * 4 * 3 * 3), ys(1 * 5 * 10 * 9);
+    EXPECT_EQ(convcoreFindConvolutionForwardAlgorithmEx(handle, x, nullptr, w, ws.data(), conv, y, ys.data(), 1,
+                                                        &returned, perf, nullptr, 0),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_EQ(convcoreFindConvolutionForwardAlgorithmEx(handle, x, xs.data(), w, ws.data(), conv, y, ys.data(), 1,
+                                                        &returned, perf, nullptr, 64),
+              CONVCORE_STATUS_BAD_PARAM);
+    // Misaligned x: the runs say BAD_PARAM, and so does FindEx (not a per-algorithm status).
+    const void* misaligned = reinterpret_cast<const char*>(xs.data()) + 1;
+    EXPECT_EQ(convcoreFindConvolutionForwardAlgorithmEx(handle, x, misaligned, w, ws.data(), conv, y, ys.data(),
+                                                        1, &returned, perf, nullptr, 0),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_NE(std::string(convcoreGetLastErrorString()).find("aligned"), std::string::npos);
+    EXPECT_EQ(convcoreSetFindWorkspaceLimit(nullptr, 0), CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_EQ(convcoreSetDeterministicOnly(nullptr, 1), CONVCORE_STATUS_BAD_PARAM);
+}
