@@ -20,6 +20,8 @@ extern const Solver winograd_4x4_3x3_solver;
 #ifdef CONVCORE_WITH_CUDA
 namespace cuda {
 extern const Solver direct_solver;
+extern const Solver winograd_2x2_3x3_solver;
+extern const Solver winograd_4x4_3x3_solver;
 }  // namespace cuda
 #endif
 
@@ -38,6 +40,8 @@ const std::vector<const Solver*>& all_solvers() {
         &cpu::winograd_4x4_3x3_solver,
 #ifdef CONVCORE_WITH_CUDA
         &cuda::direct_solver,
+        &cuda::winograd_2x2_3x3_solver,
+        &cuda::winograd_4x4_3x3_solver,
 #endif
     };
     return solvers;

@@ -1,0 +1,280 @@
+// WINOGRAD_2X2_3X3 and WINOGRAD_4X4_3X3 on CUDA: Lavin & Gray's Algorithm 1 (paper 001,
+// Sec. 4, Eqs. 9-13) with F(2x2,3x3) (4x4 input tiles) and F(4x4,3x3) (6x6 input tiles).
+//
+// With a = m + 2 and the output cut into m x m tiles (common/winograd_tile.hpp), per call:
+//   1. filter transform kernel: U[g][xi][k][c] = (G g_kc G^T)[xi]   (one thread per (k, c))
+//   2. per block of tiles (all groups at once):
+//      a. input transform kernel: V[g][xi][c][t] = (BT d_ct BT^T)[xi]  (one thread per (c, t))
+//      b. the multiply stage, ONE cuBLAS strided-batched GEMM over the groups * a^2 positions:
+//         M[g][xi] (K/g x T) = U[g][xi] (K/g x C/g) . V[g][xi] (C/g x T)
+//      c. output transform kernel: y = AT M AT^T per (k, tile), clipped at the right/bottom
+//         edges, blended into y (alpha/beta; beta == 0 never reads y)   (one thread per (k, t))
+// Everything runs on the handle's stream, in stream order (V and M are reused by the next
+// block only after the previous block's kernels). The per-tile arithmetic is the host/device
+// code of common/winograd_tile.hpp, tested on the CPU by tests/cpp/test_winograd_tile.cpp.
+// cuBLAS runs in its default math mode (no TF32), so float32 stays float32.
+//
+// Workspace (elements, exact, depends on the problem only):
+//   rnd(a^2 K C/g) + rnd(a^2 C L) + rnd(a^2 K L),  rnd(x) = x rounded up to 32 elements,
+//   L = tiles per block rounded up to 8, the block = min(all tiles, max(1024, 256 MiB /
+//   (a^2 (C + K) elem))) tiles.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "common/blend.hpp"
+#include "common/winograd_tile.hpp"
+#include "core/error.hpp"
+#include "core/solver.hpp"
+#include "cuda/check.hpp"
+#include "cuda/resources.hpp"
+
+namespace convcore {
+namespace cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kBlockBudgetBytes = int64_t(256) << 20;  // V + M of one block of tiles
+constexpr int64_t kMinBlockTiles = 1024;
+constexpr int64_t kAlignElems = 32;  // workspace regions start on 128-byte boundaries (float)
+
+int64_t round_up(int64_t x, int64_t to) { return (x + to - 1) / to * to; }
+
+struct Plan {
+    int64_t m, a, aa;
+    winograd::TileGrid grid;
+    int64_t block;  // tiles per block
+    int64_t ldt;    // leading dimension of V and M rows: block rounded up to 8
+    int64_t u_elems, v_elems, m_elems;  // each rounded up to kAlignElems
+};
+
+Plan make_plan(const ConvProblem& p, int64_t m) {
+    Plan pl{};
+    pl.m = m;
+    pl.a = m + 2;
+    pl.aa = pl.a * pl.a;
+    pl.grid = winograd::tile_grid(m, p.n, p.p, p.q);
+    const int64_t per_tile = pl.aa * (p.c + p.k) * int64_t(p.elem_size());
+    const int64_t budget = std::max<int64_t>(kMinBlockTiles, kBlockBudgetBytes / std::max<int64_t>(per_tile, 1));
+    pl.block = std::max<int64_t>(1, std::min(pl.grid.count, budget));
+    pl.ldt = round_up(pl.block, 8);
+    pl.u_elems = round_up(pl.aa * p.k * p.c_per_group(), kAlignElems);
+    pl.v_elems = round_up(pl.aa * p.c * pl.ldt, kAlignElems);
+    pl.m_elems = round_up(pl.aa * p.k * pl.ldt, kAlignElems);
+    return pl;
+}
+
+const char* algo_name(int64_t m) { return m == 2 ? "WINOGRAD_2X2_3X3" : "WINOGRAD_4X4_3X3"; }
+
+std::string why_not_m(const ConvProblem& p, int64_t m) {
+    const std::string name = algo_name(m);
+#if !defined(CONVCORE_HAVE_CUBLAS)
+    (void)p;
+    return name + " on CUDA needs cuBLAS, which this build did not find (pip install nvidia-cublas)";
+#else
+    if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
+        return name + " runs float32 and float64 only";
+    if (p.r != 3 || p.s != 3)
+        return name + " needs a 3x3 filter, got " + std::to_string(p.r) + "x" + std::to_string(p.s);
+    if (!p.unit_stride())
+        return name + " needs stride 1, got stride " + std::to_string(p.stride_h) + "x" +
+               std::to_string(p.stride_w);
+    if (!p.unit_dilation())
+        return name + " needs dilation 1, got dilation " + std::to_string(p.dil_h) + "x" +
+               std::to_string(p.dil_w);
+    // cuBLAS takes int sizes, leading dimensions and batch counts.
+    const Plan pl = make_plan(p, m);
+    if (p.k_per_group() > INT_MAX || p.c_per_group() > INT_MAX || pl.ldt > INT_MAX ||
+        p.groups * pl.aa > INT_MAX)
+        return name + ": a GEMM dimension (K/groups=" + std::to_string(p.k_per_group()) +
+               ", C/groups=" + std::to_string(p.c_per_group()) + ", tiles per block=" +
+               std::to_string(pl.ldt) + ", batch=" + std::to_string(p.groups * pl.aa) +
+               ") exceeds cuBLAS's 32-bit interface";
+    return "";
+#endif
+}
+
+size_t workspace_bytes_m(const ConvProblem& p, int64_t m) {
+    const Plan pl = make_plan(p, m);
+    return size_t(pl.u_elems + pl.v_elems + pl.m_elems) * p.elem_size();
+}
+
+#if defined(CONVCORE_HAVE_CUBLAS)
+
+// Sizes the kernels need, passed by value.
+struct Dims {
+    int64_t n, c, h, w, k, p, q, cg, kg, pad_h, pad_w;
+    winograd::TileGrid grid;
+    winograd::WsLayout ws;
+    bool flip;
+};
+
+// U[g][xi][kl][c] for every (k, c): item = k * cg + c.
+template <class F, typename T>
+__global__ void filter_transform_kernel(const T* __restrict__ w, T* __restrict__ U, Dims d) {
+    constexpr int a = F::alpha;
+    const int64_t total = d.k * d.cg;
+    const int64_t step = int64_t(gridDim.x) * blockDim.x;
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+        const int64_t k = i / d.cg, c = i % d.cg, g = k / d.kg, kl = k % d.kg;
+        T u[a][a];
+        winograd::filter_transform<F>(w + i * 9, d.flip, u);
+#pragma unroll
+        for (int xi = 0; xi < a; ++xi)
+#pragma unroll
+            for (int nu = 0; nu < a; ++nu) U[d.ws.u(g, xi * a + nu, kl, c)] = u[xi][nu];
+    }
+}
+
+// V[g][xi][cl][t - t0] for the tiles [t0, t0 + nt): item = c * nt + (t - t0), so consecutive
+// threads take consecutive tiles of one channel (coalesced V stores).
+template <class F, typename T>
+__global__ void input_transform_kernel(const T* __restrict__ x, T* __restrict__ V, Dims d,
+                                       int64_t t0, int64_t nt) {
+    constexpr int a = F::alpha;
+    const int64_t total = d.c * nt;
+    const int64_t step = int64_t(gridDim.x) * blockDim.x;
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+        const int64_t c = i / nt, tl = i % nt, g = c / d.cg, cl = c % d.cg;
+        const winograd::TilePos tp = winograd::tile_pos(d.grid, t0 + tl);
+        T dt[a][a], v[a][a];
+        winograd::load_input_tile<F>(x + (tp.n * d.c + c) * d.h * d.w, d.h, d.w, d.pad_h, d.pad_w,
+                                     tp.ty, tp.tx, dt);
+        winograd::input_transform<F>(dt, v);
+#pragma unroll
+        for (int xi = 0; xi < a; ++xi)
+#pragma unroll
+            for (int nu = 0; nu < a; ++nu) V[d.ws.v(g, xi * a + nu, cl, tl)] = v[xi][nu];
+    }
+}
+
+// y from M[g][xi][kl][t - t0]: item = k * nt + (t - t0).
+template <class F, typename T>
+__global__ void output_transform_kernel(const T* __restrict__ M, T* __restrict__ y, Dims d,
+                                        int64_t t0, int64_t nt, T alpha, T beta) {
+    constexpr int a = F::alpha, m = F::m;
+    const int64_t total = d.k * nt;
+    const int64_t step = int64_t(gridDim.x) * blockDim.x;
+    for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total; i += step) {
+        const int64_t k = i / nt, tl = i % nt, g = k / d.kg, kl = k % d.kg;
+        const winograd::TilePos tp = winograd::tile_pos(d.grid, t0 + tl);
+        T mm[a][a], yt[m][m];
+#pragma unroll
+        for (int xi = 0; xi < a; ++xi)
+#pragma unroll
+            for (int nu = 0; nu < a; ++nu) mm[xi][nu] = M[d.ws.m(g, xi * a + nu, kl, tl)];
+        winograd::output_transform<F>(mm, yt);
+        const int64_t p0 = tp.ty * m, q0 = tp.tx * m;
+        T* yk = y + ((tp.n * d.k + k) * d.p + p0) * d.q + q0;
+#pragma unroll
+        for (int r = 0; r < m; ++r)
+#pragma unroll
+            for (int s = 0; s < m; ++s)
+                if (p0 + r < d.p && q0 + s < d.q) blend_store(yk + r * d.q + s, yt[r][s], alpha, beta);
+    }
+}
+
+// The multiply stage: winograd::batched_gemm_args says which column-major GEMM computes M.
+void batched_gemm(cublasHandle_t h, const winograd::BatchedGemm& b, const float* U, const float* V,
+                  float* M) {
+    const float one = 1.0f, zero = 0.0f;
+    CONVCORE_CUBLAS_CHECK(cublasSgemmStridedBatched(
+        h, CUBLAS_OP_N, CUBLAS_OP_N, int(b.m), int(b.n), int(b.k), &one, V, int(b.lda),
+        static_cast<long long>(b.stride_a), U, int(b.ldb), static_cast<long long>(b.stride_b), &zero,
+        M, int(b.ldc), static_cast<long long>(b.stride_c), int(b.batch)));
+}
+void batched_gemm(cublasHandle_t h, const winograd::BatchedGemm& b, const double* U,
+                  const double* V, double* M) {
+    const double one = 1.0, zero = 0.0;
+    CONVCORE_CUBLAS_CHECK(cublasDgemmStridedBatched(
+        h, CUBLAS_OP_N, CUBLAS_OP_N, int(b.m), int(b.n), int(b.k), &one, V, int(b.lda),
+        static_cast<long long>(b.stride_a), U, int(b.ldb), static_cast<long long>(b.stride_b), &zero,
+        M, int(b.ldc), static_cast<long long>(b.stride_c), int(b.batch)));
+}
+
+template <class F, typename T>
+void run_typed(const ConvArgs& args) {
+    const ConvProblem& p = args.prob;
+    const Plan pl = make_plan(p, F::m);
+    if (pl.grid.count == 0 || p.k == 0) return;
+    if (args.x == nullptr || args.w == nullptr || args.y == nullptr || args.workspace == nullptr)
+        throw Error(CONVCORE_STATUS_INTERNAL_ERROR, std::string(algo_name(F::m)) +
+                                                        " (CUDA): null tensor or workspace pointer");
+    if (!args.ctx.cuda)
+        throw Error(CONVCORE_STATUS_INTERNAL_ERROR,
+                    std::string(algo_name(F::m)) + " (CUDA): the handle has no CUDA resources");
+    Dims d{};
+    d.n = p.n, d.c = p.c, d.h = p.h, d.w = p.w, d.k = p.k, d.p = p.p, d.q = p.q;
+    d.cg = p.c_per_group(), d.kg = p.k_per_group(), d.pad_h = p.pad_h, d.pad_w = p.pad_w;
+    d.grid = pl.grid;
+    d.ws = {pl.aa, d.cg, d.kg, pl.ldt};
+    d.flip = p.flip;
+
+    const T* x = static_cast<const T*>(args.x);
+    const T* w = static_cast<const T*>(args.w);
+    T* y = static_cast<T*>(args.y);
+    T* U = static_cast<T*>(args.workspace);
+    T* V = U + pl.u_elems;
+    T* M = V + pl.v_elems;
+    const T alpha = T(args.alpha), beta = T(args.beta);
+
+    DeviceGuard guard(args.ctx.device_index);
+    const cudaStream_t stream = stream_of(args.ctx);
+    cublasHandle_t blas = args.ctx.cuda->cublas(stream);
+
+    filter_transform_kernel<F, T><<<grid_blocks(args.ctx, p.k * d.cg, kThreads), kThreads, 0, stream>>>(w, U, d);
+    CONVCORE_CUDA_CHECK_LAUNCH("winograd filter_transform_kernel");
+    for (int64_t t0 = 0; t0 < pl.grid.count; t0 += pl.block) {
+        const int64_t nt = std::min(pl.block, pl.grid.count - t0);
+        input_transform_kernel<F, T><<<grid_blocks(args.ctx, p.c * nt, kThreads), kThreads, 0, stream>>>(
+            x, V, d, t0, nt);
+        CONVCORE_CUDA_CHECK_LAUNCH("winograd input_transform_kernel");
+        batched_gemm(blas, winograd::batched_gemm_args(d.ws, nt, p.groups), U, V, M);
+        output_transform_kernel<F, T><<<grid_blocks(args.ctx, p.k * nt, kThreads), kThreads, 0, stream>>>(
+            M, y, d, t0, nt, alpha, beta);
+        CONVCORE_CUDA_CHECK_LAUNCH("winograd output_transform_kernel");
+    }
+}
+
+template <class F>
+void run_f(const ConvArgs& a) {
+    if (a.prob.dtype == CONVCORE_DATA_DOUBLE)
+        run_typed<F, double>(a);
+    else
+        run_typed<F, float>(a);
+}
+
+void run_2(const ConvArgs& a) { run_f<winograd::F2x3>(a); }
+void run_4(const ConvArgs& a) { run_f<winograd::F4x3>(a); }
+
+#else  // no cuBLAS: why_not refuses every problem, so run is never called
+
+void run_2(const ConvArgs&) {
+    throw Error(CONVCORE_STATUS_NOT_SUPPORTED, "WINOGRAD_2X2_3X3 on CUDA needs cuBLAS");
+}
+void run_4(const ConvArgs&) {
+    throw Error(CONVCORE_STATUS_NOT_SUPPORTED, "WINOGRAD_4X4_3X3 on CUDA needs cuBLAS");
+}
+
+#endif
+
+std::string why_not_2(const ConvProblem& p) { return why_not_m(p, 2); }
+std::string why_not_4(const ConvProblem& p) { return why_not_m(p, 4); }
+size_t workspace_2(const ConvProblem& p) { return workspace_bytes_m(p, 2); }
+size_t workspace_4(const ConvProblem& p) { return workspace_bytes_m(p, 4); }
+
+}  // namespace
+
+extern const Solver winograd_2x2_3x3_solver;
+const Solver winograd_2x2_3x3_solver = {CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3, CONVCORE_DEVICE_CUDA,
+                                        /*deterministic=*/true, why_not_2, workspace_2, run_2};
+extern const Solver winograd_4x4_3x3_solver;
+const Solver winograd_4x4_3x3_solver = {CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3, CONVCORE_DEVICE_CUDA,
+                                        /*deterministic=*/true, why_not_4, workspace_4, run_4};
+
+}  // namespace cuda
+}  // namespace convcore
