@@ -20,6 +20,10 @@ extern const Solver winograd_4x4_3x3_solver;
 #ifdef CONVCORE_WITH_CUDA
 namespace cuda {
 extern const Solver direct_solver;
+extern const Solver fft_solver;
+extern const Solver fft_tiling_solver;
+extern const Solver fine_grained_fft_solver;
+extern const Solver poly_hankel_solver;
 extern const Solver winograd_2x2_3x3_solver;
 extern const Solver winograd_4x4_3x3_solver;
 }  // namespace cuda
@@ -40,6 +44,10 @@ const std::vector<const Solver*>& all_solvers() {
         &cpu::winograd_4x4_3x3_solver,
 #ifdef CONVCORE_WITH_CUDA
         &cuda::direct_solver,
+        &cuda::fft_solver,
+        &cuda::fft_tiling_solver,
+        &cuda::fine_grained_fft_solver,
+        &cuda::poly_hankel_solver,
         &cuda::winograd_2x2_3x3_solver,
         &cuda::winograd_4x4_3x3_solver,
 #endif

@@ -1,0 +1,234 @@
+// FFT_TILING on CUDA: 2D FFT convolution on overlap-save tiles (cuDNN's
+// CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING), the method of cpu/fft_tiling.cpp on cuFFT:
+// the padded input is cut into Th x Tw tiles that overlap by the dilated filter extent minus one
+// (common/fft_geometry.hpp: tile_grid, tile_row0/col0); per chunk of (image, tile) jobs
+//   1. every (job, channel) tile is copied out of the padded input (a gather kernel) and
+//      transformed (batched 2D R2C, frequency-major);
+//   2. per frequency and group Y(job, k) = sum_c X(job, c) conj(W(k, c)): one cuBLAS
+//      strided-batched complex GEMM per group over the Th*(Tw/2+1) frequencies (cuBLAS rather than
+//      a custom kernel for the reason cuda/fft.cu gives), with W the spectra of the filters placed
+//      in a Th x Tw plane, computed once per call;
+//   3. one batched C2R per (job, filter); each tile's (Th-Rd+1) x (Tw-Sd+1) stride-1 outputs
+//      that fall on the stride grid are scaled by alpha/(Th*Tw), blended and written (the tiles
+//      partition the stride-1 outputs: every output is written once).
+// The tile size is fixed per axis (fftg::gpu_tile_size): 32, or the smallest power of two >= 2x the
+// dilated filter extent, or the whole extent when that is smaller; not the CPU's cost model (that
+// one models FFTW and the CPU's filter DFT). Stride > 1 is computed at stride 1 and subsampled,
+// refused past 64x the outputs as on the CPU; dilation places the taps dil apart; true
+// convolution mirrors the filter; float32 and float64.
+//
+// Workspace (bytes; F = Th*(Tw/2+1), J jobs per chunk (input and output spectra and planes of a
+// chunk about 256 MiB, at least 1 job; the last chunk is padded with empty jobs), each section
+// 256-byte aligned, T = float or double):
+//   2*sizeof(T)*F*(K*C/g + J*C + J*K) + sizeof(T)*Th*Tw*max(J*C, J*K, K*C/g)
+//   + the largest cuFFT work area of the three plans.
+#include "core/error.hpp"
+#include "core/solver.hpp"
+#include "cuda/fft_family.hpp"
+
+#if defined(CONVCORE_CUDA_FFT_FAMILY)
+#include <algorithm>
+
+#include "common/blend.hpp"
+#include "common/fft_geometry.hpp"
+#include "cpu/fft_plan_cache.hpp"
+#endif
+
+namespace convcore {
+namespace cuda {
+
+namespace {
+
+#if defined(CONVCORE_CUDA_FFT_FAMILY)
+
+constexpr double kCap = double(cpu::fftc::kWorkspaceCap);
+constexpr double kChunkBytes = 256.0 * (1 << 20);
+
+struct Geometry {
+    int64_t rd, sd;    // dilated filter extent
+    int64_t ah, aw;    // stride-1 outputs needed
+    fftg::TileGrid tg;
+    int64_t f;         // complex numbers per tile spectrum
+    int64_t jobs, jb;  // (image, tile) jobs; jobs per chunk
+    int64_t kc;        // (filter, channel) planes
+    fftg::Sections ws;
+    size_t w_off = 0, x_off = 0, y_off = 0, a_off = 0, work_off = 0, work_bytes = 0;
+    bool fits = true;
+};
+
+FftPlanKey x_key(const Geometry& g, int64_t c, bool dbl) {
+    return forward_to_freq_major(2, g.tg.th, g.tg.tw, g.jb * c, dbl);
+}
+FftPlanKey w_key(const Geometry& g, bool dbl) { return forward_to_freq_major(2, g.tg.th, g.tg.tw, g.kc, dbl); }
+FftPlanKey y_key(const Geometry& g, int64_t k, bool dbl) {
+    return inverse_from_freq_major(2, g.tg.th, g.tg.tw, g.jb * k, dbl);
+}
+
+Geometry geometry(const ConvProblem& p, bool with_work) {
+    Geometry g;
+    const size_t t = p.elem_size();
+    g.rd = fftg::dilated_extent(p.r, p.dil_h);
+    g.sd = fftg::dilated_extent(p.s, p.dil_w);
+    g.ah = fftg::stride1_outputs(p.p, p.stride_h);
+    g.aw = fftg::stride1_outputs(p.q, p.stride_w);
+    g.kc = p.k * p.c_per_group();
+    // A tile past any cap (a huge filter span): say so before the sizes below leave int64.
+    if (double(g.rd) * double(g.sd) > kCap) {
+        g.ws.add(double(g.rd) * double(g.sd), t);
+        g.fits = false;
+        return g;
+    }
+    const int64_t th = fftg::gpu_tile_size(g.rd, cpu::fftc::good_size(g.ah + g.rd - 1));
+    const int64_t tw = fftg::gpu_tile_size(g.sd, cpu::fftc::good_size(g.aw + g.sd - 1, true));
+    g.tg = fftg::tile_grid(th, tw, g.rd, g.sd, g.ah, g.aw);
+    g.f = th * (tw / 2 + 1);
+    g.jobs = p.n * g.tg.nth * g.tg.ntw;
+    const double area = double(th) * double(tw);
+    const double per_job = 2.0 * t * double(g.f) * double(p.c + p.k) + t * area * double(std::max(p.c, p.k));
+    g.jb = std::max<int64_t>(1, std::min<int64_t>(g.jobs, int64_t(kChunkBytes / per_job)));
+    g.w_off = g.ws.add(double(g.f) * double(g.kc), 2 * t);
+    g.x_off = g.ws.add(double(g.f) * double(g.jb) * double(p.c), 2 * t);
+    g.y_off = g.ws.add(double(g.f) * double(g.jb) * double(p.k), 2 * t);
+    g.a_off = g.ws.add(area * double(std::max({g.jb * p.c, g.jb * p.k, g.kc})), t);
+    g.fits = !g.ws.overflow && g.ws.total() <= kCap && gemm_fits(g.f, g.jb, p.c, p.k);
+    if (!g.fits || !with_work || p.n == 0) return g;
+    const bool dbl = p.dtype == CONVCORE_DATA_DOUBLE;
+    g.work_bytes = std::max({fft_work_bytes(x_key(g, p.c, dbl)), fft_work_bytes(w_key(g, dbl)),
+                             fft_work_bytes(y_key(g, p.k, dbl))});
+    g.work_off = g.ws.add(double(g.work_bytes), 1);
+    return g;
+}
+
+std::string why_not(const ConvProblem& p) {
+    if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
+        return "FFT_TILING runs float32 and float64 only";
+    // It computes every stride-1 output of the region the outputs span (as on the CPU).
+    const double stride1 = (double(p.p - 1) * double(p.stride_h) + 1.0) * (double(p.q - 1) * double(p.stride_w) + 1.0);
+    if (stride1 > 64.0 * double(p.p) * double(p.q))
+        return "FFT_TILING computes every stride-1 output: with stride " + std::to_string(p.stride_h) + "x" +
+               std::to_string(p.stride_w) + " that is " +
+               std::to_string(int64_t(stride1 / (double(p.p) * double(p.q)))) +
+               " times the outputs (the limit is 64)";
+    const Geometry g = geometry(p, false);
+    if (!g.fits) return cpu::fftc::too_big("FFT_TILING", g.ws.total());
+    return "";
+}
+
+size_t workspace_bytes(const ConvProblem& p) { return size_t(geometry(p, true).ws.total()); }
+
+template <typename T>
+struct TileInputs {  // plane b = (job in chunk, channel): the job's tile of the padded input
+    const T* x;
+    T* planes;
+    fftg::TileGrid tg;
+    int64_t c, h, w, pad_h, pad_w, job0, jobs;
+    __device__ void operator()(int64_t e) const {
+        const int64_t area = tg.th * tg.tw;
+        const int64_t b = e / area, ij = e % area;
+        const int64_t job = job0 + b / c, ch = b % c;
+        if (job >= jobs) {  // the last chunk's padding
+            planes[e] = T(0);
+            return;
+        }
+        const int64_t tiles = tg.nth * tg.ntw, n = job / tiles, t = job % tiles;
+        planes[e] = fftg::padded_input(x + (n * c + ch) * h * w, h, w, pad_h, pad_w,
+                                       fftg::tile_row0(tg, t) + ij / tg.tw, fftg::tile_col0(tg, t) + ij % tg.tw);
+    }
+};
+
+template <typename T>
+struct FilterPlanes {  // plane b = (filter, channel): taps dil apart, mirrored for convolution
+    const T* w;
+    T* planes;
+    int64_t r, s, dil_h, dil_w, th, tw;
+    bool flip;
+    __device__ void operator()(int64_t e) const {
+        const int64_t b = e / (th * tw), ij = e % (th * tw);
+        planes[e] = fftg::filter_plane(w + b * r * s, r, s, dil_h, dil_w, flip, ij / tw, ij % tw);
+    }
+};
+
+template <typename T>
+struct TileOutputs {  // stride-1 output (u, v) of plane (job in chunk, filter): kept when on the stride grid
+    const T* planes;
+    T* y;
+    fftg::TileGrid tg;
+    int64_t k, p, q, stride_h, stride_w, ah, aw, job0, jobs;
+    T alpha, beta;  // alpha already divided by Th*Tw
+    __device__ void operator()(int64_t e) const {
+        const int64_t per = tg.oh * tg.ow;
+        const int64_t b = e / per, uv = e % per, u = uv / tg.ow, v = uv % tg.ow;
+        const int64_t job = job0 + b / k, kk = b % k;
+        if (job >= jobs) return;
+        const int64_t tiles = tg.nth * tg.ntw, n = job / tiles, t = job % tiles;
+        const int64_t a = fftg::tile_row0(tg, t) + u, bc = fftg::tile_col0(tg, t) + v;
+        if (a >= ah || bc >= aw || a % stride_h != 0 || bc % stride_w != 0) return;
+        const T val = planes[b * tg.th * tg.tw + u * tg.tw + v];
+        blend_store(y + ((n * k + kk) * p + a / stride_h) * q + bc / stride_w, val, alpha, beta);
+    }
+};
+
+template <typename T>
+void run_typed(const ConvArgs& a) {
+    const ConvProblem& p = a.prob;
+    const Geometry g = geometry(p, true);
+    const bool dbl = sizeof(T) == 8;
+    char* base = static_cast<char*>(a.workspace);
+    void* wsp = base + g.w_off;
+    void* xs = base + g.x_off;
+    void* ys = base + g.y_off;
+    T* planes = reinterpret_cast<T*>(base + g.a_off);
+    void* work = g.work_bytes ? base + g.work_off : nullptr;
+    FftPlanCache& plans = plan_cache(a.ctx);
+    const cudaStream_t stream = stream_of(a.ctx);
+    const int64_t th = g.tg.th, tw = g.tg.tw;
+
+    // the filter spectra at the tile size, once
+    for_each(a.ctx, g.kc * th * tw,
+             FilterPlanes<T>{static_cast<const T*>(a.w), planes, p.r, p.s, p.dil_h, p.dil_w, th, tw, p.flip},
+             "FFT_TILING filter planes");
+    plans.exec(w_key(g, dbl), stream, work, g.work_bytes, planes, wsp);
+    const T alpha = T(a.alpha / (double(th) * double(tw)));
+    for (int64_t j0 = 0; j0 < g.jobs; j0 += g.jb) {
+        for_each(a.ctx, g.jb * p.c * th * tw,
+                 TileInputs<T>{static_cast<const T*>(a.x), planes, g.tg, p.c, p.h, p.w, p.pad_h, p.pad_w, j0, g.jobs},
+                 "FFT_TILING input tiles");
+        plans.exec(x_key(g, p.c, dbl), stream, work, g.work_bytes, planes, xs);
+        spectral_gemm<T>(a.ctx, /*conj=*/true, g.f, g.jb, p.c, p.k, p.groups, xs, wsp, ys);
+        plans.exec(y_key(g, p.k, dbl), stream, work, g.work_bytes, ys, planes);
+        for_each(a.ctx, g.jb * p.k * g.tg.oh * g.tg.ow,
+                 TileOutputs<T>{planes, static_cast<T*>(a.y), g.tg, p.k, p.p, p.q, p.stride_h, p.stride_w, g.ah, g.aw,
+                                j0, g.jobs, alpha, T(a.beta)},
+                 "FFT_TILING outputs");
+    }
+}
+
+void run(const ConvArgs& a) {
+    if (a.prob.y_elems() == 0) return;
+    if (a.x == nullptr || a.w == nullptr || a.y == nullptr || a.workspace == nullptr)
+        throw Error(CONVCORE_STATUS_INTERNAL_ERROR, "FFT_TILING (CUDA): null tensor or workspace pointer");
+    DeviceGuard guard(a.ctx.device_index);
+    if (a.prob.dtype == CONVCORE_DATA_DOUBLE)
+        run_typed<double>(a);
+    else
+        run_typed<float>(a);
+}
+
+#else  // built without cuFFT or cuBLAS
+
+std::string why_not(const ConvProblem&) {
+    return "FFT_TILING on CUDA needs cuFFT and cuBLAS, which this build did not find";
+}
+size_t workspace_bytes(const ConvProblem&) { return 0; }
+void run(const ConvArgs&) { throw Error(CONVCORE_STATUS_NOT_SUPPORTED, "FFT_TILING on CUDA: built without cuFFT"); }
+
+#endif
+
+}  // namespace
+
+extern const Solver fft_tiling_solver;
+const Solver fft_tiling_solver = {CONVCORE_FWD_ALGO_FFT_TILING, CONVCORE_DEVICE_CUDA, /*deterministic=*/true,
+                                  why_not, workspace_bytes, run};
+
+}  // namespace cuda
+}  // namespace convcore
