@@ -26,6 +26,7 @@ extern const Solver fine_grained_fft_solver;
 extern const Solver poly_hankel_solver;
 extern const Solver winograd_2x2_3x3_solver;
 extern const Solver winograd_4x4_3x3_solver;
+extern const Solver cyclic_minimal_solver;
 }  // namespace cuda
 #endif
 
@@ -50,6 +51,7 @@ const std::vector<const Solver*>& all_solvers() {
         &cuda::poly_hankel_solver,
         &cuda::winograd_2x2_3x3_solver,
         &cuda::winograd_4x4_3x3_solver,
+        &cuda::cyclic_minimal_solver,
 #endif
     };
     return solvers;
