@@ -39,17 +39,21 @@ from ._api import (  # noqa: E402  (the error classes must be registered first)
     BwdFilterAlgo,
     ConvDesc,
     Convolution,
+    FindResult,
     build_info,
+    clear_find_cache,
     cmake_prefix_path,
     conv2d,
     cuda_device_count,
+    find_stats,
     set_num_threads,
 )
 
 __version__ = _convcore.version()
 
 __all__ = [
-    "Algo", "BwdDataAlgo", "BwdFilterAlgo", "ConvDesc", "Convolution", "conv2d",
+    "Algo", "BwdDataAlgo", "BwdFilterAlgo", "ConvDesc", "Convolution", "FindResult", "conv2d",
+    "find_stats", "clear_find_cache",
     "Error", "BadParamError", "NotSupportedError", "ExecutionError",
     "build_info", "cuda_device_count", "cmake_prefix_path", "set_num_threads", "__version__",
 ]

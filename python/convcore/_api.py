@@ -16,8 +16,8 @@ import numpy as np
 from . import _convcore as _C
 from ._errors import BadParamError, NotSupportedError
 
-__all__ = ["Algo", "BwdDataAlgo", "BwdFilterAlgo", "ConvDesc", "Convolution", "conv2d", "build_info", "cuda_device_count",
-           "cmake_prefix_path", "set_num_threads"]
+__all__ = ["Algo", "BwdDataAlgo", "BwdFilterAlgo", "ConvDesc", "Convolution", "FindResult", "conv2d", "build_info",
+           "cuda_device_count", "cmake_prefix_path", "set_num_threads", "find_stats", "clear_find_cache"]
 
 SUPPORTED_DTYPES = ("float32", "float64")
 MODES = {"cross_correlation": _C.CROSS_CORRELATION, "convolution": _C.CONVOLUTION}
@@ -31,7 +31,8 @@ Algo = enum.Enum("Algo", [(name, i) for i, name in enumerate(_C.algo_names())],
 Algo.__doc__ = """The forward algorithms; members mirror the C enum convcoreConvolutionFwdAlgo_t.
 
 ``algo=`` accepts a member (``Algo.IM2COL_GEMM``) or its name as a string, case-insensitive
-(``"im2col_gemm"``), or ``"auto"`` for the heuristic's first applicable choice."""
+(``"im2col_gemm"``), or ``"auto"`` for the heuristic's first applicable choice. Convolution.forward
+also takes ``"find"``: the fastest by Find (timed once per machine, kept in the find-db)."""
 
 
 def _algo_names_lower():
@@ -39,16 +40,18 @@ def _algo_names_lower():
 
 
 def _algo_id(algo):
-    """The C enum value for ``algo``; -1 for "auto"."""
+    """The C enum value for ``algo``; -1 for "auto", _C.ALGO_FIND (-2) for "find"."""
     if isinstance(algo, Algo):
         return algo.value
     if isinstance(algo, str):
         key = algo.strip().upper()
         if key == "AUTO":
             return -1
+        if key == "FIND":
+            return _C.ALGO_FIND
         if key in Algo.__members__:
             return Algo[key].value
-    valid = ", ".join(["auto"] + _algo_names_lower())
+    valid = ", ".join(["auto", "find"] + _algo_names_lower())
     raise BadParamError(f"algo: unknown algorithm {algo!r}; valid names: {valid}")
 
 
@@ -326,6 +329,49 @@ def _cuda_streams(x, device):
 
 # ---- the convolution ---------------------------------------------------------------------------------
 
+_STATUS_NAMES = {0: "success", _C.STATUS_BAD_PARAM: "bad_param",
+                 _C.STATUS_NOT_SUPPORTED: "not_supported", _C.STATUS_ALLOC_FAILED: "alloc_failed",
+                 _C.STATUS_EXECUTION_FAILED: "execution_failed",
+                 _C.STATUS_INTERNAL_ERROR: "internal_error"}
+
+
+class FindResult(tuple):
+    """One algorithm's result from Convolution.find: ``algo`` (a convcore.Algo), ``status``
+    ("success", "not_supported", "alloc_failed", ...), ``time_ms`` (None unless it ran),
+    ``workspace`` (bytes it needs), ``deterministic`` (bool); ``name`` is the algorithm's
+    name as algo= takes it."""
+
+    __slots__ = ()
+    _fields = ("algo", "status", "time_ms", "workspace", "deterministic")
+
+    def __new__(cls, algo, status, time_ms, workspace, deterministic):
+        return tuple.__new__(cls, (algo, status, time_ms, workspace, deterministic))
+
+    algo = property(lambda self: self[0])
+    status = property(lambda self: self[1])
+    time_ms = property(lambda self: self[2])
+    workspace = property(lambda self: self[3])
+    deterministic = property(lambda self: self[4])
+    name = property(lambda self: self[0].name.lower())
+
+    def __repr__(self):
+        time = "None" if self.time_ms is None else f"{self.time_ms:.4g}"
+        return (f"FindResult({self.name}, {self.status}, time_ms={time}, "
+                f"workspace={self.workspace}, deterministic={self.deterministic})")
+
+
+def find_stats():
+    """What Find did in this process: {"timed_runs": (problem, algorithm) pairs timed,
+    "db_hits": Find calls answered from the find-db or the in-process cache, timing nothing}."""
+    timed, hits = _C.find_stats()
+    return {"timed_runs": timed, "db_hits": hits}
+
+
+def clear_find_cache():
+    """Forgets the in-process cache of Find results: the next Find reads the find-db again."""
+    _C.clear_find_cache()
+
+
 class ConvDesc:
     """Convolution parameters (immutable): padding, stride, dilation (ints or (h, w) pairs),
     groups, and mode "cross_correlation" (what frameworks call conv) or "convolution" (the
@@ -416,6 +462,9 @@ class Convolution:
         inputs; strided ones may need more."""
         enum_cls, code = _direction_arg(direction)
         algo_id = _algo_id(algo) if code == 0 else _enum_algo_id(algo, enum_cls)
+        if algo_id == _C.ALGO_FIND:
+            raise BadParamError("algo: 'find' has no fixed workspace; Convolution.find() reports "
+                                "each algorithm's")
         if algo_id < 0:
             for _, supported, workspace, _ in self._rank(x_shape, w_shape, device, dtype, direction):
                 if supported:
@@ -431,7 +480,9 @@ class Convolution:
 
     def forward(self, x, w, algo="auto", out=None, alpha=1.0, beta=0.0):
         """``alpha * conv(x, w) + beta * out``, into ``out`` when given (else a new array of the
-        type of x). With beta == 0 the previous contents of out are never read."""
+        type of x). With beta == 0 the previous contents of out are never read. ``algo="find"``
+        runs the fastest algorithm by Find (convcoreFindConvolutionForwardAlgorithm: the
+        find-db, or timed once on buffers of its own)."""
         algo_id = _algo_id(algo)
         alpha = _scalar_arg("alpha", alpha)
         beta = _scalar_arg("beta", beta)
@@ -470,6 +521,40 @@ class Convolution:
         return out
 
     __call__ = forward
+
+    def find(self, x, w, workspace_limit=None, deterministic=False):
+        """Times every forward algorithm on ``x`` and ``w`` (cuDNN's FindEx; nothing is written
+        to x or w) and returns a FindResult per algorithm: those that ran, fastest first, then
+        the others with their status ("not_supported": cannot run the problem, disabled by
+        CONVCORE_DISABLE_ALGOS, or not deterministic when ``deterministic=True``;
+        "alloc_failed": needs more workspace than ``workspace_limit`` bytes). Results come
+        from the find-db when this problem was timed before on this machine (README: "Find
+        and the find-db"); convcore.find_stats() counts what was timed."""
+        if workspace_limit is not None:
+            workspace_limit = _int_arg("workspace_limit", workspace_limit, 0)
+        if not isinstance(deterministic, bool):
+            raise BadParamError(f"deterministic: expected a bool, got {deterministic!r}")
+        device = _dlpack_device(x, "x")
+        w_device = _dlpack_device(w, "w")
+        if w_device != device:
+            raise BadParamError(f"x and w are on different devices: x on {_device_name(device)}, "
+                                f"w on {_device_name(w_device)}")
+        dlpack_stream, stream = None, 0
+        if device[0] == _C.DLPACK_CUDA:
+            dlpack_stream, stream = _cuda_streams(x, device)
+        xt = _import_input(x, "x", dlpack_stream, need_packed=False)
+        wt = _import_input(w, "w", dlpack_stream, need_packed=True)
+        dtype = _C.check_inputs(xt, wt)
+        y_shape = self.output_shape(xt.shape, wt.shape)
+        if y_shape[0] == 0:
+            raise BadParamError("x: an empty batch has nothing to time")
+        scratch = _allocate_output(x, y_shape, dtype, device)
+        yt = _import_output(scratch, dlpack_stream)
+        rows = _C.find(xt, wt, yt, self.desc._params, -1 if workspace_limit is None else workspace_limit,
+                       deterministic, self._workspace(), stream)
+        return [FindResult(Algo(algo), _STATUS_NAMES.get(status, str(status)),
+                           time_ms if status == 0 else None, workspace, det)
+                for algo, status, time_ms, workspace, det in rows]
 
     # ---- backward passes (training) ----
 

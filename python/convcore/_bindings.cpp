@@ -476,11 +476,9 @@ std::string check_inputs(const DLPackTensor& x, const DLPackTensor& w) {
     return x.dtype();
 }
 
-// y = alpha * conv(x, w) + beta * y with algorithm `algo` (-1: the heuristic's first choice).
-// `stream` is the CUDA stream to run on (ignored on the CPU). Returns the algorithm used.
-int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
-            const ConvParams& p, int algo, double alpha, double beta, Workspace& workspace,
-            uintptr_t stream) {
+// The checks of a forward call's x, w and out (y), and their descriptors. Returns the dtype.
+convcoreDataType_t set_forward_descriptors(Descriptors& d, const DLPackTensor& x, const DLPackTensor& w,
+                                           const DLPackTensor& y, const ConvParams& p) {
     const std::string dtype = check_inputs(x, w);
     const convcoreDataType_t t = data_type_of(dtype);
     require_4d(y.shape(), "out", "NCHW");
@@ -494,7 +492,6 @@ int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
     if (!y.has_positive_strides() || !y.has_distinct_elements())
         bad_param("out: strides must be positive and must not make elements overlap");
 
-    Descriptors d;
     d.set_conv(p);
     const auto x_strides = x.strides_for_c(), y_strides = y.strides_for_c();
     d.set_x(x.shape(), t, &x_strides);
@@ -506,11 +503,40 @@ int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
         bad_param("out: expected shape " + shape_str(expect) + " (the output of this convolution), got " +
                   shape_str(y.shape()));
     d.set_y(t, &y_strides);
+    return t;
+}
 
+// "find" as algo= of forward (the Python API's -2; -1 is "auto").
+constexpr int kAlgoFind = -2;
+
+// The fastest algorithm by Find (the find-db, else timed on buffers Find allocates).
+int find_best(convcoreHandle_t h, const Descriptors& d) {
+    convcoreConvolutionFwdAlgoPerf_t best{};
+    int count = 0;
+    convcoreStatus_t status;
+    {
+        py::gil_scoped_release release;
+        status = convcoreFindConvolutionForwardAlgorithm(h, d.x, d.w, d.conv, d.y, 1, &count, &best);
+    }
+    check(status, "algo=find: ");
+    if (count < 1 || best.status != CONVCORE_STATUS_SUCCESS)
+        not_supported("algo=find: no convcore algorithm can run this problem on this device");
+    return int(best.algo);
+}
+
+// y = alpha * conv(x, w) + beta * y with algorithm `algo` (-1: the heuristic's first choice,
+// -2: Find's). `stream` is the CUDA stream to run on (ignored on the CPU). Returns the
+// algorithm used.
+int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
+            const ConvParams& p, int algo, double alpha, double beta, Workspace& workspace,
+            uintptr_t stream) {
+    Descriptors d;
+    const convcoreDataType_t t = set_forward_descriptors(d, x, w, y, p);
     const bool on_cuda = x.device_type() == kDLCUDA;
     convcoreHandle_t h = on_cuda ? cuda_handle(x.device_id()) : cpu_handle();
     if (on_cuda) check(convcoreSetStream(h, reinterpret_cast<void*>(stream)), "stream: ");
 
+    if (algo == kAlgoFind) algo = find_best(h, d);
     if (algo < 0) {
         for (const AlgoPerf& a : rank(h, d)) {
             if (a.supported) {
@@ -847,6 +873,46 @@ int algo_by_name(const std::string& name) {
 
 void set_num_threads(int n) { check(convcoreSetNumThreads(cpu_handle(), n), "threads: "); }
 
+// ---- Find ------------------------------------------------------------------------------------
+
+// Convolution.find: Find on the caller's x and w (out is scratch), with a workspace of the
+// largest size that an algorithm within `workspace_limit` (-1: no limit) needs.
+// [(algo, status, time_ms, workspace_bytes, deterministic)], fastest first, failures last.
+py::list find(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y, const ConvParams& p,
+              int64_t workspace_limit, bool deterministic, Workspace& workspace, uintptr_t stream) {
+    Descriptors d;
+    set_forward_descriptors(d, x, w, y, p);
+    const bool on_cuda = x.device_type() == kDLCUDA;
+    convcoreHandle_t h = handle_on(x, stream);
+    const size_t limit = workspace_limit < 0 ? SIZE_MAX : size_t(workspace_limit);
+    size_t bytes = 0;
+    for (const AlgoPerf& a : rank(h, d))
+        if (a.supported && a.workspace <= limit) bytes = std::max(bytes, a.workspace);
+
+    convcoreConvolutionFwdAlgoPerf_t perf[CONVCORE_FWD_ALGO_COUNT];
+    int count = 0;
+    check(convcoreSetDeterministicOnly(h, deterministic ? 1 : 0));
+    const convcoreStatus_t status = with_workspace(h, on_cuda, bytes, workspace, [&](void* ws, size_t n) {
+        return convcoreFindConvolutionForwardAlgorithmEx(h, d.x, x.data(), d.w, w.data(), d.conv, d.y,
+                                                         y.data(), CONVCORE_FWD_ALGO_COUNT, &count, perf,
+                                                         ws, n);
+    });
+    const std::string reason = convcoreGetLastErrorString();
+    convcoreSetDeterministicOnly(h, 0);  // the handle is this thread's, shared with other calls
+    if (status != CONVCORE_STATUS_SUCCESS) throw StatusError(status, "find: " + reason);
+    py::list out;
+    for (int i = 0; i < count; ++i)
+        out.append(py::make_tuple(int(perf[i].algo), int(perf[i].status), double(perf[i].time),
+                                  perf[i].memory, perf[i].determinism == CONVCORE_DETERMINISTIC));
+    return out;
+}
+
+py::tuple find_stats() {
+    int64_t timed = 0, hits = 0;
+    check(convcoreGetFindStats(&timed, &hits));
+    return py::make_tuple(timed, hits);
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_convcore, m) {
@@ -939,6 +1005,14 @@ PYBIND11_MODULE(_convcore, m) {
     m.def("forward", &forward, py::arg("x"), py::arg("w"), py::arg("y"), py::arg("params"),
           py::arg("algo"), py::arg("alpha"), py::arg("beta"), py::arg("workspace"),
           py::arg("stream"));
+    m.attr("ALGO_FIND") = kAlgoFind;
+    m.def("find", &find, py::arg("x"), py::arg("w"), py::arg("y"), py::arg("params"),
+          py::arg("workspace_limit"), py::arg("deterministic"), py::arg("workspace"), py::arg("stream"),
+          "FindEx on x and w (y: scratch): [(algo, status, time_ms, workspace, deterministic)], "
+          "fastest first.");
+    m.def("find_stats", &find_stats, "(timed_runs, db_hits) of Find in this process.");
+    m.def("clear_find_cache", [] { check(convcoreClearFindCache()); },
+          "Forget the in-process cache of find results (the find-db file is read again).");
 
     // ---- backward passes ----
     m.attr("BACKWARD_DATA") = int(BACKWARD_DATA);
