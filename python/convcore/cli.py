@@ -163,21 +163,33 @@ def parse_suite(text, source="suite"):
 # ---- timing -------------------------------------------------------------------------------------
 
 class CpuTimer:
+    """Wall-clock time, or with ``cpu_time`` the process's CPU time (all threads): robust to
+    other jobs sharing the cores, but it counts spinning threads and ignores idle ones."""
+
+    def __init__(self, cpu_time=False):
+        self.clock = time.process_time if cpu_time else time.perf_counter
+
     def time_ms(self, fn):
-        start = time.perf_counter()
+        start = self.clock()
         fn()
-        return (time.perf_counter() - start) * 1e3
+        return (self.clock() - start) * 1e3
 
 
 class CudaTimer:
-    """CUDA events on the current torch stream."""
+    """CUDA events on the current torch stream. Before each rep the L2 cache is flushed by
+    writing a buffer of twice its size (issue 4: every rep starts cold, as a layer of a network
+    does, not with the previous rep's operands cached)."""
 
     def __init__(self, torch):
         self.torch = torch
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        l2 = getattr(props, "L2_cache_size", 0) or 64 << 20  # 50 MB on an H100
+        self.flush_buffer = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
 
     def time_ms(self, fn):
         cuda = self.torch.cuda
         start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
+        self.flush_buffer.zero_()  # queued before `start`: not timed
         start.record()
         fn()
         end.record()
@@ -211,6 +223,7 @@ def bench_problem(problem, args, torch, log):
     conv = convcore.Convolution(problem.desc())
     applicable = conv.applicable_algos(problem.x_shape, problem.w_shape, device=args.device,
                                        dtype=dtype)
+    auto_choice = applicable[0] if applicable else None  # what algo="auto" runs (the heuristic)
     algos = applicable if args.algos is None else [a for a in args.algos if a in applicable]
     skipped = [] if args.algos is None else [a for a in args.algos if a not in applicable]
 
@@ -232,7 +245,7 @@ def bench_problem(problem, args, torch, log):
     for algo in algos:
         out = new_out()
         row = {"layer": problem.label, "problem": problem.descriptor(), "algo": algo,
-               "flops": problem.flops(), "workspace_bytes": conv.workspace_size(
+               "auto": algo == auto_choice, "flops": problem.flops(), "workspace_bytes": conv.workspace_size(
                    problem.x_shape, problem.w_shape, algo, device=args.device, dtype=dtype)}
         err = _relative_error(to_numpy(conv.forward(x, w, algo=algo, out=out)), reference)
         row["rel_error_vs_direct"] = err
@@ -265,7 +278,7 @@ def bench_problem(problem, args, torch, log):
         contenders["torch"] = run_torch
 
     # Warm-up, then interleaved reps (the starting contender rotates), median per contender.
-    timer = CudaTimer(torch) if on_cuda else CpuTimer()
+    timer = CudaTimer(torch) if on_cuda else CpuTimer(getattr(args, "cpu_time", False))
     names = list(contenders)
     for _ in range(args.warmup):
         for name in names:
@@ -307,16 +320,17 @@ def _ratio(r):
 
 
 def format_table(results, with_torch):
-    headers = ["layer", "algorithm", "time ms", "GFLOP/s", "workspace", "t/best"]
+    headers = ["layer", "algorithm", "auto", "time ms", "GFLOP/s", "workspace", "t/best"]
     if with_torch:
         headers.append("t/torch")
     headers.append("check")
     lines = []
     for r in results:
         if "median_ms" not in r:
-            cells = [r["layer"], r["algo"], "-", "-", "-", "-"] + (["-"] if with_torch else [])
+            cells = [r["layer"], r["algo"], "", "-", "-", "-", "-"] + (["-"] if with_torch else [])
         else:
-            cells = [r["layer"], r["algo"], f"{r['median_ms']:.3f}", f"{r['gflops']:.1f}",
+            cells = [r["layer"], r["algo"], "<- auto" if r.get("auto") else "",
+                     f"{r['median_ms']:.3f}", f"{r['gflops']:.1f}",
                      _bytes(r["workspace_bytes"]),
                      "-" if r["algo"] == "torch" else _ratio(r["ratio_to_best"])]
             if with_torch:
@@ -326,7 +340,7 @@ def format_table(results, with_torch):
                      f"(rel. error {r['rel_error_vs_direct']:.2g})")
         lines.append(cells)
     widths = [max([len(h)] + [len(c[i]) for c in lines]) for i, h in enumerate(headers)]
-    numeric = {2, 3, 4, 5, 6} if with_torch else {2, 3, 4, 5}
+    numeric = {3, 4, 5, 6, 7} if with_torch else {3, 4, 5, 6}
 
     def fmt(cells):
         return "  ".join(c.rjust(wd) if i in numeric else c.ljust(wd)
@@ -339,6 +353,27 @@ def format_table(results, with_torch):
         previous = cells[0]
         out.append(fmt(cells))
     return "\n".join(out)
+
+
+def auto_summary(results):
+    """(layers where auto's choice is within 10% of the fastest algorithm, layers where auto's
+    choice was timed, [(layer, auto's algo, its t/best, fastest algo)] for the misses)."""
+    layers = {}
+    for r in results:
+        if "median_ms" in r and r["algo"] != "torch":
+            layers.setdefault(r["layer"], []).append(r)
+    within, misses, timed = 0, [], 0
+    for layer, rows in layers.items():
+        auto = [r for r in rows if r.get("auto")]
+        if not auto:
+            continue
+        timed += 1
+        if auto[0]["ratio_to_best"] <= 1.10:
+            within += 1
+        else:
+            best = min(rows, key=lambda r: r["median_ms"])
+            misses.append((layer, auto[0]["algo"], auto[0]["ratio_to_best"], best["algo"]))
+    return within, timed, misses
 
 
 # ---- commands ------------------------------------------------------------------------------------
@@ -359,7 +394,39 @@ def cmd_info(args):
     return 0
 
 
+def _print_auto_summary(results):
+    within, timed, misses = auto_summary(results)
+    print(f"\nauto within 10% of best on {within}/{timed} layers" + (
+        "" if not misses else ": missed " + "; ".join(
+            f"{layer} (auto {algo} at {ratio:.2f}x, fastest {best})"
+            for layer, algo, ratio, best in misses)))
+    return within, timed
+
+
+def _plot(results, directory, device):
+    from convcore import plot
+    for path in plot.plot_results(results, directory, device):
+        print(f"plot written to {path}")
+
+
+def _replot(args):
+    """--from-json: the table, the auto summary and the plots of a saved run; times nothing."""
+    with open(args.from_json) as f:
+        saved = json.load(f)
+    results = saved["results"]
+    print(format_table(results, any(r["algo"] == "torch" for r in results)))
+    _print_auto_summary(results)
+    if args.plot:
+        _plot(results, args.plot, saved.get("device", "cpu"))
+    return 0
+
+
 def cmd_bench(args):
+    if args.plot:
+        from convcore import plot
+        plot._pyplot()  # fail before timing anything when matplotlib is missing
+    if args.from_json:
+        return _replot(args)
     if args.suite:
         with open(args.suite) as f:
             problems = parse_suite(f.read(), args.suite)
@@ -400,6 +467,7 @@ def cmd_bench(args):
     print("\nGFLOP/s: 2*N*K*(C/g)*R*S*P*Q / median time. t/best: time / the fastest convcore "
           "algorithm on the layer." + (" t/torch: time / torch conv2d (< 1: faster than torch)."
                                        if torch is not None else ""))
+    within, timed = _print_auto_summary(results)
     mismatches = [r for r in results if r["check"] == "MISMATCH"]
     if mismatches:
         print(f"\n!!! {len(mismatches)} MISMATCH(ES) against DIRECT: "
@@ -414,12 +482,15 @@ def cmd_bench(args):
             "warmup": args.warmup,
             "torch_version": torch.__version__ if torch is not None else None,
             "suite": [asdict(p) for p in problems],
+            "auto_within_10pct": {"within": within, "layers": timed},
             "results": results,
         }
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1, default=lambda v: None if isinstance(v, float) and
                       not math.isfinite(v) else v)
         print(f"results written to {args.json}")
+    if args.plot:
+        _plot(results, args.plot, args.device)
     return 1 if mismatches else 0
 
 
@@ -451,6 +522,11 @@ def build_parser():
     bench.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
     bench.add_argument("--no-torch", action="store_true", help="do not time torch conv2d")
     bench.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    bench.add_argument("--plot", metavar="DIR", help="also draw the suite's sweeps as PNGs in DIR "
+                       "(time against input size, against kernel size, crossover map; needs "
+                       "matplotlib)")
+    bench.add_argument("--from-json", metavar="PATH", help="time nothing: print and --plot the "
+                       "results saved by an earlier --json")
     bench.add_argument("-v", "--verbose", action="store_true", help="log each layer as it starts")
     bench.set_defaults(func=cmd_bench)
     return parser
