@@ -159,7 +159,14 @@ struct Sections {
         return off;
     }
     double total() const { return overflow ? wanted : double(end); }
+    // Bytes to ask the caller for: the sections plus 256 bytes of slack to align its base
+    // (aligned_base), which the C API only guarantees to be aligned to the element type.
+    double with_slack() const { return total() + 256.0; }
 };
+inline char* aligned_base(void* ws) {
+    const uintptr_t p = reinterpret_cast<uintptr_t>(ws);
+    return reinterpret_cast<char*>((p + 255) & ~uintptr_t(255));
+}
 
 }  // namespace fftg
 }  // namespace convcore

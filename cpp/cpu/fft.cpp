@@ -28,6 +28,7 @@
 
 #include "core/error.hpp"
 #include "core/solver.hpp"
+#include "common/fft_geometry.hpp"
 #include "cpu/fft_plan_cache.hpp"
 
 namespace convcore {
@@ -53,10 +54,10 @@ struct Geometry {
 template <typename T>
 Geometry geometry(const ConvProblem& p) {
     Geometry g;
-    g.rd = p.dil_h * (p.r - 1) + 1;
-    g.sd = p.dil_w * (p.s - 1) + 1;
-    g.hu = (p.p - 1) * p.stride_h + g.rd;
-    g.wu = (p.q - 1) * p.stride_w + g.sd;
+    g.rd = fftg::dilated_extent(p.r, p.dil_h);
+    g.sd = fftg::dilated_extent(p.s, p.dil_w);
+    g.hu = fftg::used_extent(p.p, p.stride_h, p.r, p.dil_h);
+    g.wu = fftg::used_extent(p.q, p.stride_w, p.s, p.dil_w);
     // An image past any workspace cap: say so (why_not) before the sizes below leave int64.
     // One plane of it is a lower bound of the workspace.
     if (double(g.hu) * double(g.wu) > double(kWorkspaceCap)) {

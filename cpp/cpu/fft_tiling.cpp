@@ -28,6 +28,7 @@
 
 #include "core/error.hpp"
 #include "core/solver.hpp"
+#include "common/fft_geometry.hpp"
 #include "cpu/fft_plan_cache.hpp"
 
 namespace convcore {
@@ -59,10 +60,10 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 template <typename T>
 Geometry geometry(const ConvProblem& p) {
     Geometry g;
-    g.rd = p.dil_h * (p.r - 1) + 1;
-    g.sd = p.dil_w * (p.s - 1) + 1;
-    g.ah = (p.p - 1) * p.stride_h + 1;
-    g.aw = (p.q - 1) * p.stride_w + 1;
+    g.rd = fftg::dilated_extent(p.r, p.dil_h);
+    g.sd = fftg::dilated_extent(p.s, p.dil_w);
+    g.ah = fftg::stride1_outputs(p.p, p.stride_h);
+    g.aw = fftg::stride1_outputs(p.q, p.stride_w);
     // Candidate tile sizes per axis: powers of two covering the filter, and the whole extent.
     auto candidates = [](int64_t filt, int64_t outs, bool even) {
         std::vector<int64_t> c;
@@ -100,10 +101,11 @@ Geometry geometry(const ConvProblem& p) {
         g.ws.add(double(g.th) * double(g.tw / 2 + 1) * 2.0, sizeof(T));
         return g;
     }
-    g.oh = g.th - g.rd + 1;
-    g.ow = g.tw - g.sd + 1;
-    g.nth = ceil_div(g.ah, g.oh);
-    g.ntw = ceil_div(g.aw, g.ow);
+    const fftg::TileGrid tg = fftg::tile_grid(g.th, g.tw, g.rd, g.sd, g.ah, g.aw);
+    g.oh = tg.oh;
+    g.ow = tg.ow;
+    g.nth = tg.nth;
+    g.ntw = tg.ntw;
     g.f = g.th * (g.tw / 2 + 1);
     g.fp = padded<T>(g.f);
     g.jobs = p.n * g.nth * g.ntw;
@@ -187,7 +189,8 @@ void run_typed(const ConvArgs& a) {
 #pragma omp for schedule(dynamic, 1)
             for (int64_t jc = 0; jc < jb * p.c; ++jc) {
                 const int64_t job = j0 + jc / p.c, c = jc % p.c, n = job / tiles, t = job % tiles;
-                const int64_t a0 = t / g.ntw * g.oh, b0 = t % g.ntw * g.ow;  // tile origin (padded coords)
+                const fftg::TileGrid tg = fftg::tile_grid(g.th, g.tw, g.rd, g.sd, g.ah, g.aw);
+                const int64_t a0 = fftg::tile_row0(tg, t), b0 = fftg::tile_col0(tg, t);  // tile origin (padded coords)
                 // rows / columns of the tile inside x
                 const int64_t i_lo = std::max<int64_t>(0, p.pad_h - a0);
                 const int64_t i_hi = std::min(g.th, p.pad_h + p.h - a0);
@@ -230,14 +233,14 @@ void run_typed(const ConvArgs& a) {
                     for (int64_t jk = 0; jk < st * kt; ++jk) {
                         const int64_t j = jk / kt, kk = jk % kt;
                         const int64_t job = j0 + s0 + j, n = job / tiles, t = job % tiles;
-                        const int64_t a0 = t / g.ntw * g.oh, b0 = t % g.ntw * g.ow;
+                        const fftg::TileGrid tg = fftg::tile_grid(g.th, g.tw, g.rd, g.sd, g.ah, g.aw);
+                        const int64_t a0 = fftg::tile_row0(tg, t), b0 = fftg::tile_col0(tg, t);
                         gather_blocks(ys + (j * kb + kk) * PU, lay, yp, d);
                         plan.backward(d);
                         // outputs (i, q) with i*stride_h in [a0, a0 + oh), likewise q
-                        const int64_t i_lo = ceil_div(a0, p.stride_h);
-                        const int64_t i_hi = std::min(p.p, ceil_div(a0 + g.oh, p.stride_h));
-                        const int64_t q_lo = ceil_div(b0, p.stride_w);
-                        const int64_t q_hi = std::min(p.q, ceil_div(b0 + g.ow, p.stride_w));
+                        const TapRange rows = fftg::tile_outputs(a0, g.oh, p.stride_h, p.p);
+                        const TapRange cols = fftg::tile_outputs(b0, g.ow, p.stride_w, p.q);
+                        const int64_t i_lo = rows.begin, i_hi = rows.end, q_lo = cols.begin, q_hi = cols.end;
                         T* out = y + (n * p.k + kbase + kk) * pq;
                         for (int64_t i = i_lo; i < i_hi; ++i) {
                             const T* row = d + (i * p.stride_h - a0) * rs - b0;

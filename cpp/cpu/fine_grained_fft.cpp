@@ -33,6 +33,7 @@
 
 #include "core/error.hpp"
 #include "core/solver.hpp"
+#include "common/fft_geometry.hpp"
 #include "cpu/fft_plan_cache.hpp"
 
 namespace convcore {
@@ -59,10 +60,9 @@ struct Geometry {
 template <typename T>
 Geometry geometry(const ConvProblem& p) {
     Geometry g;
-    const int64_t rd = p.dil_h * (p.r - 1) + 1;
-    g.sd = p.dil_w * (p.s - 1) + 1;
-    g.hu = (p.p - 1) * p.stride_h + rd;
-    g.wu = (p.q - 1) * p.stride_w + g.sd;
+    g.sd = fftg::dilated_extent(p.s, p.dil_w);
+    g.hu = fftg::used_extent(p.p, p.stride_h, p.r, p.dil_h);
+    g.wu = fftg::used_extent(p.q, p.stride_w, p.s, p.dil_w);
     g.len = good_size(g.wu, true);
     g.f = g.len / 2 + 1;
     g.fp = padded<T>(g.f);
@@ -169,7 +169,8 @@ void run_typed(const ConvArgs& a) {
                     const int64_t yrow0 = (nn * p.k + kbase) * p.p + p0;  // row (k0, p0) of Y
                     for (int64_t ch = 0; ch < lay.np; ++ch) {
                         const Product<T> prod{
-                            xsp + ch * xp + ((nn * p.c + grp * cg) * g.hu + p0 * p.stride_h) * PU,
+                            // row p0 * stride_h + r * dil_h for output row p0 + i, filter row r
+                            xsp + ch * xp + ((nn * p.c + grp * cg) * g.hu + fftg::fg_input_row(p0, 0, p.stride_h, p.dil_h)) * PU,
                             p.stride_h * PU, g.hu * PU, p.dil_h * PU, BL,
                             wsp + ch * w_rows * PU + kbase * cg * p.r * PU, cg * p.r * PU, p.r * PU, PU, BL,
                             ysp + ch * yp + yrow0 * PU, PU, p.p * PU, BL,

@@ -31,6 +31,7 @@
 
 #include "core/error.hpp"
 #include "core/solver.hpp"
+#include "common/fft_geometry.hpp"
 #include "cpu/fft_plan_cache.hpp"
 
 namespace convcore {
@@ -55,10 +56,10 @@ struct Geometry {
 template <typename T>
 Geometry geometry(const ConvProblem& p) {
     Geometry g;
-    g.kh = p.dil_h * (p.r - 1) + 1;
-    g.kw = p.dil_w * (p.s - 1) + 1;
-    g.hu = (p.p - 1) * p.stride_h + g.kh;
-    g.iw = (p.q - 1) * p.stride_w + g.kw;
+    g.kh = fftg::dilated_extent(p.r, p.dil_h);
+    g.kw = fftg::dilated_extent(p.s, p.dil_w);
+    g.hu = fftg::used_extent(p.p, p.stride_h, p.r, p.dil_h);
+    g.iw = fftg::used_extent(p.q, p.stride_w, p.s, p.dil_w);
     // An image past any workspace cap: say so (why_not) before the sizes below leave int64.
     // One plane of it is a lower bound of the workspace.
     if (double(g.hu) * double(g.iw) > double(kWorkspaceCap)) {
@@ -159,7 +160,7 @@ void run_typed(const ConvArgs& a) {
                         const int64_t fr = p.flip ? p.r - 1 - r : r;
                         const int64_t fs = p.flip ? p.s - 1 - s : s;
                         const int64_t i = r * p.dil_h, j = s * p.dil_w;
-                        d[g.iw * (g.kh - 1 - i) + (g.kw - 1 - j)] = src[fr * p.s + fs];
+                        d[fftg::poly_filter_exponent(g.iw, g.kh, g.kw, i, j)] = src[fr * p.s + fs];
                     }
                 plan.forward(d);
                 scatter_blocks(d, lay, ws + kc * PU, wp);
@@ -181,8 +182,8 @@ void run_typed(const ConvArgs& a) {
                     plan.backward(d);
                     T* out = y + ((n0 + n) * p.k + kbase + kk) * pq;
                     for (int64_t i = 0; i < p.p; ++i)
-                        store_row(out + i * p.q, d + g.iw * (i * p.stride_h + g.kh - 1) + g.kw - 1, p.q,
-                                  p.stride_w, scale, beta);
+                        store_row(out + i * p.q, d + fftg::poly_output_index(g.iw, g.kh, g.kw, i * p.stride_h, 0),
+                                  p.q, p.stride_w, scale, beta);
                 }
             }
         }

@@ -20,7 +20,8 @@
 // Workspace (bytes; F = Lh*(Lw/2+1), each section 256-byte aligned, T = float or double):
 //   2*sizeof(T)*F*(N*C + K*C/g + N*K)          spectra X, W, Y
 //   + sizeof(T)*Lh*Lw*max(N*C, K*C/g, N*K)      real planes (input, filter and output in turn)
-//   + the largest cuFFT work area of the three plans (cufftMakePlanMany64's exact size).
+//   + the largest cuFFT work area of the three plans (cufftMakePlanMany64's exact size)
+//   + 256 (to align the caller's base)
 #include "core/error.hpp"
 #include "core/solver.hpp"
 #include "cuda/fft_family.hpp"
@@ -92,7 +93,7 @@ std::string why_not(const ConvProblem& p) {
     return "";
 }
 
-size_t workspace_bytes(const ConvProblem& p) { return size_t(geometry(p, true).ws.total()); }
+size_t workspace_bytes(const ConvProblem& p) { return size_t(geometry(p, true).ws.with_slack()); }
 
 template <typename T>
 struct InputPlanes {  // plane b = (image, channel): the padded input, zero past Hu x Wu
@@ -135,7 +136,7 @@ void run_typed(const ConvArgs& a) {
     const ConvProblem& p = a.prob;
     const Geometry g = geometry(p, true);
     const bool dbl = sizeof(T) == 8;
-    char* base = static_cast<char*>(a.workspace);
+    char* base = fftg::aligned_base(a.workspace);  // 256-byte aligned (with_slack)
     void* xs = base + g.x_off;
     void* wsp = base + g.w_off;
     void* ys = base + g.y_off;

@@ -202,6 +202,10 @@ void spectral_gemm(const Context& ctx, bool conj, long long freqs, long long col
     const long long cg = c / groups, kg = k / groups;
     const size_t cplx = 2 * sizeof(T);
     cublasHandle_t h = ctx.cuda->cublas(stream_of(ctx));
+    // The handle's cuBLAS handle is shared: state what this call relies on (alpha and beta on
+    // the host; no TF32 in the complex GEMM).
+    CONVCORE_CUBLAS_CHECK(cublasSetPointerMode(h, CUBLAS_POINTER_MODE_HOST));
+    CONVCORE_CUBLAS_CHECK(cublasSetMathMode(h, CUBLAS_DEFAULT_MATH));
     // Column-major view per frequency: A = W (cg x k, lda cg), B = X (c x cols, ldb c),
     // C = Y (k x cols, ldc k); group g takes rows g*cg of B, columns g*kg of A, rows g*kg of C.
     for (long long g = 0; g < groups; ++g) {

@@ -21,7 +21,7 @@
 // chunk about 256 MiB, at least 1 job; the last chunk is padded with empty jobs), each section
 // 256-byte aligned, T = float or double):
 //   2*sizeof(T)*F*(K*C/g + J*C + J*K) + sizeof(T)*Th*Tw*max(J*C, J*K, K*C/g)
-//   + the largest cuFFT work area of the three plans.
+//   + the largest cuFFT work area of the three plans + 256 (to align the caller's base)
 #include "core/error.hpp"
 #include "core/solver.hpp"
 #include "cuda/fft_family.hpp"
@@ -114,7 +114,7 @@ std::string why_not(const ConvProblem& p) {
     return "";
 }
 
-size_t workspace_bytes(const ConvProblem& p) { return size_t(geometry(p, true).ws.total()); }
+size_t workspace_bytes(const ConvProblem& p) { return size_t(geometry(p, true).ws.with_slack()); }
 
 template <typename T>
 struct TileInputs {  // plane b = (job in chunk, channel): the job's tile of the padded input
@@ -173,7 +173,7 @@ void run_typed(const ConvArgs& a) {
     const ConvProblem& p = a.prob;
     const Geometry g = geometry(p, true);
     const bool dbl = sizeof(T) == 8;
-    char* base = static_cast<char*>(a.workspace);
+    char* base = fftg::aligned_base(a.workspace);  // 256-byte aligned (with_slack)
     void* wsp = base + g.w_off;
     void* xs = base + g.x_off;
     void* ys = base + g.y_off;

@@ -20,7 +20,7 @@
 // at least 1; the last chunk is padded with empty images), each section 256-byte aligned,
 // T = float or double, R = filter rows):
 //   2*sizeof(T)*F*(K*C/g*R + NB*C*Hu + NB*K*P) + sizeof(T)*L*max(NB*C*Hu, NB*K*P, K*C/g*R)
-//   + the largest cuFFT work area of the three plans.
+//   + the largest cuFFT work area of the three plans + 256 (to align the caller's base)
 #include "core/error.hpp"
 #include "core/solver.hpp"
 #include "cuda/fft_family.hpp"
@@ -99,7 +99,7 @@ std::string why_not(const ConvProblem& p) {
     return "";
 }
 
-size_t workspace_bytes(const ConvProblem& p) { return size_t(geometry(p, true).ws.total()); }
+size_t workspace_bytes(const ConvProblem& p) { return size_t(geometry(p, true).ws.with_slack()); }
 
 template <typename T>
 struct InputRows {  // row (image in chunk, channel, padded row i): zero past Wu and past the batch
@@ -191,7 +191,7 @@ void run_typed(const ConvArgs& a) {
     const ConvProblem& p = a.prob;
     const Geometry g = geometry(p, true);
     const bool dbl = sizeof(T) == 8;
-    char* base = static_cast<char*>(a.workspace);
+    char* base = fftg::aligned_base(a.workspace);  // 256-byte aligned (with_slack)
     C* wsp = reinterpret_cast<C*>(base + g.w_off);
     C* xs = reinterpret_cast<C*>(base + g.x_off);
     C* ys = reinterpret_cast<C*>(base + g.y_off);

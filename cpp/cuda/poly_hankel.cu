@@ -17,7 +17,7 @@
 //
 // Workspace (bytes; F = L/2+1, each section 256-byte aligned, T = float or double):
 //   2*sizeof(T)*F*(N*C + K*C/g + N*K) + sizeof(T)*L*max(N*C, K*C/g, N*K)
-//   + the largest cuFFT work area of the three plans.
+//   + the largest cuFFT work area of the three plans + 256 (to align the caller's base)
 #include "core/error.hpp"
 #include "core/solver.hpp"
 #include "cuda/fft_family.hpp"
@@ -92,7 +92,7 @@ std::string why_not(const ConvProblem& p) {
     return "";
 }
 
-size_t workspace_bytes(const ConvProblem& p) { return size_t(geometry(p, true).ws.total()); }
+size_t workspace_bytes(const ConvProblem& p) { return size_t(geometry(p, true).ws.with_slack()); }
 
 template <typename T>
 struct InputPolys {  // A(t) of (image, channel) b: the padded plane flattened with row stride Iw (Eq. 10)
@@ -135,7 +135,7 @@ void run_typed(const ConvArgs& a) {
     const ConvProblem& p = a.prob;
     const Geometry g = geometry(p, true);
     const bool dbl = sizeof(T) == 8;
-    char* base = static_cast<char*>(a.workspace);
+    char* base = fftg::aligned_base(a.workspace);  // 256-byte aligned (with_slack)
     void* xs = base + g.x_off;
     void* wsp = base + g.w_off;
     void* ys = base + g.y_off;
