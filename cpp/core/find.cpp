@@ -1,13 +1,15 @@
-// Find (cuDNN's Find / FindEx): times every algorithm that may run a problem, best first,
-// through the find-db (core/find_db.hpp) so that each (problem, algorithm) is timed once per
-// machine. Selection filters (CONVCORE_DISABLE_ALGOS via rank_algorithms, deterministic-only,
-// the workspace limit) are applied before anything is timed. The runs go through the public
-// convcoreConvolutionForward, so Find times exactly what a caller gets, staging included, on
-// any device.
+// Find (cuDNN's Find / FindEx) for the three passes: times every algorithm that may run a
+// problem, best first, through the find-db (core/find_db.hpp) so that each (problem,
+// algorithm) is timed once per machine. The candidates and their workspaces come from the
+// pass's Get ranking (so CONVCORE_DISABLE_ALGOS, applied there, removes algorithms here too);
+// deterministic-only and the workspace limit are applied before anything is timed. Runs go
+// through the public run call of the pass, so Find times exactly what a caller gets, staging
+// of strided tensors included, on any device.
 #include <algorithm>
 #include <atomic>
-#include <memory>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,7 +18,6 @@
 #include "core/api_util.hpp"
 #include "core/descriptors.hpp"
 #include "core/find_db.hpp"
-#include "core/select.hpp"
 #include "core/timing.hpp"
 
 using namespace convcore;
@@ -28,6 +29,39 @@ constexpr int kTimedRuns = 3;  // after one warm-up run; Find reports their medi
 
 std::atomic<int64_t> g_timed_runs{0};
 std::atomic<int64_t> g_db_hits{0};
+
+// One algorithm's row, the same fields for every pass.
+struct Result {
+    int algo = 0;
+    convcoreStatus_t status = CONVCORE_STATUS_NOT_SUPPORTED;
+    float time = -1.0f;
+    size_t memory = 0;
+    convcoreDeterminism_t determinism = CONVCORE_DETERMINISTIC;
+};
+
+// What Find needs to know of a pass.
+struct Pass {
+    convcoreHandle_t handle = nullptr;
+    const char* direction = "";               // the find-db's "fwd", "bwd_data", "bwd_filter"
+    const char* (*name)(int algo) = nullptr;  // "DIRECT", ...
+    ConvProblem prob;               // the forward problem, validated
+    std::vector<Result> ranking;    // the pass's Get ranking: applicability, memory, determinism
+    // Runs `algo` with out = 1 * op(in0, in1) + 0 * out.
+    std::function<convcoreStatus_t(int algo, const void* in0, const void* in1, void* out,
+                                   void* workspace, size_t bytes)>
+        run;
+    int64_t bytes[3] = {0, 0, 0};  // extents of in0, in1 and out, for Find's own buffers
+};
+
+// The caller's buffers (FindEx), or none: Find allocates its own.
+struct Buffers {
+    const void* in0 = nullptr;
+    const void* in1 = nullptr;
+    void* out = nullptr;
+    void* workspace = nullptr;
+    size_t workspace_bytes = 0;
+    bool callers = false;
+};
 
 // A buffer from convcoreMalloc on the handle's device, freed on scope exit.
 struct DeviceMemory {
@@ -44,164 +78,123 @@ struct DeviceMemory {
     DeviceMemory& operator=(const DeviceMemory&) = delete;
 };
 
-// Uniform [-1, 1) values in a buffer on the handle's device (Find's own x and w: random, not
-// zeros, so that no algorithm meets a special case such as denormals or all-zero blocks).
-void fill_random(convcoreHandle_t h, void* dst, int64_t elems, size_t elem, uint32_t seed) {
+// Uniform [-1, 1) values on the handle's device (Find's own inputs: random, not zeros, so that
+// no algorithm meets a special case such as denormals or all-zero blocks).
+std::unique_ptr<DeviceMemory> random_buffer(convcoreHandle_t h, int64_t bytes, size_t elem, uint32_t seed) {
+    auto mem = std::make_unique<DeviceMemory>(h, size_t(bytes));
     std::mt19937 gen(seed);
     std::uniform_real_distribution<double> dist(-1.0, 1.0);
-    std::vector<char> host(size_t(elems) * elem);
-    for (int64_t i = 0; i < elems; ++i) {
+    std::vector<char> host(static_cast<size_t>(bytes));
+    for (int64_t i = 0; i < bytes / int64_t(elem); ++i) {
         const double v = dist(gen);
         if (elem == 8)
             reinterpret_cast<double*>(host.data())[i] = v;
         else
             reinterpret_cast<float*>(host.data())[i] = float(v);
     }
-    if (convcoreMemcpyToDevice(h, dst, host.data(), host.size()) != CONVCORE_STATUS_SUCCESS)
+    if (convcoreMemcpyToDevice(h, mem->ptr, host.data(), host.size()) != CONVCORE_STATUS_SUCCESS)
         throw Error(CONVCORE_STATUS_EXECUTION_FAILED, last_error);
+    return mem;
 }
 
-struct FwdArgs {
-    convcoreHandle_t handle;
-    convcoreTensorDescriptor_t xDesc;
-    convcoreFilterDescriptor_t wDesc;
-    convcoreConvolutionDescriptor_t convDesc;
-    convcoreTensorDescriptor_t yDesc;
-};
-
-// The caller's buffers (FindEx) or null pointers, for Find to allocate its own.
-struct FwdBuffers {
-    const void* x = nullptr;
-    const void* w = nullptr;
-    void* y = nullptr;
-    void* workspace = nullptr;
-    size_t workspace_bytes = 0;
-    bool callers = false;
-};
-
 // Median of a few timed runs after a warm-up run. Throws convcore::Error on failure.
-double time_algorithm(const FwdArgs& a, const ConvProblem& prob, convcoreConvolutionFwdAlgo_t algo,
-                      const FwdBuffers& buf, size_t workspace_bytes) {
-    const double one = 1.0, zero = 0.0;
-    const float one_f = 1.0f, zero_f = 0.0f;
-    const bool f64 = prob.dtype == CONVCORE_DATA_DOUBLE;
-    const void* alpha = f64 ? static_cast<const void*>(&one) : &one_f;
-    const void* beta = f64 ? static_cast<const void*>(&zero) : &zero_f;
+double time_algorithm(const Pass& pass, int algo, const Buffers& buf, void* workspace, size_t bytes) {
     const auto run = [&] {
-        const convcoreStatus_t st =
-            convcoreConvolutionForward(a.handle, alpha, a.xDesc, buf.x, a.wDesc, buf.w, a.convDesc, algo,
-                                       buf.workspace, workspace_bytes, beta, a.yDesc, buf.y);
+        const convcoreStatus_t st = pass.run(algo, buf.in0, buf.in1, buf.out, workspace, bytes);
         if (st != CONVCORE_STATUS_SUCCESS) throw Error(st, last_error);
     };
-    time_run_ms(*a.handle, run);  // warm-up: plans, caches, first-touch of the workspace
+    time_run_ms(*pass.handle, run);  // warm-up: plans, caches, first touch of the workspace
     std::vector<double> times;
-    for (int i = 0; i < kTimedRuns; ++i) times.push_back(time_run_ms(*a.handle, run));
+    for (int i = 0; i < kTimedRuns; ++i) times.push_back(time_run_ms(*pass.handle, run));
     std::sort(times.begin(), times.end());
     return times[times.size() / 2];
 }
 
-std::vector<convcoreConvolutionFwdAlgoPerf_t> find_forward(const FwdArgs& a, FwdBuffers buf) {
-    require(a.handle, "handle");
-    const convcoreContext& ctx = *a.handle;
-    const ConvProblem prob = make_problem(ctx.device, a.xDesc, a.wDesc, a.convDesc, a.yDesc);
+// Every algorithm of the pass: those that ran, fastest first, then the others in enum order.
+std::vector<Result> find(const Pass& pass, Buffers buf) {
+    const convcoreContext& ctx = *pass.handle;
     const size_t limit = buf.callers ? buf.workspace_bytes : ctx.find_workspace_limit;
 
-    // Which algorithms may be timed: applicable and not disabled (rank_algorithms, the one
-    // place that applies CONVCORE_DISABLE_ALGOS), deterministic if asked, within the limit.
-    std::vector<convcoreConvolutionFwdAlgoPerf_t> perf;
-    std::vector<bool> eligible;
-    for (const RankedAlgo& r : rank_algorithms(prob)) {
-        convcoreConvolutionFwdAlgoPerf_t p{};
-        p.algo = r.algo;
-        p.time = -1.0f;
-        p.status = CONVCORE_STATUS_NOT_SUPPORTED;
-        p.determinism = r.solver && !r.solver->deterministic ? CONVCORE_NON_DETERMINISTIC
-                                                             : CONVCORE_DETERMINISTIC;
-        bool ok = false;
-        if (r.solver && !(ctx.deterministic_only && !r.solver->deterministic)) {
-            if (convcoreGetConvolutionForwardWorkspaceSize(a.handle, a.xDesc, a.wDesc, a.convDesc,
-                                                           a.yDesc, r.algo, &p.memory) !=
-                CONVCORE_STATUS_SUCCESS)
-                throw Error(CONVCORE_STATUS_INTERNAL_ERROR,
-                            std::string("workspace query of an applicable algorithm failed: ") + last_error);
-            if (p.memory > limit)
-                p.status = CONVCORE_STATUS_ALLOC_FAILED;
-            else
-                ok = true;
+    std::vector<Result> perf = pass.ranking;
+    std::vector<bool> eligible(perf.size(), false);
+    for (size_t i = 0; i < perf.size(); ++i) {
+        Result& r = perf[i];
+        r.time = -1.0f;
+        if (r.status != CONVCORE_STATUS_SUCCESS) continue;  // cannot run it, or disabled
+        if (ctx.deterministic_only && r.determinism == CONVCORE_NON_DETERMINISTIC) {
+            r.status = CONVCORE_STATUS_NOT_SUPPORTED;
+            r.memory = 0;
+        } else if (r.memory > limit) {
+            r.status = CONVCORE_STATUS_ALLOC_FAILED;  // memory: what it would need
+        } else {
+            eligible[i] = true;
         }
-        perf.push_back(p);
-        eligible.push_back(ok);
     }
 
-    // The find-db first; then time what it does not know yet.
-    const std::string key = find_db::make_key(ctx, "fwd", prob);
+    // The find-db first (the in-process cache, then the file); time only what it lacks.
+    const std::string key = find_db::make_key(ctx, pass.direction, pass.prob);
     const auto missing_from = [&](const find_db::Records& known) {
         std::vector<size_t> missing;
         for (size_t i = 0; i < perf.size(); ++i)
-            if (eligible[i] && !known.count(convcoreGetFwdAlgoName(perf[i].algo))) missing.push_back(i);
+            if (eligible[i] && !known.count(pass.name(perf[i].algo))) missing.push_back(i);
         return missing;
     };
     find_db::Records known = find_db::lookup(key, false);
     std::vector<size_t> missing = missing_from(known);
     if (!missing.empty()) {
-        known = find_db::lookup(key, true);
+        known = find_db::lookup(key, true);  // another process may have timed them
         missing = missing_from(known);
     }
     if (missing.empty()) {
         ++g_db_hits;
     } else {
-        // Find's own buffers, allocated only when something is timed.
-        std::unique_ptr<DeviceMemory> x_mem, w_mem, y_mem;
+        std::unique_ptr<DeviceMemory> own[3];  // Find's own buffers, only when something is timed
         if (!buf.callers) {
-            const size_t elem = prob.elem_size();
-            const int64_t x_bytes = extent_bytes(a.xDesc->dims, a.xDesc->strides, elem);
-            const int64_t y_bytes = extent_bytes(a.yDesc->dims, a.yDesc->strides, elem);
-            x_mem = std::make_unique<DeviceMemory>(a.handle, size_t(x_bytes));
-            w_mem = std::make_unique<DeviceMemory>(a.handle, size_t(prob.w_elems()) * elem);
-            y_mem = std::make_unique<DeviceMemory>(a.handle, size_t(y_bytes));
-            fill_random(a.handle, x_mem->ptr, x_bytes / int64_t(elem), elem, 1);
-            fill_random(a.handle, w_mem->ptr, prob.w_elems(), elem, 2);
-            buf.x = x_mem->ptr;
-            buf.w = w_mem->ptr;
-            buf.y = y_mem->ptr;
+            const size_t elem = pass.prob.elem_size();
+            own[0] = random_buffer(pass.handle, pass.bytes[0], elem, 1);
+            own[1] = random_buffer(pass.handle, pass.bytes[1], elem, 2);
+            own[2] = std::make_unique<DeviceMemory>(pass.handle, size_t(pass.bytes[2]));
+            buf.in0 = own[0]->ptr;
+            buf.in1 = own[1]->ptr;
+            buf.out = own[2]->ptr;
         }
         find_db::Records measured;
         for (size_t i : missing) {
-            const auto algo = perf[i].algo;
+            const char* name = pass.name(perf[i].algo);
             find_db::Record rec;
             try {
                 std::unique_ptr<DeviceMemory> ws;
-                FwdBuffers run_buf = buf;
-                if (!buf.callers && perf[i].memory > 0) {
-                    ws = std::make_unique<DeviceMemory>(a.handle, perf[i].memory);
-                    run_buf.workspace = ws->ptr;
+                void* workspace = buf.workspace;
+                size_t bytes = buf.workspace_bytes;
+                if (!buf.callers) {
+                    if (perf[i].memory > 0) ws = std::make_unique<DeviceMemory>(pass.handle, perf[i].memory);
+                    workspace = ws ? ws->ptr : nullptr;
+                    bytes = perf[i].memory;
                 }
-                rec.time_ms = time_algorithm(a, prob, algo, run_buf,
-                                             buf.callers ? buf.workspace_bytes : perf[i].memory);
+                rec.time_ms = time_algorithm(pass, perf[i].algo, buf, workspace, bytes);
                 ++g_timed_runs;
             } catch (const Error& e) {
-                if (e.status() == CONVCORE_STATUS_BAD_PARAM) throw;  // the caller's buffers
+                if (e.status() == CONVCORE_STATUS_BAD_PARAM) throw;  // the caller's buffers are wrong
                 rec.status = e.status();
                 rec.time_ms = -1.0;
             } catch (const std::bad_alloc&) {
                 rec.status = CONVCORE_STATUS_ALLOC_FAILED;
                 rec.time_ms = -1.0;
             }
-            known[convcoreGetFwdAlgoName(algo)] = rec;
+            known[name] = rec;
             // A failed allocation depends on the moment, not on the problem: not kept.
-            if (rec.status != CONVCORE_STATUS_ALLOC_FAILED) measured[convcoreGetFwdAlgoName(algo)] = rec;
+            if (rec.status != CONVCORE_STATUS_ALLOC_FAILED) measured[name] = rec;
         }
         if (!measured.empty()) find_db::store(key, measured);
     }
 
     for (size_t i = 0; i < perf.size(); ++i) {
         if (!eligible[i]) continue;
-        const find_db::Record& rec = known.at(convcoreGetFwdAlgoName(perf[i].algo));
+        const find_db::Record& rec = known.at(pass.name(perf[i].algo));
         perf[i].status = rec.status;
         perf[i].time = rec.status == CONVCORE_STATUS_SUCCESS ? float(rec.time_ms) : -1.0f;
     }
-    // Fastest first; the rest (failures) after, in enum order.
-    std::stable_sort(perf.begin(), perf.end(), [](const auto& l, const auto& r) {
+    std::stable_sort(perf.begin(), perf.end(), [](const Result& l, const Result& r) {
         const bool lok = l.status == CONVCORE_STATUS_SUCCESS, rok = r.status == CONVCORE_STATUS_SUCCESS;
         if (lok != rok) return lok;
         if (lok) return l.time < r.time;
@@ -210,10 +203,30 @@ std::vector<convcoreConvolutionFwdAlgoPerf_t> find_forward(const FwdArgs& a, Fwd
     return perf;
 }
 
+// The pass's Get ranking (which also validates the descriptors, with the pass's names).
+template <typename Perf, typename Get>
+std::vector<Result> ranking(int count, Get get) {
+    std::vector<Perf> perf(count);
+    int returned = 0;
+    const convcoreStatus_t st = get(count, &returned, perf.data());
+    if (st != CONVCORE_STATUS_SUCCESS) throw Error(st, last_error);
+    std::vector<Result> out;
+    for (int i = 0; i < returned; ++i)
+        out.push_back({int(perf[i].algo), perf[i].status, -1.0f, perf[i].memory, perf[i].determinism});
+    return out;
+}
+
 template <typename Perf>
-void copy_results(const std::vector<Perf>& perf, int requested, int* returned, Perf* out) {
-    const int count = std::min<int>(requested, int(perf.size()));
-    std::copy(perf.begin(), perf.begin() + count, out);
+void copy_results(const std::vector<Result>& results, int requested, int* returned, Perf* out) {
+    const int count = std::min<int>(requested, int(results.size()));
+    for (int i = 0; i < count; ++i) {
+        out[i] = Perf{};
+        out[i].algo = decltype(out[i].algo)(results[i].algo);
+        out[i].status = results[i].status;
+        out[i].time = results[i].time;
+        out[i].memory = results[i].memory;
+        out[i].determinism = results[i].determinism;
+    }
     *returned = count;
 }
 
@@ -223,6 +236,111 @@ void check_counts(int requested, int* returned, const void* perf) {
     *returned = 0;
     if (requested < 1)
         throw_bad_param("requestedAlgoCount=" + std::to_string(requested) + " must be >= 1");
+}
+
+// FindEx's buffers: inputs and output given; the workspace may be NULL only when its size is 0.
+Buffers callers_buffers(const void* in0, const char* in0_name, const void* in1, const char* in1_name,
+                        void* out, const char* out_name, void* workspace, size_t bytes) {
+    require(in0, in0_name);
+    require(in1, in1_name);
+    require(out, out_name);
+    if (bytes > 0 && !workspace)
+        throw_bad_param("workspace is NULL but workspaceSizeInBytes=" + std::to_string(bytes));
+    Buffers buf;
+    buf.callers = true;
+    buf.in0 = in0;
+    buf.in1 = in1;
+    buf.out = out;
+    buf.workspace = workspace;
+    buf.workspace_bytes = bytes;
+    return buf;
+}
+
+int64_t extent(const convcoreTensorStruct* t, size_t elem) { return extent_bytes(t->dims, t->strides, elem); }
+
+// alpha = 1 and beta = 0 in the problem's type.
+struct Scalars {
+    double one = 1.0, zero = 0.0;
+    float one_f = 1.0f, zero_f = 0.0f;
+    bool f64;
+    explicit Scalars(const ConvProblem& p) : f64(p.dtype == CONVCORE_DATA_DOUBLE) {}
+    const void* alpha() const { return f64 ? static_cast<const void*>(&one) : &one_f; }
+    const void* beta() const { return f64 ? static_cast<const void*>(&zero) : &zero_f; }
+};
+
+Pass forward_pass(convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wDesc,
+                  convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t yDesc) {
+    require(handle, "handle");
+    require(yDesc, "yDesc");
+    Pass pass;
+    pass.handle = handle;
+    pass.direction = "fwd";
+    pass.name = [](int a) { return convcoreGetFwdAlgoName(convcoreConvolutionFwdAlgo_t(a)); };
+    pass.ranking = ranking<convcoreConvolutionFwdAlgoPerf_t>(CONVCORE_FWD_ALGO_COUNT, [&](int n, int* r, auto* p) {
+        return convcoreGetConvolutionForwardAlgorithm(handle, xDesc, wDesc, convDesc, yDesc, n, r, p);
+    });
+    pass.prob = make_problem(handle->device, xDesc, wDesc, convDesc, yDesc);
+    const size_t elem = pass.prob.elem_size();
+    pass.bytes[0] = extent(xDesc, elem);
+    pass.bytes[1] = pass.prob.w_elems() * int64_t(elem);
+    pass.bytes[2] = extent(yDesc, elem);
+    auto scalars = std::make_shared<Scalars>(pass.prob);
+    pass.run = [=](int algo, const void* x, const void* w, void* y, void* ws, size_t bytes) {
+        return convcoreConvolutionForward(handle, scalars->alpha(), xDesc, x, wDesc, w, convDesc,
+                                          convcoreConvolutionFwdAlgo_t(algo), ws, bytes, scalars->beta(),
+                                          yDesc, y);
+    };
+    return pass;
+}
+
+Pass bwd_data_pass(convcoreHandle_t handle, convcoreFilterDescriptor_t wDesc, convcoreTensorDescriptor_t dyDesc,
+                   convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t dxDesc) {
+    require(handle, "handle");
+    Pass pass;
+    pass.handle = handle;
+    pass.direction = "bwd_data";
+    pass.name = [](int a) { return convcoreGetBwdDataAlgoName(convcoreConvolutionBwdDataAlgo_t(a)); };
+    pass.ranking = ranking<convcoreConvolutionBwdDataAlgoPerf_t>(
+        CONVCORE_BWD_DATA_ALGO_COUNT, [&](int n, int* r, auto* p) {
+            return convcoreGetConvolutionBackwardDataAlgorithm(handle, wDesc, dyDesc, convDesc, dxDesc, n, r, p);
+        });
+    pass.prob = make_problem(handle->device, dxDesc, wDesc, convDesc, dyDesc);
+    const size_t elem = pass.prob.elem_size();
+    pass.bytes[0] = pass.prob.w_elems() * int64_t(elem);
+    pass.bytes[1] = extent(dyDesc, elem);
+    pass.bytes[2] = extent(dxDesc, elem);
+    auto scalars = std::make_shared<Scalars>(pass.prob);
+    pass.run = [=](int algo, const void* w, const void* dy, void* dx, void* ws, size_t bytes) {
+        return convcoreConvolutionBackwardData(handle, scalars->alpha(), wDesc, w, dyDesc, dy, convDesc,
+                                               convcoreConvolutionBwdDataAlgo_t(algo), ws, bytes,
+                                               scalars->beta(), dxDesc, dx);
+    };
+    return pass;
+}
+
+Pass bwd_filter_pass(convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreTensorDescriptor_t dyDesc,
+                     convcoreConvolutionDescriptor_t convDesc, convcoreFilterDescriptor_t dwDesc) {
+    require(handle, "handle");
+    Pass pass;
+    pass.handle = handle;
+    pass.direction = "bwd_filter";
+    pass.name = [](int a) { return convcoreGetBwdFilterAlgoName(convcoreConvolutionBwdFilterAlgo_t(a)); };
+    pass.ranking = ranking<convcoreConvolutionBwdFilterAlgoPerf_t>(
+        CONVCORE_BWD_FILTER_ALGO_COUNT, [&](int n, int* r, auto* p) {
+            return convcoreGetConvolutionBackwardFilterAlgorithm(handle, xDesc, dyDesc, convDesc, dwDesc, n, r, p);
+        });
+    pass.prob = make_problem(handle->device, xDesc, dwDesc, convDesc, dyDesc);
+    const size_t elem = pass.prob.elem_size();
+    pass.bytes[0] = extent(xDesc, elem);
+    pass.bytes[1] = extent(dyDesc, elem);
+    pass.bytes[2] = pass.prob.w_elems() * int64_t(elem);
+    auto scalars = std::make_shared<Scalars>(pass.prob);
+    pass.run = [=](int algo, const void* x, const void* dy, void* dw, void* ws, size_t bytes) {
+        return convcoreConvolutionBackwardFilter(handle, scalars->alpha(), xDesc, x, dyDesc, dy, convDesc,
+                                                 convcoreConvolutionBwdFilterAlgo_t(algo), ws, bytes,
+                                                 scalars->beta(), dwDesc, dw);
+    };
+    return pass;
 }
 
 }  // namespace
@@ -249,9 +367,8 @@ convcoreStatus_t convcoreFindConvolutionForwardAlgorithm(
     int* returnedAlgoCount, convcoreConvolutionFwdAlgoPerf_t* perfResults) {
     return guard([&] {
         check_counts(requestedAlgoCount, returnedAlgoCount, perfResults);
-        require(yDesc, "yDesc");
-        const auto perf = find_forward({handle, xDesc, wDesc, convDesc, yDesc}, FwdBuffers{});
-        copy_results(perf, requestedAlgoCount, returnedAlgoCount, perfResults);
+        const auto results = find(forward_pass(handle, xDesc, wDesc, convDesc, yDesc), Buffers{});
+        copy_results(results, requestedAlgoCount, returnedAlgoCount, perfResults);
     });
 }
 
@@ -262,22 +379,57 @@ convcoreStatus_t convcoreFindConvolutionForwardAlgorithmEx(
     convcoreConvolutionFwdAlgoPerf_t* perfResults, void* workspace, size_t workspaceSizeInBytes) {
     return guard([&] {
         check_counts(requestedAlgoCount, returnedAlgoCount, perfResults);
-        require(yDesc, "yDesc");
-        require(x, "x");
-        require(w, "w");
-        require(y, "y");
-        if (workspaceSizeInBytes > 0 && !workspace)
-            throw_bad_param("workspace is NULL but workspaceSizeInBytes=" +
-                            std::to_string(workspaceSizeInBytes));
-        FwdBuffers buf;
-        buf.callers = true;
-        buf.x = x;
-        buf.w = w;
-        buf.y = y;
-        buf.workspace = workspace;
-        buf.workspace_bytes = workspace ? workspaceSizeInBytes : 0;
-        const auto perf = find_forward({handle, xDesc, wDesc, convDesc, yDesc}, buf);
-        copy_results(perf, requestedAlgoCount, returnedAlgoCount, perfResults);
+        const Buffers buf = callers_buffers(x, "x", w, "w", y, "y", workspace, workspaceSizeInBytes);
+        const auto results = find(forward_pass(handle, xDesc, wDesc, convDesc, yDesc), buf);
+        copy_results(results, requestedAlgoCount, returnedAlgoCount, perfResults);
+    });
+}
+
+convcoreStatus_t convcoreFindConvolutionBackwardDataAlgorithm(
+    convcoreHandle_t handle, convcoreFilterDescriptor_t wDesc, convcoreTensorDescriptor_t dyDesc,
+    convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t dxDesc, int requestedAlgoCount,
+    int* returnedAlgoCount, convcoreConvolutionBwdDataAlgoPerf_t* perfResults) {
+    return guard([&] {
+        check_counts(requestedAlgoCount, returnedAlgoCount, perfResults);
+        const auto results = find(bwd_data_pass(handle, wDesc, dyDesc, convDesc, dxDesc), Buffers{});
+        copy_results(results, requestedAlgoCount, returnedAlgoCount, perfResults);
+    });
+}
+
+convcoreStatus_t convcoreFindConvolutionBackwardDataAlgorithmEx(
+    convcoreHandle_t handle, convcoreFilterDescriptor_t wDesc, const void* w,
+    convcoreTensorDescriptor_t dyDesc, const void* dy, convcoreConvolutionDescriptor_t convDesc,
+    convcoreTensorDescriptor_t dxDesc, void* dx, int requestedAlgoCount, int* returnedAlgoCount,
+    convcoreConvolutionBwdDataAlgoPerf_t* perfResults, void* workspace, size_t workspaceSizeInBytes) {
+    return guard([&] {
+        check_counts(requestedAlgoCount, returnedAlgoCount, perfResults);
+        const Buffers buf = callers_buffers(w, "w", dy, "dy", dx, "dx", workspace, workspaceSizeInBytes);
+        const auto results = find(bwd_data_pass(handle, wDesc, dyDesc, convDesc, dxDesc), buf);
+        copy_results(results, requestedAlgoCount, returnedAlgoCount, perfResults);
+    });
+}
+
+convcoreStatus_t convcoreFindConvolutionBackwardFilterAlgorithm(
+    convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreTensorDescriptor_t dyDesc,
+    convcoreConvolutionDescriptor_t convDesc, convcoreFilterDescriptor_t dwDesc, int requestedAlgoCount,
+    int* returnedAlgoCount, convcoreConvolutionBwdFilterAlgoPerf_t* perfResults) {
+    return guard([&] {
+        check_counts(requestedAlgoCount, returnedAlgoCount, perfResults);
+        const auto results = find(bwd_filter_pass(handle, xDesc, dyDesc, convDesc, dwDesc), Buffers{});
+        copy_results(results, requestedAlgoCount, returnedAlgoCount, perfResults);
+    });
+}
+
+convcoreStatus_t convcoreFindConvolutionBackwardFilterAlgorithmEx(
+    convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, const void* x,
+    convcoreTensorDescriptor_t dyDesc, const void* dy, convcoreConvolutionDescriptor_t convDesc,
+    convcoreFilterDescriptor_t dwDesc, void* dw, int requestedAlgoCount, int* returnedAlgoCount,
+    convcoreConvolutionBwdFilterAlgoPerf_t* perfResults, void* workspace, size_t workspaceSizeInBytes) {
+    return guard([&] {
+        check_counts(requestedAlgoCount, returnedAlgoCount, perfResults);
+        const Buffers buf = callers_buffers(x, "x", dy, "dy", dw, "dw", workspace, workspaceSizeInBytes);
+        const auto results = find(bwd_filter_pass(handle, xDesc, dyDesc, convDesc, dwDesc), buf);
+        copy_results(results, requestedAlgoCount, returnedAlgoCount, perfResults);
     });
 }
 

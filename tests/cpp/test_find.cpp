@@ -100,8 +100,9 @@ struct FindTest : ::testing::Test {
 };
 
 // Successes first, by time; then the rest in enum order; each algorithm once.
-void expect_sorted(const std::vector<Perf>& perf) {
-    ASSERT_EQ(perf.size(), size_t(CONVCORE_FWD_ALGO_COUNT));
+template <typename P>
+void expect_sorted(const std::vector<P>& perf, size_t count = CONVCORE_FWD_ALGO_COUNT) {
+    ASSERT_EQ(perf.size(), count);
     std::set<int> seen;
     bool failures_started = false;
     for (size_t i = 0; i < perf.size(); ++i) {
@@ -117,7 +118,7 @@ void expect_sorted(const std::vector<Perf>& perf) {
             EXPECT_EQ(perf[i].time, -1.0f);
         }
     }
-    EXPECT_EQ(seen.size(), size_t(CONVCORE_FWD_ALGO_COUNT));
+    EXPECT_EQ(seen.size(), count);
 }
 
 }  // namespace
@@ -416,4 +417,96 @@ TEST_F(FindTest, BadArguments) {
     EXPECT_NE(std::string(convcoreGetLastErrorString()).find("aligned"), std::string::npos);
     EXPECT_EQ(convcoreSetFindWorkspaceLimit(nullptr, 0), CONVCORE_STATUS_BAD_PARAM);
     EXPECT_EQ(convcoreSetDeterministicOnly(nullptr, 1), CONVCORE_STATUS_BAD_PARAM);
+}
+
+TEST_F(FindTest, BackwardPasses) {
+    using DataPerf = convcoreConvolutionBwdDataAlgoPerf_t;
+    using FilterPerf = convcoreConvolutionBwdFilterAlgoPerf_t;
+    const auto find_data = [&] {
+        std::vector<DataPerf> perf(CONVCORE_BWD_DATA_ALGO_COUNT);
+        int returned = 0;
+        EXPECT_EQ(convcoreFindConvolutionBackwardDataAlgorithm(handle, w, y, conv, x, CONVCORE_BWD_DATA_ALGO_COUNT,
+                                                               &returned, perf.data()),
+                  CONVCORE_STATUS_SUCCESS)
+            << convcoreGetLastErrorString();
+        perf.resize(returned);
+        return perf;
+    };
+    const auto find_filter = [&] {
+        std::vector<FilterPerf> perf(CONVCORE_BWD_FILTER_ALGO_COUNT);
+        int returned = 0;
+        EXPECT_EQ(convcoreFindConvolutionBackwardFilterAlgorithm(handle, x, y, conv, w, CONVCORE_BWD_FILTER_ALGO_COUNT,
+                                                                 &returned, perf.data()),
+                  CONVCORE_STATUS_SUCCESS)
+            << convcoreGetLastErrorString();
+        perf.resize(returned);
+        return perf;
+    };
+    const int64_t before = timed_runs();
+    const std::vector<DataPerf> data = find_data();
+    const std::vector<FilterPerf> filter = find_filter();
+    expect_sorted(data, CONVCORE_BWD_DATA_ALGO_COUNT);
+    expect_sorted(filter, CONVCORE_BWD_FILTER_ALGO_COUNT);
+    int ran = 0;
+    for (const DataPerf& p : data) {
+        if (p.status != CONVCORE_STATUS_SUCCESS) continue;
+        ++ran;
+        size_t bytes = 0;
+        ASSERT_EQ(convcoreGetConvolutionBackwardDataWorkspaceSize(handle, w, y, conv, x, p.algo, &bytes),
+                  CONVCORE_STATUS_SUCCESS);
+        EXPECT_EQ(p.memory, bytes);
+    }
+    for (const FilterPerf& p : filter) {
+        if (p.status != CONVCORE_STATUS_SUCCESS) continue;
+        ++ran;
+        size_t bytes = 0;
+        ASSERT_EQ(convcoreGetConvolutionBackwardFilterWorkspaceSize(handle, x, y, conv, w, p.algo, &bytes),
+                  CONVCORE_STATUS_SUCCESS);
+        EXPECT_EQ(p.memory, bytes);
+    }
+    EXPECT_GE(ran, 8);
+    EXPECT_EQ(timed_runs() - before, ran);
+    const std::string text = read_text(db);
+    EXPECT_NE(text.find("\tbwd_data\tmb1ic4ih10iw9oc5kh3kw3ph1pw1sh1sw1dh1dw1g1_f32_xcorr\tDIRECT\tSUCCESS\t"),
+              std::string::npos);
+    EXPECT_NE(text.find("\tbwd_filter\tmb1ic4ih10iw9oc5kh3kw3ph1pw1sh1sw1dh1dw1g1_f32_xcorr\tWINOGRAD_3X3_2X2\t"),
+              std::string::npos);
+    convcoreClearFindCache();
+    find_data();
+    find_filter();
+    EXPECT_EQ(timed_runs() - before, ran);  // the second time: all from the db
+
+    // FindEx on the caller's buffers with no workspace: only workspace-free algorithms run.
+    std::vector<float> xs(1 * 4 * 10 * 9, 0.5f), ws(5 * 4 * 3 * 3, -0.25f), dys(1 * 5 * 10 * 9, 0.75f);
+    std::vector<float> dx(xs.size()), dw(ws.size());
+    std::vector<DataPerf> dperf(CONVCORE_BWD_DATA_ALGO_COUNT);
+    std::vector<FilterPerf> fperf(CONVCORE_BWD_FILTER_ALGO_COUNT);
+    int returned = 0;
+    ASSERT_EQ(convcoreFindConvolutionBackwardDataAlgorithmEx(handle, w, ws.data(), y, dys.data(), conv, x, dx.data(),
+                                                             CONVCORE_BWD_DATA_ALGO_COUNT, &returned, dperf.data(),
+                                                             nullptr, 0),
+              CONVCORE_STATUS_SUCCESS)
+        << convcoreGetLastErrorString();
+    expect_sorted(dperf, CONVCORE_BWD_DATA_ALGO_COUNT);
+    ASSERT_EQ(convcoreFindConvolutionBackwardFilterAlgorithmEx(handle, x, xs.data(), y, dys.data(), conv, w,
+                                                               dw.data(), CONVCORE_BWD_FILTER_ALGO_COUNT, &returned,
+                                                               fperf.data(), nullptr, 0),
+              CONVCORE_STATUS_SUCCESS)
+        << convcoreGetLastErrorString();
+    expect_sorted(fperf, CONVCORE_BWD_FILTER_ALGO_COUNT);
+    int refused = 0;
+    for (const DataPerf& p : dperf) {
+        if (p.status == CONVCORE_STATUS_SUCCESS) EXPECT_EQ(p.memory, 0u);
+        refused += p.status == CONVCORE_STATUS_ALLOC_FAILED;
+    }
+    for (const FilterPerf& p : fperf) {
+        if (p.status == CONVCORE_STATUS_SUCCESS) EXPECT_EQ(p.memory, 0u);
+        refused += p.status == CONVCORE_STATUS_ALLOC_FAILED;
+    }
+    EXPECT_GE(refused, 2);
+    EXPECT_EQ(dperf[0].status, CONVCORE_STATUS_SUCCESS);  // DIRECT needs no workspace
+    EXPECT_EQ(fperf[0].status, CONVCORE_STATUS_SUCCESS);
+    EXPECT_EQ(convcoreFindConvolutionBackwardFilterAlgorithmEx(handle, x, xs.data(), y, nullptr, conv, w, dw.data(),
+                                                               1, &returned, fperf.data(), nullptr, 0),
+              CONVCORE_STATUS_BAD_PARAM);
 }

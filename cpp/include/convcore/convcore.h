@@ -87,8 +87,8 @@ typedef enum {
 typedef struct {
     convcoreConvolutionFwdAlgo_t algo;
     convcoreStatus_t status;   /* SUCCESS: the algorithm can run the problem; else NOT_SUPPORTED */
-    float time;                /* milliseconds; -1 when nothing was timed (heuristic ranking) */
-    size_t memory;             /* workspace bytes (0 when status != SUCCESS) */
+    float time;                /* milliseconds; -1 when nothing was timed (Get, or a failed Find entry) */
+    size_t memory;             /* workspace bytes (0 when NOT_SUPPORTED; with ALLOC_FAILED from Find, what it needs) */
     convcoreDeterminism_t determinism;
 } convcoreConvolutionFwdAlgoPerf_t;
 
@@ -311,8 +311,8 @@ typedef enum {
 typedef struct {
     convcoreConvolutionBwdDataAlgo_t algo;
     convcoreStatus_t status;   /* SUCCESS: the algorithm can run the problem; else NOT_SUPPORTED */
-    float time;                /* milliseconds; -1 when nothing was timed (heuristic ranking) */
-    size_t memory;             /* workspace bytes (0 when status != SUCCESS) */
+    float time;                /* milliseconds; -1 when nothing was timed (Get, or a failed Find entry) */
+    size_t memory;             /* workspace bytes (0 when NOT_SUPPORTED; with ALLOC_FAILED from Find, what it needs) */
     convcoreDeterminism_t determinism;
 } convcoreConvolutionBwdDataAlgoPerf_t;
 
@@ -352,6 +352,29 @@ CONVCORE_API convcoreStatus_t convcoreGetConvolutionBackwardFilterAlgorithm(
     convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreTensorDescriptor_t dyDesc,
     convcoreConvolutionDescriptor_t convDesc, convcoreFilterDescriptor_t dwDesc,
     int requestedAlgoCount, int* returnedAlgoCount, convcoreConvolutionBwdFilterAlgoPerf_t* perfResults);
+
+/* Find and FindEx for the backward passes: as convcoreFindConvolutionForwardAlgorithm[Ex]
+ * (timed, sorted, the same statuses, the same find-db, workspace limit, deterministic-only and
+ * CONVCORE_DISABLE_ALGOS). In FindEx the inputs (w and dy; x and dy) are only read and the
+ * output (dx; dw) is scratch. */
+CONVCORE_API convcoreStatus_t convcoreFindConvolutionBackwardDataAlgorithm(
+    convcoreHandle_t handle, convcoreFilterDescriptor_t wDesc, convcoreTensorDescriptor_t dyDesc,
+    convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t dxDesc,
+    int requestedAlgoCount, int* returnedAlgoCount, convcoreConvolutionBwdDataAlgoPerf_t* perfResults);
+CONVCORE_API convcoreStatus_t convcoreFindConvolutionBackwardDataAlgorithmEx(
+    convcoreHandle_t handle, convcoreFilterDescriptor_t wDesc, const void* w,
+    convcoreTensorDescriptor_t dyDesc, const void* dy, convcoreConvolutionDescriptor_t convDesc,
+    convcoreTensorDescriptor_t dxDesc, void* dx, int requestedAlgoCount, int* returnedAlgoCount,
+    convcoreConvolutionBwdDataAlgoPerf_t* perfResults, void* workspace, size_t workspaceSizeInBytes);
+CONVCORE_API convcoreStatus_t convcoreFindConvolutionBackwardFilterAlgorithm(
+    convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreTensorDescriptor_t dyDesc,
+    convcoreConvolutionDescriptor_t convDesc, convcoreFilterDescriptor_t dwDesc,
+    int requestedAlgoCount, int* returnedAlgoCount, convcoreConvolutionBwdFilterAlgoPerf_t* perfResults);
+CONVCORE_API convcoreStatus_t convcoreFindConvolutionBackwardFilterAlgorithmEx(
+    convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, const void* x,
+    convcoreTensorDescriptor_t dyDesc, const void* dy, convcoreConvolutionDescriptor_t convDesc,
+    convcoreFilterDescriptor_t dwDesc, void* dw, int requestedAlgoCount, int* returnedAlgoCount,
+    convcoreConvolutionBwdFilterAlgoPerf_t* perfResults, void* workspace, size_t workspaceSizeInBytes);
 
 /* dx = alpha * (gradient of conv(x, w) with respect to x, given dy) + beta * dx.
  * alpha/beta as in convcoreConvolutionForward. dx must not overlap w or dy. */
