@@ -1,18 +1,20 @@
 #include "core/select.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
 
 #include "core/algo_filter.hpp"
+#include "core/generated/heuristic_cpu.hpp"
 
 namespace convcore {
 namespace {
 
-// Rough cost model (lower is better), from the first CPU measurements on a 2-core AVX-512
-// machine (batch 1, fp32): IMPLICIT_GEMM ran 1.2-1.8x IM2COL_GEMM's GFLOP/s on 3x3, 7x7 and
-// 1x1 layers, except with few output positions per image (512->512 at 7x7: 0.85x), where
-// the BLAS GEMM's blocking wins. DIRECT is the reference, last. Measured heuristics replace
-// this in issue 6.
-double heuristic_cost(convcoreConvolutionFwdAlgo_t algo, const ConvProblem& p) {
+// CUDA: a simple rule set until GPU measurements exist (from the first CPU measurements:
+// IMPLICIT_GEMM before IM2COL_GEMM except with few output positions per image and many
+// output channels, where the BLAS GEMM's blocking wins; DIRECT, the reference, last).
+double cuda_rule_cost(convcoreConvolutionFwdAlgo_t algo, const ConvProblem& p) {
     const bool few_positions = p.p * p.q < 64 && p.k_per_group() >= 256;
     switch (algo) {
         case CONVCORE_FWD_ALGO_IMPLICIT_GEMM: return few_positions ? 2.0 : 1.0;
@@ -20,6 +22,50 @@ double heuristic_cost(convcoreConvolutionFwdAlgo_t algo, const ConvProblem& p) {
         case CONVCORE_FWD_ALGO_DIRECT: return 10.0;
         default: return 5.0;
     }
+}
+
+// The features of tools/fit_heuristic.py (FEATURES there), in its order: 1, seven logs of
+// sizes, two flags, then the products of the logs (i <= j).
+std::array<double, heuristic_cpu::kFeatureCount> heuristic_features(const ConvProblem& p) {
+    const auto lg = [](int64_t v) { return std::log(double(std::max<int64_t>(v, 1))); };
+    const double logs[] = {lg(p.n),
+                           lg(p.p * p.q),
+                           lg((p.h + 2 * p.pad_h) * (p.w + 2 * p.pad_w)),
+                           lg(p.c_per_group()),
+                           lg(p.k_per_group()),
+                           lg(p.groups),
+                           lg(p.r * p.s)};
+    constexpr int kLogs = sizeof(logs) / sizeof(logs[0]);
+    std::array<double, heuristic_cpu::kFeatureCount> x{};
+    int i = 0;
+    x[i++] = 1.0;
+    for (double v : logs) x[i++] = v;
+    x[i++] = p.unit_stride() ? 0.0 : 1.0;
+    x[i++] = p.unit_dilation() ? 0.0 : 1.0;
+    for (int a = 0; a < kLogs; ++a)
+        for (int b = a; b < kLogs; ++b) x[i++] = logs[a] * logs[b];
+    return x;
+}
+static_assert(heuristic_cpu::kFeatureCount == 1 + 7 + 2 + 7 * 8 / 2,
+              "tools/fit_heuristic.py and heuristic_features disagree on the features");
+
+// CPU: the measured model (cpp/core/generated/heuristic_cpu.hpp): predicted relative log time.
+// Algorithms it does not model come last: DIRECT, the reference, 30-200x slower than the best
+// on the suites; timed on the 286 smallest grid layers only, it beat the others by > 10% on
+// 2 of them (tiny depthwise layers, tens of microseconds).
+double cpu_model_cost(convcoreConvolutionFwdAlgo_t algo, const ConvProblem& p) {
+    for (const auto& m : heuristic_cpu::kModels) {
+        if (m.algo != algo) continue;
+        const auto x = heuristic_features(p);
+        double cost = 0;
+        for (int i = 0; i < heuristic_cpu::kFeatureCount; ++i) cost += m.coef[i] * x[i];
+        return cost;
+    }
+    return std::numeric_limits<double>::max();
+}
+
+double heuristic_cost(convcoreConvolutionFwdAlgo_t algo, const ConvProblem& p) {
+    return p.device == CONVCORE_DEVICE_CPU ? cpu_model_cost(algo, p) : cuda_rule_cost(algo, p);
 }
 
 }  // namespace
