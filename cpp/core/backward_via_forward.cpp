@@ -64,6 +64,83 @@ void swap_outer(const T* src, T* dst, int64_t a_count, int64_t b_count, int64_t 
         }
 }
 
+// x' (Cg x g*N x H x W): x'[c][g*N + n] = x[n][g*Cg + c]; x viewed as N x g x Cg planes.
+template <typename T>
+void transpose_x(const ConvProblem& p, const T* x, T* xt, int threads) {
+    const int64_t cg = p.c_per_group();
+#pragma omp parallel for collapse(3) num_threads(threads) schedule(static)
+    for (int64_t c = 0; c < cg; ++c)
+        for (int64_t g = 0; g < p.groups; ++g)
+            for (int64_t n = 0; n < p.n; ++n) {
+                const T* src = x + ((n * p.groups + g) * cg + c) * p.h * p.w;
+                T* dst = xt + ((c * p.groups + g) * p.n + n) * p.h * p.w;
+                for (int64_t i = 0; i < p.h * p.w; ++i) dst[i] = src[i];
+            }
+}
+
+// dw[g*Kg + k][c][r][s] = alpha * y'[c][g*Kg + k][r'][s'] + beta * dw, mirrored taps in the
+// true-convolution mode (the forward pass multiplies x at tap t by w[R-1-t]).
+template <typename T>
+void store_dw(const ConvProblem& p, const T* yt, T* dw, T alpha, T beta, int threads) {
+    const int64_t cg = p.c_per_group(), rs = p.r * p.s;
+#pragma omp parallel for collapse(2) num_threads(threads) schedule(static)
+    for (int64_t k = 0; k < p.k; ++k)
+        for (int64_t c = 0; c < cg; ++c) {
+            const T* src = yt + (c * p.k + k) * rs;
+            T* dst = dw + (k * cg + c) * rs;
+            for (int64_t r = 0; r < p.r; ++r)
+                for (int64_t s2 = 0; s2 < p.s; ++s2) {
+                    const T v = src[conv_filter_tap(r, p.r, p.flip) * p.s + conv_filter_tap(s2, p.s, p.flip)];
+                    T* d = dst + r * p.s + s2;
+                    *d = beta == T(0) ? alpha * v : alpha * v + beta * *d;
+                }
+        }
+}
+
+// The CPU movers (Movers in the header), dispatched on the dtype.
+#define CONVCORE_BY_DTYPE(p, call_double, call_float) \
+    do {                                                \
+        if ((p).dtype == CONVCORE_DATA_DOUBLE)          \
+            call_double;                                \
+        else                                            \
+            call_float;                                 \
+    } while (0)
+
+void cpu_filter_t(const Context& ctx, const ConvProblem& p, const void* w, void* wt) {
+    CONVCORE_BY_DTYPE(p,
+        transpose_filter(p, static_cast<const double*>(w), static_cast<double*>(wt), ctx.threads()),
+        transpose_filter(p, static_cast<const float*>(w), static_cast<float*>(wt), ctx.threads()));
+}
+void cpu_x_t(const Context& ctx, const ConvProblem& p, const void* x, void* xt) {
+    CONVCORE_BY_DTYPE(p,
+        transpose_x(p, static_cast<const double*>(x), static_cast<double*>(xt), ctx.threads()),
+        transpose_x(p, static_cast<const float*>(x), static_cast<float*>(xt), ctx.threads()));
+}
+void cpu_dy_t(const Context& ctx, const ConvProblem& p, const void* dy, void* dyt) {
+    CONVCORE_BY_DTYPE(p,
+        swap_outer(static_cast<const double*>(dy), static_cast<double*>(dyt), p.n, p.k, p.p * p.q, ctx.threads()),
+        swap_outer(static_cast<const float*>(dy), static_cast<float*>(dyt), p.n, p.k, p.p * p.q, ctx.threads()));
+}
+void cpu_store_dw(const Context& ctx, const ConvProblem& p, const void* yt, void* dw, double alpha,
+                  double beta) {
+    CONVCORE_BY_DTYPE(p,
+        store_dw(p, static_cast<const double*>(yt), static_cast<double*>(dw), alpha, beta, ctx.threads()),
+        store_dw(p, static_cast<const float*>(yt), static_cast<float*>(dw), float(alpha), float(beta),
+                 ctx.threads()));
+}
+#undef CONVCORE_BY_DTYPE
+
+const Movers kCpuMovers = {cpu_filter_t, cpu_x_t, cpu_dy_t, cpu_store_dw};
+
+const Movers& movers_for(const ConvProblem& p) {
+#ifdef CONVCORE_WITH_CUDA
+    if (p.device == CONVCORE_DEVICE_CUDA) return cuda_movers();
+#endif
+    if (p.device != CONVCORE_DEVICE_CPU)
+        throw Error(CONVCORE_STATUS_INTERNAL_ERROR, "backward via forward: no data movers for this device");
+    return kCpuMovers;
+}
+
 }  // namespace
 
 // ---- backward data ----------------------------------------------------------------------------
@@ -121,10 +198,7 @@ void data_run(const BwdDataArgs& a, convcoreConvolutionFwdAlgo_t fwd) {
     if (!s) throw Error(CONVCORE_STATUS_INTERNAL_ERROR, "backward data: no forward solver");
     char* ws = static_cast<char*>(a.workspace);
     void* wt = ws;
-    if (p.dtype == CONVCORE_DATA_DOUBLE)
-        transpose_filter(p, static_cast<const double*>(a.w), static_cast<double*>(wt), a.ctx.threads());
-    else
-        transpose_filter(p, static_cast<const float*>(a.w), static_cast<float*>(wt), a.ctx.threads());
+    movers_for(p).filter_t(a.ctx, p, a.w, wt);
     const size_t own = s->workspace_bytes(f);
     const ConvArgs args{f, a.ctx, a.dy, wt, a.dx, a.alpha, a.beta,
                         own ? ws + api::align_up(bytes(p.w_elems(), p)) : nullptr};
@@ -185,59 +259,23 @@ size_t filter_workspace_bytes(const ConvProblem& p, convcoreConvolutionFwdAlgo_t
            find_solver(fwd, p.device)->workspace_bytes(filter_problem(p));
 }
 
-namespace {
-template <typename T>
-void filter_run_t(const BwdFilterArgs& a, const Solver& s, const ConvProblem& f) {
-    const ConvProblem& p = a.prob;
-    const int threads = a.ctx.threads();
-    const FilterLayout lay = filter_layout(p);
-    char* ws = static_cast<char*>(a.workspace);
-    T* xt = reinterpret_cast<T*>(ws);
-    T* dyt = reinterpret_cast<T*>(ws + lay.xt);
-    T* yt = reinterpret_cast<T*>(ws + lay.xt + lay.dyt);
-    char* own = ws + lay.total_transposes();
-    const int64_t cg = p.c_per_group(), kg = p.k_per_group(), rs = p.r * p.s;
-    // x' (Cg x g*N x H x W): x'[c][g*N + n] = x[n][g*Cg + c]; x viewed as N x g x Cg planes.
-#pragma omp parallel for collapse(3) num_threads(threads) schedule(static)
-    for (int64_t c = 0; c < cg; ++c)
-        for (int64_t g = 0; g < p.groups; ++g)
-            for (int64_t n = 0; n < p.n; ++n) {
-                const T* src = static_cast<const T*>(a.x) + ((n * p.groups + g) * cg + c) * p.h * p.w;
-                T* dst = xt + ((c * p.groups + g) * p.n + n) * p.h * p.w;
-                for (int64_t i = 0; i < p.h * p.w; ++i) dst[i] = src[i];
-            }
-    // dy' (K x N x P x Q): dy'[k][n] = dy[n][k].
-    swap_outer(static_cast<const T*>(a.dy), dyt, p.n, p.k, p.p * p.q, threads);
-    const ConvArgs args{f, a.ctx, xt, dyt, yt, 1.0, 0.0, s.workspace_bytes(f) ? own : nullptr};
-    s.run(args);
-    // dw[g*Kg + k][c][r][s] = alpha * y'[c][g*Kg + k][r'][s'] + beta * dw, mirrored taps in the
-    // true-convolution mode (the forward pass multiplies x at tap t by w[R-1-t]).
-    T* dw = static_cast<T*>(a.dw);
-    const T alpha = T(a.alpha), beta = T(a.beta);
-#pragma omp parallel for collapse(2) num_threads(threads) schedule(static)
-    for (int64_t k = 0; k < p.k; ++k)
-        for (int64_t c = 0; c < cg; ++c) {
-            const T* src = yt + (c * p.k + k) * rs;
-            T* dst = dw + (k * cg + c) * rs;
-            for (int64_t r = 0; r < p.r; ++r)
-                for (int64_t s2 = 0; s2 < p.s; ++s2) {
-                    const T v = src[conv_filter_tap(r, p.r, p.flip) * p.s + conv_filter_tap(s2, p.s, p.flip)];
-                    T* d = dst + r * p.s + s2;
-                    *d = beta == T(0) ? alpha * v : alpha * v + beta * *d;
-                }
-        }
-    (void)kg;
-}
-}  // namespace
-
 void filter_run(const BwdFilterArgs& a, convcoreConvolutionFwdAlgo_t fwd) {
     const ConvProblem f = filter_problem(a.prob);
     const Solver* s = find_solver(fwd, a.prob.device);
     if (!s) throw Error(CONVCORE_STATUS_INTERNAL_ERROR, "backward filter: no forward solver");
-    if (a.prob.dtype == CONVCORE_DATA_DOUBLE)
-        filter_run_t<double>(a, *s, f);
-    else
-        filter_run_t<float>(a, *s, f);
+    const ConvProblem& p = a.prob;
+    const Movers& m = movers_for(p);
+    const FilterLayout lay = filter_layout(p);
+    char* ws = static_cast<char*>(a.workspace);
+    char* xt = ws;
+    char* dyt = ws + lay.xt;
+    char* yt = ws + lay.xt + lay.dyt;
+    m.x_t(a.ctx, p, a.x, xt);
+    m.dy_t(a.ctx, p, a.dy, dyt);
+    const ConvArgs args{f, a.ctx, xt, dyt, yt, 1.0, 0.0,
+                        s->workspace_bytes(f) ? ws + lay.total_transposes() : nullptr};
+    s->run(args);
+    m.store_dw(a.ctx, p, yt, a.dw, a.alpha, a.beta);
 }
 
 }  // namespace via_forward

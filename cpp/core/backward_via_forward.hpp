@@ -45,7 +45,8 @@ size_t filter_workspace_t(const ConvProblem& p) { return filter_workspace_bytes(
 template <convcoreConvolutionFwdAlgo_t F>
 void filter_run_t(const BwdFilterArgs& a) { filter_run(a, F); }
 
-// The CPU solvers (the transposes are CPU loops; a CUDA twin needs device transposes).
+// The CPU solvers, and their CUDA twins (the same reduction; the forward solver is the one of
+// the problem's device, and so are the data movements below).
 template <convcoreConvolutionBwdDataAlgo_t B, convcoreConvolutionFwdAlgo_t F>
 inline const BwdDataSolver bwd_data = {B, CONVCORE_DEVICE_CPU, /*deterministic=*/true,
                                        data_why_not_t<F>, data_workspace_t<F>, data_run_t<F>};
@@ -53,6 +54,32 @@ template <convcoreConvolutionBwdFilterAlgo_t B, convcoreConvolutionFwdAlgo_t F>
 inline const BwdFilterSolver bwd_filter = {B, CONVCORE_DEVICE_CPU, /*deterministic=*/true,
                                            filter_why_not_t<F>, filter_workspace_t<F>,
                                            filter_run_t<F>};
+template <convcoreConvolutionBwdDataAlgo_t B, convcoreConvolutionFwdAlgo_t F>
+inline const BwdDataSolver bwd_data_cuda = {B, CONVCORE_DEVICE_CUDA, /*deterministic=*/true,
+                                            data_why_not_t<F>, data_workspace_t<F>,
+                                            data_run_t<F>};
+template <convcoreConvolutionBwdFilterAlgo_t B, convcoreConvolutionFwdAlgo_t F>
+inline const BwdFilterSolver bwd_filter_cuda = {B, CONVCORE_DEVICE_CUDA, /*deterministic=*/true,
+                                                filter_why_not_t<F>, filter_workspace_t<F>,
+                                                filter_run_t<F>};
+
+// The reductions' data movements on one device (packed tensors, the problem's dtype):
+//   filter_t:  w' (C x K/g x R x S), w'[g*Cg + c][k] = w[g*Kg + k][c]
+//   x_t:       x' (Cg x g*N x H x W), x'[c][g*N + n] = x[n][g*Cg + c]
+//   dy_t:      dy' (K x N x P x Q), dy'[k][n] = dy[n][k]
+//   store_dw:  dw[k][c][r][s] = alpha * y'[c][k][tap(r)][tap(s)] + beta * dw (beta == 0: dw
+//              not read), y' the Cg x K x R x S output of the filter problem, tap mirrored in
+//              the true-convolution mode.
+struct Movers {
+    void (*filter_t)(const Context& ctx, const ConvProblem& p, const void* w, void* wt);
+    void (*x_t)(const Context& ctx, const ConvProblem& p, const void* x, void* xt);
+    void (*dy_t)(const Context& ctx, const ConvProblem& p, const void* dy, void* dyt);
+    void (*store_dw)(const Context& ctx, const ConvProblem& p, const void* yt, void* dw,
+                     double alpha, double beta);
+};
+#ifdef CONVCORE_WITH_CUDA
+const Movers& cuda_movers();  // cuda/backward_via_forward.cu
+#endif
 
 }  // namespace via_forward
 }  // namespace convcore

@@ -20,6 +20,8 @@ extern const Solver winograd_4x4_3x3_solver;
 #ifdef CONVCORE_WITH_CUDA
 namespace cuda {
 extern const Solver direct_solver;
+extern const Solver im2col_gemm_solver;
+extern const Solver implicit_gemm_solver;
 extern const Solver fft_solver;
 extern const Solver fft_tiling_solver;
 extern const Solver fine_grained_fft_solver;
@@ -45,6 +47,8 @@ const std::vector<const Solver*>& all_solvers() {
         &cpu::winograd_4x4_3x3_solver,
 #ifdef CONVCORE_WITH_CUDA
         &cuda::direct_solver,
+        &cuda::im2col_gemm_solver,
+        &cuda::implicit_gemm_solver,
         &cuda::fft_solver,
         &cuda::fft_tiling_solver,
         &cuda::fine_grained_fft_solver,
@@ -80,6 +84,10 @@ extern const BwdFilterSolver winograd_3x3_2x2_bwd_filter_solver;
 namespace cuda {
 extern const BwdDataSolver direct_bwd_data_solver;
 extern const BwdFilterSolver direct_bwd_filter_solver;
+extern const BwdDataSolver im2col_gemm_bwd_data_solver;
+extern const BwdFilterSolver im2col_gemm_bwd_filter_solver;
+extern const BwdDataSolver implicit_gemm_bwd_data_solver;
+extern const BwdFilterSolver implicit_gemm_bwd_filter_solver;
 }  // namespace cuda
 #endif
 
@@ -95,6 +103,13 @@ const std::vector<const BwdDataSolver*>& all_bwd_data_solvers() {
         &via_forward::bwd_data<CONVCORE_BWD_DATA_ALGO_POLY_HANKEL, CONVCORE_FWD_ALGO_POLY_HANKEL>,
 #ifdef CONVCORE_WITH_CUDA
         &cuda::direct_bwd_data_solver,
+        &cuda::im2col_gemm_bwd_data_solver,
+        &cuda::implicit_gemm_bwd_data_solver,
+        &via_forward::bwd_data_cuda<CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3, CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3>,
+        &via_forward::bwd_data_cuda<CONVCORE_BWD_DATA_ALGO_FFT, CONVCORE_FWD_ALGO_FFT>,
+        &via_forward::bwd_data_cuda<CONVCORE_BWD_DATA_ALGO_FFT_TILING, CONVCORE_FWD_ALGO_FFT_TILING>,
+        &via_forward::bwd_data_cuda<CONVCORE_BWD_DATA_ALGO_FINE_GRAINED_FFT, CONVCORE_FWD_ALGO_FINE_GRAINED_FFT>,
+        &via_forward::bwd_data_cuda<CONVCORE_BWD_DATA_ALGO_POLY_HANKEL, CONVCORE_FWD_ALGO_POLY_HANKEL>,
 #endif
     };
     return solvers;
@@ -112,6 +127,12 @@ const std::vector<const BwdFilterSolver*>& all_bwd_filter_solvers() {
         &via_forward::bwd_filter<CONVCORE_BWD_FILTER_ALGO_POLY_HANKEL, CONVCORE_FWD_ALGO_POLY_HANKEL>,
 #ifdef CONVCORE_WITH_CUDA
         &cuda::direct_bwd_filter_solver,
+        &cuda::im2col_gemm_bwd_filter_solver,
+        &cuda::implicit_gemm_bwd_filter_solver,
+        &via_forward::bwd_filter_cuda<CONVCORE_BWD_FILTER_ALGO_FFT, CONVCORE_FWD_ALGO_FFT>,
+        &via_forward::bwd_filter_cuda<CONVCORE_BWD_FILTER_ALGO_FFT_TILING, CONVCORE_FWD_ALGO_FFT_TILING>,
+        &via_forward::bwd_filter_cuda<CONVCORE_BWD_FILTER_ALGO_FINE_GRAINED_FFT, CONVCORE_FWD_ALGO_FINE_GRAINED_FFT>,
+        &via_forward::bwd_filter_cuda<CONVCORE_BWD_FILTER_ALGO_POLY_HANKEL, CONVCORE_FWD_ALGO_POLY_HANKEL>,
 #endif
     };
     return solvers;

@@ -4,7 +4,9 @@
 // float32 and float64. Skips when no GPU is visible.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -129,4 +131,134 @@ TEST(CudaBackward, DirectMatchesCpu) {
         else
             compare<double>(p, alpha, beta, rng);
     }
+}
+
+// ---- every CUDA backward algorithm ---------------------------------------------------------------
+
+namespace {
+
+// ||gpu - cpu DIRECT|| / ||cpu DIRECT|| allowed (float32, float64): test_backward.py's bounds.
+double bwd_bound(int algo, bool data, bool f64) {
+    const bool exact = algo == 0 || algo == 1 || algo == 2;  // DIRECT, IM2COL_GEMM, IMPLICIT_GEMM
+    if (exact) return f64 ? 1e-12 : 1e-5;
+    const bool winograd = data ? algo == CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3
+                               : algo == CONVCORE_BWD_FILTER_ALGO_WINOGRAD_3X3_2X2;
+    return winograd ? (f64 ? 1e-11 : 5e-5) : (f64 ? 1e-10 : 1e-4);
+}
+
+// Runs every backward-data and backward-filter algorithm that accepts p on the GPU (NaN-poisoned
+// outputs when beta == 0, workspace from the query) against the CPU's DIRECT; adds the
+// algorithms that ran to data_ran / filter_ran. A refusal must carry a reason, and the classic
+// algorithms must never refuse.
+template <typename T>
+void compare_all(const Shape& p, double alpha, double beta, std::mt19937& rng,
+                 std::vector<int>& data_ran, std::vector<int>& filter_ran) {
+    const convcoreDataType_t dt = sizeof(T) == 8 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT;
+    convcore::Handle cpu;
+    convcore::Handle gpu(CONVCORE_DEVICE_CUDA, 0);
+    Descs d(p, dt);
+    auto make = [&](size_t n) {
+        const auto v = random_vector(n, rng);
+        return std::vector<T>(v.begin(), v.end());
+    };
+    const auto x = make(size_t(p.n * p.c * p.h * p.w)), w = make(size_t(p.k * (p.c / p.groups) * p.r * p.s));
+    const auto dy = make(size_t(p.n * p.k * p.out_h() * p.out_w()));
+    auto dx0 = make(x.size()), dw0 = make(w.size());
+    if (beta == 0)
+        for (auto* v : {&dx0, &dw0}) v->assign(v->size(), std::numeric_limits<T>::quiet_NaN());
+    const T a = T(alpha), b = T(beta);
+    std::vector<T> dx = dx0, dw = dw0;
+    CC_ASSERT_OK(convcoreConvolutionBackwardData(cpu, &a, d.w, w.data(), d.y, dy.data(), d.conv,
+                                                 CONVCORE_BWD_DATA_ALGO_DIRECT, nullptr, 0, &b, d.x, dx.data()));
+    CC_ASSERT_OK(convcoreConvolutionBackwardFilter(cpu, &a, d.x, x.data(), d.y, dy.data(), d.conv,
+                                                   CONVCORE_BWD_FILTER_ALGO_DIRECT, nullptr, 0, &b, d.w, dw.data()));
+    auto rel = [](const std::vector<T>& u, const std::vector<T>& v) {
+        return relative_error(std::vector<double>(u.begin(), u.end()), std::vector<double>(v.begin(), v.end()));
+    };
+    DeviceVec<T> gx(gpu, x), gw(gpu, w), gdy(gpu, dy);
+    for (int ai = 0; ai < CONVCORE_BWD_DATA_ALGO_COUNT; ++ai) {
+        const auto algo = static_cast<convcoreConvolutionBwdDataAlgo_t>(ai);
+        size_t ws = 0;
+        const convcoreStatus_t st =
+            convcoreGetConvolutionBackwardDataWorkspaceSize(gpu, d.w, d.y, d.conv, d.x, algo, &ws);
+        if (st == CONVCORE_STATUS_NOT_SUPPORTED) {
+            EXPECT_STRNE(convcoreGetLastErrorString(), "");
+            EXPECT_GT(ai, 2) << "a classic algorithm refused: " << convcoreGetLastErrorString();
+            continue;
+        }
+        CC_ASSERT_OK(st);
+        DeviceVec<T> gdx(gpu, dx0), gws(gpu, std::vector<T>(ws / sizeof(T) + 1));
+        CC_ASSERT_OK(convcoreConvolutionBackwardData(gpu, &a, d.w, gw.ptr, d.y, gdy.ptr, d.conv, algo,
+                                                     ws ? gws.ptr : nullptr, ws, &b, d.x, gdx.ptr));
+        CC_ASSERT_OK(convcoreSynchronize(gpu));
+        EXPECT_LE(rel(gdx.host(), dx), bwd_bound(ai, true, sizeof(T) == 8)) << "backward data algo " << ai;
+        data_ran.push_back(ai);
+    }
+    for (int ai = 0; ai < CONVCORE_BWD_FILTER_ALGO_COUNT; ++ai) {
+        const auto algo = static_cast<convcoreConvolutionBwdFilterAlgo_t>(ai);
+        size_t ws = 0;
+        const convcoreStatus_t st =
+            convcoreGetConvolutionBackwardFilterWorkspaceSize(gpu, d.x, d.y, d.conv, d.w, algo, &ws);
+        if (st == CONVCORE_STATUS_NOT_SUPPORTED) {
+            EXPECT_STRNE(convcoreGetLastErrorString(), "");
+            EXPECT_GT(ai, 2) << "a classic algorithm refused: " << convcoreGetLastErrorString();
+            continue;
+        }
+        CC_ASSERT_OK(st);
+        DeviceVec<T> gdw(gpu, dw0), gws(gpu, std::vector<T>(ws / sizeof(T) + 1));
+        CC_ASSERT_OK(convcoreConvolutionBackwardFilter(gpu, &a, d.x, gx.ptr, d.y, gdy.ptr, d.conv, algo,
+                                                       ws ? gws.ptr : nullptr, ws, &b, d.w, gdw.ptr));
+        CC_ASSERT_OK(convcoreSynchronize(gpu));
+        EXPECT_LE(rel(gdw.host(), dw), bwd_bound(ai, false, sizeof(T) == 8)) << "backward filter algo " << ai;
+        filter_ran.push_back(ai);
+    }
+}
+
+}  // namespace
+
+TEST(CudaBackward, EveryAlgorithmMatchesCpu) {
+    if (visible_gpus() == 0) GTEST_SKIP() << "no CUDA GPU is visible: GPU test skipped";
+    std::mt19937 rng(4242);
+    auto pick = [&](int lo, int hi) { return int64_t(std::uniform_int_distribution<int>(lo, hi)(rng)); };
+    std::vector<int> data_ran, filter_ran;
+    for (int i = 0; i < 40; ++i) {
+        Shape p{};
+        p.groups = pick(1, 3);
+        p.c = p.groups * pick(1, 4);
+        p.k = p.groups * pick(1, 4);
+        p.n = pick(1, 3);
+        p.h = pick(3, 17);
+        p.w = pick(3, 17);
+        // Every other problem 3x3 stride 1 (where Winograd and the FFT family apply).
+        const bool fast = i % 2 == 0;
+        p.r = fast ? 3 : pick(1, 5);
+        p.s = fast ? 3 : pick(1, 5);
+        p.pad_h = pick(0, fast ? 2 : 3);
+        p.pad_w = pick(0, fast ? 2 : 3);
+        p.stride_h = fast ? 1 : pick(1, 3);
+        p.stride_w = fast ? 1 : pick(1, 3);
+        p.dil_h = fast ? 1 : pick(1, 2);
+        p.dil_w = fast ? 1 : pick(1, 2);
+        p.flip = pick(0, 1) == 1;
+        if (p.h + 2 * p.pad_h < p.dil_h * (p.r - 1) + 1 || p.w + 2 * p.pad_w < p.dil_w * (p.s - 1) + 1) continue;
+        const double alpha = i % 3 ? 0.5 : 1.0, beta = i % 4 == 1 ? 0.75 : 0.0;
+        if (i % 4 < 3)
+            compare_all<float>(p, alpha, beta, rng, data_ran, filter_ran);
+        else
+            compare_all<double>(p, alpha, beta, rng, data_ran, filter_ran);
+        if (HasFatalFailure()) return;
+    }
+    // Each classic algorithm ran; the log says which others did (compiled in and applicable).
+    for (int ai = 0; ai < 3; ++ai) {
+        EXPECT_NE(std::count(data_ran.begin(), data_ran.end(), ai), 0) << "backward data algo " << ai;
+        EXPECT_NE(std::count(filter_ran.begin(), filter_ran.end(), ai), 0) << "backward filter algo " << ai;
+    }
+    std::string ran = "backward data algos run:";
+    for (int ai = 0; ai < CONVCORE_BWD_DATA_ALGO_COUNT; ++ai)
+        ran += " " + std::to_string(ai) + "x" + std::to_string(std::count(data_ran.begin(), data_ran.end(), ai));
+    ran += "; backward filter algos run:";
+    for (int ai = 0; ai < CONVCORE_BWD_FILTER_ALGO_COUNT; ++ai)
+        ran += " " + std::to_string(ai) + "x" + std::to_string(std::count(filter_ran.begin(), filter_ran.end(), ai));
+    RecordProperty("algorithms_run", ran);
+    std::printf("%s\n", ran.c_str());
 }

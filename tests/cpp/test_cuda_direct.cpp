@@ -1,7 +1,9 @@
-// DIRECT on CUDA against DIRECT on the CPU, through the public C API only: random problems
-// (odd sizes, padding, stride 1-3, dilation 1-2, groups, both modes, alpha/beta, strided x/y),
-// float32 and float64. Skips when no GPU is visible; then it checks instead that a CUDA handle
-// is refused with NOT_SUPPORTED and a reason.
+// Every forward algorithm on CUDA against DIRECT on the CPU, through the public C API only:
+// random problems (odd sizes, padding, stride 1-3, dilation 1-2, groups, both modes, alpha/beta,
+// strided x/y), float32 and float64, y poisoned (NaN) when beta == 0. An algorithm that is not
+// compiled in or refuses a problem must say NOT_SUPPORTED with a reason; DIRECT, IM2COL_GEMM and
+// IMPLICIT_GEMM must accept every problem. Skips when no GPU is visible; then it checks instead
+// that a CUDA handle is refused with NOT_SUPPORTED and a reason.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -200,15 +202,43 @@ class CudaDirect : public ::testing::Test {
         if (cpu_) convcoreDestroy(cpu_);
     }
 
+    // Runs `algo` on the GPU; *ran is false when it (correctly) refuses the problem.
     template <typename T>
-    void check(const Problem& pr, double bound, std::mt19937& rng);
+    void check(const Problem& pr, convcoreConvolutionFwdAlgo_t algo, std::mt19937& rng, bool* ran);
+    // Every algorithm on each problem; fails when a classic one refuses, or when an algorithm
+    // compiled in never runs any of them.
+    template <typename T>
+    void check_all(const std::vector<Problem>& problems, std::mt19937& rng);
 
     convcoreHandle_t cpu_ = nullptr, gpu_ = nullptr;
 };
 
+// max |gpu - cpu| / max |cpu| allowed per algorithm (float32, float64): the bounds of
+// tests/python/reference.py ERROR_BOUNDS / docs/algorithms.md.
+double error_bound(convcoreConvolutionFwdAlgo_t algo, bool f64) {
+    switch (algo) {
+        case CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3: return f64 ? 1e-11 : 5e-5;
+        case CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3: return f64 ? 1e-10 : 5e-4;
+        case CONVCORE_FWD_ALGO_FFT:
+        case CONVCORE_FWD_ALGO_FFT_TILING:
+        case CONVCORE_FWD_ALGO_FINE_GRAINED_FFT:
+        case CONVCORE_FWD_ALGO_POLY_HANKEL:
+        case CONVCORE_FWD_ALGO_CYCLIC_MINIMAL: return f64 ? 1e-10 : 1e-4;
+        default: return f64 ? 1e-12 : 1e-5;  // DIRECT, IM2COL_GEMM, IMPLICIT_GEMM, IM2WIN
+    }
+}
+
+bool is_classic(convcoreConvolutionFwdAlgo_t algo) {
+    return algo == CONVCORE_FWD_ALGO_DIRECT || algo == CONVCORE_FWD_ALGO_IM2COL_GEMM ||
+           algo == CONVCORE_FWD_ALGO_IMPLICIT_GEMM;
+}
+
 template <typename T>
-void CudaDirect::check(const Problem& pr, double bound, std::mt19937& rng) {
-    SCOPED_TRACE(pr.str());
+void CudaDirect::check(const Problem& pr, convcoreConvolutionFwdAlgo_t algo, std::mt19937& rng,
+                       bool* ran) {
+    SCOPED_TRACE(pr.str() + " algo " + std::to_string(int(algo)));
+    const double bound = error_bound(algo, sizeof(T) == 8);
+    *ran = false;
     const convcoreDataType_t dt = dtype_of<T>();
     const int64_t P = pr.p(), Q = pr.q();
     const Layout xl = pr.strided_x ? nhwc_layout(pr.n, pr.c(), pr.h, pr.w)
@@ -253,20 +283,30 @@ void CudaDirect::check(const Problem& pr, double bound, std::mt19937& rng) {
                           : (pr.beta == 0.0 ? std::numeric_limits<T>::quiet_NaN() : T(uni(rng)));
 
     const T alpha = T(pr.alpha), beta = T(pr.beta);
-    const convcoreConvolutionFwdAlgo_t algo = CONVCORE_FWD_ALGO_DIRECT;
 
-    // CPU reference.
+    // GPU workspace first: an algorithm that cannot run the problem says so, with a reason.
+    size_t ws_gpu = 0;
+    const convcoreStatus_t st =
+        convcoreGetConvolutionForwardWorkspaceSize(gpu_, d.x, d.w, d.conv, d.y, algo, &ws_gpu);
+    if (st == CONVCORE_STATUS_NOT_SUPPORTED) {
+        EXPECT_STRNE(convcoreGetLastErrorString(), "") << "NOT_SUPPORTED without a reason";
+        EXPECT_FALSE(is_classic(algo)) << "refused: " << convcoreGetLastErrorString();
+        return;
+    }
+    CC_ASSERT_OK(st);
+    *ran = true;
+
+    // CPU reference: DIRECT.
     std::vector<T> y_ref = y0;
     size_t ws_cpu = 0;
-    CC_ASSERT_OK(convcoreGetConvolutionForwardWorkspaceSize(cpu_, d.x, d.w, d.conv, d.y, algo, &ws_cpu));
+    const convcoreConvolutionFwdAlgo_t cpu_algo = CONVCORE_FWD_ALGO_DIRECT;
+    CC_ASSERT_OK(convcoreGetConvolutionForwardWorkspaceSize(cpu_, d.x, d.w, d.conv, d.y, cpu_algo, &ws_cpu));
     std::vector<unsigned char> ws_cpu_buf(ws_cpu + 1);
     CC_ASSERT_OK(convcoreConvolutionForward(cpu_, &alpha, d.x, x.data(), d.w, w.data(), d.conv,
-                                            algo, ws_cpu ? ws_cpu_buf.data() : nullptr, ws_cpu,
+                                            cpu_algo, ws_cpu ? ws_cpu_buf.data() : nullptr, ws_cpu,
                                             &beta, d.y, y_ref.data()));
 
     // GPU.
-    size_t ws_gpu = 0;
-    CC_ASSERT_OK(convcoreGetConvolutionForwardWorkspaceSize(gpu_, d.x, d.w, d.conv, d.y, algo, &ws_gpu));
     DeviceBuffer dx{gpu_}, dw{gpu_}, dy{gpu_}, dws{gpu_};
     const size_t xb = x.size() * sizeof(T), wb = w.size() * sizeof(T), yb = y0.size() * sizeof(T);
     CC_ASSERT_OK(convcoreMalloc(gpu_, &dx.p, xb));
@@ -312,22 +352,49 @@ void CudaDirect::check(const Problem& pr, double bound, std::mt19937& rng) {
                           << ", max |cpu| = " << max_ref;
 }
 
+template <typename T>
+void CudaDirect::check_all(const std::vector<Problem>& problems, std::mt19937& rng) {
+    for (int a = 0; a < CONVCORE_FWD_ALGO_COUNT; ++a) {
+        const auto algo = static_cast<convcoreConvolutionFwdAlgo_t>(a);
+        int runs = 0;
+        for (const Problem& p : problems) {
+            bool ran = false;
+            check<T>(p, algo, rng, &ran);
+            if (HasFatalFailure()) return;
+            runs += ran;
+        }
+        RecordProperty("algo" + std::to_string(a) + "_runs", runs);
+        if (is_classic(algo)) EXPECT_EQ(runs, int(problems.size())) << "algo " << a;
+    }
+}
+
+std::vector<Problem> random_problems(int count, std::mt19937& rng) {
+    std::vector<Problem> ps;
+    for (int i = 0; i < count; ++i) ps.push_back(random_problem(rng));
+    return ps;
+}
+
 TEST_F(CudaDirect, RandomProblemsFloat32) {
     std::mt19937 rng(20240611);
-    for (int i = 0; i < 80; ++i) {
-        const Problem p = random_problem(rng);
-        check<float>(p, 1e-5, rng);
-        if (HasFatalFailure()) return;
-    }
+    check_all<float>(random_problems(80, rng), rng);
 }
 
 TEST_F(CudaDirect, RandomProblemsFloat64) {
     std::mt19937 rng(777);
-    for (int i = 0; i < 30; ++i) {
-        const Problem p = random_problem(rng);
-        check<double>(p, 1e-12, rng);
-        if (HasFatalFailure()) return;
+    check_all<double>(random_problems(30, rng), rng);
+}
+
+// 3x3 stride-1 problems, where the fast algorithms (Winograd, FFT family, CYCLIC_MINIMAL) apply.
+TEST_F(CudaDirect, ThreeByThreeFloat32) {
+    std::mt19937 rng(99);
+    std::vector<Problem> ps = random_problems(20, rng);
+    for (Problem& p : ps) {
+        p.r = p.s = 3;
+        p.stride_h = p.stride_w = p.dil_h = p.dil_w = 1;
+        p.h += 2;
+        p.w += 2;
     }
+    check_all<float>(ps, rng);
 }
 
 // A few shapes from real networks, larger than the random ones (more blocks than one wave,
@@ -359,10 +426,7 @@ TEST_F(CudaDirect, NetworkLayersFloat32) {
     p.n = 2; p.groups = 2; p.cpg = 5; p.kpg = 3; p.h = 9; p.w = 50; p.r = 1; p.s = 7;
     p.pad_w = 3; p.stride_w = 3;
     ps.push_back(p);
-    for (const Problem& q : ps) {
-        check<float>(q, 1e-5, rng);
-        if (HasFatalFailure()) return;
-    }
+    check_all<float>(ps, rng);
 }
 
 }  // namespace

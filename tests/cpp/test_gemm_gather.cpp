@@ -1,0 +1,250 @@
+// The im2col element and the col2im gather of common/gemm_gather.hpp, and the operand policies
+// of common/implicit_gemm_ops.hpp, run on the host: the exact index math of the CUDA
+// IM2COL_GEMM (im2col, col2im) and IMPLICIT_GEMM (forward, backward data, backward filter)
+// kernels, which a machine without a GPU cannot run. Forward: Y = W * col built from gather_offset must
+// equal the float64 reference convolution; backward data: col2im_gather of W^T * dY must
+// equal the adjoint of the reference loops, over random strides, paddings, dilations, groups
+// and both modes.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "common/gemm_gather.hpp"
+#include "common/implicit_gemm_ops.hpp"
+#include "common/permute_planes.hpp"
+#include "reference.hpp"
+
+namespace {
+
+using convcore::GemmGeom;
+using convcore_test::Shape;
+
+struct Problem {  // the field names gemm_geom reads
+    int64_t n, c, h, w, k, r, s, groups, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, p, q;
+    bool flip;
+};
+
+Problem problem_of(const Shape& s) {
+    return {s.n, s.c, s.h, s.w, s.k, s.r, s.s, s.groups, s.pad_h, s.pad_w, s.stride_h,
+            s.stride_w, s.dil_h, s.dil_w, s.out_h(), s.out_w(), s.flip};
+}
+
+// dx of the reference loops (the adjoint of reference_conv), written out independently.
+std::vector<double> reference_bwd_data(const Shape& p, const std::vector<double>& w,
+                                       const std::vector<double>& dy) {
+    const int64_t P = p.out_h(), Q = p.out_w(), cg = p.c / p.groups, kg = p.k / p.groups;
+    std::vector<double> dx(size_t(p.n * p.c * p.h * p.w), 0.0);
+    for (int64_t n = 0; n < p.n; ++n)
+        for (int64_t k = 0; k < p.k; ++k)
+            for (int64_t i = 0; i < P; ++i)
+                for (int64_t j = 0; j < Q; ++j)
+                    for (int64_t c = 0; c < cg; ++c)
+                        for (int64_t r = 0; r < p.r; ++r)
+                            for (int64_t s = 0; s < p.s; ++s) {
+                                const int64_t ih = i * p.stride_h - p.pad_h + r * p.dil_h;
+                                const int64_t iw = j * p.stride_w - p.pad_w + s * p.dil_w;
+                                if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w) continue;
+                                const int64_t wr = p.flip ? p.r - 1 - r : r;
+                                const int64_t ws = p.flip ? p.s - 1 - s : s;
+                                dx[((n * p.c + (k / kg) * cg + c) * p.h + ih) * p.w + iw] +=
+                                    dy[((n * p.k + k) * P + i) * Q + j] *
+                                    w[((k * cg + c) * p.r + wr) * p.s + ws];
+                            }
+    return dx;
+}
+
+// dw of the reference loops, written out independently.
+std::vector<double> reference_bwd_filter(const Shape& p, const std::vector<double>& x,
+                                         const std::vector<double>& dy) {
+    const int64_t P = p.out_h(), Q = p.out_w(), cg = p.c / p.groups, kg = p.k / p.groups;
+    std::vector<double> dw(size_t(p.k * cg * p.r * p.s), 0.0);
+    for (int64_t n = 0; n < p.n; ++n)
+        for (int64_t k = 0; k < p.k; ++k)
+            for (int64_t i = 0; i < P; ++i)
+                for (int64_t j = 0; j < Q; ++j)
+                    for (int64_t c = 0; c < cg; ++c)
+                        for (int64_t r = 0; r < p.r; ++r)
+                            for (int64_t s = 0; s < p.s; ++s) {
+                                const int64_t ih = i * p.stride_h - p.pad_h + r * p.dil_h;
+                                const int64_t iw = j * p.stride_w - p.pad_w + s * p.dil_w;
+                                if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w) continue;
+                                const int64_t wr = p.flip ? p.r - 1 - r : r;
+                                const int64_t ws = p.flip ? p.s - 1 - s : s;
+                                dw[size_t(((k * cg + c) * p.r + wr) * p.s + ws)] +=
+                                    dy[((n * p.k + k) * P + i) * Q + j] *
+                                    x[((n * p.c + (k / kg) * cg + c) * p.h + ih) * p.w + iw];
+                            }
+    return dw;
+}
+
+Shape random_shape(std::mt19937& rng) {
+    auto pick = [&](int lo, int hi) { return int64_t(std::uniform_int_distribution<int>(lo, hi)(rng)); };
+    for (;;) {
+        Shape s{};
+        s.groups = pick(1, 3);
+        s.n = pick(1, 3);
+        s.c = s.groups * pick(1, 3);
+        s.k = s.groups * pick(1, 3);
+        s.h = pick(1, 9);
+        s.w = pick(1, 9);
+        s.r = pick(1, 4);
+        s.s = pick(1, 4);
+        s.pad_h = pick(0, 3);
+        s.pad_w = pick(0, 3);
+        s.stride_h = pick(1, 3);
+        s.stride_w = pick(1, 3);
+        s.dil_h = pick(1, 3);
+        s.dil_w = pick(1, 3);
+        s.flip = pick(0, 1) == 1;
+        if (s.h + 2 * s.pad_h >= s.dil_h * (s.r - 1) + 1 && s.w + 2 * s.pad_w >= s.dil_w * (s.s - 1) + 1)
+            return s;
+    }
+}
+
+// Y[n, g] = W[g] * col[n, g], col's elements through column_origin + gather_offset: the
+// IMPLICIT_GEMM kernel's gather and the im2col kernel's element.
+std::vector<double> gemm_forward(const Shape& s, const std::vector<double>& x,
+                                 const std::vector<double>& w) {
+    const GemmGeom g = convcore::gemm_geom(problem_of(s));
+    const int64_t L = g.rows(), pq = g.cols(), hw = s.h * s.w;
+    std::vector<double> y(size_t(s.n * s.k * pq), 0.0);
+    for (int64_t n = 0; n < s.n; ++n)
+        for (int64_t grp = 0; grp < s.groups; ++grp)
+            for (int64_t j = 0; j < pq; ++j) {
+                const convcore::ColumnOrigin o = convcore::column_origin(g, j);
+                for (int64_t l = 0; l < L; ++l) {
+                    const int64_t off = convcore::gather_offset(g, o, l);
+                    if (off < 0) continue;
+                    EXPECT_LT(off, g.cg * hw);
+                    const double xv = x[size_t((n * s.c + grp * g.cg) * hw + off)];
+                    for (int64_t k = 0; k < g.kg; ++k)
+                        y[size_t((n * s.k + grp * g.kg + k) * pq + j)] +=
+                            w[size_t((grp * g.kg + k) * L + l)] * xv;
+                }
+            }
+    return y;
+}
+
+// col[n, g] = W[g]^T * dY[n, g], then dx by col2im_gather: the CUDA backward-data path.
+std::vector<double> gemm_bwd_data(const Shape& s, const std::vector<double>& w,
+                                  const std::vector<double>& dy) {
+    const GemmGeom g = convcore::gemm_geom(problem_of(s));
+    const int64_t L = g.rows(), pq = g.cols();
+    std::vector<double> dx(size_t(s.n * s.c * s.h * s.w), 0.0), col(size_t(L * pq));
+    for (int64_t n = 0; n < s.n; ++n)
+        for (int64_t grp = 0; grp < s.groups; ++grp) {
+            for (int64_t l = 0; l < L; ++l)
+                for (int64_t j = 0; j < pq; ++j) {
+                    double acc = 0;
+                    for (int64_t k = 0; k < g.kg; ++k)
+                        acc += w[size_t((grp * g.kg + k) * L + l)] *
+                               dy[size_t((n * s.k + grp * g.kg + k) * pq + j)];
+                    col[size_t(l * pq + j)] = acc;
+                }
+            for (int64_t c = 0; c < g.cg; ++c)
+                for (int64_t ih = 0; ih < s.h; ++ih)
+                    for (int64_t iw = 0; iw < s.w; ++iw)
+                        dx[size_t(((n * s.c + grp * g.cg + c) * s.h + ih) * s.w + iw)] =
+                            convcore::col2im_gather<double>(g, col.data(), c, ih, iw);
+        }
+    return dx;
+}
+
+TEST(GemmGather, ForwardMatchesReference) {
+    std::mt19937 rng(1234);
+    for (int trial = 0; trial < 300; ++trial) {
+        const Shape s = random_shape(rng);
+        const auto x = convcore_test::random_vector(size_t(s.n * s.c * s.h * s.w), rng);
+        const auto w = convcore_test::random_vector(size_t(s.k * (s.c / s.groups) * s.r * s.s), rng);
+        const auto ref = convcore_test::reference_conv(s, x, w);
+        EXPECT_LT(convcore_test::relative_error(gemm_forward(s, x, w), ref), 1e-13) << "trial " << trial;
+    }
+}
+
+TEST(GemmGather, BackwardDataMatchesReference) {
+    std::mt19937 rng(4321);
+    for (int trial = 0; trial < 300; ++trial) {
+        const Shape s = random_shape(rng);
+        const auto w = convcore_test::random_vector(size_t(s.k * (s.c / s.groups) * s.r * s.s), rng);
+        const auto dy = convcore_test::random_vector(size_t(s.n * s.k * s.out_h() * s.out_w()), rng);
+        const auto ref = reference_bwd_data(s, w, dy);
+        EXPECT_LT(convcore_test::relative_error(gemm_bwd_data(s, w, dy), ref), 1e-13) << "trial " << trial;
+    }
+}
+
+// Padding so large that whole rows of col read only zeros, and a stride that skips inputs:
+// those inputs get no gradient (exactly 0), the padding is never addressed.
+TEST(GemmGather, PaddingAndSkippedInputs) {
+    const Shape s{1, 1, 5, 5, 1, 1, 1, 2, 2, 3, 3, 1, 1, 1, false};
+    const GemmGeom g = convcore::gemm_geom(problem_of(s));
+    ASSERT_EQ(g.p, 3);
+    EXPECT_EQ(convcore::gather_offset(g, convcore::column_origin(g, 0), 0), -1);  // (-2, -2)
+    EXPECT_EQ(convcore::gather_offset(g, convcore::column_origin(g, 4), 0), 1 * 5 + 1);  // (1, 1)
+    const std::vector<double> col(size_t(g.rows() * g.cols()), 1.0);
+    EXPECT_EQ(convcore::col2im_gather<double>(g, col.data(), 0, 0, 0), 0.0);  // never read
+    EXPECT_EQ(convcore::col2im_gather<double>(g, col.data(), 0, 1, 1), 1.0);
+}
+
+// The IMPLICIT_GEMM kernel's three operand policies, element by element (implicit_gemm_host
+// runs exactly the a/column/b/out functions the CUDA kernel stages), against the references.
+TEST(ImplicitGemmOps, AllThreePassesMatchReference) {
+    std::mt19937 rng(777);
+    for (int trial = 0; trial < 200; ++trial) {
+        const Shape s = random_shape(rng);
+        const GemmGeom g = convcore::gemm_geom(problem_of(s));
+        const auto x = convcore_test::random_vector(size_t(s.n * s.c * s.h * s.w), rng);
+        const auto w = convcore_test::random_vector(size_t(s.k * g.cg * s.r * s.s), rng);
+        const auto dy = convcore_test::random_vector(size_t(s.n * s.k * g.p * g.q), rng);
+        std::vector<double> y(dy.size(), NAN), dx(x.size(), NAN), dw(w.size(), NAN);
+        convcore::implicit_gemm_host<double>(
+            convcore::ImplicitForward<double>{g, s.n, x.data(), w.data(), y.data()}, s.groups);
+        convcore::implicit_gemm_host<double>(
+            convcore::ImplicitBackwardData<double>{g, s.n, dy.data(), w.data(), dx.data()}, s.groups);
+        convcore::implicit_gemm_host<double>(
+            convcore::ImplicitBackwardFilter<double>{g, s.n, x.data(), dy.data(), dw.data()}, s.groups);
+        EXPECT_LT(convcore_test::relative_error(y, convcore_test::reference_conv(s, x, w)), 1e-13)
+            << "forward, trial " << trial;
+        EXPECT_LT(convcore_test::relative_error(dx, reference_bwd_data(s, w, dy)), 1e-13)
+            << "backward data, trial " << trial;
+        EXPECT_LT(convcore_test::relative_error(dw, reference_bwd_filter(s, x, dy)), 1e-13)
+            << "backward filter, trial " << trial;
+    }
+}
+
+// The transposes of the CUDA backward-via-forward reductions, as the CUDA kernel applies them
+// (dst[i] = src[permuted_source(pm, i)]), against their definitions.
+std::vector<int> permuted(const convcore::PlanePermutation& pm, const std::vector<int>& src) {
+    std::vector<int> dst(src.size(), -1);
+    for (size_t i = 0; i < dst.size(); ++i) dst[i] = src[size_t(convcore::permuted_source(pm, int64_t(i)))];
+    return dst;
+}
+
+TEST(PermutePlanes, ReductionTransposes) {
+    const int64_t groups = 3, kg = 2, cg = 4, rs = 5, n = 2, hw = 3;
+    std::vector<int> w(size_t(groups * kg * cg * rs)), x(size_t(n * groups * cg * hw));
+    for (size_t i = 0; i < w.size(); ++i) w[i] = int(i);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = int(i);
+    // w'[g*Cg + c][k][e] = w[g*Kg + k][c][e]
+    const auto wt = permuted(convcore::filter_transpose(groups, kg, cg, rs), w);
+    for (int64_t g = 0; g < groups; ++g)
+        for (int64_t k = 0; k < kg; ++k)
+            for (int64_t c = 0; c < cg; ++c)
+                for (int64_t e = 0; e < rs; ++e)
+                    ASSERT_EQ(wt[size_t(((g * cg + c) * kg + k) * rs + e)], w[size_t(((g * kg + k) * cg + c) * rs + e)]);
+    // x'[c][g*N + n][e] = x[n][g*Cg + c][e]
+    const auto xt = permuted(convcore::input_transpose(n, groups, cg, hw), x);
+    for (int64_t c = 0; c < cg; ++c)
+        for (int64_t g = 0; g < groups; ++g)
+            for (int64_t i = 0; i < n; ++i)
+                for (int64_t e = 0; e < hw; ++e)
+                    ASSERT_EQ(xt[size_t(((c * groups + g) * n + i) * hw + e)], x[size_t(((i * groups + g) * cg + c) * hw + e)]);
+    // dst[b][a][e] = src[a][b][e]
+    const auto st = permuted(convcore::swap_outer_axes(n * groups, cg, hw), x);
+    for (int64_t a = 0; a < n * groups; ++a)
+        for (int64_t b = 0; b < cg; ++b)
+            for (int64_t e = 0; e < hw; ++e)
+                ASSERT_EQ(st[size_t((b * n * groups + a) * hw + e)], x[size_t((a * cg + b) * hw + e)]);
+}
+
+}  // namespace
