@@ -140,6 +140,161 @@ CONVCORE_HD T fg_filter_row(const T* f, int64_t r_total, int64_t s, int64_t dil_
     return ts < 0 ? T(0) : f[conv_filter_tap(r, r_total, flip) * s + ts];
 }
 
+// ---- the CUDA kernels' element functions ------------------------------------------------------
+// Each CUDA fill / product / output kernel is a grid-stride loop calling one of these per element
+// e (cuda/fft_family.hpp: for_each); tests/cpp/test_fft_geometry.cpp calls the same functions on
+// the host, with naive float64 DFTs in place of cuFFT.
+
+struct ImageShape {  // one input plane and its padding
+    int64_t h, w, pad_h, pad_w;
+};
+struct FilterShape {  // one R x S filter, its dilation and mode
+    int64_t r, s, dil_h, dil_w;
+    bool flip;
+};
+
+// FFT: element e of the (image, channel) planes, Lh x Lw each: the padded input, zero past Hu x Wu.
+template <typename T>
+CONVCORE_HD T fft_input_elem(const T* x, const ImageShape& im, int64_t hu, int64_t wu, int64_t lh, int64_t lw,
+                             int64_t e) {
+    const int64_t b = e / (lh * lw), ij = e % (lh * lw), i = ij / lw, j = ij % lw;
+    return i < hu && j < wu ? padded_input(x + b * im.h * im.w, im.h, im.w, im.pad_h, im.pad_w, i, j) : T(0);
+}
+// FFT, FFT_TILING: element e of the (filter, channel) planes, lh x lw each (filter_plane).
+template <typename T>
+CONVCORE_HD T filter_plane_elem(const T* w, const FilterShape& fs, int64_t lh, int64_t lw, int64_t e) {
+    const int64_t b = e / (lh * lw), ij = e % (lh * lw);
+    return filter_plane(w + b * fs.r * fs.s, fs.r, fs.s, fs.dil_h, fs.dil_w, fs.flip, ij / lw, ij % lw);
+}
+// FFT: the element of the (image, filter) inverse planes that output e (packed N x K x P x Q)
+// reads: (i * stride_h, j * stride_w) of its plane.
+CONVCORE_HD int64_t fft_output_source(int64_t e, int64_t p, int64_t q, int64_t stride_h, int64_t stride_w,
+                                      int64_t lh, int64_t lw) {
+    const int64_t nk = e / (p * q), ij = e % (p * q);
+    return nk * lh * lw + ij / q * stride_h * lw + ij % q * stride_w;
+}
+
+// POLY_HANKEL: coefficient e of the (image, channel) polynomials A(t), L each (Eq. 10).
+template <typename T>
+CONVCORE_HD T poly_input_elem(const T* x, const ImageShape& im, int64_t hu, int64_t iw, int64_t len, int64_t e) {
+    return poly_input_coeff(x + e / len * im.h * im.w, im.h, im.w, im.pad_h, im.pad_w, hu, iw, e % len);
+}
+// POLY_HANKEL: coefficient e of the (filter, channel) polynomials U(t), L each (Eq. 11 corrected).
+template <typename T>
+CONVCORE_HD T poly_filter_elem(const T* w, const FilterShape& fs, int64_t iw, int64_t len, int64_t e) {
+    return poly_filter_coeff(w + e / len * fs.r * fs.s, fs.r, fs.s, fs.dil_h, fs.dil_w, fs.flip, iw, e % len);
+}
+// POLY_HANKEL: the coefficient of the (image, filter) products that output e reads (Eq. 12 at
+// the stride-1 position (i * stride_h, j * stride_w)).
+CONVCORE_HD int64_t poly_output_source(int64_t e, int64_t p, int64_t q, int64_t stride_h, int64_t stride_w,
+                                       int64_t iw, int64_t kh, int64_t kw, int64_t len) {
+    const int64_t nk = e / (p * q), ij = e % (p * q);
+    return nk * len + poly_output_index(iw, kh, kw, ij / q * stride_h, ij % q * stride_w);
+}
+
+// FFT_TILING: the chunk of (image, tile) jobs [job0, job0 + chunk) of a call (jobs in all; the
+// last chunk is padded with empty jobs).
+struct TileChunk {
+    TileGrid tg;
+    int64_t job0, jobs;
+};
+// Element e of the chunk's (job, channel) tiles, Th x Tw each: the tile of the padded input
+// (zero for the padding jobs).
+template <typename T>
+CONVCORE_HD T tile_input_elem(const T* x, const ImageShape& im, int64_t c, const TileChunk& ch, int64_t e) {
+    const int64_t area = ch.tg.th * ch.tg.tw;
+    const int64_t b = e / area, ij = e % area, job = ch.job0 + b / c;
+    if (job >= ch.jobs) return T(0);
+    const int64_t tiles = ch.tg.nth * ch.tg.ntw, n = job / tiles, t = job % tiles;
+    return padded_input(x + (n * c + b % c) * im.h * im.w, im.h, im.w, im.pad_h, im.pad_w,
+                        tile_row0(ch.tg, t) + ij / ch.tg.tw, tile_col0(ch.tg, t) + ij % ch.tg.tw);
+}
+// Stride-1 output e of the chunk's (job, filter) inverse tiles (oh x ow valid outputs each):
+// the output it is (packed N x K x P x Q index), or -1 when it is off the stride grid, past the
+// outputs or in a padding job; *src: the inverse-tile element holding it.
+CONVCORE_HD int64_t tile_output_target(int64_t e, const TileChunk& ch, int64_t k, int64_t p, int64_t q,
+                                       int64_t stride_h, int64_t stride_w, int64_t* src) {
+    const TileGrid& tg = ch.tg;
+    const int64_t per = tg.oh * tg.ow;
+    const int64_t b = e / per, u = e % per / tg.ow, v = e % per % tg.ow;
+    const int64_t job = ch.job0 + b / k, kk = b % k;
+    if (job >= ch.jobs) return -1;
+    const int64_t tiles = tg.nth * tg.ntw, n = job / tiles, t = job % tiles;
+    const int64_t a = tile_row0(tg, t) + u, bc = tile_col0(tg, t) + v;
+    if (a % stride_h != 0 || bc % stride_w != 0 || a / stride_h >= p || bc / stride_w >= q) return -1;
+    *src = b * tg.th * tg.tw + u * tg.tw + v;
+    return ((n * k + kk) * p + a / stride_h) * q + bc / stride_w;
+}
+
+// FINE_GRAINED_FFT: element e of the chunk's padded input rows ((image n0 + i, channel, row),
+// L each; zero past Wu and for the images past n).
+template <typename T>
+CONVCORE_HD T fg_input_elem(const T* x, const ImageShape& im, int64_t c, int64_t hu, int64_t wu, int64_t len,
+                            int64_t n0, int64_t n, int64_t e) {
+    const int64_t row = e / len, j = e % len, i = row % hu, nc = row / hu, img = n0 + nc / c;
+    return img < n && j < wu ? padded_input(x + (img * c + nc % c) * im.h * im.w, im.h, im.w, im.pad_h, im.pad_w, i, j)
+                             : T(0);
+}
+// FINE_GRAINED_FFT: element e of the filter rows (((filter, channel), r), L each).
+template <typename T>
+CONVCORE_HD T fg_filter_elem(const T* w, const FilterShape& fs, int64_t len, int64_t e) {
+    const int64_t row = e / len;
+    return fg_filter_row(w + row / fs.r * fs.r * fs.s, fs.r, fs.s, fs.dil_w, fs.flip, row % fs.r, e % len);
+}
+// FINE_GRAINED_FFT's frequency-domain row product (Section 5.3): for element e = (image in
+// chunk, group, block of KF filters, output row p, frequency f),
+//   Y((image, k), p)[f] = sum_{c, r} X((image, g*cg + c), p*stride_h + r*dil_h)[f] * conj(W((k, c), r)[f])
+// for the block's filters. C: a complex type with members x (real) and y (imaginary); spectra
+// stored row after row, f spectrum entries each.
+struct FgProduct {
+    int64_t f, c, k, cg, kg, r, p, hu, stride_h, dil_h;
+    int64_t kblocks;  // blocks of KF filters per group
+};
+template <int KF, typename C>
+CONVCORE_HD void fg_row_product(const C* x, const C* w, C* y, const FgProduct& sh, int64_t e) {
+    const int64_t fr = e % sh.f;
+    int64_t t = e / sh.f;
+    const int64_t pp = t % sh.p;
+    t /= sh.p;
+    const int64_t blocks = sh.k / sh.kg * sh.kblocks;
+    const int64_t kb = t % blocks, nl = t / blocks;
+    const int64_t grp = kb / sh.kblocks, k0 = grp * sh.kg + kb % sh.kblocks * KF;
+    const int64_t kt = (grp + 1) * sh.kg - k0 < KF ? (grp + 1) * sh.kg - k0 : KF;
+    decltype(C().x) re[KF], im[KF];
+    for (int q = 0; q < KF; ++q) re[q] = im[q] = 0;
+    for (int64_t cc = 0; cc < sh.cg; ++cc) {
+        const int64_t xrow0 = (nl * sh.c + grp * sh.cg + cc) * sh.hu;
+        for (int64_t rr = 0; rr < sh.r; ++rr) {
+            const C xv = x[(xrow0 + fg_input_row(pp, rr, sh.stride_h, sh.dil_h)) * sh.f + fr];
+            for (int q = 0; q < KF; ++q) {
+                if (q < kt) {
+                    const C wv = w[(((k0 + q) * sh.cg + cc) * sh.r + rr) * sh.f + fr];
+                    re[q] += xv.x * wv.x + xv.y * wv.y;  // x * conj(w)
+                    im[q] += xv.y * wv.x - xv.x * wv.y;
+                }
+            }
+        }
+    }
+    for (int q = 0; q < KF; ++q) {
+        if (q < kt) {
+            C out;
+            out.x = re[q];
+            out.y = im[q];
+            y[((nl * sh.k + k0 + q) * sh.p + pp) * sh.f + fr] = out;
+        }
+    }
+}
+// FINE_GRAINED_FFT: output row element e of the chunk ((image in chunk, filter, p), Q each): the
+// output it is (packed N x K x P x Q index), or -1 for the images past n; *src: the inverse-row
+// element holding it (entry q * stride_w of its row).
+CONVCORE_HD int64_t fg_output_target(int64_t e, int64_t k, int64_t p, int64_t q, int64_t stride_w, int64_t len,
+                                     int64_t n0, int64_t n, int64_t* src) {
+    const int64_t row = e / q;  // (image in chunk * K + filter) * P + p
+    if (n0 + row / (k * p) >= n) return -1;
+    *src = row * len + e % q * stride_w;
+    return n0 * k * p * q + e;
+}
+
 // ---- GPU workspace layout -------------------------------------------------------------------------
 // Sections carved from a CUDA workspace, each 256-byte aligned (cuFFT and cuBLAS want 256).
 struct Sections {

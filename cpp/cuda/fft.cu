@@ -95,39 +95,33 @@ std::string why_not(const ConvProblem& p) {
 
 size_t workspace_bytes(const ConvProblem& p) { return size_t(geometry(p, true).ws.with_slack()); }
 
+// The kernels: grid-stride loops over common/fft_geometry.hpp's element functions.
 template <typename T>
-struct InputPlanes {  // plane b = (image, channel): the padded input, zero past Hu x Wu
+struct InputPlanes {
     const T* x;
     T* planes;
-    int64_t h, w, pad_h, pad_w, hu, wu, lh, lw;
-    __device__ void operator()(int64_t e) const {
-        const int64_t b = e / (lh * lw), ij = e % (lh * lw), i = ij / lw, j = ij % lw;
-        planes[e] = i < hu && j < wu ? fftg::padded_input(x + b * h * w, h, w, pad_h, pad_w, i, j) : T(0);
-    }
+    fftg::ImageShape im;
+    int64_t hu, wu, lh, lw;
+    __device__ void operator()(int64_t e) const { planes[e] = fftg::fft_input_elem(x, im, hu, wu, lh, lw, e); }
 };
 
 template <typename T>
-struct FilterPlanes {  // plane b = (filter, channel): taps dil apart, mirrored for convolution
+struct FilterPlanes {
     const T* w;
     T* planes;
-    int64_t r, s, dil_h, dil_w, lh, lw;
-    bool flip;
-    __device__ void operator()(int64_t e) const {
-        const int64_t b = e / (lh * lw), ij = e % (lh * lw);
-        planes[e] = fftg::filter_plane(w + b * r * s, r, s, dil_h, dil_w, flip, ij / lw, ij % lw);
-    }
+    fftg::FilterShape fs;
+    int64_t lh, lw;
+    __device__ void operator()(int64_t e) const { planes[e] = fftg::filter_plane_elem(w, fs, lh, lw, e); }
 };
 
 template <typename T>
-struct CropOutputs {  // y(n, k, i, j) from plane (n, k) at (i * stride_h, j * stride_w)
+struct CropOutputs {
     const T* planes;
     T* y;
     int64_t p, q, stride_h, stride_w, lh, lw;
     T alpha, beta;  // alpha already divided by Lh*Lw (cuFFT's inverse is unnormalised)
     __device__ void operator()(int64_t e) const {
-        const int64_t nk = e / (p * q), ij = e % (p * q);
-        const T v = planes[nk * lh * lw + ij / q * stride_h * lw + ij % q * stride_w];
-        blend_store(y + e, v, alpha, beta);
+        blend_store(y + e, planes[fftg::fft_output_source(e, p, q, stride_h, stride_w, lh, lw)], alpha, beta);
     }
 };
 
@@ -146,11 +140,11 @@ void run_typed(const ConvArgs& a) {
     const cudaStream_t stream = stream_of(a.ctx);
 
     for_each(a.ctx, g.nc * g.lh * g.lw,
-             InputPlanes<T>{static_cast<const T*>(a.x), planes, p.h, p.w, p.pad_h, p.pad_w, g.hu, g.wu, g.lh, g.lw},
+             InputPlanes<T>{static_cast<const T*>(a.x), planes, image_shape(p), g.hu, g.wu, g.lh, g.lw},
              "FFT input planes");
     plans.exec(x_key(g, dbl), stream, work, g.work_bytes, planes, xs);
     for_each(a.ctx, g.kc * g.lh * g.lw,
-             FilterPlanes<T>{static_cast<const T*>(a.w), planes, p.r, p.s, p.dil_h, p.dil_w, g.lh, g.lw, p.flip},
+             FilterPlanes<T>{static_cast<const T*>(a.w), planes, filter_shape(p), g.lh, g.lw},
              "FFT filter planes");
     plans.exec(w_key(g, dbl), stream, work, g.work_bytes, planes, wsp);
     spectral_gemm<T>(a.ctx, /*conj=*/true, g.f, p.n, p.c, p.k, p.groups, xs, wsp, ys);

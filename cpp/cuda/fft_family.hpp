@@ -25,7 +25,9 @@
 #include <mutex>
 #include <tuple>
 
+#include "common/fft_geometry.hpp"
 #include "core/context.hpp"
+#include "core/problem.hpp"
 #include "cuda/check.hpp"
 #include "cuda/resources.hpp"
 
@@ -103,6 +105,10 @@ template <typename T>
 void spectral_gemm(const Context& ctx, bool conj, long long freqs, long long cols, long long c,
                    long long k, long long groups, const void* x, const void* w, void* y);
 bool gemm_fits(long long freqs, long long cols, long long c, long long k);
+
+// The problem's input plane and filter, for common/fft_geometry.hpp's element functions.
+inline fftg::ImageShape image_shape(const ConvProblem& p) { return {p.h, p.w, p.pad_h, p.pad_w}; }
+inline fftg::FilterShape filter_shape(const ConvProblem& p) { return {p.r, p.s, p.dil_h, p.dil_w, p.flip}; }
 
 // The complex type of T's precision.
 template <typename T>

@@ -116,55 +116,37 @@ std::string why_not(const ConvProblem& p) {
 
 size_t workspace_bytes(const ConvProblem& p) { return size_t(geometry(p, true).ws.with_slack()); }
 
+// The kernels: grid-stride loops over common/fft_geometry.hpp's element functions.
 template <typename T>
-struct TileInputs {  // plane b = (job in chunk, channel): the job's tile of the padded input
+struct TileInputs {
     const T* x;
     T* planes;
-    fftg::TileGrid tg;
-    int64_t c, h, w, pad_h, pad_w, job0, jobs;
-    __device__ void operator()(int64_t e) const {
-        const int64_t area = tg.th * tg.tw;
-        const int64_t b = e / area, ij = e % area;
-        const int64_t job = job0 + b / c, ch = b % c;
-        if (job >= jobs) {  // the last chunk's padding
-            planes[e] = T(0);
-            return;
-        }
-        const int64_t tiles = tg.nth * tg.ntw, n = job / tiles, t = job % tiles;
-        planes[e] = fftg::padded_input(x + (n * c + ch) * h * w, h, w, pad_h, pad_w,
-                                       fftg::tile_row0(tg, t) + ij / tg.tw, fftg::tile_col0(tg, t) + ij % tg.tw);
-    }
+    fftg::ImageShape im;
+    int64_t c;
+    fftg::TileChunk ch;
+    __device__ void operator()(int64_t e) const { planes[e] = fftg::tile_input_elem(x, im, c, ch, e); }
 };
 
 template <typename T>
-struct FilterPlanes {  // plane b = (filter, channel): taps dil apart, mirrored for convolution
+struct FilterPlanes {
     const T* w;
     T* planes;
-    int64_t r, s, dil_h, dil_w, th, tw;
-    bool flip;
-    __device__ void operator()(int64_t e) const {
-        const int64_t b = e / (th * tw), ij = e % (th * tw);
-        planes[e] = fftg::filter_plane(w + b * r * s, r, s, dil_h, dil_w, flip, ij / tw, ij % tw);
-    }
+    fftg::FilterShape fs;
+    int64_t th, tw;
+    __device__ void operator()(int64_t e) const { planes[e] = fftg::filter_plane_elem(w, fs, th, tw, e); }
 };
 
 template <typename T>
-struct TileOutputs {  // stride-1 output (u, v) of plane (job in chunk, filter): kept when on the stride grid
+struct TileOutputs {
     const T* planes;
     T* y;
-    fftg::TileGrid tg;
-    int64_t k, p, q, stride_h, stride_w, ah, aw, job0, jobs;
+    fftg::TileChunk ch;
+    int64_t k, p, q, stride_h, stride_w;
     T alpha, beta;  // alpha already divided by Th*Tw
     __device__ void operator()(int64_t e) const {
-        const int64_t per = tg.oh * tg.ow;
-        const int64_t b = e / per, uv = e % per, u = uv / tg.ow, v = uv % tg.ow;
-        const int64_t job = job0 + b / k, kk = b % k;
-        if (job >= jobs) return;
-        const int64_t tiles = tg.nth * tg.ntw, n = job / tiles, t = job % tiles;
-        const int64_t a = fftg::tile_row0(tg, t) + u, bc = fftg::tile_col0(tg, t) + v;
-        if (a >= ah || bc >= aw || a % stride_h != 0 || bc % stride_w != 0) return;
-        const T val = planes[b * tg.th * tg.tw + u * tg.tw + v];
-        blend_store(y + ((n * k + kk) * p + a / stride_h) * q + bc / stride_w, val, alpha, beta);
+        int64_t src = 0;
+        const int64_t dst = fftg::tile_output_target(e, ch, k, p, q, stride_h, stride_w, &src);
+        if (dst >= 0) blend_store(y + dst, planes[src], alpha, beta);
     }
 };
 
@@ -185,20 +167,20 @@ void run_typed(const ConvArgs& a) {
 
     // the filter spectra at the tile size, once
     for_each(a.ctx, g.kc * th * tw,
-             FilterPlanes<T>{static_cast<const T*>(a.w), planes, p.r, p.s, p.dil_h, p.dil_w, th, tw, p.flip},
+             FilterPlanes<T>{static_cast<const T*>(a.w), planes, filter_shape(p), th, tw},
              "FFT_TILING filter planes");
     plans.exec(w_key(g, dbl), stream, work, g.work_bytes, planes, wsp);
     const T alpha = T(a.alpha / (double(th) * double(tw)));
     for (int64_t j0 = 0; j0 < g.jobs; j0 += g.jb) {
         for_each(a.ctx, g.jb * p.c * th * tw,
-                 TileInputs<T>{static_cast<const T*>(a.x), planes, g.tg, p.c, p.h, p.w, p.pad_h, p.pad_w, j0, g.jobs},
+                 TileInputs<T>{static_cast<const T*>(a.x), planes, image_shape(p), p.c, {g.tg, j0, g.jobs}},
                  "FFT_TILING input tiles");
         plans.exec(x_key(g, p.c, dbl), stream, work, g.work_bytes, planes, xs);
         spectral_gemm<T>(a.ctx, /*conj=*/true, g.f, g.jb, p.c, p.k, p.groups, xs, wsp, ys);
         plans.exec(y_key(g, p.k, dbl), stream, work, g.work_bytes, ys, planes);
         for_each(a.ctx, g.jb * p.k * g.tg.oh * g.tg.ow,
-                 TileOutputs<T>{planes, static_cast<T*>(a.y), g.tg, p.k, p.p, p.q, p.stride_h, p.stride_w, g.ah, g.aw,
-                                j0, g.jobs, alpha, T(a.beta)},
+                 TileOutputs<T>{planes, static_cast<T*>(a.y), {g.tg, j0, g.jobs}, p.k, p.p, p.q, p.stride_h, p.stride_w,
+                                alpha, T(a.beta)},
                  "FFT_TILING outputs");
     }
 }

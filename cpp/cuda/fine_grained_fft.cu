@@ -101,87 +101,44 @@ std::string why_not(const ConvProblem& p) {
 
 size_t workspace_bytes(const ConvProblem& p) { return size_t(geometry(p, true).ws.with_slack()); }
 
+// The kernels: grid-stride loops over common/fft_geometry.hpp's element functions.
 template <typename T>
-struct InputRows {  // row (image in chunk, channel, padded row i): zero past Wu and past the batch
+struct InputRows {
     const T* x;
     T* rows;
-    int64_t c, h, w, pad_h, pad_w, hu, wu, len, n0, n;
-    __device__ void operator()(int64_t e) const {
-        const int64_t row = e / len, j = e % len, i = row % hu, nc = row / hu;
-        const int64_t img = n0 + nc / c;
-        rows[e] = img < n && j < wu
-                      ? fftg::padded_input(x + (img * c + nc % c) * h * w, h, w, pad_h, pad_w, i, j)
-                      : T(0);
-    }
+    fftg::ImageShape im;
+    int64_t c, hu, wu, len, n0, n;
+    __device__ void operator()(int64_t e) const { rows[e] = fftg::fg_input_elem(x, im, c, hu, wu, len, n0, n, e); }
 };
 
 template <typename T>
-struct FilterRows {  // row ((filter, channel), r): filter row r, taps dil apart (mirrored for convolution)
+struct FilterRows {
     const T* w;
     T* rows;
-    int64_t r, s, dil_w, len;
-    bool flip;
-    __device__ void operator()(int64_t e) const {
-        const int64_t row = e / len, j = e % len;
-        rows[e] = fftg::fg_filter_row(w + row / r * r * s, r, s, dil_w, flip, row % r, j);
-    }
+    fftg::FilterShape fs;
+    int64_t len;
+    __device__ void operator()(int64_t e) const { rows[e] = fftg::fg_filter_elem(w, fs, len, e); }
 };
 
-// Y((image, filter), p)[f] = sum_{c, r} X((image, g*cg + c), p*stride_h + r*dil_h)[f] * conj(W((filter, c), r)[f])
-// for kFilters filters of one group per thread.
 template <typename C>
 struct RowProduct {
     const C* x;
     const C* w;
     C* y;
-    int64_t f, c, k, cg, kg, r, p, hu, stride_h, dil_h, kblocks;  // kblocks: filter blocks per group
-    __device__ void operator()(int64_t e) const {
-        const int64_t fr = e % f;
-        int64_t t = e / f;
-        const int64_t pp = t % p;
-        t /= p;
-        const int64_t kb = t % (k / kg * kblocks), nl = t / (k / kg * kblocks);
-        const int64_t grp = kb / kblocks, k0 = grp * kg + kb % kblocks * kFilters;
-        const int64_t kt = min(int64_t(kFilters), (grp + 1) * kg - k0);
-        decltype(C().x) re[kFilters], im[kFilters];
-#pragma unroll
-        for (int q = 0; q < kFilters; ++q) re[q] = im[q] = 0;
-        for (int64_t cc = 0; cc < cg; ++cc) {
-            const int64_t xrow0 = (nl * c + grp * cg + cc) * hu;
-            for (int64_t rr = 0; rr < r; ++rr) {
-                const C xv = x[(xrow0 + fftg::fg_input_row(pp, rr, stride_h, dil_h)) * f + fr];
-#pragma unroll
-                for (int q = 0; q < kFilters; ++q) {
-                    if (q < kt) {
-                        const C wv = w[(((k0 + q) * cg + cc) * r + rr) * f + fr];
-                        re[q] += xv.x * wv.x + xv.y * wv.y;  // x * conj(w)
-                        im[q] += xv.y * wv.x - xv.x * wv.y;
-                    }
-                }
-            }
-        }
-#pragma unroll
-        for (int q = 0; q < kFilters; ++q) {
-            if (q < kt) {
-                C out;
-                out.x = re[q];
-                out.y = im[q];
-                y[((nl * k + k0 + q) * p + pp) * f + fr] = out;
-            }
-        }
-    }
+    fftg::FgProduct sh;
+    __device__ void operator()(int64_t e) const { fftg::fg_row_product<kFilters>(x, w, y, sh, e); }
 };
 
 template <typename T>
-struct RowOutputs {  // y(n, k, p, q) = entry q * stride_w of output row ((n, k), p)
+struct RowOutputs {
     const T* rows;
     T* y;
     int64_t k, p, q, stride_w, len, n0, n;
     T alpha, beta;  // alpha already divided by L
     __device__ void operator()(int64_t e) const {
-        const int64_t row = e / q, j = e % q;  // row = (image in chunk * K + filter) * P + p
-        if (n0 + row / (k * p) >= n) return;
-        blend_store(y + n0 * k * p * q + e, rows[row * len + j * stride_w], alpha, beta);
+        int64_t src = 0;
+        const int64_t dst = fftg::fg_output_target(e, k, p, q, stride_w, len, n0, n, &src);
+        if (dst >= 0) blend_store(y + dst, rows[src], alpha, beta);
     }
 };
 
@@ -203,18 +160,17 @@ void run_typed(const ConvArgs& a) {
     const int64_t kblocks = (kg + kFilters - 1) / kFilters;
 
     for_each(a.ctx, g.wrows * g.len,
-             FilterRows<T>{static_cast<const T*>(a.w), rows, p.r, p.s, p.dil_w, g.len, p.flip},
+             FilterRows<T>{static_cast<const T*>(a.w), rows, filter_shape(p), g.len},
              "FINE_GRAINED_FFT filter rows");
     plans.exec(w_key(g, dbl), stream, work, g.work_bytes, rows, wsp);
     const T alpha = T(a.alpha / double(g.len));
     for (int64_t n0 = 0; n0 < p.n; n0 += g.nb) {
         for_each(a.ctx, g.nb * p.c * g.hu * g.len,
-                 InputRows<T>{static_cast<const T*>(a.x), rows, p.c, p.h, p.w, p.pad_h, p.pad_w, g.hu, g.wu, g.len,
-                              n0, p.n},
+                 InputRows<T>{static_cast<const T*>(a.x), rows, image_shape(p), p.c, g.hu, g.wu, g.len, n0, p.n},
                  "FINE_GRAINED_FFT input rows");
         plans.exec(x_key(g, p, dbl), stream, work, g.work_bytes, rows, xs);
         for_each(a.ctx, g.nb * p.groups * kblocks * p.p * g.f,
-                 RowProduct<C>{xs, wsp, ys, g.f, p.c, p.k, cg, kg, p.r, p.p, g.hu, p.stride_h, p.dil_h, kblocks},
+                 RowProduct<C>{xs, wsp, ys, {g.f, p.c, p.k, cg, kg, p.r, p.p, g.hu, p.stride_h, p.dil_h, kblocks}},
                  "FINE_GRAINED_FFT row products");
         plans.exec(y_key(g, p, dbl), stream, work, g.work_bytes, ys, rows);
         for_each(a.ctx, g.nb * p.k * p.p * p.q,

@@ -94,39 +94,33 @@ std::string why_not(const ConvProblem& p) {
 
 size_t workspace_bytes(const ConvProblem& p) { return size_t(geometry(p, true).ws.with_slack()); }
 
+// The kernels: grid-stride loops over common/fft_geometry.hpp's element functions.
 template <typename T>
-struct InputPolys {  // A(t) of (image, channel) b: the padded plane flattened with row stride Iw (Eq. 10)
+struct InputPolys {
     const T* x;
     T* polys;
-    int64_t h, w, pad_h, pad_w, hu, iw, len;
-    __device__ void operator()(int64_t e) const {
-        const int64_t b = e / len;
-        polys[e] = fftg::poly_input_coeff(x + b * h * w, h, w, pad_h, pad_w, hu, iw, e % len);
-    }
+    fftg::ImageShape im;
+    int64_t hu, iw, len;
+    __device__ void operator()(int64_t e) const { polys[e] = fftg::poly_input_elem(x, im, hu, iw, len, e); }
 };
 
 template <typename T>
-struct FilterPolys {  // U(t) of (filter, channel) b: the reversed dilated filter (Eq. 11 corrected)
+struct FilterPolys {
     const T* w;
     T* polys;
-    int64_t r, s, dil_h, dil_w, iw, len;
-    bool flip;
-    __device__ void operator()(int64_t e) const {
-        const int64_t b = e / len;
-        polys[e] = fftg::poly_filter_coeff(w + b * r * s, r, s, dil_h, dil_w, flip, iw, e % len);
-    }
+    fftg::FilterShape fs;
+    int64_t iw, len;
+    __device__ void operator()(int64_t e) const { polys[e] = fftg::poly_filter_elem(w, fs, iw, len, e); }
 };
 
 template <typename T>
-struct ReadOutputs {  // y(n, k, i, j) = p[Iw*(i*stride_h + Kh-1) + j*stride_w + Kw-1] of P(t) (n, k) (Eq. 12)
+struct ReadOutputs {
     const T* polys;
     T* y;
     int64_t p, q, stride_h, stride_w, iw, kh, kw, len;
     T alpha, beta;  // alpha already divided by L (cuFFT's inverse is unnormalised)
     __device__ void operator()(int64_t e) const {
-        const int64_t nk = e / (p * q), ij = e % (p * q);
-        const T v = polys[nk * len + fftg::poly_output_index(iw, kh, kw, ij / q * stride_h, ij % q * stride_w)];
-        blend_store(y + e, v, alpha, beta);
+        blend_store(y + e, polys[fftg::poly_output_source(e, p, q, stride_h, stride_w, iw, kh, kw, len)], alpha, beta);
     }
 };
 
@@ -145,11 +139,11 @@ void run_typed(const ConvArgs& a) {
     const cudaStream_t stream = stream_of(a.ctx);
 
     for_each(a.ctx, g.nc * g.len,
-             InputPolys<T>{static_cast<const T*>(a.x), planes, p.h, p.w, p.pad_h, p.pad_w, g.hu, g.iw, g.len},
+             InputPolys<T>{static_cast<const T*>(a.x), planes, image_shape(p), g.hu, g.iw, g.len},
              "POLY_HANKEL input polynomials");
     plans.exec(x_key(g, dbl), stream, work, g.work_bytes, planes, xs);
     for_each(a.ctx, g.kc * g.len,
-             FilterPolys<T>{static_cast<const T*>(a.w), planes, p.r, p.s, p.dil_h, p.dil_w, g.iw, g.len, p.flip},
+             FilterPolys<T>{static_cast<const T*>(a.w), planes, filter_shape(p), g.iw, g.len},
              "POLY_HANKEL filter polynomials");
     plans.exec(w_key(g, dbl), stream, work, g.work_bytes, planes, wsp);
     spectral_gemm<T>(a.ctx, /*conj=*/false, g.f, p.n, p.c, p.k, p.groups, xs, wsp, ys);

@@ -1,12 +1,12 @@
 // The host/device geometry of the FFT family (common/fft_geometry.hpp), run on the host the way
 // the CUDA solvers (cuda/fft.cu, fft_tiling.cu, fine_grained_fft.cu, poly_hankel.cu) run it on
-// the GPU: the same plane / row / polynomial fills, the frequency-major layouts and the
-// per-group column-major GEMM arguments of cuda::spectral_gemm (emulated naively, like cuBLAS),
-// the row-product index math of FINE_GRAINED_FFT, the tile scatter of FFT_TILING with padded
-// chunks, and the output reads (Eq. 12 for POLY_HANKEL), with naive float64 DFTs in place of
-// cuFFT. Compared with the float64 reference convolution on random problems (odd sizes,
-// padding, stride, dilation, groups, both modes, alpha/beta). This is what tests the GPU
-// kernels' index math on machines without a GPU.
+// the GPU: the element functions their kernels call (plane / row / polynomial fills, the
+// FINE_GRAINED_FFT row product, the tile scatter of FFT_TILING with padded chunks, the output
+// reads: Eq. 12 for POLY_HANKEL), the frequency-major layouts, and the per-group column-major
+// GEMM arguments of cuda::spectral_gemm (emulated naively, like cuBLAS), with naive float64
+// DFTs in place of cuFFT. Compared with the float64 reference convolution on random problems
+// (odd sizes, padding, stride, dilation, groups, both modes, alpha/beta). This is what tests the
+// GPU kernels' index math on machines without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -94,6 +94,20 @@ std::vector<cd> spectral_gemm(bool conj, int64_t freqs, int64_t cols, int64_t c,
     return y;
 }
 
+fftg::ImageShape image_shape(const Shape& p) { return {p.h, p.w, p.pad_h, p.pad_w}; }
+fftg::FilterShape filter_shape(const Shape& p) { return {p.r, p.s, p.dil_h, p.dil_w, p.flip}; }
+
+// A complex number with cuComplex's member names, for fg_row_product.
+struct D2 {
+    double x, y;
+};
+std::vector<D2> pairs(const std::vector<cd>& v) {
+    std::vector<D2> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) out[i] = {v[i].real(), v[i].imag()};
+    return out;
+}
+constexpr int kFilters = 4;  // as cuda/fine_grained_fft.cu
+
 struct Case {
     Shape p;
     double alpha, beta;
@@ -147,23 +161,17 @@ std::vector<double> emulate_fft(const Case& tc, const Inputs& in, int64_t extra)
     const int64_t hu = fftg::used_extent(P, p.stride_h, p.r, p.dil_h), wu = fftg::used_extent(Q, p.stride_w, p.s, p.dil_w);
     const int64_t lh = hu + extra, lw = wu + extra, pts = lh * lw;
     std::vector<cd> xp(size_t(p.n * p.c * pts)), wp(size_t(p.k * cg * pts));
-    for (int64_t e = 0; e < int64_t(xp.size()); ++e) {  // InputPlanes
-        const int64_t b = e / pts, ij = e % pts, i = ij / lw, j = ij % lw;
-        xp[size_t(e)] = i < hu && j < wu ? fftg::padded_input(in.x.data() + b * p.h * p.w, p.h, p.w, p.pad_h, p.pad_w, i, j) : 0.0;
-    }
-    for (int64_t e = 0; e < int64_t(wp.size()); ++e) {  // FilterPlanes
-        const int64_t b = e / pts, ij = e % pts;
-        wp[size_t(e)] = fftg::filter_plane(in.w.data() + b * p.r * p.s, p.r, p.s, p.dil_h, p.dil_w, p.flip, ij / lw, ij % lw);
-    }
+    for (int64_t e = 0; e < int64_t(xp.size()); ++e)  // InputPlanes
+        xp[size_t(e)] = fftg::fft_input_elem(in.x.data(), image_shape(p), hu, wu, lh, lw, e);
+    for (int64_t e = 0; e < int64_t(wp.size()); ++e)  // FilterPlanes
+        wp[size_t(e)] = fftg::filter_plane_elem(in.w.data(), filter_shape(p), lh, lw, e);
     const auto X = to_freq_major(xp, p.n * p.c, lh, lw), W = to_freq_major(wp, p.k * cg, lh, lw);
     const auto planes = from_freq_major(spectral_gemm(true, pts, p.n, p.c, p.k, p.groups, X, W), p.n * p.k, lh, lw);
     std::vector<double> y = in.y0;
     const double alpha = tc.alpha / double(pts);
-    for (int64_t e = 0; e < int64_t(y.size()); ++e) {  // CropOutputs
-        const int64_t nk = e / (P * Q), ij = e % (P * Q);
-        convcore::blend_store(&y[size_t(e)], planes[size_t(nk * pts + ij / Q * p.stride_h * lw + ij % Q * p.stride_w)],
+    for (int64_t e = 0; e < int64_t(y.size()); ++e)  // CropOutputs
+        convcore::blend_store(&y[size_t(e)], planes[size_t(fftg::fft_output_source(e, P, Q, p.stride_h, p.stride_w, lh, lw))],
                               alpha, tc.beta);
-    }
     return y;
 }
 
@@ -176,18 +184,17 @@ std::vector<double> emulate_poly(const Case& tc, const Inputs& in, int64_t extra
     const int64_t len = hu * iw + extra;
     std::vector<cd> xa(size_t(p.n * p.c * len)), wu(size_t(p.k * cg * len));
     for (int64_t e = 0; e < int64_t(xa.size()); ++e)  // InputPolys
-        xa[size_t(e)] = fftg::poly_input_coeff(in.x.data() + e / len * p.h * p.w, p.h, p.w, p.pad_h, p.pad_w, hu, iw, e % len);
+        xa[size_t(e)] = fftg::poly_input_elem(in.x.data(), image_shape(p), hu, iw, len, e);
     for (int64_t e = 0; e < int64_t(wu.size()); ++e)  // FilterPolys
-        wu[size_t(e)] = fftg::poly_filter_coeff(in.w.data() + e / len * p.r * p.s, p.r, p.s, p.dil_h, p.dil_w, p.flip, iw, e % len);
+        wu[size_t(e)] = fftg::poly_filter_elem(in.w.data(), filter_shape(p), iw, len, e);
     const auto X = to_freq_major(xa, p.n * p.c, len, 1), W = to_freq_major(wu, p.k * cg, len, 1);
     const auto polys = from_freq_major(spectral_gemm(false, len, p.n, p.c, p.k, p.groups, X, W), p.n * p.k, len, 1);
     std::vector<double> y = in.y0;
     const double alpha = tc.alpha / double(len);
     for (int64_t e = 0; e < int64_t(y.size()); ++e) {  // ReadOutputs (Eq. 12)
-        const int64_t nk = e / (P * Q), ij = e % (P * Q);
-        const int64_t idx = fftg::poly_output_index(iw, kh, kw, ij / Q * p.stride_h, ij % Q * p.stride_w);
-        EXPECT_LT(idx, hu * iw);
-        convcore::blend_store(&y[size_t(e)], polys[size_t(nk * len + idx)], alpha, tc.beta);
+        const int64_t src = fftg::poly_output_source(e, P, Q, p.stride_h, p.stride_w, iw, kh, kw, len);
+        EXPECT_LT(src % len, hu * iw);  // the last output coefficient is Hu*Iw - 1
+        convcore::blend_store(&y[size_t(e)], polys[size_t(src)], alpha, tc.beta);
     }
     return y;
 }
@@ -201,35 +208,25 @@ std::vector<double> emulate_tiling(const Case& tc, const Inputs& in, int64_t th,
     const fftg::TileGrid tg = fftg::tile_grid(th, tw, rd, sd, ah, aw);
     const int64_t pts = th * tw, tiles = tg.nth * tg.ntw, jobs = p.n * tiles;
     std::vector<cd> wp(size_t(p.k * cg * pts));
-    for (int64_t e = 0; e < int64_t(wp.size()); ++e) {
-        const int64_t b = e / pts, ij = e % pts;
-        wp[size_t(e)] = fftg::filter_plane(in.w.data() + b * p.r * p.s, p.r, p.s, p.dil_h, p.dil_w, p.flip, ij / tw, ij % tw);
-    }
+    for (int64_t e = 0; e < int64_t(wp.size()); ++e)  // FilterPlanes
+        wp[size_t(e)] = fftg::filter_plane_elem(in.w.data(), filter_shape(p), th, tw, e);
     const auto W = to_freq_major(wp, p.k * cg, th, tw);
     std::vector<double> y = in.y0;
     std::vector<int> written(y.size(), 0);
     const double alpha = tc.alpha / double(pts);
     for (int64_t j0 = 0; j0 < jobs; j0 += jb) {
+        const fftg::TileChunk chunk{tg, j0, jobs};
         std::vector<cd> xp(size_t(jb * p.c * pts));
-        for (int64_t e = 0; e < int64_t(xp.size()); ++e) {  // TileInputs
-            const int64_t b = e / pts, ij = e % pts, job = j0 + b / p.c, ch = b % p.c;
-            if (job >= jobs) continue;
-            const int64_t n = job / tiles, t = job % tiles;
-            xp[size_t(e)] = fftg::padded_input(in.x.data() + (n * p.c + ch) * p.h * p.w, p.h, p.w, p.pad_h, p.pad_w,
-                                               fftg::tile_row0(tg, t) + ij / tw, fftg::tile_col0(tg, t) + ij % tw);
-        }
+        for (int64_t e = 0; e < int64_t(xp.size()); ++e)  // TileInputs
+            xp[size_t(e)] = fftg::tile_input_elem(in.x.data(), image_shape(p), p.c, chunk, e);
         const auto X = to_freq_major(xp, jb * p.c, th, tw);
         const auto planes = from_freq_major(spectral_gemm(true, pts, jb, p.c, p.k, p.groups, X, W), jb * p.k, th, tw);
         for (int64_t e = 0; e < jb * p.k * tg.oh * tg.ow; ++e) {  // TileOutputs
-            const int64_t per = tg.oh * tg.ow, b = e / per, u = e % per / tg.ow, v = e % per % tg.ow;
-            const int64_t job = j0 + b / p.k, kk = b % p.k;
-            if (job >= jobs) continue;
-            const int64_t n = job / tiles, t = job % tiles;
-            const int64_t a = fftg::tile_row0(tg, t) + u, bc = fftg::tile_col0(tg, t) + v;
-            if (a >= ah || bc >= aw || a % p.stride_h != 0 || bc % p.stride_w != 0) continue;
-            const size_t yi = size_t(((n * p.k + kk) * P + a / p.stride_h) * Q + bc / p.stride_w);
-            ++written[yi];
-            convcore::blend_store(&y[yi], planes[size_t(b * pts + u * tw + v)], alpha, tc.beta);
+            int64_t src = -1;
+            const int64_t dst = fftg::tile_output_target(e, chunk, p.k, P, Q, p.stride_h, p.stride_w, &src);
+            if (dst < 0) continue;
+            ++written[size_t(dst)];
+            convcore::blend_store(&y[size_t(dst)], planes[size_t(src)], alpha, tc.beta);
         }
     }
     for (size_t i = 0; i < written.size(); ++i) EXPECT_EQ(written[i], 1) << "output " << i;
@@ -243,43 +240,30 @@ std::vector<double> emulate_fine_grained(const Case& tc, const Inputs& in, int64
     const int64_t hu = fftg::used_extent(P, p.stride_h, p.r, p.dil_h), wu = fftg::used_extent(Q, p.stride_w, p.s, p.dil_w);
     const int64_t len = wu + extra, wrows = p.k * cg * p.r;
     std::vector<cd> wr(size_t(wrows * len));
-    for (int64_t e = 0; e < int64_t(wr.size()); ++e) {  // FilterRows
-        const int64_t row = e / len, j = e % len;
-        wr[size_t(e)] = fftg::fg_filter_row(in.w.data() + row / p.r * p.r * p.s, p.r, p.s, p.dil_w, p.flip, row % p.r, j);
-    }
+    for (int64_t e = 0; e < int64_t(wr.size()); ++e)  // FilterRows
+        wr[size_t(e)] = fftg::fg_filter_elem(in.w.data(), filter_shape(p), len, e);
     dft(wr, wrows, len, 1, -1);  // dense row spectra
     std::vector<double> y = in.y0;
     const double alpha = tc.alpha / double(len);
     for (int64_t n0 = 0; n0 < p.n; n0 += nb) {
         std::vector<cd> xr(size_t(nb * p.c * hu * len));
-        for (int64_t e = 0; e < int64_t(xr.size()); ++e) {  // InputRows
-            const int64_t row = e / len, j = e % len, i = row % hu, nc = row / hu, img = n0 + nc / p.c;
-            xr[size_t(e)] = img < p.n && j < wu ? fftg::padded_input(in.x.data() + (img * p.c + nc % p.c) * p.h * p.w, p.h,
-                                                                     p.w, p.pad_h, p.pad_w, i, j)
-                                                : 0.0;
-        }
+        for (int64_t e = 0; e < int64_t(xr.size()); ++e)  // InputRows
+            xr[size_t(e)] = fftg::fg_input_elem(in.x.data(), image_shape(p), p.c, hu, wu, len, n0, p.n, e);
         dft(xr, nb * p.c * hu, len, 1, -1);
-        std::vector<cd> yr(size_t(nb * p.k * P * len));
-        for (int64_t nl = 0; nl < nb; ++nl)  // RowProduct
-            for (int64_t k = 0; k < p.k; ++k)
-                for (int64_t pp = 0; pp < P; ++pp)
-                    for (int64_t f = 0; f < len; ++f) {
-                        const int64_t grp = k / kg;
-                        cd acc = 0;
-                        for (int64_t cc = 0; cc < cg; ++cc)
-                            for (int64_t rr = 0; rr < p.r; ++rr) {
-                                const int64_t xrow = (nl * p.c + grp * cg + cc) * hu + fftg::fg_input_row(pp, rr, p.stride_h, p.dil_h);
-                                EXPECT_LT(fftg::fg_input_row(pp, rr, p.stride_h, p.dil_h), hu);
-                                acc += xr[size_t(xrow * len + f)] * std::conj(wr[size_t(((k * cg + cc) * p.r + rr) * len + f)]);
-                            }
-                        yr[size_t(((nl * p.k + k) * P + pp) * len + f)] = acc;
-                    }
+        // RowProduct: the kernel's element function on {x, y} pairs like cuComplex
+        const int64_t kblocks = (kg + kFilters - 1) / kFilters;
+        const fftg::FgProduct sh{len, p.c, p.k, cg, kg, p.r, P, hu, p.stride_h, p.dil_h, kblocks};
+        const std::vector<D2> xs = pairs(xr), ws = pairs(wr);
+        std::vector<D2> ys(size_t(nb * p.k * P * len), D2{std::nan(""), 0.0});
+        for (int64_t e = 0; e < nb * p.groups * kblocks * P * len; ++e)
+            fftg::fg_row_product<kFilters>(xs.data(), ws.data(), ys.data(), sh, e);
+        std::vector<cd> yr(ys.size());
+        for (size_t i = 0; i < ys.size(); ++i) yr[i] = cd(ys[i].x, ys[i].y);
         dft(yr, nb * p.k * P, len, 1, +1);
         for (int64_t e = 0; e < nb * p.k * P * Q; ++e) {  // RowOutputs
-            const int64_t row = e / Q, j = e % Q;
-            if (n0 + row / (p.k * P) >= p.n) continue;
-            convcore::blend_store(&y[size_t(n0 * p.k * P * Q + e)], yr[size_t(row * len + j * p.stride_w)].real(), alpha,
-                                  tc.beta);
+            int64_t src = -1;
+            const int64_t dst = fftg::fg_output_target(e, p.k, P, Q, p.stride_w, len, n0, p.n, &src);
+            if (dst >= 0) convcore::blend_store(&y[size_t(dst)], yr[size_t(src)].real(), alpha, tc.beta);
         }
     }
     return y;
