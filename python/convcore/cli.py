@@ -414,6 +414,15 @@ def _replot(args):
     with open(args.from_json) as f:
         saved = json.load(f)
     results = saved["results"]
+    if not any("auto" in r for r in results):
+        # Saved before the auto column: mark what this build's heuristic picks.
+        print("(auto: this build's heuristic, on the saved timings)")
+        device, dtype = saved.get("device", "cpu"), saved.get("dtype", "float32")
+        for r in results:
+            p = parse_problem(r["problem"])
+            ranked = convcore.Convolution(p.desc()).applicable_algos(p.x_shape, p.w_shape,
+                                                                     device=device, dtype=dtype)
+            r["auto"] = bool(ranked) and r["algo"] == ranked[0]
     print(format_table(results, any(r["algo"] == "torch" for r in results)))
     _print_auto_summary(results)
     if args.plot:

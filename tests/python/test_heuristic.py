@@ -186,3 +186,16 @@ def test_bench_plot_without_matplotlib(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert "needs matplotlib" in err and "pip install matplotlib" in err
     assert not (tmp_path / "p").exists()
+
+
+def test_from_json_marks_this_builds_pick_on_old_results(tmp_path):
+    """--from-json on results saved before the auto column: the current heuristic's pick is
+    marked on the saved timings, and nothing is timed (the committed quiet suite run)."""
+    saved = os.path.join(REPO, "bench", "data", "suites_cpu_4efb525", "default.json")
+    result = run_cli("bench", "--from-json", saved)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "this build's heuristic" in result.stdout
+    m = re.search(r"auto within 10% of best on (\d+)/(\d+) layers", result.stdout)
+    assert m and int(m.group(2)) == 11
+    rows = [line for line in result.stdout.splitlines() if "<- auto" in line]
+    assert len(rows) == 11
