@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "convcore/convcore.h"
@@ -509,4 +511,34 @@ TEST_F(FindTest, BackwardPasses) {
     EXPECT_EQ(convcoreFindConvolutionBackwardFilterAlgorithmEx(handle, x, xs.data(), y, nullptr, conv, w, dw.data(),
                                                                1, &returned, fperf.data(), nullptr, 0),
               CONVCORE_STATUS_BAD_PARAM);
+}
+
+TEST_F(FindTest, ThreadsShareTheCacheAndTheFile) {
+    // Each thread: its own handle, one shape of its own and one shape common to all.
+    const auto find_shape = [](int64_t c) {
+        convcore::Handle h;
+        convcoreSetNumThreads(h, 1);
+        convcore::TensorDesc xd(CONVCORE_DATA_FLOAT, 1, c, 8, 8);
+        convcore::FilterDesc wd(CONVCORE_DATA_FLOAT, 3, c, 3, 3);
+        convcore::ConvDesc cd(1);
+        convcore::TensorDesc yd(CONVCORE_DATA_FLOAT, 1, 3, 8, 8);
+        Perf perf[CONVCORE_FWD_ALGO_COUNT];
+        int returned = 0;
+        const convcoreStatus_t st =
+            convcoreFindConvolutionForwardAlgorithm(h, xd, wd, cd, yd, CONVCORE_FWD_ALGO_COUNT, &returned, perf);
+        return st == CONVCORE_STATUS_SUCCESS && returned == CONVCORE_FWD_ALGO_COUNT &&
+               perf[0].status == CONVCORE_STATUS_SUCCESS;
+    };
+    constexpr int kThreads = 4;
+    std::vector<std::thread> threads;
+    std::atomic<int> ok{0};
+    for (int t = 0; t < kThreads; ++t)
+        threads.emplace_back([&, t] { ok += find_shape(2 + t) && find_shape(1); });
+    for (auto& th : threads) th.join();
+    EXPECT_EQ(ok.load(), kThreads);
+    convcoreClearFindCache();
+    const int64_t runs = timed_runs();
+    for (int t = 0; t < kThreads; ++t) EXPECT_TRUE(find_shape(2 + t));
+    EXPECT_TRUE(find_shape(1));
+    EXPECT_EQ(timed_runs(), runs);  // every shape of every thread is in the file
 }
