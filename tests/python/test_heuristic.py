@@ -199,3 +199,27 @@ def test_from_json_marks_this_builds_pick_on_old_results(tmp_path):
     assert m and int(m.group(2)) == 11
     rows = [line for line in result.stdout.splitlines() if "<- auto" in line]
     assert len(rows) == 11
+
+
+def test_collection_script_writes_what_the_fitter_reads(tmp_path):
+    """bench/collect_selection_data.py on 3 tiny grid layers: the JSON the fitter loads."""
+    out = tmp_path / "grid.json"
+    res = subprocess.run([sys.executable, os.path.join(REPO, "bench", "collect_selection_data.py"),
+                          "--output", str(out), "--count", "3", "--max-flops", "2e6", "--reps", "2"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    import json
+    data = json.loads(out.read_text())
+    assert data["threads"] == 1 and data["clock"] == "cpu" and len(data["loadavg_at_end"]) == 3
+    assert len(data["layers"]) == 3
+    for layer in data["layers"]:
+        p = cli.parse_problem(layer["problem"])
+        assert p.flops() <= 2e6 and layer["mismatch"] == []
+        assert layer["applicable"][0] == layer["auto_choice_at_collection"]
+        assert set(layer["min_ms"]) <= set(layer["applicable"]) and len(layer["min_ms"]) >= 3
+        assert all(t > 0 for t in layer["min_ms"].values())
+    fit = _fitter()
+    (tmp_path / "bench" / "data").mkdir(parents=True)
+    os.replace(out, tmp_path / "bench" / "data" / "grid_cpu.json")
+    layers = fit.load_layers(str(tmp_path))
+    assert len(layers) == 3 and all(layer["source"] == "grid" for layer in layers)
