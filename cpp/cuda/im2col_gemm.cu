@@ -10,6 +10,7 @@
 #include <cuda_runtime.h>
 
 #include <climits>
+#include <cstdint>
 #include <string>
 
 #include "common/gemm_gather.hpp"
@@ -41,6 +42,12 @@ std::string im2col_why_not(const ConvProblem& p, const char* pass) {
         return name + ": a GEMM dimension (K/groups=" + std::to_string(p.k_per_group()) +
                ", P*Q=" + std::to_string(p.p * p.q) + ", C/groups*R*S=" + std::to_string(crs) +
                ") exceeds cuBLAS's 32-bit int";
+    // One image's matrices (backward filter: col and the transposed dy) must have a byte size.
+    const double image_bytes = double(p.groups) * double(crs + p.k_per_group()) *
+                               double(p.p * p.q) * double(p.elem_size());
+    if (image_bytes > double(INT64_MAX / 2))
+        return name + ": one image's im2col matrices would need " + std::to_string(image_bytes) +
+               " bytes";
     return "";
 #endif
 }

@@ -305,20 +305,37 @@ def _import_output(out, dlpack_stream):
     return _export(out, "out", dlpack_stream)
 
 
+def _is_cupy_array(obj):
+    return type(obj).__module__.split(".")[0] == "cupy"
+
+
 def _allocate_output(x, shape, dtype, device):
+    """A new output of the producer's kind: a torch tensor, a CuPy array on x's device, or a
+    NumPy array (both CUDA kinds export __dlpack__, so torch/cupy.from_dlpack take them
+    without a copy)."""
     if _is_torch_tensor(x):
         return _torch_module().empty(shape, dtype=x.dtype, device=x.device)
     if device[0] == _C.DLPACK_CPU:
         return np.empty(shape, dtype=dtype)
-    raise NotSupportedError("CUDA output allocation arrives with the CUDA backend; pass out=")
+    if _is_cupy_array(x):
+        import cupy
+        with cupy.cuda.Device(device[1]):
+            return cupy.empty(shape, dtype=dtype)
+    raise NotSupportedError(f"convcore allocates CUDA outputs for PyTorch and CuPy inputs only "
+                            f"(x is a {type(x).__module__}.{type(x).__name__}); pass out=")
 
 
 def _cuda_streams(x, device):
     """(stream for __dlpack__, stream convcore runs on) for a CUDA input, per the DLPack protocol:
-    the producer's current stream for torch tensors, else the legacy default stream."""
+    the producer's current stream for torch tensors and CuPy arrays, else the legacy default
+    stream."""
     stream = 0
     if _is_torch_tensor(x):
         stream = _torch_module().cuda.current_stream(x.device).cuda_stream
+    elif _is_cupy_array(x):
+        import cupy
+        with cupy.cuda.Device(device[1]):
+            stream = cupy.cuda.get_current_stream().ptr
     if cuda_device_count() <= device[1]:
         raise NotSupportedError(
             f"x is on cuda:{device[1]} but convcore sees {cuda_device_count()} CUDA device(s) "

@@ -276,3 +276,19 @@ def test_mixed_devices_are_a_clear_error(cc, torch_cuda):
     if torch.cuda.device_count() >= 2:
         with pytest.raises(cc.BadParamError, match="different devices"):
             conv.forward(x.to("cuda:0"), w.to("cuda:1"), algo="direct")
+
+
+def test_cupy_arrays(cc):
+    """CuPy in, CuPy out (on the array's device and current stream), zero-copy both ways.
+    CuPy is optional: this one test skips without it."""
+    cupy = pytest.importorskip("cupy", reason="CuPy is not installed (optional)")
+    x, w = PROBE.inputs("float32", seed=2)
+    conv = cc.Convolution(cc.ConvDesc(**PROBE.desc_kwargs()))
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        y = conv.forward(cupy.asarray(x), cupy.asarray(w), algo="direct")
+        assert isinstance(y, cupy.ndarray)
+        assert cupy.from_dlpack(y).data.ptr == y.data.ptr
+        stream.synchronize()
+    err = relative_error(cupy.asnumpy(y), PROBE.reference(x, w))
+    assert err <= bound("forward", "direct", np.float32)
