@@ -29,6 +29,7 @@ extern const Solver poly_hankel_solver;
 extern const Solver winograd_2x2_3x3_solver;
 extern const Solver winograd_4x4_3x3_solver;
 extern const Solver cyclic_minimal_solver;
+extern const Solver im2win_solver;
 }  // namespace cuda
 #endif
 
@@ -56,6 +57,7 @@ const std::vector<const Solver*>& all_solvers() {
         &cuda::winograd_2x2_3x3_solver,
         &cuda::winograd_4x4_3x3_solver,
         &cuda::cyclic_minimal_solver,
+        &cuda::im2win_solver,
 #endif
     };
     return solvers;

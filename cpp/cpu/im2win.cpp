@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "common/conv_index.hpp"
+#include "common/im2win_index.hpp"
 #include "core/error.hpp"
 #include "core/solver.hpp"
 
@@ -74,7 +75,7 @@ struct Geometry {
 Geometry geometry(const ConvProblem& p) {
     Geometry g{};
     const int64_t kb = kb_of(p);
-    g.wp = (p.q - 1) * p.stride_w + (p.s - 1) * p.dil_w + 1;
+    g.wp = im2win::strip_cols(p.q, p.s, p.stride_w, p.dil_w);
     g.crs = p.c_per_group() * p.r;
     g.win_len = p.s * g.crs;
     g.row_elems = p.c * g.wp * p.r;
@@ -170,7 +171,6 @@ IW_INLINE void pos_kernel(const Job<T>& jb, int64_t n, int64_t g, int64_t kb, in
     constexpr int KB = K::KB;
     const int64_t k0 = kb * KB, kn = std::min<int64_t>(KB, jb.kg - k0);
     const T* f = jb.wpk + (g * jb.kblocks + kb) * KB * jb.win_len;
-    const int64_t col_step = jb.stride_w * jb.crs, row_step = jb.wp * jb.crs;
     const bool contiguous = jb.dil_w == 1;
     const int64_t chunks = contiguous ? 1 : jb.s, len = contiguous ? jb.win_len : jb.crs;
     const int64_t chunk_step = jb.dil_w * jb.crs;
@@ -179,7 +179,7 @@ IW_INLINE void pos_kernel(const Job<T>& jb, int64_t n, int64_t g, int64_t kb, in
     alignas(64) T tile[NR * KB];
     const T* wi[NR];
     auto window = [&](int64_t pos) {
-        return jb.win + ((row0 + pos / jb.q) * jb.groups + g) * row_step + (pos % jb.q) * col_step;
+        return jb.win + im2win::window_start(row0 + pos / jb.q, g, pos % jb.q, jb.groups, jb.wp, jb.crs, jb.stride_w);
     };
     for (int64_t a = pos0; a < pos1; a += NR) {
         const int64_t qn = std::min<int64_t>(NR, pos1 - a);
@@ -271,14 +271,7 @@ void pack_filter(const ConvProblem& pr, const T* w, T* wpk, int64_t kblocks, int
                 continue;
             }
             const T* wk = w + (g * kg + kl) * cg * pr.r * pr.s;
-            int64_t j = 0;
-            for (int64_t s = 0; s < pr.s; ++s)
-                for (int64_t c = 0; c < cg; ++c)
-                    for (int64_t r = 0; r < pr.r; ++r, ++j) {
-                        const int64_t fr = conv_filter_tap(r, pr.r, pr.flip);
-                        const int64_t fs = conv_filter_tap(s, pr.s, pr.flip);
-                        dst[j * KB + k] = wk[(c * pr.r + fr) * pr.s + fs];
-                    }
+            for (int64_t j = 0; j < len; ++j) dst[j * KB + k] = wk[im2win::filter_elem(j, cg, pr.r, pr.s, pr.flip)];
         }
     }
 }

@@ -71,6 +71,7 @@ const Algo kAlgos[] = {
     {CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3, false, 1e-5, 1e-13},
     {CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3, false, 5e-5, 1e-12},
     {CONVCORE_FWD_ALGO_CYCLIC_MINIMAL, false, 1e-5, 1e-13},
+    {CONVCORE_FWD_ALGO_IM2WIN, true, 1e-5, 1e-13},
 };
 
 Problem random_problem(std::mt19937& rng, bool any_geometry) {
