@@ -426,7 +426,9 @@ def _replot(args):
     print(format_table(results, any(r["algo"] == "torch" for r in results)))
     _print_auto_summary(results)
     if args.plot:
-        _plot(results, args.plot, saved.get("device", "cpu"))
+        clock = saved.get("clock", "wall")
+        _plot(results, args.plot, saved.get("device", "cpu") + ("" if clock == "wall" else
+                                                                  ", CPU time"))
     return 0
 
 
@@ -448,6 +450,8 @@ def cmd_bench(args):
         if unknown:
             raise ValueError(f"--algos: unknown {', '.join(unknown)}; valid: {', '.join(valid)}")
     torch = None if args.no_torch else _import_torch()
+    if args.cpu_time and args.device != "cpu":
+        raise ValueError("--cpu-time is for --device cpu (CUDA runs are timed with CUDA events)")
     if args.device != "cpu":
         if torch is None or not torch.cuda.is_available():
             raise ValueError(f"--device {args.device} needs PyTorch with CUDA (for buffers and timing)")
@@ -465,7 +469,8 @@ def cmd_bench(args):
         print(message, file=sys.stderr, flush=True)
 
     print(f"convcore {convcore.__version__} bench: {len(problems)} layers, device {args.device}, "
-          f"{args.dtype}, {args.reps} reps (median), threads {args.threads or 'default'}, "
+          f"{args.dtype}, {args.reps} reps (median{', CPU time' if args.cpu_time else ''}), "
+          f"threads {args.threads or 'default'}, "
           f"torch {torch.__version__ if torch is not None else 'not timed'}", flush=True)
     results = []
     for problem in problems:
@@ -488,6 +493,7 @@ def cmd_bench(args):
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "host": platform.node(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
             "device": args.device, "dtype": args.dtype, "threads": args.threads, "reps": args.reps,
+            "clock": "process CPU time" if args.cpu_time else "wall",
             "warmup": args.warmup,
             "torch_version": torch.__version__ if torch is not None else None,
             "suite": [asdict(p) for p in problems],
@@ -499,7 +505,7 @@ def cmd_bench(args):
                       not math.isfinite(v) else v)
         print(f"results written to {args.json}")
     if args.plot:
-        _plot(results, args.plot, args.device)
+        _plot(results, args.plot, args.device + (", CPU time" if args.cpu_time else ""))
     return 1 if mismatches else 0
 
 
@@ -527,6 +533,9 @@ def build_parser():
     bench.add_argument("--warmup", type=int, default=1, help="untimed runs first (default 1)")
     bench.add_argument("--threads", type=int, default=0, help="CPU threads for convcore and torch "
                        "(default: OpenMP's / torch's default)")
+    bench.add_argument("--cpu-time", action="store_true", help="CPU: time with the process's CPU "
+                       "time instead of the wall clock, steadier when other jobs share the cores "
+                       "(use with --threads 1: it adds up the threads' time)")
     bench.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     bench.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
     bench.add_argument("--no-torch", action="store_true", help="do not time torch conv2d")

@@ -223,3 +223,18 @@ def test_collection_script_writes_what_the_fitter_reads(tmp_path):
     os.replace(out, tmp_path / "bench" / "data" / "grid_cpu.json")
     layers = fit.load_layers(str(tmp_path))
     assert len(layers) == 3 and all(layer["source"] == "grid" for layer in layers)
+
+
+def test_bench_cpu_time_clock(tmp_path, capsys):
+    suite = tmp_path / "tiny.txt"
+    suite.write_text(TINY_SWEEP.splitlines()[0] + "\n")
+    report = tmp_path / "r.json"
+    assert cli.main(["bench", "--suite", str(suite), "--reps", "2", "--threads", "1", "--no-torch",
+                     "--cpu-time", "--json", str(report)]) == 0
+    import json
+    data = json.loads(report.read_text())
+    assert data["clock"] == "process CPU time"
+    assert all(t >= 0 for r in data["results"] for t in r.get("times_ms", []))
+    assert "CPU time" in capsys.readouterr().out
+    assert cli.main(["bench", "--suite", str(suite), "--device", "cuda", "--cpu-time"]) == 2
+    assert "--cpu-time is for --device cpu" in capsys.readouterr().err
