@@ -12,6 +12,7 @@
 
 #include "common/gemm_gather.hpp"
 #include "common/implicit_gemm_ops.hpp"
+#include "common/implicit_gemm_tile.hpp"
 #include "common/permute_planes.hpp"
 #include "reference.hpp"
 
@@ -245,6 +246,62 @@ TEST(PermutePlanes, ReductionTransposes) {
         for (int64_t b = 0; b < cg; ++b)
             for (int64_t e = 0; e < hw; ++e)
                 ASSERT_EQ(st[size_t((b * n * groups + a) * hw + e)], x[size_t((a * cg + b) * hw + e)]);
+}
+
+// The IMPLICIT_GEMM CUDA kernel's block-tile code (stage / multiply / store of
+// common/implicit_gemm_tile.hpp), all threads of every tile run on the host, for the three
+// passes, on problems large enough for several row/column tiles and depth steps (edges cut
+// inside a tile), with alpha/beta and a NaN-poisoned output for beta == 0.
+TEST(ImplicitGemmTile, KernelStepsOnHostMatchReference) {
+    std::mt19937 rng(31337);
+    auto pick = [&](int lo, int hi) { return int64_t(std::uniform_int_distribution<int>(lo, hi)(rng)); };
+    for (int trial = 0; trial < 12; ++trial) {
+        Shape s{};
+        s.groups = pick(1, 2);
+        s.n = pick(1, 2);
+        s.c = s.groups * pick(1, 9);
+        s.k = s.groups * pick(1, 70);
+        s.h = pick(4, 12);
+        s.w = pick(4, 12);
+        s.r = pick(1, 3);
+        s.s = pick(1, 3);
+        s.pad_h = pick(0, 1);
+        s.pad_w = pick(0, 1);
+        s.stride_h = pick(1, 2);
+        s.stride_w = pick(1, 2);
+        s.dil_h = pick(1, 2);
+        s.dil_w = pick(1, 2);
+        s.flip = trial % 2 == 1;
+        if (s.out_h() < 1 || s.out_w() < 1) continue;
+        const GemmGeom g = convcore::gemm_geom(problem_of(s));
+        const auto x = convcore_test::random_vector(size_t(s.n * s.c * s.h * s.w), rng);
+        const auto w = convcore_test::random_vector(size_t(s.k * g.cg * s.r * s.s), rng);
+        const auto dy = convcore_test::random_vector(size_t(s.n * s.k * g.p * g.q), rng);
+        const double alpha = trial % 3 == 0 ? -0.5 : 1.0, beta = trial % 4 == 1 ? 0.75 : 0.0;
+        auto initial = [&](size_t size) {
+            return beta == 0 ? std::vector<double>(size, NAN) : convcore_test::random_vector(size, rng);
+        };
+        auto expect = [&](const std::vector<double>& ref, const std::vector<double>& before) {
+            std::vector<double> e(ref.size());
+            for (size_t i = 0; i < e.size(); ++i) e[i] = alpha * ref[i] + (beta == 0 ? 0.0 : beta * before[i]);
+            return e;
+        };
+        std::vector<double> y = initial(dy.size()), dx = initial(x.size()), dw = initial(w.size());
+        const auto y0 = y, dx0 = dx, dw0 = dw;
+        namespace tile = convcore::implicit_gemm_tile;
+        tile::run_on_host(convcore::ImplicitForward<double>{g, s.n, x.data(), w.data(), y.data()}, s.groups,
+                          alpha, beta);
+        tile::run_on_host(convcore::ImplicitBackwardData<double>{g, s.n, dy.data(), w.data(), dx.data()},
+                          s.groups, alpha, beta);
+        tile::run_on_host(convcore::ImplicitBackwardFilter<double>{g, s.n, x.data(), dy.data(), dw.data()},
+                          s.groups, alpha, beta);
+        EXPECT_LT(convcore_test::relative_error(y, expect(convcore_test::reference_conv(s, x, w), y0)), 1e-13)
+            << "forward, trial " << trial;
+        EXPECT_LT(convcore_test::relative_error(dx, expect(reference_bwd_data(s, w, dy), dx0)), 1e-13)
+            << "backward data, trial " << trial;
+        EXPECT_LT(convcore_test::relative_error(dw, expect(reference_bwd_filter(s, x, dy), dw0)), 1e-13)
+            << "backward filter, trial " << trial;
+    }
 }
 
 }  // namespace
