@@ -16,10 +16,12 @@
 #include "common/conv_index.hpp"
 #include "common/generated/cyclic_tables.hpp"
 
+#ifndef CONVCORE_CYC_UNROLL
 #if defined(__CUDACC__)
 #define CONVCORE_CYC_UNROLL _Pragma("unroll")
 #else
 #define CONVCORE_CYC_UNROLL
+#endif
 #endif
 
 namespace convcore {

@@ -12,10 +12,12 @@
 #include "common/conv_index.hpp"
 #include "common/generated/winograd_tables.hpp"
 
+#ifndef CONVCORE_UNROLL
 #if defined(__CUDACC__)
 #define CONVCORE_UNROLL _Pragma("unroll")
 #else
 #define CONVCORE_UNROLL
+#endif
 #endif
 
 namespace convcore {

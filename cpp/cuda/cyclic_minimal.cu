@@ -2,7 +2,8 @@
 // multiplications per 4x4 tile) with overlap-save tiles, for 3x3 filters (2x2 outputs per
 // tile). Two kernels on the handle's stream:
 //   1. filter transform: U[k][c][0..22) = B vec(g_kc) (float64 arithmetic), one thread per (k, c);
-//   2. one thread per (image, group, block of KT output channels, tile): for each input
+//   2. one thread per (image, group, block of KT output channels (4 float / 2 double; 1 when
+//      K/g == 1), tile): for each input
 //      channel of the group, the 4x4 input tile's 22 operands (58 additions) times the KT
 //      filters' 22 values, accumulated in registers; then the output transform (46 additions)
 //      and the blend into y. Neighbouring threads take neighbouring tiles of the same filters,
@@ -31,11 +32,14 @@ namespace {
 using Tab = cyclic::C4F3;
 constexpr int kThreads = 128;
 
-// Output channels per thread: 4 x 22 float accumulators, 2 x 22 double ones (registers).
+// Output channels per thread: 4 x 22 float accumulators, 2 x 22 double ones (registers);
+// 1 when the groups have one output channel (Pitas' single filter, depthwise layers), where
+// the wider blocks would only add unused products and registers.
 template <typename T>
 constexpr int kt_of() {
     return sizeof(T) == 8 ? 2 : 4;
 }
+int kt_for(const ConvProblem& p, int kt_default) { return p.k_per_group() == 1 ? 1 : kt_default; }
 
 std::string why_not(const ConvProblem& p) {
     if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
@@ -68,21 +72,22 @@ __global__ void cyclic_filter_kernel(const T* __restrict__ w, T* __restrict__ U,
     }
 }
 
-template <typename T>
+template <typename T, int KT>
 __global__ void __launch_bounds__(kThreads) cyclic_tile_kernel(const T* __restrict__ x,
                                                                const T* __restrict__ U,
                                                                T* __restrict__ y, cyclic::Dims d,
                                                                T alpha, T beta) {
     const int64_t step = int64_t(gridDim.x) * blockDim.x;
     for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < d.items; i += step)
-        cyclic::tile_item<Tab, kt_of<T>()>(d, x, U, y, i, alpha, beta);
+        cyclic::tile_item<Tab, KT>(d, x, U, y, i, alpha, beta);
 }
 
 template <typename T>
 void run_typed(const ConvArgs& a) {
     const ConvProblem& p = a.prob;
+    const int kt = kt_for(p, kt_of<T>());
     const cyclic::Dims d = cyclic::make_dims<Tab>(p.n, p.c, p.h, p.w, p.k, p.p, p.q, p.groups,
-                                                  p.pad_h, p.pad_w, kt_of<T>());
+                                                  p.pad_h, p.pad_w, kt);
     if (d.items == 0) return;
     if (a.x == nullptr || a.w == nullptr || a.y == nullptr || a.workspace == nullptr)
         throw Error(CONVCORE_STATUS_INTERNAL_ERROR, "CYCLIC_MINIMAL (CUDA): null tensor or workspace pointer");
@@ -93,8 +98,13 @@ void run_typed(const ConvArgs& a) {
     cyclic_filter_kernel<T><<<grid_blocks(a.ctx, filters, kThreads), kThreads, 0, stream>>>(
         static_cast<const T*>(a.w), U, filters, p.flip);
     CONVCORE_CUDA_CHECK_LAUNCH("cyclic_filter_kernel");
-    cyclic_tile_kernel<T><<<grid_blocks(a.ctx, d.items, kThreads), kThreads, 0, stream>>>(
-        static_cast<const T*>(a.x), U, static_cast<T*>(a.y), d, T(a.alpha), T(a.beta));
+    const unsigned int blocks = grid_blocks(a.ctx, d.items, kThreads);
+    const T* x = static_cast<const T*>(a.x);
+    T* y = static_cast<T*>(a.y);
+    if (kt == 1)
+        cyclic_tile_kernel<T, 1><<<blocks, kThreads, 0, stream>>>(x, U, y, d, T(a.alpha), T(a.beta));
+    else
+        cyclic_tile_kernel<T, kt_of<T>()><<<blocks, kThreads, 0, stream>>>(x, U, y, d, T(a.alpha), T(a.beta));
     CONVCORE_CUDA_CHECK_LAUNCH("cyclic_tile_kernel");
 }
 

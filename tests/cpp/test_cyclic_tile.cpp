@@ -2,7 +2,7 @@
 // cyclic::filter_transform per (k, c) and cyclic::tile_item per thread), run on the host over
 // every item exactly as cuda/cyclic_minimal.cu launches them, against the float64 reference
 // convolution: random problems (odd sizes, padding 0-2, groups, both modes, alpha/beta with a
-// NaN-poisoned y when beta == 0), float32 with 4 and float64 with 2 output channels per
+// NaN-poisoned y when beta == 0), float32 with 4 and 1 and float64 with 2 output channels per
 // thread (the kernel's choices) and the bounds of docs/algorithms.md. This is what tests the
 // GPU kernels' arithmetic on machines without a GPU.
 #include <gtest/gtest.h>
@@ -80,6 +80,7 @@ void check_random(unsigned seed, int count, double bound) {
 
 TEST(CyclicTile, Float32FourChannelsPerThread) { check_random<float, 4>(21, 60, 1e-5); }
 TEST(CyclicTile, Float64TwoChannelsPerThread) { check_random<double, 2>(22, 40, 1e-13); }
+TEST(CyclicTile, Float32OneChannelPerThread) { check_random<float, 1>(23, 30, 1e-5); }  // K/g == 1 path
 
 // One tile by hand: the 2x2 outputs of a 4x4 tile against the definition, and a wrong
 // operand (one product dropped) must show.
