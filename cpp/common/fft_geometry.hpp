@@ -295,6 +295,37 @@ CONVCORE_HD int64_t fg_output_target(int64_t e, int64_t k, int64_t p, int64_t q,
     return n0 * k * p * q + e;
 }
 
+// The frequency-domain channel reduction of FFT, FFT_TILING and POLY_HANKEL for one element e of
+// Y, in the frequency-major layouts of cuda::spectral_gemm (per frequency: X cols x c, W k x cg,
+// Y cols x k, row-major): e = (f * cols + col) * k + kk,
+//   Y[e] = sum_{cc < cg} X[f][col][g*cg + cc] * op(W[f][kk][cc]),  g = kk / (k / groups),
+// op = conj or identity. C: a complex type with members x and y. The custom kernel
+// spectral_gemm uses when the per-group GEMMs are too small for cuBLAS.
+template <typename C>
+CONVCORE_HD void grouped_product(const C* x, const C* w, C* y, int64_t cols, int64_t c, int64_t k, int64_t groups,
+                                 bool conj, int64_t e) {
+    const int64_t cg = c / groups, kg = k / groups;
+    const int64_t kk = e % k, fc = e / k;  // fc = f * cols + col
+    const int64_t f = fc / cols;
+    const C* xr = x + fc * c + kk / kg * cg;
+    const C* wr = w + (f * k + kk) * cg;
+    decltype(C().x) re = 0, im = 0;
+    for (int64_t cc = 0; cc < cg; ++cc) {
+        const C a = xr[cc], b = wr[cc];
+        if (conj) {
+            re += a.x * b.x + a.y * b.y;
+            im += a.y * b.x - a.x * b.y;
+        } else {
+            re += a.x * b.x - a.y * b.y;
+            im += a.x * b.y + a.y * b.x;
+        }
+    }
+    C out;
+    out.x = re;
+    out.y = im;
+    y[e] = out;
+}
+
 // ---- GPU workspace layout -------------------------------------------------------------------------
 // Sections carved from a CUDA workspace, each 256-byte aligned (cuFFT and cuBLAS want 256).
 struct Sections {

@@ -9,8 +9,9 @@
 //      complex GEMM (Kg x N x Cg) per group, batched over the Lh*(Lw/2+1) frequencies.
 //      cuBLAS rather than a custom kernel: with the channels as the reduction, each frequency is
 //      a small dense GEMM that cuBLAS's batched kernels run near the memory bound, which a
-//      hand-written product (one complex multiply-add per 16 bytes read) would reach at best;
-//      a custom kernel would only win for C/g = 1 (depthwise), where the GEMM degenerates;
+//      hand-written product (one complex multiply-add per 16 bytes read) would reach at best.
+//      Grouped problems with C/g < 8 (depthwise ...), where the per-group GEMMs degenerate, use
+//      one custom kernel for all groups instead (fftg::grouped_product);
 //   4. one batched C2R per (image, filter), then a kernel reads output (i, j) at
 //      (i * stride_h, j * stride_w) of its plane, scales by alpha/(Lh*Lw) and blends.
 // Stride > 1 is computed at stride 1 and subsampled; any padding, dilation, groups, both modes,

@@ -192,6 +192,22 @@ cublasStatus_t gemm_batched(cublasHandle_t h, cublasOperation_t ta, int m, int n
                                      static_cast<const cuDoubleComplex*>(b), ldb, sb, &zero,
                                      static_cast<cuDoubleComplex*>(c), ldc, sc, batch);
 }
+
+template <typename C>
+struct GroupedProduct {
+    const C* x;
+    const C* w;
+    C* y;
+    int64_t cols, c, k, groups;
+    bool conj;
+    __device__ void operator()(int64_t e) const { fftg::grouped_product(x, w, y, cols, c, k, groups, conj, e); }
+};
+
+// Below this reduction length, grouped problems (depthwise and the like) use GroupedProduct:
+// one kernel for all groups instead of one cuBLAS call per group of a degenerate GEMM (a guess,
+// not yet measured on a GPU).
+constexpr long long kSmallGroupReduction = 8;
+
 }  // namespace
 
 template <typename T>
@@ -200,6 +216,14 @@ void spectral_gemm(const Context& ctx, bool conj, long long freqs, long long col
     if (!gemm_fits(freqs, cols, c, k))
         throw Error(CONVCORE_STATUS_INTERNAL_ERROR, "spectral_gemm: a size passes INT_MAX");
     const long long cg = c / groups, kg = k / groups;
+    if (groups > 1 && cg < kSmallGroupReduction) {
+        using C = typename complex_of<T>::type;
+        for_each(ctx, int64_t(freqs) * cols * k,
+                 GroupedProduct<C>{static_cast<const C*>(x), static_cast<const C*>(w), static_cast<C*>(y), cols, c, k,
+                                   groups, conj},
+                 "FFT family grouped product");
+        return;
+    }
     const size_t cplx = 2 * sizeof(T);
     cublasHandle_t h = ctx.cuda->cublas(stream_of(ctx));
     // The handle's cuBLAS handle is shared: state what this call relies on (alpha and beta on

@@ -11,7 +11,8 @@
 //  * fft_work_bytes: the exact work-area size of a plan (cuFFT's cufftMakePlanMany64 answer,
 //    memoized per device and key), for workspace_bytes(), which has no handle.
 //  * spectral_gemm: the frequency-domain channel reduction as one cuBLAS strided-batched complex
-//    GEMM per group, batched over the frequencies.
+//    GEMM per group, batched over the frequencies; grouped problems with fewer than 8 channels
+//    per group (depthwise and the like) use one custom kernel instead (fftg::grouped_product).
 #pragma once
 #if defined(CONVCORE_HAVE_CUFFT) && defined(CONVCORE_HAVE_CUBLAS)
 #define CONVCORE_CUDA_FFT_FAMILY 1

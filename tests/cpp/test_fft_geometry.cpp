@@ -315,6 +315,29 @@ TEST(FftGeometry, FineGrainedPipelineMatchesReference) {
     }
 }
 
+// spectral_gemm's custom kernel for small grouped reductions against its cuBLAS form.
+TEST(FftGeometry, GroupedProductMatchesTheGemm) {
+    std::mt19937 rng(15);
+    for (const bool conj : {true, false})
+        for (const int64_t groups : {1, 2, 5}) {
+            const int64_t freqs = 7, cols = 3, c = groups * 3, k = groups * 2;
+            auto random_spectra = [&](int64_t count) {
+                const std::vector<double> v = convcore_test::random_vector(size_t(2 * count), rng);
+                std::vector<cd> out(static_cast<size_t>(count));
+                for (size_t i = 0; i < out.size(); ++i) out[i] = cd(v[2 * i], v[2 * i + 1]);
+                return out;
+            };
+            const std::vector<cd> x = random_spectra(freqs * cols * c), w = random_spectra(freqs * k * (c / groups));
+            const std::vector<cd> want = spectral_gemm(conj, freqs, cols, c, k, groups, x, w);
+            const std::vector<D2> xs = pairs(x), ws = pairs(w);
+            std::vector<D2> ys(want.size(), D2{std::nan(""), 0.0});
+            for (int64_t e = 0; e < int64_t(ys.size()); ++e)
+                fftg::grouped_product(xs.data(), ws.data(), ys.data(), cols, c, k, groups, conj, e);
+            for (size_t i = 0; i < ys.size(); ++i)
+                EXPECT_LT(std::abs(cd(ys[i].x, ys[i].y) - want[i]), 1e-12) << "conj " << conj << " groups " << groups;
+        }
+}
+
 TEST(FftGeometry, GpuTileSize) {
     EXPECT_EQ(fftg::gpu_tile_size(3, 1000), 32);
     EXPECT_EQ(fftg::gpu_tile_size(16, 1000), 32);
