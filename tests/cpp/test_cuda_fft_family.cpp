@@ -3,9 +3,9 @@
 // stride, dilation, groups, both modes, alpha/beta) with inputs rounded to the tested type, y
 // poisoned with NaN before every run when beta == 0 (a read of it makes the error NaN and
 // fails), bounds of docs/algorithms.md (||y - ref|| / ||ref||: 5e-6 float32 (1e-5 POLY_HANKEL),
-// 1e-13 float64); a few network-sized layers (several FFT_TILING tiles and chunks); the
-// NOT_SUPPORTED cases with a reason; a handle shared by threads (the plan cache). Skips when
-// no GPU is visible.
+// 1e-13 float64); a few network-sized layers (several FFT_TILING tiles per image; several chunks
+// are exercised by test_fft_geometry); the
+// NOT_SUPPORTED cases with a reason; threads with a handle each. Skips when no GPU is visible.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -205,16 +205,19 @@ TEST_P(CudaFftFamily, HugeProblemIsNotSupportedWithReason) {
     EXPECT_NE(why.find(convcoreGetFwdAlgoName(GetParam())), std::string::npos) << why;
 }
 
-// Threads sharing one handle (and its plan cache), each on its own buffers, one shape: the
-// cuFFT plans are shared, their stream / work area set under the plan's lock.
-TEST_P(CudaFftFamily, ThreadsShareOneHandle) {
+// Threads, each with its own handle (README: a handle is used by one thread at a time), on one
+// shape at once: per-handle plan caches, the process-wide work-size memo shared.
+TEST_P(CudaFftFamily, ThreadsWithOwnHandles) {
     const Shape p{2, 8, 33, 29, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, false};
     std::vector<double> errors(4, INFINITY);
     std::vector<std::thread> threads;
     for (int t = 0; t < 4; ++t)
         threads.emplace_back([&, t] {
+            convcoreHandle_t h = nullptr;
+            if (convcoreCreateForDevice(&h, CONVCORE_DEVICE_CUDA, 0) != CONVCORE_STATUS_SUCCESS) return;
             std::mt19937 rng(100 + t);
-            errors[size_t(t)] = gpu_error<float>(gpu_, GetParam(), p, 1.0, 0.0, rng);
+            errors[size_t(t)] = gpu_error<float>(h, GetParam(), p, 1.0, 0.0, rng);
+            convcoreDestroy(h);
         });
     for (auto& th : threads) th.join();
     for (double e : errors) EXPECT_LT(e, bound32());
