@@ -274,6 +274,35 @@ TEST_F(CudaWinogradFamily, LayersFloat32) {
         }
 }
 
+// IM2WIN's tiling edges: several and partial 64-channel blocks, windows longer than many
+// 16-element steps, strides, dilation, groups; and more (groups x channel blocks) than the
+// grid's 65535 y-blocks (the kernel loops over them).
+TEST_F(CudaWinogradFamily, Im2winTilingEdgesFloat32) {
+    std::mt19937 rng(7);
+    const Algo& im2win = kAlgos[3];
+    ASSERT_EQ(im2win.algo, CONVCORE_FWD_ALGO_IM2WIN);
+    Problem p;
+    p.n = 2; p.cpg = 35; p.kpg = 96; p.h = 37; p.w = 41; p.r = 5; p.s = 5;
+    p.pad_h = p.pad_w = 2; p.stride_h = p.stride_w = 2; p.mode = CONVCORE_CONVOLUTION;
+    check<float>(im2win, p, rng);
+    p = Problem();
+    p.n = 1; p.groups = 2; p.cpg = 20; p.kpg = 130; p.h = 19; p.w = 23; p.dil_h = p.dil_w = 2;
+    p.pad_h = 1; p.pad_w = 2; p.alpha = -1.25; p.beta = 1.0;
+    check<float>(im2win, p, rng);
+    p = Problem();
+    p.n = 1; p.groups = 70000; p.cpg = 1; p.kpg = 1; p.h = 4; p.w = 4; p.pad_h = p.pad_w = 1;
+    check<float>(im2win, p, rng);
+}
+
+// Winograd with more tiles than one block (1225 tiles, blocks of 1024 for 2x2 here).
+TEST_F(CudaWinogradFamily, WinogradSeveralBlocksFloat32) {
+    std::mt19937 rng(8);
+    Problem p;
+    p.n = 1; p.groups = 4096; p.cpg = 1; p.kpg = 1; p.h = 70; p.w = 70; p.pad_h = p.pad_w = 1;
+    check<float>(kAlgos[0], p, rng);
+    check<float>(kAlgos[1], p, rng);
+}
+
 // Outside the domain: NOT_SUPPORTED with a reason naming the limit.
 TEST_F(CudaWinogradFamily, NotSupportedCasesSayWhy) {
     for (const Algo& al : kAlgos) {
