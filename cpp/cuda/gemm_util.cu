@@ -1,5 +1,5 @@
-// Kernels of cuda/gemm_util.hpp. Grid-stride loops with 64-bit indices; the im2col element is
-// common/gemm_gather.hpp's, the one the CPU test checks.
+// Kernels of cuda/gemm_util.hpp. Grid-stride loops with 64-bit indices; the elements are
+// common/im2col_gemm_plan.hpp's and common/permute_planes.hpp's, the ones the CPU test checks.
 #include "cuda/gemm_util.hpp"
 
 #include "cuda/resources.hpp"
@@ -15,25 +15,11 @@ template <typename T>
 __global__ void im2col_kernel(const T* __restrict__ x, GemmGeom g, int64_t groups, int64_t n0,
                               int64_t count, T* __restrict__ col, bool group_major,
                               int64_t total) {
-    const int64_t pq = g.cols(), rows = g.rows(), hw = g.h * g.w;
     const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
     for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
          i += step) {
-        const int64_t j = i % pq;
-        int64_t t = i / pq, n, grp, l;
-        if (group_major) {  // [g][L][n][PQ]
-            n = t % count;
-            t /= count;
-            l = t % rows;
-            grp = t / rows;
-        } else {  // [n][g][L][PQ]
-            l = t % rows;
-            t /= rows;
-            grp = t % groups;
-            n = t / groups;
-        }
-        const int64_t off = gather_offset(g, column_origin(g, j), l);
-        col[i] = off < 0 ? T(0) : x[((n0 + n) * g.c + grp * g.cg) * hw + off];
+        const int64_t src = im2col_plan::im2col_source(g, groups, n0, count, group_major, i);
+        col[i] = src < 0 ? T(0) : x[src];
     }
 }
 

@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "common/gemm_gather.hpp"
+#include "common/im2col_gemm_plan.hpp"
 #include "common/permute_planes.hpp"
 #include "core/context.hpp"
 #include "cuda/check.hpp"
@@ -70,6 +71,16 @@ inline void gemm_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation
     CONVCORE_CUBLAS_CHECK(cublasDgemmStridedBatched(h, ta, tb, int(m), int(n), int(k), &alpha, A,
                                                     int(lda), sa, B, int(ldb), sb, &beta, C,
                                                     int(ldc), sc, int(batch)));
+}
+
+// One planned call (common/im2col_gemm_plan.hpp) on the buffers indexed by im2col_plan::Buffer.
+template <typename T>
+void run_gemm(cublasHandle_t h, const im2col_plan::GemmCall& c, T alpha, T beta,
+              T* const buffers[5]) {
+    gemm_batched(h, c.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N, c.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N,
+                 c.m, c.n, c.k, alpha, buffers[c.a.buffer] + c.a.offset, c.a.ld, c.a.stride,
+                 buffers[c.b.buffer] + c.b.offset, c.b.ld, c.b.stride, beta,
+                 buffers[c.c.buffer] + c.c.offset, c.c.ld, c.c.stride, c.batch);
 }
 #endif
 

@@ -2,9 +2,8 @@
 // (cuda/gemm_util.cu, the element of common/gemm_gather.hpp), then cuBLAS computes, per image
 // and group, Y[n, g] (Kg x PQ) = alpha * W[g] (Kg x L) * col[n, g] (L x PQ) + beta * Y[n, g]
 // as strided-batched GEMMs (batched over the images of the chunk, or over the groups when
-// there are more groups than images). Row-major matrices are cuBLAS's column-major
-// transposes, so the call computes Y^T (PQ x Kg) = col^T * W^T. cuBLAS with beta == 0 does not
-// read Y. 1x1 filters with stride 1 and no padding need no unfolding: x is the col matrix.
+// there are more groups than images): the calls of common/im2col_gemm_plan.hpp, which the CPU
+// test replays on the host. cuBLAS with beta == 0 does not read Y. 1x1 filters with stride 1 and no padding need no unfolding: x is the col matrix.
 // Workspace: chunk_images * groups * L * PQ elements (chunks of at most 256 MiB, one image
 // at least). Deterministic (fixed GEMM configuration on one stream).
 #include <cuda_runtime.h>
@@ -14,6 +13,7 @@
 #include <string>
 
 #include "common/gemm_gather.hpp"
+#include "common/im2col_gemm_plan.hpp"
 #include "core/error.hpp"
 #include "core/solver.hpp"
 #include "cuda/check.hpp"
@@ -24,9 +24,7 @@
 namespace convcore {
 namespace cuda {
 
-bool im2col_direct_1x1(const ConvProblem& p) {
-    return p.is_1x1() && p.unit_stride() && p.pad_h == 0 && p.pad_w == 0;
-}
+bool im2col_direct_1x1(const ConvProblem& p) { return im2col_plan::x_is_col(gemm_geom(p)); }
 
 std::string im2col_why_not(const ConvProblem& p, const char* pass) {
     const std::string name = std::string("IM2COL_GEMM ") + pass + " on CUDA";
@@ -71,7 +69,6 @@ template <typename T>
 void run_typed(const ConvArgs& a) {
     const ConvProblem& p = a.prob;
     const GemmGeom g = gemm_geom(p);
-    const int64_t L = g.rows(), pq = g.cols(), hw = p.h * p.w;
     const bool direct = im2col_direct_1x1(p);
     const T* x = static_cast<const T*>(a.x);
     const T* w = static_cast<const T*>(a.w);
@@ -82,25 +79,12 @@ void run_typed(const ConvArgs& a) {
     const T alpha = T(a.alpha), beta = T(a.beta);
     cublasHandle_t h = a.ctx.cuda->cublas(stream_of(a.ctx));
     const int64_t chunk = direct ? p.n : chunk_images(p.n, col_bytes_per_image(p), 0);
-    // Strides of the col matrices between images and between groups.
-    const int64_t col_image = direct ? p.c * hw : p.groups * L * pq;
-    const int64_t col_group = direct ? g.cg * hw : L * pq;
+    T* const buffers[5] = {const_cast<T*>(x), const_cast<T*>(w), y, col, nullptr};
     for (int64_t n0 = 0; n0 < p.n; n0 += chunk) {
         const int64_t count = p.n - n0 < chunk ? p.n - n0 : chunk;
-        const T* cols = direct ? x + n0 * p.c * hw : col;
         if (!direct) im2col(a.ctx, g, p.groups, x, n0, count, col, ColLayout::IMAGE_MAJOR);
-        T* yc = y + n0 * p.k * pq;
-        if (count >= p.groups) {
-            for (int64_t grp = 0; grp < p.groups; ++grp)  // batched over the images
-                gemm_batched(h, CUBLAS_OP_N, CUBLAS_OP_N, pq, g.kg, L, alpha,
-                             cols + grp * col_group, pq, col_image, w + grp * g.kg * L, L, 0,
-                             beta, yc + grp * g.kg * pq, pq, p.k * pq, count);
-        } else {
-            for (int64_t i = 0; i < count; ++i)  // batched over the groups
-                gemm_batched(h, CUBLAS_OP_N, CUBLAS_OP_N, pq, g.kg, L, alpha,
-                             cols + i * col_image, pq, col_group, w, L, g.kg * L, beta,
-                             yc + i * p.k * pq, pq, g.kg * pq, p.groups);
-        }
+        for (const im2col_plan::GemmCall& call : im2col_plan::forward_calls(g, p.groups, n0, count, direct))
+            run_gemm(h, call, alpha, beta, buffers);
     }
 }
 #endif

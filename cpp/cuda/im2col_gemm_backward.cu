@@ -2,8 +2,10 @@
 // Y[n, g] (Kg x PQ) = W[g] (Kg x L) * col[n, g] (L x PQ), L = Cg*R*S:
 //   backward data:   col[n, g] = W[g]^T * dY[n, g] (cuBLAS, batched as in the forward pass)
 //                    for a chunk of images, then col2im: one thread per dx element GATHERS
-//                    the col entries that read it (common/gemm_gather.hpp: col2im_gather; no
-//                    atomics, so the result is deterministic) and blends alpha/beta.
+//                    the col entries that read it (common/im2col_gemm_plan.hpp: col2im_value;
+//                    no atomics, so the result is deterministic) and blends alpha/beta.
+//                    The cuBLAS calls are common/im2col_gemm_plan.hpp's (replayed on the host
+//                    by the CPU test).
 //                    1x1/stride 1/no padding: dx[n, g] = alpha * W[g]^T dY[n, g] + beta * dx
 //                    directly, no workspace.
 //   backward filter: per chunk of images, im2col of x with the images side by side
@@ -19,6 +21,7 @@
 
 #include "common/blend.hpp"
 #include "common/gemm_gather.hpp"
+#include "common/im2col_gemm_plan.hpp"
 #include "core/error.hpp"
 #include "core/solver.hpp"
 #include "cuda/check.hpp"
@@ -33,19 +36,14 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// dx[n0 + n][ci][ih][iw] for n < count from col ([n][g][L][PQ]).
+// dx[n0 + n][ci][ih][iw] for n < count from col ([n][g][L][PQ]), blended.
 template <typename T>
 __global__ void col2im_kernel(const T* __restrict__ col, GemmGeom g, int64_t groups, T* dx,
                               T alpha, T beta, int64_t total) {
-    const int64_t hw = g.h * g.w, block = g.rows() * g.cols();
     const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
     for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-         i += step) {
-        const int64_t iw = i % g.w, ih = i / g.w % g.h, ci = i / hw % g.c, n = i / (hw * g.c);
-        const int64_t grp = ci / g.cg;
-        const T sum = col2im_gather<T>(g, col + (n * groups + grp) * block, ci - grp * g.cg, ih, iw);
-        blend_store(dx + i, sum, alpha, beta);
-    }
+         i += step)
+        blend_store(dx + i, im2col_plan::col2im_value(g, groups, col, i), alpha, beta);
 }
 
 size_t data_bytes_per_image(const ConvProblem& p) {
@@ -75,7 +73,7 @@ template <typename T>
 void data_typed(const BwdDataArgs& a) {
     const ConvProblem& p = a.prob;
     const GemmGeom g = gemm_geom(p);
-    const int64_t L = g.rows(), pq = g.cols(), hw = p.h * p.w;
+    const int64_t hw = p.h * p.w;
     const T* w = static_cast<const T*>(a.w);
     const T* dy = static_cast<const T*>(a.dy);
     T* dx = static_cast<T*>(a.dx);
@@ -89,23 +87,12 @@ void data_typed(const BwdDataArgs& a) {
     // The GEMM writes col^T (PQ x L) = dY^T (PQ x Kg) * W[g] (Kg x L): in direct mode straight
     // into dx with alpha and beta, else into the workspace, blended by col2im.
     const T ga = direct ? alpha : T(1), gb = direct ? beta : T(0);
-    const int64_t col_image = direct ? p.c * hw : p.groups * L * pq;
-    const int64_t col_group = direct ? g.cg * hw : L * pq;
+    T* const buffers[5] = {dx, const_cast<T*>(w), const_cast<T*>(dy), col, nullptr};
     for (int64_t n0 = 0; n0 < p.n; n0 += chunk) {
         const int64_t count = p.n - n0 < chunk ? p.n - n0 : chunk;
-        T* cols = direct ? dx + n0 * p.c * hw : col;
-        const T* dyc = dy + n0 * p.k * pq;
-        if (count >= p.groups) {
-            for (int64_t grp = 0; grp < p.groups; ++grp)
-                gemm_batched(h, CUBLAS_OP_N, CUBLAS_OP_T, pq, L, g.kg, ga, dyc + grp * g.kg * pq,
-                             pq, p.k * pq, w + grp * g.kg * L, L, 0, gb, cols + grp * col_group,
-                             pq, col_image, count);
-        } else {
-            for (int64_t i = 0; i < count; ++i)
-                gemm_batched(h, CUBLAS_OP_N, CUBLAS_OP_T, pq, L, g.kg, ga, dyc + i * p.k * pq, pq,
-                             g.kg * pq, w, L, g.kg * L, gb, cols + i * col_image, pq, col_group,
-                             p.groups);
-        }
+        for (const im2col_plan::GemmCall& call :
+             im2col_plan::backward_data_calls(g, p.groups, n0, count, direct))
+            run_gemm(h, call, ga, gb, buffers);
         if (!direct) {
             const int64_t total = count * p.c * hw;
             col2im_kernel<T><<<grid_blocks(a.ctx, total, kThreads), kThreads, 0,
@@ -135,14 +122,13 @@ void filter_typed(const BwdFilterArgs& a) {
     const int64_t chunk = chunk_images(p.n, filter_bytes_per_image(p), pq);
     T* col = static_cast<T*>(a.workspace);             // [g][L][count][PQ]
     T* dyt = col + chunk * p.groups * L * pq;           // [g][Kg][count][PQ] = [K][count][PQ]
+    T* const buffers[5] = {const_cast<T*>(x), dw, const_cast<T*>(dy), col, dyt};
     for (int64_t n0 = 0; n0 < p.n; n0 += chunk) {
         const int64_t count = p.n - n0 < chunk ? p.n - n0 : chunk;
-        const int64_t span = count * pq;  // the GEMM's inner dimension: images x outputs
         im2col(a.ctx, g, p.groups, x, n0, count, col, ColLayout::GROUP_MAJOR);
         swap_outer(a.ctx, dy + n0 * p.k * pq, dyt, count, p.k, pq);
-        // dW[g]^T (L x Kg) = col_g (L x span) * dYt_g^T (span x Kg), column-major.
-        gemm_batched(h, CUBLAS_OP_T, CUBLAS_OP_N, L, g.kg, span, alpha, col, span, L * span, dyt,
-                     span, g.kg * span, n0 == 0 ? beta : T(1), dw, L, g.kg * L, p.groups);
+        run_gemm(h, im2col_plan::backward_filter_call(g, p.groups, count), alpha,
+                 n0 == 0 ? beta : T(1), buffers);
     }
 }
 #endif

@@ -7,10 +7,12 @@
 // and both modes.
 #include <gtest/gtest.h>
 
+#include <climits>
 #include <random>
 #include <vector>
 
 #include "common/gemm_gather.hpp"
+#include "common/im2col_gemm_plan.hpp"
 #include "common/implicit_gemm_ops.hpp"
 #include "common/implicit_gemm_tile.hpp"
 #include "common/permute_planes.hpp"
@@ -295,6 +297,133 @@ TEST(ImplicitGemmTile, KernelStepsOnHostMatchReference) {
                           s.groups, alpha, beta);
         tile::run_on_host(convcore::ImplicitBackwardFilter<double>{g, s.n, x.data(), dy.data(), dw.data()},
                           s.groups, alpha, beta);
+        EXPECT_LT(convcore_test::relative_error(y, expect(convcore_test::reference_conv(s, x, w), y0)), 1e-13)
+            << "forward, trial " << trial;
+        EXPECT_LT(convcore_test::relative_error(dx, expect(reference_bwd_data(s, w, dy), dx0)), 1e-13)
+            << "backward data, trial " << trial;
+        EXPECT_LT(convcore_test::relative_error(dw, expect(reference_bwd_filter(s, x, dy), dw0)), 1e-13)
+            << "backward filter, trial " << trial;
+    }
+}
+
+// ---- IM2COL_GEMM on CUDA: its cuBLAS calls replayed on the host ----------------------------------
+
+namespace plan = convcore::im2col_plan;
+
+// cublas<t>gemmStridedBatched, column-major, with cuBLAS's argument checks.
+void host_gemm(const plan::GemmCall& c, double alpha, double beta, double* const buf[5]) {
+    ASSERT_TRUE(c.m >= 1 && c.n >= 1 && c.k >= 1 && c.batch >= 1);
+    ASSERT_TRUE(c.m <= INT_MAX && c.n <= INT_MAX && c.k <= INT_MAX && c.batch <= INT_MAX);
+    ASSERT_GE(c.a.ld, c.trans_a ? c.k : c.m);
+    ASSERT_GE(c.b.ld, c.trans_b ? c.n : c.k);
+    ASSERT_GE(c.c.ld, c.m);
+    for (int64_t bt = 0; bt < c.batch; ++bt) {
+        const double* A = buf[c.a.buffer] + c.a.offset + bt * c.a.stride;
+        const double* B = buf[c.b.buffer] + c.b.offset + bt * c.b.stride;
+        double* C = buf[c.c.buffer] + c.c.offset + bt * c.c.stride;
+        for (int64_t j = 0; j < c.n; ++j)
+            for (int64_t i = 0; i < c.m; ++i) {
+                double acc = 0;
+                for (int64_t p = 0; p < c.k; ++p)
+                    acc += (c.trans_a ? A[p + i * c.a.ld] : A[i + p * c.a.ld]) *
+                           (c.trans_b ? B[j + p * c.b.ld] : B[p + j * c.b.ld]);
+                double& out = C[i + j * c.c.ld];
+                out = beta == 0 ? alpha * acc : alpha * acc + beta * out;
+            }
+    }
+}
+
+// The three CUDA pipelines (cuda/im2col_gemm*.cu) with the device kernels' elements, in chunks
+// of `chunk` images.
+struct Im2colPipelines {
+    Shape s;
+    GemmGeom g;
+    int64_t chunk;
+    double alpha, beta;
+
+    void forward(const std::vector<double>& x, const std::vector<double>& w, std::vector<double>& y) {
+        const bool direct = plan::x_is_col(g);
+        std::vector<double> col(size_t(chunk * s.groups * g.rows() * g.cols()));
+        double* const buf[5] = {const_cast<double*>(x.data()), const_cast<double*>(w.data()), y.data(),
+                                col.data(), nullptr};
+        for (int64_t n0 = 0; n0 < s.n; n0 += chunk) {
+            const int64_t count = std::min(chunk, s.n - n0);
+            if (!direct)
+                for (int64_t i = 0; i < count * s.groups * g.rows() * g.cols(); ++i) {
+                    const int64_t src = plan::im2col_source(g, s.groups, n0, count, false, i);
+                    col[size_t(i)] = src < 0 ? 0.0 : x[size_t(src)];
+                }
+            for (const auto& call : plan::forward_calls(g, s.groups, n0, count, direct))
+                host_gemm(call, alpha, beta, buf);
+        }
+    }
+
+    void backward_data(const std::vector<double>& dy, const std::vector<double>& w, std::vector<double>& dx) {
+        const bool direct = plan::x_is_col(g);
+        std::vector<double> col(size_t(chunk * s.groups * g.rows() * g.cols()));
+        double* const buf[5] = {dx.data(), const_cast<double*>(w.data()), const_cast<double*>(dy.data()),
+                                col.data(), nullptr};
+        const int64_t image = s.c * s.h * s.w;
+        for (int64_t n0 = 0; n0 < s.n; n0 += chunk) {
+            const int64_t count = std::min(chunk, s.n - n0);
+            for (const auto& call : plan::backward_data_calls(g, s.groups, n0, count, direct))
+                host_gemm(call, direct ? alpha : 1.0, direct ? beta : 0.0, buf);
+            if (!direct)
+                for (int64_t i = 0; i < count * image; ++i)
+                    convcore::blend_store(&dx[size_t(n0 * image + i)],
+                                          plan::col2im_value(g, s.groups, col.data(), i), alpha, beta);
+        }
+    }
+
+    void backward_filter(const std::vector<double>& x, const std::vector<double>& dy, std::vector<double>& dw) {
+        const int64_t pq = g.cols();
+        std::vector<double> col(size_t(chunk * s.groups * g.rows() * pq)), dyt(size_t(chunk * s.k * pq));
+        double* const buf[5] = {const_cast<double*>(x.data()), dw.data(), const_cast<double*>(dy.data()),
+                                col.data(), dyt.data()};
+        for (int64_t n0 = 0; n0 < s.n; n0 += chunk) {
+            const int64_t count = std::min(chunk, s.n - n0);
+            for (int64_t i = 0; i < count * s.groups * g.rows() * pq; ++i) {
+                const int64_t src = plan::im2col_source(g, s.groups, n0, count, true, i);
+                col[size_t(i)] = src < 0 ? 0.0 : x[size_t(src)];
+            }
+            const convcore::PlanePermutation swap = convcore::swap_outer_axes(count, s.k, pq);
+            for (int64_t i = 0; i < count * s.k * pq; ++i)
+                dyt[size_t(i)] = dy[size_t(n0 * s.k * pq + convcore::permuted_source(swap, i))];
+            host_gemm(plan::backward_filter_call(g, s.groups, count), alpha, n0 == 0 ? beta : 1.0, buf);
+        }
+    }
+};
+
+TEST(Im2colGemmPlan, CublasCallsOnHostMatchReference) {
+    std::mt19937 rng(2718);
+    for (int trial = 0; trial < 150; ++trial) {
+        Shape s = random_shape(rng);
+        if (trial % 5 == 0) {  // the no-unfolding path: 1x1, stride 1, no padding
+            s.r = s.s = 1;
+            s.stride_h = s.stride_w = 1;
+            s.pad_h = s.pad_w = 0;
+        }
+        s.n = 1 + trial % 4;
+        const GemmGeom g = convcore::gemm_geom(problem_of(s));
+        const auto x = convcore_test::random_vector(size_t(s.n * s.c * s.h * s.w), rng);
+        const auto w = convcore_test::random_vector(size_t(s.k * g.cg * s.r * s.s), rng);
+        const auto dy = convcore_test::random_vector(size_t(s.n * s.k * g.p * g.q), rng);
+        const double alpha = trial % 3 == 0 ? 2.0 : 1.0, beta = trial % 4 == 1 ? -0.5 : 0.0;
+        Im2colPipelines run{s, g, 1 + trial % 3, alpha, beta};
+        auto initial = [&](size_t size) {
+            return beta == 0 ? std::vector<double>(size, NAN) : convcore_test::random_vector(size, rng);
+        };
+        auto expect = [&](const std::vector<double>& ref, const std::vector<double>& before) {
+            std::vector<double> e(ref.size());
+            for (size_t i = 0; i < e.size(); ++i) e[i] = alpha * ref[i] + (beta == 0 ? 0.0 : beta * before[i]);
+            return e;
+        };
+        std::vector<double> y = initial(dy.size()), dx = initial(x.size()), dw = initial(w.size());
+        const auto y0 = y, dx0 = dx, dw0 = dw;
+        run.forward(x, w, y);
+        run.backward_data(dy, w, dx);
+        run.backward_filter(x, dy, dw);
+        if (HasFatalFailure()) return;
         EXPECT_LT(convcore_test::relative_error(y, expect(convcore_test::reference_conv(s, x, w), y0)), 1e-13)
             << "forward, trial " << trial;
         EXPECT_LT(convcore_test::relative_error(dx, expect(reference_bwd_data(s, w, dy), dx0)), 1e-13)
