@@ -37,7 +37,6 @@ namespace cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
 constexpr int64_t kBlockBudgetBytes = int64_t(256) << 20;  // V + M of one block of tiles
 constexpr int64_t kMinBlockTiles = 1024;
 constexpr int64_t kAlignElems = 32;  // workspace regions start on 128-byte boundaries (float)
@@ -104,6 +103,8 @@ size_t workspace_bytes_m(const ConvProblem& p, int64_t m) {
 }
 
 #if defined(CONVCORE_HAVE_CUBLAS)
+
+constexpr int kThreads = 256;
 
 // Sizes the kernels need, passed by value.
 struct Dims {
