@@ -60,14 +60,14 @@ BwdDataAlgo = enum.Enum("BwdDataAlgo", [(name, i) for i, name in
                         module=__name__, qualname="BwdDataAlgo")
 BwdDataAlgo.__doc__ = """The backward-data algorithms (dx from w and dy); members mirror the C enum
 convcoreConvolutionBwdDataAlgo_t. ``algo=`` of Convolution.backward_data accepts a member, its name
-as a string (case-insensitive) or ``"auto"``."""
+as a string (case-insensitive), ``"auto"`` or ``"find"`` (Find's fastest)."""
 
 BwdFilterAlgo = enum.Enum("BwdFilterAlgo", [(name, i) for i, name in
                                             enumerate(_C.bwd_algo_names(_C.BACKWARD_FILTER))],
                           module=__name__, qualname="BwdFilterAlgo")
 BwdFilterAlgo.__doc__ = """The backward-filter algorithms (dw from x and dy); members mirror the C
 enum convcoreConvolutionBwdFilterAlgo_t. ``algo=`` of Convolution.backward_filter accepts a member,
-its name as a string (case-insensitive) or ``"auto"``."""
+its name as a string (case-insensitive), ``"auto"`` or ``"find"`` (Find's fastest)."""
 
 # direction= of applicable_algos / workspace_size: (enum, C direction code; 0 is forward).
 _DIRECTIONS = {"forward": (Algo, 0), "backward_data": (BwdDataAlgo, _C.BACKWARD_DATA),
@@ -83,7 +83,7 @@ def _direction_arg(direction):
 
 def _enum_algo_id(algo, enum_cls):
     """The C enum value of ``algo`` in ``enum_cls`` (a member of that enum, a member of another
-    direction's enum with the same name, or a name); -1 for "auto"."""
+    direction's enum with the same name, or a name); -1 for "auto", _C.ALGO_FIND for "find"."""
     if isinstance(algo, enum_cls):
         return algo.value
     if isinstance(algo, enum.Enum) and algo.name in enum_cls.__members__:
@@ -92,9 +92,11 @@ def _enum_algo_id(algo, enum_cls):
         key = algo.strip().upper()
         if key == "AUTO":
             return -1
+        if key == "FIND":
+            return _C.ALGO_FIND
         if key in enum_cls.__members__:
             return enum_cls[key].value
-    valid = ", ".join(["auto"] + [a.name.lower() for a in enum_cls])
+    valid = ", ".join(["auto", "find"] + [a.name.lower() for a in enum_cls])
     raise BadParamError(f"algo: unknown {enum_cls.__name__} algorithm {algo!r}; valid names: {valid}")
 
 
@@ -611,7 +613,7 @@ class Convolution:
     def backward_data(self, dy, w, x_shape, algo="auto", out=None, alpha=1.0, beta=0.0):
         """``dx = alpha * (gradient of conv(x, w) with respect to x, given dy) + beta * out``
         for an input of shape ``x_shape``: into ``out`` when given (else a new array of the type
-        of dy). ``algo``: a BwdDataAlgo, its name, or "auto". With beta == 0 out is never read."""
+        of dy). ``algo``: a BwdDataAlgo, its name, "auto" or "find". With beta == 0 out is never read."""
         algo_id = _enum_algo_id(algo, BwdDataAlgo)
         alpha = _scalar_arg("alpha", alpha)
         beta = _scalar_arg("beta", beta)
@@ -644,7 +646,7 @@ class Convolution:
     def backward_filter(self, x, dy, w_shape, algo="auto", out=None, alpha=1.0, beta=0.0):
         """``dw = alpha * (gradient of conv(x, w) with respect to w, given dy) + beta * out`` for
         a filter of shape ``w_shape``: into ``out`` when given (else a new array of the type of
-        x). ``algo``: a BwdFilterAlgo, its name, or "auto". With beta == 0 out is never read."""
+        x). ``algo``: a BwdFilterAlgo, its name, "auto" or "find". With beta == 0 out is never read."""
         algo_id = _enum_algo_id(algo, BwdFilterAlgo)
         alpha = _scalar_arg("alpha", alpha)
         beta = _scalar_arg("beta", beta)

@@ -673,7 +673,7 @@ convcoreStatus_t with_workspace(convcoreHandle_t h, bool on_cuda, size_t bytes, 
 }
 
 // dx = alpha * grad_x(w, dy) + beta * dx with backward-data algorithm `algo` (-1: the
-// heuristic's first choice). Returns the algorithm used.
+// heuristic's first choice, -2: Find's). Returns the algorithm used.
 int backward_data(const DLPackTensor& dy, const DLPackTensor& w, const DLPackTensor& dx,
                   const ConvParams& p, int algo, double alpha, double beta, Workspace& workspace,
                   uintptr_t stream) {
@@ -693,8 +693,19 @@ int backward_data(const DLPackTensor& dy, const DLPackTensor& w, const DLPackTen
     if (algo < 0) {
         convcoreConvolutionBwdDataAlgoPerf_t perf[CONVCORE_BWD_DATA_ALGO_COUNT];
         int count = 0;
-        check(convcoreGetConvolutionBackwardDataAlgorithm(h, d.w, d.y, d.conv, d.x,
-                                                          CONVCORE_BWD_DATA_ALGO_COUNT, &count, perf));
+        if (algo == kAlgoFind) {  // Find's ranking: the find-db, else timed once
+            convcoreStatus_t st;
+            {
+                py::gil_scoped_release release;
+                st = convcoreFindConvolutionBackwardDataAlgorithm(h, d.w, d.y, d.conv, d.x,
+                                                                  CONVCORE_BWD_DATA_ALGO_COUNT, &count, perf);
+            }
+            check(st, "algo=find: ");
+            algo = -1;
+        } else {
+            check(convcoreGetConvolutionBackwardDataAlgorithm(h, d.w, d.y, d.conv, d.x,
+                                                              CONVCORE_BWD_DATA_ALGO_COUNT, &count, perf));
+        }
         for (int i = 0; i < count && algo < 0; ++i)
             if (perf[i].status == CONVCORE_STATUS_SUCCESS) algo = int(perf[i].algo);
         if (algo < 0) not_supported("no convcore backward-data algorithm can run this problem on this device");
@@ -714,7 +725,8 @@ int backward_data(const DLPackTensor& dy, const DLPackTensor& w, const DLPackTen
     return algo;
 }
 
-// dw = alpha * grad_w(x, dy) + beta * dw with backward-filter algorithm `algo` (-1: auto).
+// dw = alpha * grad_w(x, dy) + beta * dw with backward-filter algorithm `algo` (-1: auto,
+// -2: Find's).
 int backward_filter(const DLPackTensor& x, const DLPackTensor& dy, const DLPackTensor& dw,
                     const ConvParams& p, int algo, double alpha, double beta, Workspace& workspace,
                     uintptr_t stream) {
@@ -736,8 +748,19 @@ int backward_filter(const DLPackTensor& x, const DLPackTensor& dy, const DLPackT
     if (algo < 0) {
         convcoreConvolutionBwdFilterAlgoPerf_t perf[CONVCORE_BWD_FILTER_ALGO_COUNT];
         int count = 0;
-        check(convcoreGetConvolutionBackwardFilterAlgorithm(h, d.x, d.y, d.conv, d.w,
-                                                            CONVCORE_BWD_FILTER_ALGO_COUNT, &count, perf));
+        if (algo == kAlgoFind) {  // Find's ranking: the find-db, else timed once
+            convcoreStatus_t st;
+            {
+                py::gil_scoped_release release;
+                st = convcoreFindConvolutionBackwardFilterAlgorithm(h, d.x, d.y, d.conv, d.w,
+                                                                    CONVCORE_BWD_FILTER_ALGO_COUNT, &count, perf);
+            }
+            check(st, "algo=find: ");
+            algo = -1;
+        } else {
+            check(convcoreGetConvolutionBackwardFilterAlgorithm(h, d.x, d.y, d.conv, d.w,
+                                                                CONVCORE_BWD_FILTER_ALGO_COUNT, &count, perf));
+        }
         for (int i = 0; i < count && algo < 0; ++i)
             if (perf[i].status == CONVCORE_STATUS_SUCCESS) algo = int(perf[i].algo);
         if (algo < 0) not_supported("no convcore backward-filter algorithm can run this problem on this device");

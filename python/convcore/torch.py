@@ -13,7 +13,8 @@ a convolution or a gradient with PyTorch's own convolution.
 Tensors: float32 or float64, on the CPU or a CUDA device (CUDA needs a convcore built with CUDA).
 Other dtypes raise TypeError, other devices convcore.NotSupportedError.
 
-``algo`` names convcore's algorithms: "auto" (the heuristic's choice); one name, used by each pass
+``algo`` names convcore's algorithms: "auto" (the heuristic's choice); "find" (Find's fastest per
+pass, timed once per machine and kept in the find-db); one name, used by each pass
 that has an algorithm of that name while the others use "auto" ("im2col_gemm" runs all three;
 "im2win" has no backward pass of that name, so its gradients use "auto"); or a strict triple
 (forward, backward data, backward filter), e.g. ("winograd_4x4_3x3", "winograd_2x2_3x3",
@@ -52,8 +53,8 @@ def _pass_enums():
 
 
 def _known(name, enum_cls):
-    if name == "find":  # Find's fastest: the forward pass has it
-        return enum_cls is Algo
+    if name == "find":  # Find's fastest, in every pass
+        return enum_cls is not None
     return name == "auto" or (enum_cls is not None and name.upper() in enum_cls.__members__)
 
 
