@@ -60,4 +60,15 @@ inline PlanePermutation swap_outer_axes(int64_t a, int64_t b, int64_t plane) {
     return make_plane_permutation(dims, perm, plane);
 }
 
+// The filter gradient from the backward-filter reduction's output y' (Cg x K x R x S): dw
+// element i ([k][c][r][s], K x Cg x R x S) is y'[c][k][tap(r)][tap(s)], the taps mirrored in
+// the true-convolution mode (the forward pass multiplies x at tap t by w[R-1-t]).
+CONVCORE_HD int64_t reduced_filter_source(int64_t k_all, int64_t cg, int64_t r_size,
+                                          int64_t s_size, bool flip, int64_t i) {
+    const int64_t s = i % s_size, r = i / s_size % r_size, c = i / (s_size * r_size) % cg;
+    const int64_t k = i / (s_size * r_size * cg);
+    return ((c * k_all + k) * r_size + conv_filter_tap(r, r_size, flip)) * s_size +
+           conv_filter_tap(s, s_size, flip);
+}
+
 }  // namespace convcore

@@ -1,10 +1,13 @@
 // Backward passes by reduction to a forward solver: see core/backward_via_forward.hpp.
 #include "core/backward_via_forward.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
+#include "common/blend.hpp"
 #include "common/conv_index.hpp"
+#include "common/permute_planes.hpp"
 #include "core/api_util.hpp"
 #include "core/error.hpp"
 
@@ -38,63 +41,25 @@ std::string forward_reason(const std::string& why, const char* pass) {
 
 size_t bytes(int64_t elems, const ConvProblem& p) { return size_t(elems) * p.elem_size(); }
 
-// w' (C x K/g x R x S): w'[g*Cg + c][k] = w[g*Kg + k][c].
+// The data movements, as on CUDA (common/permute_planes.hpp: one definition of each
+// transpose for both devices): whole planes copied on the CPU.
 template <typename T>
-void transpose_filter(const ConvProblem& p, const T* w, T* wt, int threads) {
-    const int64_t cg = p.c_per_group(), kg = p.k_per_group(), rs = p.r * p.s;
-#pragma omp parallel for collapse(2) num_threads(threads) schedule(static)
-    for (int64_t g = 0; g < p.groups; ++g)
-        for (int64_t k = 0; k < kg; ++k)
-            for (int64_t c = 0; c < cg; ++c) {
-                const T* src = w + ((g * kg + k) * cg + c) * rs;
-                T* dst = wt + ((g * cg + c) * kg + k) * rs;
-                for (int64_t i = 0; i < rs; ++i) dst[i] = src[i];
-            }
+void permute_planes(const PlanePermutation& pm, const T* src, T* dst, int threads) {
+    const int64_t planes = pm.dst_dims[0] * pm.dst_dims[1] * pm.dst_dims[2];
+    if (pm.plane == 0) return;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t q = 0; q < planes; ++q) {
+        const T* from = src + permuted_source(pm, q * pm.plane);
+        std::copy(from, from + pm.plane, dst + q * pm.plane);
+    }
 }
 
-// dst[b][a][plane] = src[a][b][plane] for an A x B array of planes of `plane` elements.
-template <typename T>
-void swap_outer(const T* src, T* dst, int64_t a_count, int64_t b_count, int64_t plane, int threads) {
-#pragma omp parallel for collapse(2) num_threads(threads) schedule(static)
-    for (int64_t b = 0; b < b_count; ++b)
-        for (int64_t a = 0; a < a_count; ++a) {
-            const T* s = src + (a * b_count + b) * plane;
-            T* d = dst + (b * a_count + a) * plane;
-            for (int64_t i = 0; i < plane; ++i) d[i] = s[i];
-        }
-}
-
-// x' (Cg x g*N x H x W): x'[c][g*N + n] = x[n][g*Cg + c]; x viewed as N x g x Cg planes.
-template <typename T>
-void transpose_x(const ConvProblem& p, const T* x, T* xt, int threads) {
-    const int64_t cg = p.c_per_group();
-#pragma omp parallel for collapse(3) num_threads(threads) schedule(static)
-    for (int64_t c = 0; c < cg; ++c)
-        for (int64_t g = 0; g < p.groups; ++g)
-            for (int64_t n = 0; n < p.n; ++n) {
-                const T* src = x + ((n * p.groups + g) * cg + c) * p.h * p.w;
-                T* dst = xt + ((c * p.groups + g) * p.n + n) * p.h * p.w;
-                for (int64_t i = 0; i < p.h * p.w; ++i) dst[i] = src[i];
-            }
-}
-
-// dw[g*Kg + k][c][r][s] = alpha * y'[c][g*Kg + k][r'][s'] + beta * dw, mirrored taps in the
-// true-convolution mode (the forward pass multiplies x at tap t by w[R-1-t]).
 template <typename T>
 void store_dw(const ConvProblem& p, const T* yt, T* dw, T alpha, T beta, int threads) {
-    const int64_t cg = p.c_per_group(), rs = p.r * p.s;
-#pragma omp parallel for collapse(2) num_threads(threads) schedule(static)
-    for (int64_t k = 0; k < p.k; ++k)
-        for (int64_t c = 0; c < cg; ++c) {
-            const T* src = yt + (c * p.k + k) * rs;
-            T* dst = dw + (k * cg + c) * rs;
-            for (int64_t r = 0; r < p.r; ++r)
-                for (int64_t s2 = 0; s2 < p.s; ++s2) {
-                    const T v = src[conv_filter_tap(r, p.r, p.flip) * p.s + conv_filter_tap(s2, p.s, p.flip)];
-                    T* d = dst + r * p.s + s2;
-                    *d = beta == T(0) ? alpha * v : alpha * v + beta * *d;
-                }
-        }
+    const int64_t cg = p.c_per_group();
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < p.w_elems(); ++i)
+        blend_store(dw + i, yt[reduced_filter_source(p.k, cg, p.r, p.s, p.flip, i)], alpha, beta);
 }
 
 // The CPU movers (Movers in the header), dispatched on the dtype.
@@ -106,20 +71,20 @@ void store_dw(const ConvProblem& p, const T* yt, T* dw, T alpha, T beta, int thr
             call_float;                                 \
     } while (0)
 
-void cpu_filter_t(const Context& ctx, const ConvProblem& p, const void* w, void* wt) {
+void cpu_permute(const Context& ctx, const ConvProblem& p, const PlanePermutation& pm, const void* src,
+                 void* dst) {
     CONVCORE_BY_DTYPE(p,
-        transpose_filter(p, static_cast<const double*>(w), static_cast<double*>(wt), ctx.threads()),
-        transpose_filter(p, static_cast<const float*>(w), static_cast<float*>(wt), ctx.threads()));
+        permute_planes(pm, static_cast<const double*>(src), static_cast<double*>(dst), ctx.threads()),
+        permute_planes(pm, static_cast<const float*>(src), static_cast<float*>(dst), ctx.threads()));
+}
+void cpu_filter_t(const Context& ctx, const ConvProblem& p, const void* w, void* wt) {
+    cpu_permute(ctx, p, filter_transpose(p.groups, p.k_per_group(), p.c_per_group(), p.r * p.s), w, wt);
 }
 void cpu_x_t(const Context& ctx, const ConvProblem& p, const void* x, void* xt) {
-    CONVCORE_BY_DTYPE(p,
-        transpose_x(p, static_cast<const double*>(x), static_cast<double*>(xt), ctx.threads()),
-        transpose_x(p, static_cast<const float*>(x), static_cast<float*>(xt), ctx.threads()));
+    cpu_permute(ctx, p, input_transpose(p.n, p.groups, p.c_per_group(), p.h * p.w), x, xt);
 }
 void cpu_dy_t(const Context& ctx, const ConvProblem& p, const void* dy, void* dyt) {
-    CONVCORE_BY_DTYPE(p,
-        swap_outer(static_cast<const double*>(dy), static_cast<double*>(dyt), p.n, p.k, p.p * p.q, ctx.threads()),
-        swap_outer(static_cast<const float*>(dy), static_cast<float*>(dyt), p.n, p.k, p.p * p.q, ctx.threads()));
+    cpu_permute(ctx, p, swap_outer_axes(p.n, p.k, p.p * p.q), dy, dyt);
 }
 void cpu_store_dw(const Context& ctx, const ConvProblem& p, const void* yt, void* dw, double alpha,
                   double beta) {

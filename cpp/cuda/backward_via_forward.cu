@@ -19,20 +19,16 @@ namespace {
 
 constexpr int kThreads = 256;
 
-// dw[k][c][r][s] = alpha * y'[c][k][tap(r)][tap(s)] + beta * dw over the K x Cg x R x S dw.
+// dw = alpha * (y' rearranged: common/permute_planes.hpp reduced_filter_source) + beta * dw.
 template <typename T>
 __global__ void store_dw_kernel(const T* __restrict__ yt, T* dw, int64_t k_all, int64_t cg,
                                 int64_t r_size, int64_t s_size, bool flip, T alpha, T beta,
                                 int64_t total) {
     const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
     for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-         i += step) {
-        const int64_t s = i % s_size, r = i / s_size % r_size, c = i / (s_size * r_size) % cg;
-        const int64_t k = i / (s_size * r_size * cg);
-        const T v = yt[((c * k_all + k) * r_size + conv_filter_tap(r, r_size, flip)) * s_size +
-                       conv_filter_tap(s, s_size, flip)];
-        blend_store(dw + i, v, alpha, beta);
-    }
+         i += step)
+        blend_store(dw + i, yt[reduced_filter_source(k_all, cg, r_size, s_size, flip, i)], alpha,
+                    beta);
 }
 
 template <typename T>
