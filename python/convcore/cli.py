@@ -500,6 +500,7 @@ def cmd_bench(args):
             "auto_within_10pct": {"within": within, "layers": timed},
             "results": results,
         }
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
         with open(args.json, "w") as f:
             json.dump(report, f, indent=1, default=lambda v: None if isinstance(v, float) and
                       not math.isfinite(v) else v)
