@@ -18,6 +18,14 @@
 //   rnd(a^2 K C/g) + rnd(a^2 C L) + rnd(a^2 K L),  rnd(x) = x rounded up to 32 elements,
 //   L = tiles per block rounded up to 8, the block = min(all tiles, max(1024, 256 MiB /
 //   (a^2 (C + K) elem))) tiles.
+//
+// Fused F(2x2,3x3) (Lavin Sec. 5), float32 only, opt-in with the environment variable
+// CONVCORE_WINOGRAD_FUSED=1 until a GPU measurement says when it wins: after the same filter
+// transform, one kernel per call does the input transform, the 16 products and the output
+// transform per block of 32 tiles x 16 output channels in shared memory and registers
+// (common/winograd_fused.hpp, whose phases test_winograd_tile runs on the host). Workspace:
+// U only, rnd(16 K C/g) elements.
+#include <cstdlib>
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -26,6 +34,7 @@
 #include <string>
 
 #include "common/blend.hpp"
+#include "common/winograd_fused.hpp"
 #include "common/winograd_tile.hpp"
 #include "core/error.hpp"
 #include "core/solver.hpp"
@@ -67,6 +76,13 @@ Plan make_plan(const ConvProblem& p, int64_t m) {
     return pl;
 }
 
+// The fused path: WINOGRAD_2X2_3X3, float32, CONVCORE_WINOGRAD_FUSED=1 (read on every call,
+// so workspace size and run always agree within one process state).
+bool use_fused(const ConvProblem& p, int64_t m) {
+    const char* e = std::getenv("CONVCORE_WINOGRAD_FUSED");
+    return m == 2 && p.dtype == CONVCORE_DATA_FLOAT && e != nullptr && e[0] == '1';
+}
+
 const char* algo_name(int64_t m) { return m == 2 ? "WINOGRAD_2X2_3X3" : "WINOGRAD_4X4_3X3"; }
 
 std::string why_not_m(const ConvProblem& p, int64_t m) {
@@ -85,8 +101,13 @@ std::string why_not_m(const ConvProblem& p, int64_t m) {
     if (!p.unit_dilation())
         return name + " needs dilation 1, got dilation " + std::to_string(p.dil_h) + "x" +
                std::to_string(p.dil_w);
-    // cuBLAS takes int sizes, leading dimensions and batch counts.
     const Plan pl = make_plan(p, m);
+    if (use_fused(p, m)) {
+        if ((pl.grid.count + winograd::kFusedTiles - 1) / winograd::kFusedTiles > INT_MAX)
+            return name + " (fused): too many tiles for the grid (" + std::to_string(pl.grid.count) + ")";
+        return "";
+    }
+    // cuBLAS takes int sizes, leading dimensions and batch counts.
     if (p.k_per_group() > INT_MAX || p.c_per_group() > INT_MAX || pl.ldt > INT_MAX ||
         p.groups * pl.aa > INT_MAX)
         return name + ": a GEMM dimension (K/groups=" + std::to_string(p.k_per_group()) +
@@ -99,6 +120,7 @@ std::string why_not_m(const ConvProblem& p, int64_t m) {
 
 size_t workspace_bytes_m(const ConvProblem& p, int64_t m) {
     const Plan pl = make_plan(p, m);
+    if (use_fused(p, m)) return size_t(pl.u_elems) * p.elem_size();
     return size_t(pl.u_elems + pl.v_elems + pl.m_elems) * p.elem_size();
 }
 
@@ -197,6 +219,67 @@ void batched_gemm(cublasHandle_t h, const winograd::BatchedGemm& b, const double
         M, int(b.ldc), static_cast<long long>(b.stride_c), int(b.batch)));
 }
 
+// Fused F(2x2,3x3): one block per (32 tiles, 16 output channels of a group); the phases of
+// common/winograd_fused.hpp between barriers.
+__global__ void __launch_bounds__(winograd::kFusedThreads)
+    fused_f2x3_kernel(const float* __restrict__ x, const float* __restrict__ U, float* __restrict__ y,
+                      winograd::FusedDims d, int64_t groups, float alpha, float beta) {
+    namespace wg = winograd;
+    __shared__ __align__(16) float smem[wg::kFusedSmem];
+    const int tid = threadIdx.x;
+    const int64_t tile0 = int64_t(blockIdx.x) * wg::kFusedTiles;
+    for (int64_t gk = blockIdx.y; gk < d.kblocks * groups; gk += gridDim.y) {
+        const int64_t g = gk / d.kblocks, k0 = gk % d.kblocks * wg::kFusedK;
+        float acc[wg::kFusedAccK][wg::kFusedAccT];
+#pragma unroll
+        for (int i = 0; i < wg::kFusedAccK; ++i)
+#pragma unroll
+            for (int j = 0; j < wg::kFusedAccT; ++j) acc[i][j] = 0.0f;
+        for (int64_t c0 = 0; c0 < d.cg; c0 += wg::kFusedC) {
+            wg::fused_load_chunk(d, x, U, tile0, g, k0, c0, tid, smem);
+            __syncthreads();
+            wg::fused_multiply(smem, tid, acc);
+            __syncthreads();  // before the next chunk overwrites Vs/Us (or Ms aliases them)
+        }
+        wg::fused_store_acc(smem, tid, acc);
+        __syncthreads();
+        wg::fused_output(d, smem, tile0, g, k0, tid, y, alpha, beta);
+        __syncthreads();  // before the next (g, k0) reuses the buffer
+    }
+}
+
+void run_fused(const ConvArgs& args) {
+    namespace wg = winograd;
+    const ConvProblem& p = args.prob;
+    const Plan pl = make_plan(p, 2);
+    if (pl.grid.count == 0 || p.k == 0) return;
+    if (args.x == nullptr || args.w == nullptr || args.y == nullptr || args.workspace == nullptr)
+        throw Error(CONVCORE_STATUS_INTERNAL_ERROR, "WINOGRAD_2X2_3X3 (CUDA, fused): null tensor or workspace pointer");
+    Dims d{};  // for the filter transform kernel
+    d.n = p.n, d.c = p.c, d.h = p.h, d.w = p.w, d.k = p.k, d.p = p.p, d.q = p.q;
+    d.cg = p.c_per_group(), d.kg = p.k_per_group(), d.pad_h = p.pad_h, d.pad_w = p.pad_w;
+    d.grid = pl.grid;
+    d.ws = {pl.aa, d.cg, d.kg, 0};
+    d.flip = p.flip;
+    wg::FusedDims fd{};
+    fd.c = p.c, fd.h = p.h, fd.w = p.w, fd.k = p.k, fd.p = p.p, fd.q = p.q, fd.cg = d.cg, fd.kg = d.kg;
+    fd.pad_h = p.pad_h, fd.pad_w = p.pad_w, fd.grid = pl.grid, fd.ws = d.ws;
+    fd.kblocks = (d.kg + wg::kFusedK - 1) / wg::kFusedK;
+
+    float* U = static_cast<float*>(args.workspace);
+    DeviceGuard guard(args.ctx.device_index);
+    const cudaStream_t stream = stream_of(args.ctx);
+    filter_transform_kernel<wg::F2x3, float><<<grid_blocks(args.ctx, p.k * d.cg, kThreads), kThreads, 0, stream>>>(
+        static_cast<const float*>(args.w), U, d);
+    CONVCORE_CUDA_CHECK_LAUNCH("winograd filter_transform_kernel");
+    const dim3 grid(static_cast<unsigned int>((pl.grid.count + wg::kFusedTiles - 1) / wg::kFusedTiles),
+                    static_cast<unsigned int>(std::min<int64_t>(fd.kblocks * p.groups, 65535)));
+    fused_f2x3_kernel<<<grid, wg::kFusedThreads, 0, stream>>>(static_cast<const float*>(args.x), U,
+                                                              static_cast<float*>(args.y), fd, p.groups,
+                                                              float(args.alpha), float(args.beta));
+    CONVCORE_CUDA_CHECK_LAUNCH("winograd fused_f2x3_kernel");
+}
+
 template <class F, typename T>
 void run_typed(const ConvArgs& args) {
     const ConvProblem& p = args.prob;
@@ -249,7 +332,12 @@ void run_f(const ConvArgs& a) {
         run_typed<F, float>(a);
 }
 
-void run_2(const ConvArgs& a) { run_f<winograd::F2x3>(a); }
+void run_2(const ConvArgs& a) {
+    if (use_fused(a.prob, 2))
+        run_fused(a);
+    else
+        run_f<winograd::F2x3>(a);
+}
 void run_4(const ConvArgs& a) { run_f<winograd::F4x3>(a); }
 
 #else  // no cuBLAS: why_not refuses every problem, so run is never called

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -301,6 +302,29 @@ TEST_F(CudaWinogradFamily, WinogradSeveralBlocksFloat32) {
     p.n = 1; p.groups = 4096; p.cpg = 1; p.kpg = 1; p.h = 70; p.w = 70; p.pad_h = p.pad_w = 1;
     check<float>(kAlgos[0], p, rng);
     check<float>(kAlgos[1], p, rng);
+}
+
+// The fused F(2x2,3x3) kernel (opt-in: CONVCORE_WINOGRAD_FUSED=1, float32): random problems
+// and the layers, including several channel chunks and output-channel blocks.
+struct FusedWinogradOn {
+    FusedWinogradOn() { setenv("CONVCORE_WINOGRAD_FUSED", "1", 1); }
+    ~FusedWinogradOn() { unsetenv("CONVCORE_WINOGRAD_FUSED"); }
+};
+
+TEST_F(CudaWinogradFamily, FusedWinograd2x2Float32) {
+    FusedWinogradOn fused;
+    std::mt19937 rng(31337);
+    for (int i = 0; i < 60; ++i) {
+        check<float>(kAlgos[0], random_problem(rng, false), rng);
+        if (HasFatalFailure()) return;
+    }
+    Problem p;
+    p.n = 2; p.cpg = 64; p.kpg = 40; p.h = 28; p.w = 27; p.pad_h = p.pad_w = 1;
+    check<float>(kAlgos[0], p, rng);
+    p = Problem();
+    p.n = 3; p.groups = 70; p.cpg = 3; p.kpg = 17; p.h = 9; p.w = 11; p.pad_h = 2; p.pad_w = 0;
+    p.mode = CONVCORE_CONVOLUTION; p.alpha = 0.5; p.beta = -0.75;
+    check<float>(kAlgos[0], p, rng);
 }
 
 // Outside the domain: NOT_SUPPORTED with a reason naming the limit.

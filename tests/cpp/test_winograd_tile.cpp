@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/blend.hpp"
+#include "common/winograd_fused.hpp"
 #include "common/winograd_tile.hpp"
 #include "reference.hpp"
 
@@ -140,6 +141,89 @@ TEST(WinogradTile, F2x3Float32) { check_random<convcore::winograd::F2x3, float>(
 TEST(WinogradTile, F2x3Float64) { check_random<convcore::winograd::F2x3, double>(12, 40, 1e-13); }
 TEST(WinogradTile, F4x3Float32) { check_random<convcore::winograd::F4x3, float>(13, 60, 5e-5); }
 TEST(WinogradTile, F4x3Float64) { check_random<convcore::winograd::F4x3, double>(14, 40, 1e-12); }
+
+// The fused F(2x2,3x3) kernel's block, phase by phase as the GPU runs it between barriers:
+// every thread's phase 1 (load + input transform of a channel chunk), then every thread's
+// phase 2 (products into its registers), ..., then phases 3 and 4 (output transform). The
+// shared buffer is poisoned with NaN before each block.
+template <typename T>
+void emulate_fused(const Shape& s, const std::vector<T>& x, const std::vector<T>& w, std::vector<T>& y,
+                   T alpha, T beta) {
+    namespace wg = convcore::winograd;
+    const int64_t P = s.out_h(), Q = s.out_w(), cg = s.c / s.groups, kg = s.k / s.groups;
+    wg::FusedDims d{};
+    d.c = s.c, d.h = s.h, d.w = s.w, d.k = s.k, d.p = P, d.q = Q, d.cg = cg, d.kg = kg;
+    d.pad_h = s.pad_h, d.pad_w = s.pad_w;
+    d.grid = wg::tile_grid(2, s.n, P, Q);
+    d.ws = {16, cg, kg, 0};
+    d.kblocks = (kg + wg::kFusedK - 1) / wg::kFusedK;
+    std::vector<T> U(size_t(16 * s.k * cg));
+    for (int64_t k = 0; k < s.k; ++k)
+        for (int64_t c = 0; c < cg; ++c) {
+            T u[4][4];
+            wg::filter_transform<wg::F2x3>(w.data() + (k * cg + c) * 9, s.flip, u);
+            for (int xi = 0; xi < 16; ++xi) U[size_t(d.ws.u(k / kg, xi, k % kg, c))] = u[xi / 4][xi % 4];
+        }
+    std::vector<T> smem(wg::kFusedSmem);
+    std::vector<T> acc(size_t(wg::kFusedThreads * wg::kFusedAccK * wg::kFusedAccT));
+    auto acc_of = [&](int tid) -> T(&)[wg::kFusedAccK][wg::kFusedAccT] {
+        return *reinterpret_cast<T(*)[wg::kFusedAccK][wg::kFusedAccT]>(&acc[size_t(tid * wg::kFusedAccK * wg::kFusedAccT)]);
+    };
+    for (int64_t tile0 = 0; tile0 < d.grid.count; tile0 += wg::kFusedTiles)
+        for (int64_t gk = 0; gk < d.kblocks * s.groups; ++gk) {
+            const int64_t g = gk / d.kblocks, k0 = gk % d.kblocks * wg::kFusedK;
+            std::fill(smem.begin(), smem.end(), std::numeric_limits<T>::quiet_NaN());
+            std::fill(acc.begin(), acc.end(), T(0));
+            for (int64_t c0 = 0; c0 < cg; c0 += wg::kFusedC) {
+                for (int tid = 0; tid < wg::kFusedThreads; ++tid)
+                    wg::fused_load_chunk(d, x.data(), U.data(), tile0, g, k0, c0, tid, smem.data());
+                for (int tid = 0; tid < wg::kFusedThreads; ++tid) wg::fused_multiply(smem.data(), tid, acc_of(tid));
+            }
+            for (int tid = 0; tid < wg::kFusedThreads; ++tid) wg::fused_store_acc(smem.data(), tid, acc_of(tid));
+            for (int tid = 0; tid < wg::kFusedThreads; ++tid)
+                wg::fused_output(d, smem.data(), tile0, g, k0, tid, y.data(), alpha, beta);
+        }
+}
+
+TEST(WinogradTile, FusedF2x3BlockFloat32) {
+    std::mt19937 rng(15);
+    auto pick = [&](int64_t lo, int64_t hi) { return std::uniform_int_distribution<int64_t>(lo, hi)(rng); };
+    double worst = 0;
+    for (int i = 0; i < 40; ++i) {
+        Shape s{};
+        s.groups = pick(1, 3);
+        s.n = pick(1, 3);
+        s.c = s.groups * pick(1, 20);  // one and several channel chunks, partial ones
+        s.k = s.groups * pick(1, 40);  // one and several output-channel blocks
+        s.r = s.s = 3;
+        s.pad_h = pick(0, 2);
+        s.pad_w = pick(0, 2);
+        s.h = pick(std::max<int64_t>(1, 3 - 2 * s.pad_h), 21);
+        s.w = pick(std::max<int64_t>(1, 3 - 2 * s.pad_w), 21);
+        s.stride_h = s.stride_w = s.dil_h = s.dil_w = 1;
+        s.flip = pick(0, 1) == 1;
+        const float alpha = pick(0, 1) ? 1.0f : -0.5f, beta = pick(0, 1) ? 0.0f : 0.75f;
+        const int64_t P = s.out_h(), Q = s.out_w();
+        SCOPED_TRACE(testing::Message() << "n" << s.n << " c" << s.c << " k" << s.k << " g" << s.groups << " "
+                                        << s.h << "x" << s.w << " pad " << s.pad_h << "," << s.pad_w);
+        const std::vector<double> xd = convcore_test::random_vector(size_t(s.n * s.c * s.h * s.w), rng);
+        const std::vector<double> wd = convcore_test::random_vector(size_t(s.k * (s.c / s.groups) * 9), rng);
+        const std::vector<double> y0 = convcore_test::random_vector(size_t(s.n * s.k * P * Q), rng);
+        std::vector<float> x(xd.begin(), xd.end()), w(wd.begin(), wd.end()), y(y0.size());
+        for (size_t j = 0; j < y.size(); ++j) y[j] = beta == 0.0f ? std::numeric_limits<float>::quiet_NaN() : float(y0[j]);
+        emulate_fused<float>(s, x, w, y, alpha, beta);
+        const std::vector<double> xr(x.begin(), x.end()), wr(w.begin(), w.end());
+        std::vector<double> ref = convcore_test::reference_conv(s, xr, wr);
+        for (size_t j = 0; j < ref.size(); ++j)
+            ref[j] = double(alpha) * ref[j] + (beta == 0.0f ? 0.0 : double(beta) * double(float(y0[j])));
+        const std::vector<double> got(y.begin(), y.end());
+        for (size_t j = 0; j < got.size(); ++j) ASSERT_TRUE(std::isfinite(got[j])) << "element " << j;
+        const double err = convcore_test::relative_error(got, ref);
+        worst = std::max(worst, err);
+        EXPECT_LT(err, 1e-5);
+    }
+    std::printf("fused: worst relative error %.3g (bound 1e-05)\n", worst);
+}
 
 // A wrong tile geometry or layout must fail: a test that cannot fail is a defect. Swapping
 // two transform positions in the output (as a wrong M index would) gives a large error.
