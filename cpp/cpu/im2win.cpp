@@ -271,7 +271,11 @@ void pack_filter(const ConvProblem& pr, const T* w, T* wpk, int64_t kblocks, int
                 continue;
             }
             const T* wk = w + (g * kg + kl) * cg * pr.r * pr.s;
-            for (int64_t j = 0; j < len; ++j) dst[j * KB + k] = wk[im2win::filter_elem(j, cg, pr.r, pr.s, pr.flip)];
+            int64_t j = 0;  // j = (ts * cg + c) * R + tr, as im2win::filter_elem decomposes it
+            for (int64_t ts = 0; ts < pr.s; ++ts)
+                for (int64_t c = 0; c < cg; ++c)
+                    for (int64_t tr = 0; tr < pr.r; ++tr, ++j)
+                        dst[j * KB + k] = wk[im2win::filter_tap_offset(c, tr, ts, pr.r, pr.s, pr.flip)];
         }
     }
 }
