@@ -31,7 +31,8 @@ deps:  ## system packages (apt-get update first, only when one is missing)
 	  $(SUDO) apt-get update -q && DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -q $$missing; \
 	fi
 
-$(VENV)/.ready:
+# Remade when the Makefile changes (a package added to PY_PACKAGES reaches existing venvs).
+$(VENV)/.ready: Makefile
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q $(PY_PACKAGES) $(TORCH)
