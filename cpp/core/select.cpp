@@ -15,7 +15,7 @@ namespace {
 // IMPLICIT_GEMM before IM2COL_GEMM except with few output positions per image and many
 // output channels, where the BLAS GEMM's blocking wins; DIRECT, the reference, last).
 double cuda_rule_cost(convcoreConvolutionFwdAlgo_t algo, const ConvProblem& p) {
-    const bool few_positions = p.p * p.q < 64 && p.k_per_group() >= 256;
+    const bool few_positions = double(p.p) * double(p.q) < 64 && p.k_per_group() >= 256;
     switch (algo) {
         case CONVCORE_FWD_ALGO_IMPLICIT_GEMM: return few_positions ? 2.0 : 1.0;
         case CONVCORE_FWD_ALGO_IM2COL_GEMM: return few_positions ? 1.0 : 2.0;
@@ -27,14 +27,17 @@ double cuda_rule_cost(convcoreConvolutionFwdAlgo_t algo, const ConvProblem& p) {
 // The features of tools/fit_heuristic.py (FEATURES there), in its order: 1, seven logs of
 // sizes, two flags, then the products of the logs (i <= j).
 std::array<double, heuristic_cpu::kFeatureCount> heuristic_features(const ConvProblem& p) {
-    const auto lg = [](int64_t v) { return std::log(double(std::max<int64_t>(v, 1))); };
-    const double logs[] = {lg(p.n),
-                           lg(p.p * p.q),
-                           lg((p.h + 2 * p.pad_h) * (p.w + 2 * p.pad_w)),
-                           lg(p.c_per_group()),
-                           lg(p.k_per_group()),
-                           lg(p.groups),
-                           lg(p.r * p.s)};
+    // Products in double: valid problems may have extents whose int64 product overflows
+    // (found by the fuzz corpus under UBSan).
+    const auto lg = [](double v) { return std::log(std::max(v, 1.0)); };
+    const auto d = [](int64_t v) { return double(v); };
+    const double logs[] = {lg(d(p.n)),
+                           lg(d(p.p) * d(p.q)),
+                           lg((d(p.h) + 2 * d(p.pad_h)) * (d(p.w) + 2 * d(p.pad_w))),
+                           lg(d(p.c_per_group())),
+                           lg(d(p.k_per_group())),
+                           lg(d(p.groups)),
+                           lg(d(p.r) * d(p.s))};
     constexpr int kLogs = sizeof(logs) / sizeof(logs[0]);
     std::array<double, heuristic_cpu::kFeatureCount> x{};
     int i = 0;
