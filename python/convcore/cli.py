@@ -162,26 +162,64 @@ def parse_suite(text, source="suite"):
 
 # ---- timing -------------------------------------------------------------------------------------
 
+def _l3_cache_bytes():
+    """The last-level cache size of CPU 0 from sysfs (the largest level listed), else 64 MiB."""
+    best = 0
+    base = "/sys/devices/system/cpu/cpu0/cache"
+    try:
+        for entry in os.listdir(base):
+            try:
+                with open(os.path.join(base, entry, "size")) as f:
+                    text = f.read().strip()
+            except OSError:
+                continue
+            scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
+            digits = text.rstrip("KkMmGg")
+            if digits.isdigit():
+                best = max(best, int(digits) * scale)
+    except OSError:
+        pass
+    return best or 64 << 20
+
+
 class CpuTimer:
     """Wall-clock time, or with ``cpu_time`` the process's CPU time (all threads): robust to
-    other jobs sharing the cores, but it counts spinning threads and ignores idle ones."""
+    other jobs sharing the cores, but it counts spinning threads and ignores idle ones.
 
-    def __init__(self, cpu_time=False):
+    ``cache`` says what the caches hold when a timed run starts (untimed preparation):
+      cold  a buffer of twice the last-level cache is written first, so every contender starts
+            with its operands in memory, as a layer of a network does (the GPU mode flushes the
+            L2 the same way). It evicts the L3 and the flushing core's L2.
+      warm  the contender runs once untimed right before, so its own operands and workspace are
+            cached: the time of a layer called again and again on the same data.
+    Either way a contender's time no longer depends on which contender ran before it."""
+
+    def __init__(self, cpu_time=False, cache="cold"):
         self.clock = time.process_time if cpu_time else time.perf_counter
+        self.cache = cache
+        self.flush_buffer = np.empty(2 * _l3_cache_bytes() // 8, np.float64) if cache == "cold" else None
+        self.flushes = 0
 
     def time_ms(self, fn):
+        if self.cache == "cold":
+            self.flushes += 1
+            self.flush_buffer.fill(float(self.flushes))
+        else:
+            fn()
         start = self.clock()
         fn()
         return (self.clock() - start) * 1e3
 
 
 class CudaTimer:
-    """CUDA events on the current torch stream. Before each rep the L2 cache is flushed by
-    writing a buffer of twice its size (issue 4: every rep starts cold, as a layer of a network
-    does, not with the previous rep's operands cached)."""
+    """CUDA events on the current torch stream. With ``cache="cold"`` (the default) the L2 is
+    flushed before each rep by writing a buffer of twice its size (issue 4: every rep starts
+    cold, as a layer of a network does, not with the previous rep's operands cached); with
+    "warm" the contender runs once untimed right before instead."""
 
-    def __init__(self, torch):
+    def __init__(self, torch, cache="cold"):
         self.torch = torch
+        self.cache = cache
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
         l2 = getattr(props, "L2_cache_size", 0) or 64 << 20  # 50 MB on an H100
         self.flush_buffer = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
@@ -189,7 +227,10 @@ class CudaTimer:
     def time_ms(self, fn):
         cuda = self.torch.cuda
         start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
-        self.flush_buffer.zero_()  # queued before `start`: not timed
+        if self.cache == "cold":
+            self.flush_buffer.zero_()  # queued before `start`: not timed
+        else:
+            fn()
         start.record()
         fn()
         end.record()
@@ -277,8 +318,10 @@ def bench_problem(problem, args, torch, log):
                 f(xt, wt, **kwargs)
         contenders["torch"] = run_torch
 
-    # Warm-up, then interleaved reps (the starting contender rotates), median per contender.
-    timer = CudaTimer(torch) if on_cuda else CpuTimer(getattr(args, "cpu_time", False))
+    # Warm-up, then interleaved reps (the starting contender rotates), median per contender;
+    # the timer prepares the caches before every timed run (--cache).
+    cache = getattr(args, "cache", "cold")
+    timer = CudaTimer(torch, cache) if on_cuda else CpuTimer(getattr(args, "cpu_time", False), cache)
     names = list(contenders)
     for _ in range(args.warmup):
         for name in names:
@@ -470,8 +513,13 @@ def cmd_bench(args):
 
     print(f"convcore {convcore.__version__} bench: {len(problems)} layers, device {args.device}, "
           f"{args.dtype}, {args.reps} reps (median{', CPU time' if args.cpu_time else ''}), "
-          f"threads {args.threads or 'default'}, "
+          f"{args.cache} cache, threads {args.threads or 'default'}, "
           f"torch {torch.__version__ if torch is not None else 'not timed'}", flush=True)
+    if args.device == "cpu":
+        blas = convcore.build_info().get("blas", "?")
+        pinned = os.environ.get("OPENBLAS_CORETYPE")
+        print(f"BLAS: {blas}" + (f" (kernels pinned by OPENBLAS_CORETYPE={pinned})" if pinned else ""),
+              flush=True)
     results = []
     for problem in problems:
         if args.verbose:
@@ -493,7 +541,8 @@ def cmd_bench(args):
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "host": platform.node(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
             "device": args.device, "dtype": args.dtype, "threads": args.threads, "reps": args.reps,
-            "clock": "process CPU time" if args.cpu_time else "wall",
+            "clock": "process CPU time" if args.cpu_time else "wall", "cache": args.cache,
+            "openblas_coretype_env": os.environ.get("OPENBLAS_CORETYPE"),
             "warmup": args.warmup,
             "torch_version": torch.__version__ if torch is not None else None,
             "suite": [asdict(p) for p in problems],
@@ -537,6 +586,9 @@ def build_parser():
     bench.add_argument("--cpu-time", action="store_true", help="CPU: time with the process's CPU "
                        "time instead of the wall clock, steadier when other jobs share the cores "
                        "(use with --threads 1: it adds up the threads' time)")
+    bench.add_argument("--cache", choices=["cold", "warm"], default="cold",
+                       help="cold (default): flush the caches (CPU: the L3; GPU: the L2) before "
+                       "each timed run; warm: run the contender once untimed right before it")
     bench.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     bench.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
     bench.add_argument("--no-torch", action="store_true", help="do not time torch conv2d")

@@ -72,6 +72,34 @@ def test_bench_algos_option(tmp_path, capsys):
     assert "not applicable" in out  # winograd: 1x1 layer (and not built yet)
 
 
+def test_cpu_timer_prepares_the_caches():
+    """cold: the flush buffer is written before every timed run (twice the last-level cache);
+    warm: the contender runs once untimed before every timed run."""
+    calls = []
+    cold = cli.CpuTimer(cache="cold")
+    assert cold.flush_buffer.nbytes >= 2 * (1 << 20)
+    for _ in range(3):
+        cold.time_ms(lambda: calls.append("cold"))
+    assert calls == ["cold"] * 3 and cold.flushes == 3 and cold.flush_buffer[0] == 3.0
+    warm = cli.CpuTimer(cache="warm")
+    assert warm.flush_buffer is None
+    warm.time_ms(lambda: calls.append("warm"))
+    assert calls[3:] == ["warm", "warm"]
+
+
+def test_bench_cache_option(tmp_path, capsys):
+    suite = tmp_path / "tiny.txt"
+    suite.write_text(TINY_SUITE)
+    report = tmp_path / "warm.json"
+    code = cli.main(["bench", "--suite", str(suite), "--reps", "1", "--no-torch", "--cache", "warm",
+                     "--algos", "direct", "--json", str(report)])
+    out = capsys.readouterr().out
+    assert code == 0 and "warm cache" in out and "BLAS: " in out
+    assert json.loads(report.read_text())["cache"] == "warm"
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "--cache", "lukewarm"])
+
+
 def test_bench_errors(tmp_path, capsys):
     assert cli.main(["bench", "--algos", "nope"]) == 2
     assert "--algos: unknown nope" in capsys.readouterr().err
