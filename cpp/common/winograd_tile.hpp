@@ -107,13 +107,10 @@ CONVCORE_HD BatchedGemm batched_gemm_args(const WsLayout& l, int64_t nt, int64_t
     return b;
 }
 
-// d = the a x a input tile of the tile at (ty, tx) read from one input plane xc (h x w),
-// with the zero padding: d[i][j] = x[ty*m - pad_h + i][tx*m - pad_w + j], 0 outside.
-template <class F, typename T>
-CONVCORE_HD void load_input_tile(const T* xc, int64_t h, int64_t w, int64_t pad_h, int64_t pad_w,
-                                 int64_t ty, int64_t tx, T (&d)[F::alpha][F::alpha]) {
-    constexpr int a = F::alpha;
-    const int64_t ih0 = ty * F::m - pad_h, iw0 = tx * F::m - pad_w;
+// d = the a x a window of one plane xc (h x w) whose top-left element is (ih0, iw0), zero
+// outside the plane: d[i][j] = x[ih0 + i][iw0 + j].
+template <int a, typename T>
+CONVCORE_HD void load_tile_at(const T* xc, int64_t h, int64_t w, int64_t ih0, int64_t iw0, T (&d)[a][a]) {
     CONVCORE_UNROLL
     for (int i = 0; i < a; ++i) {
         const int64_t ih = ih0 + i;
@@ -124,6 +121,14 @@ CONVCORE_HD void load_input_tile(const T* xc, int64_t h, int64_t w, int64_t pad_
             d[i][j] = row_in && iw >= 0 && iw < w ? xc[ih * w + iw] : T(0);
         }
     }
+}
+
+// d = the a x a input tile of the tile at (ty, tx) read from one input plane xc (h x w),
+// with the zero padding: d[i][j] = x[ty*m - pad_h + i][tx*m - pad_w + j], 0 outside.
+template <class F, typename T>
+CONVCORE_HD void load_input_tile(const T* xc, int64_t h, int64_t w, int64_t pad_h, int64_t pad_w,
+                                 int64_t ty, int64_t tx, T (&d)[F::alpha][F::alpha]) {
+    load_tile_at<F::alpha>(xc, h, w, ty * F::m - pad_h, tx * F::m - pad_w, d);
 }
 
 // v = BT d BT^T  (Eq. 12's input transform of one tile).

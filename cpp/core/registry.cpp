@@ -90,6 +90,7 @@ extern const BwdDataSolver im2col_gemm_bwd_data_solver;
 extern const BwdFilterSolver im2col_gemm_bwd_filter_solver;
 extern const BwdDataSolver implicit_gemm_bwd_data_solver;
 extern const BwdFilterSolver implicit_gemm_bwd_filter_solver;
+extern const BwdFilterSolver winograd_3x3_2x2_bwd_filter_solver;
 }  // namespace cuda
 #endif
 
@@ -131,6 +132,7 @@ const std::vector<const BwdFilterSolver*>& all_bwd_filter_solvers() {
         &cuda::direct_bwd_filter_solver,
         &cuda::im2col_gemm_bwd_filter_solver,
         &cuda::implicit_gemm_bwd_filter_solver,
+        &cuda::winograd_3x3_2x2_bwd_filter_solver,
         &via_forward::bwd_filter_cuda<CONVCORE_BWD_FILTER_ALGO_FFT, CONVCORE_FWD_ALGO_FFT>,
         &via_forward::bwd_filter_cuda<CONVCORE_BWD_FILTER_ALGO_FFT_TILING, CONVCORE_FWD_ALGO_FFT_TILING>,
         &via_forward::bwd_filter_cuda<CONVCORE_BWD_FILTER_ALGO_FINE_GRAINED_FFT, CONVCORE_FWD_ALGO_FINE_GRAINED_FFT>,
