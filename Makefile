@@ -99,11 +99,12 @@ fuzz: deps venv  ## libFuzzer on the C API for FUZZ_TIME seconds (clang; build/f
 	  -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
 	  ../corpus $(abspath tests/fuzz/corpus) 2>&1 | grep -v -E '^#[0-9]+.*(NEW|REDUCE|pulse)|NEW_FUNC|# Uses: |recommended dictionary'
 
-# OpenBLAS picks its kernels from the CPU (SkylakeX, i.e. AVX-512, on this project's Zen 5
-# machines) unless OPENBLAS_CORETYPE pins them; these machines' environment pins Haswell (AVX2),
-# which halves the GEMM-based algorithms' speed there while PyTorch's oneDNN, the competitor,
-# uses AVX-512 regardless. The benchmark lets OpenBLAS choose, as oneDNN does; keep the pin
-# with `make bench BENCH_BLAS_ENV=`. Its header prints the kernels in use.
+# convcore's Python package picks OpenBLAS's SkylakeX (AVX-512) kernels on AVX-512 CPUs unless
+# OPENBLAS_CORETYPE is set (python/convcore/__init__.py). These machines' environment sets it to
+# Haswell (AVX2), which halves the GEMM-based algorithms' speed on their Zen 5 CPUs while
+# PyTorch's oneDNN, the competitor, uses AVX-512 regardless. The benchmark unsets it, so both
+# libraries use the CPU's full width; keep the pin with `make bench BENCH_BLAS_ENV=`. The
+# benchmark's header prints the kernels in use.
 BENCH_BLAS_ENV ?= env -u OPENBLAS_CORETYPE
 bench: build  ## the main job
 	$(BENCH_BLAS_ENV) $(VENV)/bin/convcore bench $(BENCH_ARGS)

@@ -8,7 +8,18 @@
 // row w[k][0..L) is contiguous, and true convolution flips the taps inside the panel
 // instead of the filter. No workspace (the panels are a few dozen KB of scratch per thread).
 //
-// The micro-kernel is written with GCC/Clang vector types; on x86-64 it is compiled three
+// The row path (K/g <= 4, unit stride along the rows, a small filter bank): a GEMM with at
+// most 4 rows wastes most of the micro-kernel's MR rows, and unfolding col costs more than the
+// few multiplies per unfolded value. There the output row is the vector dimension instead. Per
+// task (an image, a group, a block of ROWS_PB output rows) the input rows the block reads are
+// copied once per channel into a zero-padded per-thread buffer, xb[c][i][j] = x[c][ih0 + i]
+// [j - pad_w] (0 outside the image), and NR consecutive outputs (p, q..q+NR) accumulate
+// w[k][c][fr][fs] * xb[c][row(p, fr)][q + s*dil_w ..] over (c, fr, fs): unaligned vector loads
+// straight from the buffer, up to 4 output channels per load. The sum runs in the same
+// (c, fr, fs) order as the GEMM path, one float chain per output, so the error bound is the
+// same. Single-channel images (Pitas' 512x512) and depthwise layers take this path.
+//
+// The micro-kernels are written with GCC/Clang vector types; on x86-64 they are compiled three
 // times (AVX-512, AVX2+FMA, baseline SSE2) and the widest one the CPU runs is picked.
 #include <omp.h>
 
@@ -93,16 +104,184 @@ template <typename T>
 using PanelGemm = void (*)(int64_t, int64_t, int64_t, const T*, int64_t, const T*, int64_t, T*,
                            int64_t);
 
+// ---- the row path -------------------------------------------------------------------------------
+
+constexpr int64_t ROWS_MAX_KG = 4;                 // output channels per group
+constexpr int64_t ROWS_PB = 8;                     // output rows per task
+constexpr int64_t ROWS_MAX_BUFFER_BYTES = 512 << 10;  // a task's input rows, per thread
+constexpr int64_t ROWS_MAX_FILTER = 1024;          // (C/g)*R*S
+
+// The buffer of one task: `rows` input rows per channel, each `wp` long (the outputs rounded up
+// to whole vectors, plus the dilated filter width minus one).
+struct RowsGeometry {
+    int64_t rows, wp;
+};
+
+RowsGeometry rows_geometry(const ConvProblem& p, int64_t nr) {
+    const int64_t qv = (p.q + nr - 1) / nr * nr;
+    return {(ROWS_PB - 1) * p.stride_h + (p.r - 1) * p.dil_h + 1, qv + (p.s - 1) * p.dil_w};
+}
+
+bool rows_path_applies(const ConvProblem& p, int64_t nr) {
+    if (p.k_per_group() > ROWS_MAX_KG || p.stride_w != 1 ||
+        double(p.c_per_group()) * double(p.r) * double(p.s) > double(ROWS_MAX_FILTER))
+        return false;
+    const RowsGeometry rg = rows_geometry(p, nr);
+    return double(p.c_per_group()) * double(rg.rows) * double(rg.wp) * double(p.elem_size()) <=
+           double(ROWS_MAX_BUFFER_BYTES);
+}
+
+// Outputs (p, q0 .. q0 + NR) of KG output channels from the task's buffer xb (see the header).
+// y: output (p, q0) of the first of the KG channels (channel k at y + k * ldy); cols: how many
+// of the NR outputs exist; out: NR elements of scratch.
+template <typename T, int KG, int NV, int VB>
+CONVCORE_ALWAYS_INLINE void rows_chunk(const ConvProblem& pr, const T* __restrict xb, int64_t rows,
+                                       int64_t wp, int64_t prow, int64_t q0,
+                                       const T* __restrict wk, int64_t len, T* __restrict y,
+                                       int64_t ldy, int64_t cols, double a_alpha, double a_beta,
+                                       T* __restrict out) {
+    typedef T V __attribute__((vector_size(VB)));
+    constexpr int L = VB / sizeof(T);
+    V acc[KG][NV];
+#pragma GCC unroll 4
+    for (int k = 0; k < KG; ++k)
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; ++j) acc[k][j] = V{};
+    int64_t l = 0;  // (c, fr, fs) flattened: the filter's own layout
+    for (int64_t c = 0; c < len / (pr.r * pr.s); ++c)
+        for (int64_t fr = 0; fr < pr.r; ++fr) {
+            const int64_t row = prow * pr.stride_h + conv_filter_tap(fr, pr.r, pr.flip) * pr.dil_h;
+            const T* br = xb + (c * rows + row) * wp + q0;
+            for (int64_t fs = 0; fs < pr.s; ++fs, ++l) {
+                const T* bp = br + conv_filter_tap(fs, pr.s, pr.flip) * pr.dil_w;
+                V xv[NV];
+#pragma GCC unroll 4
+                for (int j = 0; j < NV; ++j) __builtin_memcpy(&xv[j], bp + j * L, VB);
+#pragma GCC unroll 4
+                for (int k = 0; k < KG; ++k) {
+                    const V wv = V{} + wk[k * len + l];  // broadcast
+#pragma GCC unroll 4
+                    for (int j = 0; j < NV; ++j) acc[k][j] += wv * xv[j];
+                }
+            }
+        }
+    // y = alpha * acc + beta * y (beta == 0 never reads y): whole chunks straight from the
+    // registers, the partial last chunk of a row through `out`.
+    const T alpha = T(a_alpha), beta = T(a_beta);
+    if (cols == NV * L) {
+#pragma GCC unroll 4
+        for (int k = 0; k < KG; ++k)
+#pragma GCC unroll 4
+            for (int j = 0; j < NV; ++j) {
+                T* yv = y + k * ldy + j * L;
+                V r = acc[k][j] * alpha;
+                if (beta != T(0)) {
+                    V old;
+                    __builtin_memcpy(&old, yv, VB);
+                    r += old * beta;
+                }
+                __builtin_memcpy(yv, &r, VB);
+            }
+        return;
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < KG; ++k) {
+#pragma GCC unroll 4
+        for (int j = 0; j < NV; ++j) __builtin_memcpy(out + j * L, &acc[k][j], VB);
+        for (int64_t j = 0; j < cols; ++j) blend_store(y + k * ldy + j, out[j], alpha, beta);
+    }
+}
+
+// One task of the row path: image n, group g, output rows [p0, p1). xb: the thread's buffer
+// (C/g * rows * wp), out: NR elements of scratch for a row's partial last chunk.
+template <typename T>
+struct RowsTask {
+    const ConvArgs* a;
+    int64_t n, g, p0, p1;
+    T* xb;
+    T* out;
+};
+
+template <typename T, int NV, int VB>
+CONVCORE_ALWAYS_INLINE void rows_task(const RowsTask<T>& tk) {
+    constexpr int64_t NR = NV * VB / sizeof(T);
+    const ConvArgs& a = *tk.a;
+    const ConvProblem& pr = a.prob;
+    const int64_t cg = pr.c_per_group(), kg = pr.k_per_group(), len = cg * pr.r * pr.s;
+    const int64_t pq = pr.p * pr.q, hw = pr.h * pr.w;
+    const RowsGeometry rg = rows_geometry(pr, NR);
+    const int64_t ih0 = conv_input_coord(tk.p0, 0, pr.pad_h, pr.stride_h, pr.dil_h);
+    const T* xg = static_cast<const T*>(a.x) + (tk.n * pr.c + tk.g * cg) * hw;
+    T* xb = tk.xb;
+    // xb[c][i][j] = x[c][ih0 + i][j - pad_w], zero outside the image.
+    for (int64_t c = 0; c < cg; ++c)
+        for (int64_t i = 0; i < rg.rows; ++i) {
+            T* d = xb + (c * rg.rows + i) * rg.wp;
+            const int64_t ih = ih0 + i;
+            if (ih < 0 || ih >= pr.h) {
+                std::fill(d, d + rg.wp, T(0));
+                continue;
+            }
+            const T* xr = xg + c * hw + ih * pr.w;
+            const int64_t j0 = std::min(rg.wp, pr.pad_w), j1 = std::clamp(pr.pad_w + pr.w, j0, rg.wp);
+            std::fill(d, d + j0, T(0));
+            std::copy(xr + (j0 - pr.pad_w), xr + (j1 - pr.pad_w), d + j0);
+            std::fill(d + j1, d + rg.wp, T(0));
+        }
+    const T* wk = static_cast<const T*>(a.w) + tk.g * kg * len;
+    T* out = tk.out;
+    for (int64_t p = tk.p0; p < tk.p1; ++p)
+        for (int64_t q0 = 0; q0 < pr.q; q0 += NR) {
+            T* yc = static_cast<T*>(a.y) + (tk.n * pr.k + tk.g * kg) * pq + p * pr.q + q0;
+            const int64_t cols = std::min(NR, pr.q - q0), pr0 = p - tk.p0;
+            switch (kg) {
+                case 1: rows_chunk<T, 1, NV, VB>(pr, xb, rg.rows, rg.wp, pr0, q0, wk, len, yc, pq, cols, a.alpha, a.beta, out); break;
+                case 2: rows_chunk<T, 2, NV, VB>(pr, xb, rg.rows, rg.wp, pr0, q0, wk, len, yc, pq, cols, a.alpha, a.beta, out); break;
+                case 3: rows_chunk<T, 3, NV, VB>(pr, xb, rg.rows, rg.wp, pr0, q0, wk, len, yc, pq, cols, a.alpha, a.beta, out); break;
+                default: rows_chunk<T, 4, NV, VB>(pr, xb, rg.rows, rg.wp, pr0, q0, wk, len, yc, pq, cols, a.alpha, a.beta, out); break;
+            }
+        }
+}
+
+template <typename T>
+using RowsTaskFn = void (*)(const RowsTask<T>&);
+
+// The whole convolution on the row path; the OpenMP loop lives here, outside the ISA-specific
+// functions (GCC outlines an OpenMP region without its enclosing function's target ISA).
+template <typename T>
+void rows_run(const ConvArgs& a, RowsTaskFn<T> task, int64_t nr) {
+    const ConvProblem& pr = a.prob;
+    const RowsGeometry rg = rows_geometry(pr, nr);
+    const int64_t blocks = (pr.p + ROWS_PB - 1) / ROWS_PB;
+    const int64_t tasks = pr.n * pr.groups * blocks;
+    const int threads = a.ctx.threads();
+    const int64_t per_thread = pr.c_per_group() * rg.rows * rg.wp + nr;
+    std::vector<T> scratch(threads * per_thread);  // outside OpenMP: may throw
+
+#pragma omp parallel for num_threads(threads) schedule(dynamic)
+    for (int64_t t = 0; t < tasks; ++t) {
+        const int64_t block = t % blocks, g = t / blocks % pr.groups, n = t / (blocks * pr.groups);
+        T* xb = scratch.data() + omp_get_thread_num() * per_thread;
+        const int64_t p0 = block * ROWS_PB;
+        task({&a, n, g, p0, std::min(pr.p, p0 + ROWS_PB), xb, xb + (per_thread - nr)});
+    }
+}
+
 struct Kernel {
     PanelGemm<float> f32;
     int nr_f32;
     PanelGemm<double> f64;
     int nr_f64;
+    RowsTaskFn<float> rows_f32;  // the row path's task and its outputs per chunk
+    int rows_nr_f32;
+    RowsTaskFn<double> rows_f64;
+    int rows_nr_f64;
 };
 
 // One kernel set per instruction set: MR x NV accumulators of VB-byte vectors (8 to 16
-// registers, leaving room for the NV panel vectors and the broadcast), float32 and float64.
-#define CONVCORE_KERNELS(NAME, ATTR, MR, NV, VB)                                              \
+// registers, leaving room for the NV panel vectors and the broadcast), float32 and float64;
+// the row path's chunk is NVR vectors (at most 4 x NVR accumulators).
+#define CONVCORE_KERNELS(NAME, ATTR, MR, NV, NVR, VB)                                         \
     ATTR void NAME##_f32(int64_t kt, int64_t nbp, int64_t len, const float* w, int64_t ldw,   \
                          const float* b, int64_t ldb, float* c, int64_t ldc) {                \
         panel_gemm<float, MR, NV, VB>(kt, nbp, len, w, ldw, b, ldb, c, ldc);                  \
@@ -111,12 +290,15 @@ struct Kernel {
                          const double* b, int64_t ldb, double* c, int64_t ldc) {              \
         panel_gemm<double, MR, NV, VB>(kt, nbp, len, w, ldw, b, ldb, c, ldc);                 \
     }                                                                                         \
-    const Kernel NAME = {NAME##_f32, NV * VB / 4, NAME##_f64, NV * VB / 8};
+    ATTR void NAME##_rows_f32(const RowsTask<float>& t) { rows_task<float, NVR, VB>(t); }     \
+    ATTR void NAME##_rows_f64(const RowsTask<double>& t) { rows_task<double, NVR, VB>(t); }   \
+    const Kernel NAME = {NAME##_f32, NV * VB / 4, NAME##_f64, NV * VB / 8,                    \
+                         NAME##_rows_f32, NVR * VB / 4, NAME##_rows_f64, NVR * VB / 8};
 
-CONVCORE_KERNELS(baseline, , 4, 2, 16)  // 16-byte vectors: SSE2, NEON
+CONVCORE_KERNELS(baseline, , 4, 2, 2, 16)  // 16-byte vectors: SSE2, NEON
 #ifdef CONVCORE_X86_DISPATCH
-CONVCORE_KERNELS(avx2, __attribute__((target("avx2,fma"))), 4, 3, 32)
-CONVCORE_KERNELS(avx512, __attribute__((target("avx512f,fma"))), 8, 2, 64)
+CONVCORE_KERNELS(avx2, __attribute__((target("avx2,fma"))), 4, 3, 3, 32)
+CONVCORE_KERNELS(avx512, __attribute__((target("avx512f,fma"))), 8, 2, 4, 64)
 #endif
 
 // The widest kernel this CPU runs. CONVCORE_CPU_ISA=avx2|baseline caps it (to test and time
@@ -256,7 +438,11 @@ void run_typed(const ConvArgs& a, PanelGemm<T> gemm, int64_t nr) {
 
 void run(const ConvArgs& a) {
     const Kernel& k = best_kernel();
-    if (a.prob.dtype == CONVCORE_DATA_DOUBLE)
+    const bool f64 = a.prob.dtype == CONVCORE_DATA_DOUBLE;
+    if (rows_path_applies(a.prob, f64 ? k.rows_nr_f64 : k.rows_nr_f32) &&
+        !std::getenv("CONVCORE_IMPLICIT_GEMM_NO_ROWS"))
+        return f64 ? rows_run<double>(a, k.rows_f64, k.rows_nr_f64) : rows_run<float>(a, k.rows_f32, k.rows_nr_f32);
+    if (f64)
         run_typed<double>(a, k.f64, k.nr_f64);
     else
         run_typed<float>(a, k.f32, k.nr_f32);

@@ -16,17 +16,20 @@ def _pick_openblas_kernels():
     once, when libconvcore loads it, so choose here: SkylakeX kernels when the CPU has the
     AVX-512 subsets they use. A value the user set is left alone."""
     if "OPENBLAS_CORETYPE" in _os.environ:
-        return
+        return None
     try:
         with open("/proc/cpuinfo") as f:
             flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
     except OSError:
-        return
+        return None
     if {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"} <= set(flags):
         _os.environ["OPENBLAS_CORETYPE"] = "SKYLAKEX"
+        return "SKYLAKEX"
 
 
-_pick_openblas_kernels()
+# The OpenBLAS kernels convcore chose (None: the environment's OPENBLAS_CORETYPE, or
+# OpenBLAS's own detection, decided).
+openblas_coretype_chosen = _pick_openblas_kernels()
 
 from ._errors import BadParamError, Error, ExecutionError, NotSupportedError  # noqa: E402
 from . import _convcore, _errors

@@ -517,9 +517,14 @@ def cmd_bench(args):
           f"torch {torch.__version__ if torch is not None else 'not timed'}", flush=True)
     if args.device == "cpu":
         blas = convcore.build_info().get("blas", "?")
-        pinned = os.environ.get("OPENBLAS_CORETYPE")
-        print(f"BLAS: {blas}" + (f" (kernels pinned by OPENBLAS_CORETYPE={pinned})" if pinned else ""),
-              flush=True)
+        coretype = os.environ.get("OPENBLAS_CORETYPE")
+        if convcore.openblas_coretype_chosen:
+            how = " (kernels chosen by convcore for this AVX-512 CPU)"
+        elif coretype:
+            how = f" (kernels pinned by the environment: OPENBLAS_CORETYPE={coretype})"
+        else:
+            how = ""
+        print(f"BLAS: {blas}{how}", flush=True)
     results = []
     for problem in problems:
         if args.verbose:
@@ -542,7 +547,8 @@ def cmd_bench(args):
             "host": platform.node(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
             "device": args.device, "dtype": args.dtype, "threads": args.threads, "reps": args.reps,
             "clock": "process CPU time" if args.cpu_time else "wall", "cache": args.cache,
-            "openblas_coretype_env": os.environ.get("OPENBLAS_CORETYPE"),
+            "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
+            "openblas_coretype_chosen_by_convcore": bool(convcore.openblas_coretype_chosen),
             "warmup": args.warmup,
             "torch_version": torch.__version__ if torch is not None else None,
             "suite": [asdict(p) for p in problems],

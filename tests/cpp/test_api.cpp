@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -406,7 +407,7 @@ TEST_P(CpuAlgorithms, MatchFloat64Reference) {
         p.groups = pick(1, 3);
         p.n = pick(1, 3);
         p.c = p.groups * pick(1, 4);
-        p.k = p.groups * pick(1, 4);
+        p.k = p.groups * pick(1, 6);
         p.r = pick(1, 5);
         p.s = pick(1, 5);
         p.pad_h = pick(0, 3);
@@ -421,6 +422,42 @@ TEST_P(CpuAlgorithms, MatchFloat64Reference) {
         const AlgoCase tc{p, trial % 3 == 0 ? 1.0 : 0.75, trial % 4 == 0 ? 0.5 : 0.0, trial % 5 == 0};
         run_case<float>(algo, tc, rng, 1e-5);
         run_case<double>(algo, tc, rng, 1e-12);
+    }
+}
+
+// IMPLICIT_GEMM has two paths: the row path (K/g <= 4 and unit stride along the rows; rows
+// wider than a vector, so several chunks and a partial last one) and the unfolded-GEMM path,
+// forced on the same shapes by CONVCORE_IMPLICIT_GEMM_NO_ROWS.
+TEST(ImplicitGemm, RowPathAndGemmPathMatchReference) {
+    std::mt19937 rng(77);
+    std::uniform_int_distribution<int> u(0, 1 << 20);
+    auto pick = [&](int lo, int hi) { return int64_t(lo + u(rng) % (hi - lo + 1)); };
+    for (const bool gemm_path : {false, true}) {
+        if (gemm_path)
+            setenv("CONVCORE_IMPLICIT_GEMM_NO_ROWS", "1", 1);
+        for (int trial = 0; trial < 16; ++trial) {
+            Shape p{};
+            p.groups = pick(1, 3);
+            p.n = pick(1, 2);
+            p.c = p.groups * pick(1, 5);
+            p.k = p.groups * pick(1, 4);
+            p.r = pick(1, 5);
+            p.s = pick(1, 7);
+            p.pad_h = pick(0, 3);
+            p.pad_w = pick(0, 4);
+            p.stride_h = pick(1, 3);
+            p.stride_w = 1;
+            p.dil_h = pick(1, 2);
+            p.dil_w = pick(1, 3);
+            p.flip = trial % 2 == 1;
+            p.h = pick(int(p.dil_h * (p.r - 1) + 1), 21);
+            const int w_min = int(p.dil_w * (p.s - 1) + 1);
+            p.w = pick(w_min, w_min + (trial % 3 == 0 ? 8 : 60));
+            const AlgoCase tc{p, trial % 3 == 0 ? 1.0 : 0.75, trial % 4 == 0 ? 0.5 : 0.0, trial % 5 == 0};
+            run_case<float>(CONVCORE_FWD_ALGO_IMPLICIT_GEMM, tc, rng, 1e-5);
+            run_case<double>(CONVCORE_FWD_ALGO_IMPLICIT_GEMM, tc, rng, 1e-12);
+        }
+        unsetenv("CONVCORE_IMPLICIT_GEMM_NO_ROWS");
     }
 }
 
