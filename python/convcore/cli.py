@@ -13,6 +13,7 @@ checked against the computed output size. ``#`` starts a comment.
 
 import argparse
 import datetime
+import gc
 import json
 import math
 import os
@@ -182,6 +183,17 @@ def _l3_cache_bytes():
     return best or 64 << 20
 
 
+_FLUSH_BUFFER = []
+
+
+def _flush_buffer():
+    """Twice the last-level cache, allocated once per process (not once per layer: the kernel
+    would zero 64 MiB of new pages for every layer)."""
+    if not _FLUSH_BUFFER:
+        _FLUSH_BUFFER.append(np.zeros(2 * _l3_cache_bytes() // 8, np.float64))
+    return _FLUSH_BUFFER[0]
+
+
 class CpuTimer:
     """Wall-clock time, or with ``cpu_time`` the process's CPU time (all threads): robust to
     other jobs sharing the cores, but it counts spinning threads and ignores idle ones.
@@ -197,7 +209,7 @@ class CpuTimer:
     def __init__(self, cpu_time=False, cache="cold"):
         self.clock = time.process_time if cpu_time else time.perf_counter
         self.cache = cache
-        self.flush_buffer = np.empty(2 * _l3_cache_bytes() // 8, np.float64) if cache == "cold" else None
+        self.flush_buffer = _flush_buffer() if cache == "cold" else None
         self.flushes = 0
 
     def time_ms(self, fn):
@@ -252,9 +264,34 @@ def _mismatch_bound(algo, dtype):
 
 
 def _relative_error(y, ref):
+    # Sums of squares, not np.linalg.norm: that calls NumPy's own OpenBLAS, whose idle threads
+    # then spin on the cores the timed runs need (see _single_threaded_numpy_blas).
     y, ref = np.asarray(y, dtype=np.float64), np.asarray(ref, dtype=np.float64)
-    norm = np.linalg.norm(ref)
-    return float(np.linalg.norm(y - ref) / (norm if norm > 0 else 1.0))
+    norm = math.sqrt(float(np.sum(ref * ref)))
+    return math.sqrt(float(np.sum((y - ref) ** 2))) / (norm if norm > 0 else 1.0)
+
+
+def _single_threaded_numpy_blas():
+    """NumPy's wheels bundle their own OpenBLAS (scipy-openblas) with a thread pool whose idle
+    threads busy-wait after every call: measured, they took 16% of a bench process's samples,
+    competing with the timed runs for this machine's 2 cores. The bench needs none of it."""
+    try:
+        with open("/proc/self/maps") as f:
+            paths = {line.split()[-1] for line in f if "scipy_openblas" in line}
+    except OSError:
+        return
+    for path in paths:
+        try:
+            import ctypes
+            lib = ctypes.CDLL(path)
+            for name in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads"):
+                fn = getattr(lib, name, None)
+                if fn is not None:
+                    fn.argtypes = [ctypes.c_int]
+                    fn(1)
+                    break
+        except OSError:
+            pass
 
 
 def bench_problem(problem, args, torch, log):
@@ -327,10 +364,16 @@ def bench_problem(problem, args, torch, log):
         for name in names:
             contenders[name]()
     times = {name: [] for name in names}
-    for rep in range(args.reps):
-        for i in range(len(names)):
-            name = names[(rep + i) % len(names)]
-            times[name].append(timer.time_ms(contenders[name]))
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # no collection inside a timed run (as timeit does)
+    try:
+        for rep in range(args.reps):
+            for i in range(len(names)):
+                name = names[(rep + i) % len(names)]
+                times[name].append(timer.time_ms(contenders[name]))
+    finally:
+        if gc_was_enabled:
+            gc.enable()
     for name in names:
         row = rows[name]
         row["times_ms"] = times[name]
@@ -493,6 +536,7 @@ def cmd_bench(args):
         if unknown:
             raise ValueError(f"--algos: unknown {', '.join(unknown)}; valid: {', '.join(valid)}")
     torch = None if args.no_torch else _import_torch()
+    _single_threaded_numpy_blas()
     if args.cpu_time and args.device != "cpu":
         raise ValueError("--cpu-time is for --device cpu (CUDA runs are timed with CUDA events)")
     if args.device != "cpu":

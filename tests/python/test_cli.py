@@ -81,6 +81,7 @@ def test_cpu_timer_prepares_the_caches():
     for _ in range(3):
         cold.time_ms(lambda: calls.append("cold"))
     assert calls == ["cold"] * 3 and cold.flushes == 3 and cold.flush_buffer[0] == 3.0
+    assert cli.CpuTimer(cache="cold").flush_buffer is cold.flush_buffer  # one per process
     warm = cli.CpuTimer(cache="warm")
     assert warm.flush_buffer is None
     warm.time_ms(lambda: calls.append("warm"))
