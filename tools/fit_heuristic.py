@@ -33,7 +33,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GRID_DATA = ["bench/data/grid_cpu.json"]
 # Every suite run of the current method (each run's layers enter separately, so several runs
 # average out their noise; a layer's runs always fall in the same cross-validation fold).
-SUITE_DATA = ["bench/data/suites_cpu_f15f107/*.json"]
+SUITE_DATA = ["bench/data/suites_cpu_e40351e/*.json"]
 OUTPUT = "cpp/core/generated/heuristic_cpu.hpp"
 SUITE_WEIGHT = 40.0  # the suites are the target, timed on a quiet machine at 2 threads
 RIDGE = 3.0          # L2 penalty (on standardised features), keeps sparse algorithms sane
@@ -53,7 +53,10 @@ LOGS = [
     ("log_g", "log(groups)"),
     ("log_rs", "log(R*S)"),
 ]
-FLAGS = [("strided", "stride > 1 (0 or 1)"), ("dilated", "dilation > 1 (0 or 1)")]
+# The last two flags mark where algorithms switch paths (a step a smooth model cannot follow):
+# IMPLICIT_GEMM's row path (K/g <= 4) and CYCLIC_MINIMAL's GEMM-free path (C/g <= 4).
+FLAGS = [("strided", "stride > 1 (0 or 1)"), ("dilated", "dilation > 1 (0 or 1)"),
+         ("few_k", "K/groups <= 4 (0 or 1)"), ("few_c", "C/groups <= 4 (0 or 1)")]
 FEATURES = [("one", "1")] + LOGS + FLAGS + [
     (f"{a}*{b}", "") for i, (a, _) in enumerate(LOGS) for (b, _) in LOGS[i:]]
 UNMODELLED = {"direct", "torch"}
@@ -77,7 +80,8 @@ def features(f):
     logs = [math.log(v) for v in (
         f["mb"], p * q, (f["ih"] + 2 * f["ph"]) * (f["iw"] + 2 * f["pw"]), f["ic"] // f["g"],
         f["oc"] // f["g"], f["g"], f["kh"] * f["kw"])]
-    flags = [float(f["sh"] > 1 or f["sw"] > 1), float(f["dh"] > 1 or f["dw"] > 1)]
+    flags = [float(f["sh"] > 1 or f["sw"] > 1), float(f["dh"] > 1 or f["dw"] > 1),
+             float(f["oc"] // f["g"] <= 4), float(f["ic"] // f["g"] <= 4)]
     products = [a * b for i, a in enumerate(logs) for b in logs[i:]]
     return np.array([1.0] + logs + flags + products)
 

@@ -45,11 +45,13 @@ std::array<double, heuristic_cpu::kFeatureCount> heuristic_features(const ConvPr
     for (double v : logs) x[i++] = v;
     x[i++] = p.unit_stride() ? 0.0 : 1.0;
     x[i++] = p.unit_dilation() ? 0.0 : 1.0;
+    x[i++] = p.k_per_group() <= 4 ? 1.0 : 0.0;  // IMPLICIT_GEMM's row path
+    x[i++] = p.c_per_group() <= 4 ? 1.0 : 0.0;  // CYCLIC_MINIMAL's GEMM-free path
     for (int a = 0; a < kLogs; ++a)
         for (int b = a; b < kLogs; ++b) x[i++] = logs[a] * logs[b];
     return x;
 }
-static_assert(heuristic_cpu::kFeatureCount == 1 + 7 + 2 + 7 * 8 / 2,
+static_assert(heuristic_cpu::kFeatureCount == 1 + 7 + 4 + 7 * 8 / 2,
               "tools/fit_heuristic.py and heuristic_features disagree on the features");
 
 // CPU: the measured model (cpp/core/generated/heuristic_cpu.hpp): predicted relative log time.
