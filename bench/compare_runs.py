@@ -1,0 +1,101 @@
+"""Markdown summary of one or more `convcore bench --json` runs of the same suites.
+
+Per layer and run (the median of each contender's reps, or --stat min): convcore's fastest algorithm and PyTorch's time over it (> 1: convcore is
+faster), and what auto picked with its time over the fastest. Then per run the number of layers
+where auto is within 10% of the fastest (issue 6's target), and how often two runs agree on the
+fastest algorithm (the noise floor of that target).
+
+    python bench/compare_runs.py DIR1 [DIR2 ...]     # each DIR holds <suite>.json files
+"""
+
+import argparse
+import glob
+import json
+import os
+import sys
+
+WITHIN = 1.10
+
+
+def load_run(directory, stat="median"):
+    """{suite: {layer: {algo: ms, ...}, ...}} plus {(suite, layer): auto algo}; ms is the median
+    of the reps, or their minimum (the least disturbed rep) with stat="min"."""
+    times, autos = {}, {}
+    for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
+        suite = os.path.basename(path)[:-5]
+        with open(path) as f:
+            data = json.load(f)
+        for row in data["results"]:
+            if "median_ms" not in row:
+                continue
+            ms = min(row["times_ms"]) if stat == "min" else row["median_ms"]
+            times.setdefault(suite, {}).setdefault(row["layer"], {})[row["algo"]] = ms
+            if row.get("auto"):
+                autos[(suite, row["layer"])] = row["algo"]
+    return times, autos
+
+
+def fastest(layer_times):
+    ours = {a: t for a, t in layer_times.items() if a != "torch"}
+    best = min(ours, key=ours.get)
+    return best, ours[best]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("runs", nargs="+", help="directories of --json results, one per run")
+    ap.add_argument("--stat", choices=["median", "min"], default="median",
+                    help="per contender: the median of its reps (default, as the bench) or the minimum")
+    args = ap.parse_args(argv)
+    runs = [load_run(d, args.stat) for d in args.runs]
+    names = [os.path.basename(os.path.normpath(d)) for d in args.runs]
+
+    head = "| suite | layer | " + " | ".join(f"{n}: fastest, torch/it | {n}: auto, t/fastest" for n in names) + " |"
+    print(head)
+    print("|" + " --- |" * (2 + 2 * len(runs)))
+    within = [[0, 0] for _ in runs]
+    agree = [0, 0]
+    oracle = [0, 0]  # run 1's fastest, timed in run 2: within 10% of run 2's fastest?
+    first_times = runs[0][0]
+    for suite in first_times:
+        for layer in first_times[suite]:
+            cells, winners = [], []
+            for i, (times, autos) in enumerate(runs):
+                lt = times.get(suite, {}).get(layer)
+                if not lt:
+                    cells += ["-", "-"]
+                    continue
+                best, best_ms = fastest(lt)
+                winners.append(best)
+                torch_ms = lt.get("torch")
+                cells.append(f"{best} {torch_ms / best_ms:.2f}x" if torch_ms else best)
+                auto = autos.get((suite, layer))
+                if auto and auto in lt:
+                    ratio = lt[auto] / best_ms
+                    within[i][0] += ratio <= WITHIN
+                    within[i][1] += 1
+                    cells.append(f"{auto} {ratio:.2f}")
+                else:
+                    cells.append("-")
+            if len(winners) >= 2:
+                agree[0] += winners[0] == winners[1]
+                agree[1] += 1
+                second = runs[1][0][suite][layer]
+                if winners[0] in second:
+                    oracle[0] += second[winners[0]] / fastest(second)[1] <= WITHIN
+                    oracle[1] += 1
+            print(f"| {suite} | {layer} | " + " | ".join(cells) + " |")
+    print()
+    for name, (ok, total) in zip(names, within):
+        print(f"- {name}: auto within 10% of the fastest on {ok}/{total} layers"
+              f" ({100.0 * ok / max(total, 1):.0f}%)")
+    if agree[1]:
+        print(f"- {names[0]} and {names[1]} agree on the fastest algorithm on {agree[0]}/{agree[1]} layers")
+        print(f"- an oracle of {names[0]} (its fastest algorithm) is within 10% of the fastest in "
+              f"{names[1]} on {oracle[0]}/{oracle[1]} layers ({100.0 * oracle[0] / oracle[1]:.0f}%): "
+              f"the noise floor of the target")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
