@@ -51,4 +51,18 @@ ConvProblem ConvProblem::packed() const {
     return out;
 }
 
+std::string winograd_shape_why_not(const std::string& name, const ConvProblem& p) {
+    if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
+        return name + " runs float32 and float64 only";
+    if (p.r != 3 || p.s != 3)
+        return name + " needs a 3x3 filter, got " + std::to_string(p.r) + "x" + std::to_string(p.s);
+    if (!p.unit_stride())
+        return name + " needs stride 1, got stride " + std::to_string(p.stride_h) + "x" +
+               std::to_string(p.stride_w);
+    if (!p.unit_dilation())
+        return name + " needs dilation 1, got dilation " + std::to_string(p.dil_h) + "x" +
+               std::to_string(p.dil_w);
+    return "";
+}
+
 }  // namespace convcore

@@ -40,6 +40,11 @@ struct ConvProblem {
     ConvProblem packed() const;
 };
 
+// Why the Winograd family (forward F(m x m, 3x3) and the F(3x3, 2x2) filter gradient, CPU and
+// CUDA) refuses p, "" when its shape rules hold: float32/float64, a 3x3 filter, stride 1,
+// dilation 1. `name` starts the reason.
+std::string winograd_shape_why_not(const std::string& name, const ConvProblem& p);
+
 // Packed NCHW strides of an N x C x H x W tensor.
 void packed_strides(int64_t n, int64_t c, int64_t h, int64_t w, int64_t out[4]);
 

@@ -139,16 +139,7 @@ const char* algo_name(int64_t m) { return m == 2 ? "WINOGRAD_2X2_3X3" : "WINOGRA
 
 std::string why_not_m(const ConvProblem& p, int64_t m) {
     const std::string name = algo_name(m);
-    if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
-        return name + " runs float32 and float64 only";
-    if (p.r != 3 || p.s != 3)
-        return name + " needs a 3x3 filter, got " + std::to_string(p.r) + "x" + std::to_string(p.s);
-    if (!p.unit_stride())
-        return name + " needs stride 1, got stride " + std::to_string(p.stride_h) + "x" +
-               std::to_string(p.stride_w);
-    if (!p.unit_dilation())
-        return name + " needs dilation 1, got dilation " + std::to_string(p.dil_h) + "x" +
-               std::to_string(p.dil_w);
+    if (const std::string shape = winograd_shape_why_not(name, p); !shape.empty()) return shape;
     const Plan pl = make_plan(p, m);
     if (p.k_per_group() > INT_MAX || p.c_per_group() > INT_MAX || pl.ldv > INT_MAX)
         return name + ": a GEMM dimension (K/groups=" + std::to_string(p.k_per_group()) +

@@ -51,16 +51,7 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 std::string why_not(const ConvProblem& p) {
     const std::string name = "WINOGRAD_3X3_2X2";
-    if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
-        return name + " runs float32 and float64 only";
-    if (p.r != 3 || p.s != 3)
-        return name + " needs a 3x3 filter, got " + std::to_string(p.r) + "x" + std::to_string(p.s);
-    if (!p.unit_stride())
-        return name + " needs stride 1, got stride " + std::to_string(p.stride_h) + "x" +
-               std::to_string(p.stride_w);
-    if (!p.unit_dilation())
-        return name + " needs dilation 1, got dilation " + std::to_string(p.dil_h) + "x" +
-               std::to_string(p.dil_w);
+    if (const std::string shape = winograd_shape_why_not(name, p); !shape.empty()) return shape;
     if (p.k_per_group() > INT_MAX || p.c_per_group() > INT_MAX)
         return name + ": a GEMM dimension (K/groups=" + std::to_string(p.k_per_group()) +
                ", C/groups=" + std::to_string(p.c_per_group()) + ") exceeds the 32-bit BLAS interface";

@@ -89,16 +89,7 @@ std::string why_not(const ConvProblem& p) {
     (void)p;
     return name + " on CUDA needs cuBLAS, which this build did not find (pip install nvidia-cublas)";
 #else
-    if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
-        return name + " runs float32 and float64 only";
-    if (p.r != 3 || p.s != 3)
-        return name + " needs a 3x3 filter, got " + std::to_string(p.r) + "x" + std::to_string(p.s);
-    if (!p.unit_stride())
-        return name + " needs stride 1, got stride " + std::to_string(p.stride_h) + "x" +
-               std::to_string(p.stride_w);
-    if (!p.unit_dilation())
-        return name + " needs dilation 1, got dilation " + std::to_string(p.dil_h) + "x" +
-               std::to_string(p.dil_w);
+    if (const std::string shape = winograd_shape_why_not(name, p); !shape.empty()) return shape;
     // cuBLAS takes int sizes, leading dimensions and batch counts.
     const Plan pl = make_plan(p);
     if (p.k_per_group() > INT_MAX || p.c_per_group() > INT_MAX || pl.ldt > INT_MAX ||
