@@ -131,85 +131,66 @@ CONVCORE_HD void load_input_tile(const T* xc, int64_t h, int64_t w, int64_t pad_
     load_tile_at<F::alpha>(xc, h, w, ty * F::m - pad_h, tx * F::m - pad_w, d);
 }
 
-// v = BT d BT^T  (Eq. 12's input transform of one tile).
-template <class F, typename T>
-CONVCORE_HD void input_transform(const T (&d)[F::alpha][F::alpha], T (&v)[F::alpha][F::alpha]) {
-    constexpr int a = F::alpha;
-    T t[a][a];
+// The three transforms are one two-sided product out = C in C^T, C (Rows x Cols) one of the
+// tables: BT (input), G (filter), AT (output).
+enum class Table { BT, G, AT };
+
+template <class F, Table C, typename T>
+CONVCORE_HD T coef(int i, int l) {
+    if constexpr (C == Table::BT)
+        return F::template bt<T>(i, l);
+    else if constexpr (C == Table::G)
+        return F::template g<T>(i, l);
+    else
+        return F::template at<T>(i, l);
+}
+
+template <class F, Table C, int Rows, int Cols, typename T>
+CONVCORE_HD void two_sided(const T (&in)[Cols][Cols], T (&out)[Rows][Rows]) {
+    T t[Rows][Cols];  // C in
     CONVCORE_UNROLL
-    for (int i = 0; i < a; ++i)
+    for (int i = 0; i < Rows; ++i)
         CONVCORE_UNROLL
-        for (int j = 0; j < a; ++j) {
+        for (int j = 0; j < Cols; ++j) {
             T acc = T(0);
             CONVCORE_UNROLL
-            for (int l = 0; l < a; ++l) wino_mac(acc, F::template bt<T>(i, l), d[l][j]);
+            for (int l = 0; l < Cols; ++l) wino_mac(acc, coef<F, C, T>(i, l), in[l][j]);
             t[i][j] = acc;
         }
     CONVCORE_UNROLL
-    for (int i = 0; i < a; ++i)
+    for (int i = 0; i < Rows; ++i)
         CONVCORE_UNROLL
-        for (int j = 0; j < a; ++j) {
+        for (int j = 0; j < Rows; ++j) {
             T acc = T(0);
             CONVCORE_UNROLL
-            for (int l = 0; l < a; ++l) wino_mac(acc, F::template bt<T>(j, l), t[i][l]);
-            v[i][j] = acc;
+            for (int l = 0; l < Cols; ++l) wino_mac(acc, coef<F, C, T>(j, l), t[i][l]);
+            out[i][j] = acc;
         }
+}
+
+// v = BT d BT^T  (Eq. 12's input transform of one tile).
+template <class F, typename T>
+CONVCORE_HD void input_transform(const T (&d)[F::alpha][F::alpha], T (&v)[F::alpha][F::alpha]) {
+    two_sided<F, Table::BT, F::alpha, F::alpha>(d, v);
 }
 
 // u = G g G^T for one 3x3 filter slice w (row-major r x r); true convolution (flip) reads it
 // rotated by 180 degrees.
 template <class F, typename T>
 CONVCORE_HD void filter_transform(const T* w, bool flip, T (&u)[F::alpha][F::alpha]) {
-    constexpr int a = F::alpha, r = F::r;
+    constexpr int r = F::r;
     T g[r][r];
     CONVCORE_UNROLL
     for (int i = 0; i < r; ++i)
         CONVCORE_UNROLL
         for (int j = 0; j < r; ++j) g[i][j] = w[flip ? (r - 1 - i) * r + (r - 1 - j) : i * r + j];
-    T t[a][r];
-    CONVCORE_UNROLL
-    for (int i = 0; i < a; ++i)
-        CONVCORE_UNROLL
-        for (int j = 0; j < r; ++j) {
-            T acc = T(0);
-            CONVCORE_UNROLL
-            for (int l = 0; l < r; ++l) wino_mac(acc, F::template g<T>(i, l), g[l][j]);
-            t[i][j] = acc;
-        }
-    CONVCORE_UNROLL
-    for (int i = 0; i < a; ++i)
-        CONVCORE_UNROLL
-        for (int j = 0; j < a; ++j) {
-            T acc = T(0);
-            CONVCORE_UNROLL
-            for (int l = 0; l < r; ++l) wino_mac(acc, F::template g<T>(j, l), t[i][l]);
-            u[i][j] = acc;
-        }
+    two_sided<F, Table::G, F::alpha, r>(g, u);
 }
 
 // y = AT mm AT^T: the m x m outputs of one tile from its a x a transformed-domain sums.
 template <class F, typename T>
 CONVCORE_HD void output_transform(const T (&mm)[F::alpha][F::alpha], T (&y)[F::m][F::m]) {
-    constexpr int a = F::alpha, m = F::m;
-    T t[m][a];
-    CONVCORE_UNROLL
-    for (int i = 0; i < m; ++i)
-        CONVCORE_UNROLL
-        for (int j = 0; j < a; ++j) {
-            T acc = T(0);
-            CONVCORE_UNROLL
-            for (int l = 0; l < a; ++l) wino_mac(acc, F::template at<T>(i, l), mm[l][j]);
-            t[i][j] = acc;
-        }
-    CONVCORE_UNROLL
-    for (int i = 0; i < m; ++i)
-        CONVCORE_UNROLL
-        for (int j = 0; j < m; ++j) {
-            T acc = T(0);
-            CONVCORE_UNROLL
-            for (int l = 0; l < a; ++l) wino_mac(acc, F::template at<T>(j, l), t[i][l]);
-            y[i][j] = acc;
-        }
+    two_sided<F, Table::AT, F::m, F::alpha>(mm, y);
 }
 
 }  // namespace winograd
