@@ -46,6 +46,7 @@ mb1ic128ih56oc128kh3sh2ph1  stride2_3x3
 """
 
 # Relative error vs DIRECT above which a result is reported as a MISMATCH (float32, float64).
+WITHIN = 1.10  # issue 6: auto within 10% of the fastest algorithm
 MISMATCH_BOUNDS = {
     "winograd_4x4_3x3": (1e-3, 1e-9),
     "winograd_2x2_3x3": (1e-4, 1e-10),
@@ -294,6 +295,41 @@ def _single_threaded_numpy_blas():
             pass
 
 
+def _time_interleaved(contenders, reps, timer):
+    """{name: [reps times in ms]}: the contenders in turn, the starting one rotating each rep."""
+    names = list(contenders)
+    times = {name: [] for name in names}
+    gc_was_enabled = gc.isenabled()
+    gc.disable()  # no collection inside a timed run (as timeit does)
+    try:
+        for rep in range(reps):
+            for i in range(len(names)):
+                name = names[(rep + i) % len(names)]
+                times[name].append(timer.time_ms(contenders[name]))
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return times
+
+
+def _retime_auto_miss(rows, auto_algo, contenders, reps, timer):
+    """When auto's choice is more than 10% behind the fastest algorithm, time the two again,
+    head to head (interleaved, `reps` each), and record the verdict in auto's row as
+    "retime". The fastest of ten noisy medians is biased low (it is the fastest partly because
+    its noise was favourable: the winner's curse); the second, independent measurement of just
+    the two is not. Run-to-run, the fastest algorithm changes on a third of the layers here
+    (bench/results), so the first round alone overstates the misses."""
+    auto_row = rows[auto_algo]
+    if auto_row["ratio_to_best"] <= WITHIN:
+        return
+    best = min((r for name, r in rows.items() if name != "torch" and "median_ms" in r),
+               key=lambda r: r["median_ms"])["algo"]
+    times = _time_interleaved({auto_algo: contenders[auto_algo], best: contenders[best]}, reps, timer)
+    auto_ms, best_ms = statistics.median(times[auto_algo]), statistics.median(times[best])
+    auto_row["retime"] = {"fastest": best, "auto_ms": auto_ms, "fastest_ms": best_ms,
+                          "ratio": auto_ms / best_ms}
+
+
 def bench_problem(problem, args, torch, log):
     """Results (one dict per contender) for one layer."""
     dtype = args.dtype
@@ -363,17 +399,7 @@ def bench_problem(problem, args, torch, log):
     for _ in range(args.warmup):
         for name in names:
             contenders[name]()
-    times = {name: [] for name in names}
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # no collection inside a timed run (as timeit does)
-    try:
-        for rep in range(args.reps):
-            for i in range(len(names)):
-                name = names[(rep + i) % len(names)]
-                times[name].append(timer.time_ms(contenders[name]))
-    finally:
-        if gc_was_enabled:
-            gc.enable()
+    times = _time_interleaved(contenders, args.reps, timer)
     for name in names:
         row = rows[name]
         row["times_ms"] = times[name]
@@ -386,6 +412,8 @@ def bench_problem(problem, args, torch, log):
         if "median_ms" in row:
             row["ratio_to_best"] = row["median_ms"] / best if best else None
             row["ratio_to_torch"] = row["median_ms"] / torch_ms if torch_ms else None
+    if getattr(args, "retime", True) and auto_choice in times and timed:
+        _retime_auto_miss(rows, auto_choice, contenders, args.reps, timer)
     ordered = sorted((r for r in rows.values() if "median_ms" in r), key=lambda r: r["median_ms"])
     return ordered + [r for r in rows.values() if "median_ms" not in r]
 
@@ -441,25 +469,36 @@ def format_table(results, with_torch):
     return "\n".join(out)
 
 
+def auto_verdict(auto_row):
+    """auto's time over the fastest algorithm's on its layer: the head-to-head re-timing when
+    there was one (_retime_auto_miss), else the first round's t/best."""
+    retime = auto_row.get("retime")
+    return retime["ratio"] if retime else auto_row["ratio_to_best"]
+
+
 def auto_summary(results):
     """(layers where auto's choice is within 10% of the fastest algorithm, layers where auto's
-    choice was timed, [(layer, auto's algo, its t/best, fastest algo)] for the misses)."""
+    choice was timed, [(layer, auto's algo, first-round t/best, fastest algo, head-to-head
+    ratio or None)] for the misses, layers within 10% in the first round alone)."""
     layers = {}
     for r in results:
         if "median_ms" in r and r["algo"] != "torch":
             layers.setdefault(r["layer"], []).append(r)
-    within, misses, timed = 0, [], 0
+    within, misses, timed, first_round = 0, [], 0, 0
     for layer, rows in layers.items():
         auto = [r for r in rows if r.get("auto")]
         if not auto:
             continue
         timed += 1
-        if auto[0]["ratio_to_best"] <= 1.10:
+        first_round += auto[0]["ratio_to_best"] <= WITHIN
+        if auto_verdict(auto[0]) <= WITHIN:
             within += 1
         else:
             best = min(rows, key=lambda r: r["median_ms"])
-            misses.append((layer, auto[0]["algo"], auto[0]["ratio_to_best"], best["algo"]))
-    return within, timed, misses
+            retime = auto[0].get("retime")
+            misses.append((layer, auto[0]["algo"], auto[0]["ratio_to_best"], best["algo"],
+                           retime["ratio"] if retime else None))
+    return within, timed, misses, first_round
 
 
 # ---- commands ------------------------------------------------------------------------------------
@@ -481,12 +520,16 @@ def cmd_info(args):
 
 
 def _print_auto_summary(results):
-    within, timed, misses = auto_summary(results)
-    print(f"\nauto within 10% of best on {within}/{timed} layers" + (
+    within, timed, misses, first_round = auto_summary(results)
+    retimed = any("retime" in r for r in results)
+    print(f"\nauto within 10% of best on {within}/{timed} layers" +
+          (f" ({first_round}/{timed} in the first round; misses re-timed head to head)"
+           if retimed else "") + (
         "" if not misses else ": missed " + "; ".join(
-            f"{layer} (auto {algo} at {ratio:.2f}x, fastest {best})"
-            for layer, algo, ratio, best in misses)))
-    return within, timed
+            f"{layer} (auto {algo} at {ratio:.2f}x, fastest {best}"
+            + (f", head to head {again:.2f}x)" if again is not None else ")")
+            for layer, algo, ratio, best, again in misses)))
+    return within, timed, first_round
 
 
 def _plot(results, directory, device):
@@ -578,7 +621,7 @@ def cmd_bench(args):
     print("\nGFLOP/s: 2*N*K*(C/g)*R*S*P*Q / median time. t/best: time / the fastest convcore "
           "algorithm on the layer." + (" t/torch: time / torch conv2d (< 1: faster than torch)."
                                        if torch is not None else ""))
-    within, timed = _print_auto_summary(results)
+    within, timed, first_round = _print_auto_summary(results)
     mismatches = [r for r in results if r["check"] == "MISMATCH"]
     if mismatches:
         print(f"\n!!! {len(mismatches)} MISMATCH(ES) against DIRECT: "
@@ -596,7 +639,7 @@ def cmd_bench(args):
             "warmup": args.warmup,
             "torch_version": torch.__version__ if torch is not None else None,
             "suite": [asdict(p) for p in problems],
-            "auto_within_10pct": {"within": within, "layers": timed},
+            "auto_within_10pct": {"within": within, "layers": timed, "first_round": first_round},
             "results": results,
         }
         os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
@@ -648,6 +691,9 @@ def build_parser():
                        "matplotlib)")
     bench.add_argument("--from-json", metavar="PATH", help="time nothing: print and --plot the "
                        "results saved by an earlier --json")
+    bench.add_argument("--no-retime", dest="retime", action="store_false", help="do not time "
+                       "auto's choice and the fastest algorithm again, head to head, where the "
+                       "first round puts auto more than 10%% behind")
     bench.add_argument("-v", "--verbose", action="store_true", help="log each layer as it starts")
     bench.set_defaults(func=cmd_bench)
     return parser

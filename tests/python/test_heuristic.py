@@ -155,7 +155,9 @@ def test_bench_marks_auto_and_summarises(tmp_path):
     assert m and int(m.group(2)) == 5
     import json
     data = json.loads(report.read_text())
-    assert data["auto_within_10pct"] == {"within": int(m.group(1)), "layers": 5}
+    summary = data["auto_within_10pct"]
+    assert (summary["within"], summary["layers"]) == (int(m.group(1)), 5)
+    assert summary["first_round"] <= summary["within"]
     assert sum(1 for r in data["results"] if r.get("auto")) == 5
 
 
@@ -165,9 +167,42 @@ def test_bench_summary_counts_misses():
             {"layer": "b", "algo": "x", "auto": True, "median_ms": 1.05, "ratio_to_best": 1.05},
             {"layer": "b", "algo": "y", "auto": False, "median_ms": 1.0, "ratio_to_best": 1.0},
             {"layer": "c", "algo": "y", "auto": False, "median_ms": 1.0, "ratio_to_best": 1.0}]
-    within, timed, misses = cli.auto_summary(rows)
-    assert (within, timed) == (1, 2)  # c: auto's choice was not timed
-    assert misses == [("a", "x", 2.0, "y")]
+    within, timed, misses, first_round = cli.auto_summary(rows)
+    assert (within, timed, first_round) == (1, 2, 1)  # c: auto's choice was not timed
+    assert misses == [("a", "x", 2.0, "y", None)]
+    # A head-to-head re-timing decides: a's miss goes, b's pass (first round) is overruled.
+    rows[0]["retime"] = {"fastest": "y", "auto_ms": 1.0, "fastest_ms": 1.0, "ratio": 1.0}
+    rows[2]["retime"] = {"fastest": "y", "auto_ms": 1.3, "fastest_ms": 1.0, "ratio": 1.3}
+    within, timed, misses, first_round = cli.auto_summary(rows)
+    assert (within, timed, first_round) == (1, 2, 1)
+    assert misses == [("b", "x", 1.05, "y", 1.3)]
+
+
+def test_bench_retimes_only_auto_misses():
+    class FakeTimer:  # each contender's time is fixed; counts the runs
+        def __init__(self):
+            self.runs = []
+
+        def time_ms(self, fn):
+            return fn()
+
+    timer = FakeTimer()
+
+    def contender(name, ms):
+        return lambda: timer.runs.append(name) or ms
+
+    rows = {"x": {"algo": "x", "ratio_to_best": 1.5, "median_ms": 1.5},
+            "y": {"algo": "y", "ratio_to_best": 1.0, "median_ms": 1.0},
+            "z": {"algo": "z", "ratio_to_best": 1.2, "median_ms": 1.2},
+            "torch": {"algo": "torch", "median_ms": 0.5}}
+    contenders = {"x": contender("x", 2.0), "y": contender("y", 1.0), "z": contender("z", 1.2),
+                  "torch": contender("torch", 0.5)}
+    cli._retime_auto_miss(rows, "x", contenders, 3, timer)
+    assert sorted(timer.runs) == ["x"] * 3 + ["y"] * 3  # auto's choice and the fastest only
+    assert rows["x"]["retime"] == {"fastest": "y", "auto_ms": 2.0, "fastest_ms": 1.0, "ratio": 2.0}
+    timer.runs.clear()
+    cli._retime_auto_miss(rows, "y", contenders, 3, timer)  # within 10%: nothing re-timed
+    assert timer.runs == [] and "retime" not in rows["y"]
 
 
 def test_bench_plot_writes_pngs(tmp_path):
