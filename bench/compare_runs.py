@@ -98,7 +98,7 @@ def main(argv=None):
     for name, (ok, total), first, (_, _, retimed) in zip(names, within, first_round, runs):
         print(f"- {name}: auto within 10% of the fastest on {ok}/{total} layers"
               f" ({100.0 * ok / max(total, 1):.0f}%)" +
-              (f"; in the first round, before the misses were re-timed head to head, {first}/{total}"
+              (f"; in the first round, before auto's choice and the fastest were re-timed head to head, {first}/{total}"
                if retimed else ""))
     if agree[1]:
         print(f"- {names[0]} and {names[1]} agree on the fastest algorithm on {agree[0]}/{agree[1]} layers")
