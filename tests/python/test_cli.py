@@ -81,6 +81,11 @@ def test_cpu_timer_prepares_the_caches():
     for _ in range(3):
         cold.time_ms(lambda: calls.append("cold"))
     assert calls == ["cold"] * 3 and cold.flushes == 3 and cold.flush_buffer[0] == 3.0
+    woken = []
+    cold.wake = lambda: woken.append(len(calls))  # after the flush, before the timed run
+    cold.time_ms(lambda: calls.append("cold"))
+    assert woken == [3] and len(calls) == 4
+    del calls[3]
     assert cli.CpuTimer(cache="cold").flush_buffer is cold.flush_buffer  # one per process
     warm = cli.CpuTimer(cache="warm")
     assert warm.flush_buffer is None
