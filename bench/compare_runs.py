@@ -1,8 +1,8 @@
 """Markdown summary of one or more `convcore bench --json` runs of the same suites.
 
 Per layer and run (the median of each contender's reps, or --stat min): convcore's fastest algorithm and PyTorch's time over it (> 1: convcore is
-faster), and what auto picked with its time over the fastest (and, where the bench re-timed a
-first-round miss head to head, that ratio too). Then per run the number of layers
+faster), and what auto picked with its time over the fastest (and, where the bench re-timed
+auto's choice head to head against the first round's fastest, that ratio too). Then per run the number of layers
 where auto is within 10% of the fastest (issue 6's target), and how often two runs agree on the
 fastest algorithm (the noise floor of that target).
 
@@ -20,8 +20,8 @@ WITHIN = 1.10
 
 def load_run(directory, stat="median"):
     """{suite: {layer: {algo: ms, ...}, ...}}, {(suite, layer): auto algo} and
-    {(suite, layer): auto's head-to-head ratio to the fastest} (where the bench re-timed a
-    first-round miss); ms is the median of the reps, or their minimum (the least disturbed
+    {(suite, layer): auto's head-to-head ratio to the fastest} (where the bench re-timed auto's
+    choice against the first round's fastest); ms is the median of the reps, or their minimum (the least disturbed
     rep) with stat="min"."""
     times, autos, retimed = {}, {}, {}
     for path in sorted(glob.glob(os.path.join(directory, "*.json"))):
