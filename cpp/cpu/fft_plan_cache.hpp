@@ -54,8 +54,10 @@ int64_t good_size_multiple(int64_t n, int64_t multiple);
 double size_weight(int64_t m);
 // Cost model (ns on one core of this machine): an FFTW r2c or c2r per point and log2(points)
 // (times size_weight), the direct filter DFT per frequency and filter row (after the split),
-// the product per complex multiply-add.
-constexpr double kFftCost = 0.12, kDftCost = 0.08, kProductCost = 0.07;
+// the product per complex multiply-add; and a fixed cost per transform of a tile (the FFTW call
+// and the tile's copies: without it FFT_TILING chose 16x16 tiles on 100x100 images, 12% slower
+// than 16x64, and 16x32 on 160x160, 14% slower than 32x160; 2 threads, interleaved reps).
+constexpr double kFftCost = 0.12, kDftCost = 0.08, kProductCost = 0.07, kFftCallCost = 200.0;
 
 // Complex numbers per block of the block-split layout.
 template <typename T>

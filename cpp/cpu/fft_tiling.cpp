@@ -13,8 +13,9 @@
 // The tile size is chosen per axis from {8, 16, ..., 1024} >= the dilated filter extent and the
 // whole padded extent (one tile), minimising a cost model of the transforms and the product
 // (measured on this machine's FFTW: an r2c/c2r point costs about log2(Th*Tw) times 0.2 of a
-// complex multiply-add of the product). Stride > 1 is computed at stride 1 and subsampled;
-// dilation places the filter taps dil apart; true convolution mirrors the filter.
+// complex multiply-add of the product, plus a fixed cost per tile transform). Stride > 1 is
+// computed at stride 1 and subsampled; dilation places the filter taps dil apart; true
+// convolution mirrors the filter.
 //
 // Workspace is bounded (independent of N, H and W): all filter spectra plus a chunk of J
 // (image, tile) jobs, J chosen so that a chunk's input and output spectra take about 32 MiB
@@ -86,7 +87,7 @@ Geometry geometry(const ConvProblem& p) {
                                (size_weight(th) + size_weight(tw)) / 2;
             const int64_t split = th % (4 * block<T>()) == 0 ? 4 : th % (2 * block<T>()) == 0 ? 2 : 1;
             const double cost = k * cg * kDftCost * fp * (double(p.r) / double(split) + 1.0) +
-                                double(p.n) * tiles * (cin + k) * fft +
+                                double(p.n) * tiles * (cin + k) * (fft + kFftCallCost) +
                                 double(p.n) * tiles * k * cg * fp * kProductCost;
             if (best < 0 || cost < best) {
                 best = cost;
