@@ -87,15 +87,17 @@ TEST_P(Winograd, DeepChannelsWideFiltersAndManyBlocks) {
 
 // The filter-blocked schedule (winograd.cpp make_plan): every tile in one block and U over
 // 8 MiB with at most 64 tiles, so U is made a slice of filters at a time; the last slice is
-// partial. Also grouped,
-// true convolution, with beta != 0, and on 1 and 2 threads.
+// partial. Also grouped, true convolution, with beta != 0. On 1 and 2 threads each thread
+// runs its own sub-slices (deep, F(4x4,3x3): slices of 24 filters, 12 per thread, the last
+// sub-slice partial); on 16 threads there are fewer than kMinOwnFilters filters per thread,
+// so every stage of a slice is shared among the threads.
 TEST_P(Winograd, FilterBlockedScheduleOnDeepSmallImages) {
     const auto algo = GetParam();
     std::mt19937 rng(7);
-    const Shape deep{1, 512, 11, 9, 300, 3, 3, 1, 1, 1, 1, 1, 1, 1, false};      // U: 22 / 9.8 MB
+    const Shape deep{1, 512, 11, 9, 299, 3, 3, 1, 1, 1, 1, 1, 1, 1, false};      // U: 22 / 9.8 MB
     const Shape grouped{2, 2 * 320, 7, 6, 2 * 220, 3, 3, 1, 0, 1, 1, 1, 1, 2, true};  // 20 / 9 MB
     for (const Shape& p : {deep, grouped}) {
-        for (int threads : {1, 2}) {
+        for (int threads : {1, 2, 16}) {
             const Case tc{p, 1.0, &p == &grouped ? 0.5 : 0.0, false, threads};
             EXPECT_LT(run_forward_case<float>(algo, tc, rng), bound(algo, false)) << describe(p);
         }
