@@ -496,9 +496,8 @@ void for_chunks(int64_t count, int threads, bool wait, Fn fn) {
 // barrier per slice; only V is shared. Otherwise (many threads) every stage of a slice is
 // split among the threads. Measured on this 2-vCPU VM (VGG, batch 1, 2 threads, interleaved):
 // conv5 4.1-4.6 -> 3.6-4.2 ms, conv4.2 8.0-8.5 -> 7.7-8.1 ms; and in the VM's "slow
-// stretches", in which the shared schedule ran twice as long while one thread alone did not
-// slow down (data passing between the two vCPUs is what slows), conv4.2 18.5 -> 10.2 ms and
-// conv5 11.3 -> 4.6 ms.
+// stretches" (one vCPU at ~55-60% speed for a while: the shared schedule, with its barriers
+// per slice, ran at that vCPU's pace), conv4.2 18.5 -> 10.2 ms and conv5 11.3 -> 4.6 ms.
 template <typename T, class F>
 void run_filter_blocked(const Plan& pl, const Dims& d, const ConvProblem& p, const T* x, const T* w,
                         T* y, T* U, T* V, T* M, T alpha, T beta, int threads) {
