@@ -38,12 +38,16 @@
 #include "common/blend.hpp"
 #include "common/conv_index.hpp"
 #include "common/generated/winograd_tables.hpp"
+#include "common/shuffle.hpp"
 #include "core/solver.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define CONVCORE_WINO_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #else
 #define CONVCORE_WINO_CLONES
+#endif
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
 #endif
 
 namespace convcore {
@@ -219,7 +223,9 @@ inline __attribute__((always_inline)) void mul_right_t(const Mat& M, const T (&i
 // The 3x3 taps of kLanes consecutive float filters (144 contiguous floats) as 9 lane vectors:
 // out[i][j][l] = tap (i, j) of filter l = w[9l + 3i + j] (mirrored with `flip`). Two stride-3
 // deinterleaves: 144 = 3 x 48 floats split by filter column j (w[3s + j], s = 3l + i), then each
-// column's 48 by row i, each output two two-source shuffles (36 in all; vpermt2ps with AVX-512).
+// column's 48 by row i, each output two two-source shuffles (36 in all; vpermt2ps with AVX-512;
+// the helpers are always inlined, so GCC's note that vector arguments change the ABI does not
+// apply and is silenced for this file).
 // It replaces 144 scalar loads whose narrow stores into `out` then stalled the vector loads of
 // the transform (failed store forwarding): with them, the filter transform took about 28% of
 // WINOGRAD_4X4 on VGG conv5 at batch 1 (perf).
@@ -238,8 +244,7 @@ inline __attribute__((always_inline)) V16i deinterleave_mask_c(std::index_sequen
 template <int J>
 inline __attribute__((always_inline)) V16f deinterleave3(const V16f& a, const V16f& b, const V16f& c) {
     constexpr auto lanes = std::make_index_sequence<16>();
-    return __builtin_shuffle(__builtin_shuffle(a, b, deinterleave_mask_ab<J>(lanes)), c,
-                             deinterleave_mask_c<J>(lanes));
+    return shuffle2(shuffle2(a, b, deinterleave_mask_ab<J>(lanes)), c, deinterleave_mask_c<J>(lanes));
 }
 
 inline __attribute__((always_inline)) void load_taps_3x3(const float* __restrict w, bool flip,
