@@ -21,7 +21,7 @@ TORCH        := torch==2.13.0
 NVCC         := $(shell command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps venv build test test-cpp test-python test-asan fuzz bench info clean
+.PHONY: all deps venv build test test-cpp test-python test-asan fuzz bench info vcpu-check clean
 all: build
 
 deps:  ## system packages (apt-get update first, only when one is missing)
@@ -111,6 +111,14 @@ bench: build  ## the main job
 
 info: build
 	$(VENV)/bin/convcore info
+
+# Whether every CPU runs at full speed right now (tools/vcpu_speed.c): on a shared VM one vCPU
+# can run at half speed for minutes, which moves 2-thread benchmark ratios by up to 2x.
+VCPU_SECONDS ?= 20
+vcpu-check:
+	@mkdir -p build
+	cc -O2 -fopenmp tools/vcpu_speed.c -o build/vcpu_speed
+	build/vcpu_speed $(VCPU_SECONDS)
 
 clean:
 	rm -rf build

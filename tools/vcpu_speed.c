@@ -1,0 +1,69 @@
+/* Is every CPU of this machine running at full speed right now?
+ *
+ * On this project's shared 2-vCPU VM one vCPU at a time can run at ~55-60% speed for seconds to
+ * minutes (bench/results/cpu-2026-11-23-e6256e2.md). A multi-threaded convolution whose threads
+ * meet at barriers then runs at that vCPU's pace, and 2-thread benchmark ratios move by up to
+ * 2x. This times the same register-only arithmetic on every OpenMP thread, round after round,
+ * and says how often one thread was more than 30% slower than the fastest.
+ *
+ *     make vcpu-check                 # 20 s (VCPU_SECONDS=60 for longer)
+ *     build/vcpu_speed [seconds] [-v] # (after make vcpu-check) -v: one line per round
+ */
+#include <omp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static double now(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return t.tv_sec + 1e-9 * t.tv_nsec;
+}
+
+int main(int argc, char** argv) {
+    const double seconds = argc > 1 ? atof(argv[1]) : 20.0;
+    const int verbose = argc > 2 && strcmp(argv[2], "-v") == 0;
+    const int threads = omp_get_max_threads();
+    double* t = calloc((size_t)threads, sizeof(double));
+    double best = 1e30, end = now() + seconds;
+    long rounds = 0, slow_rounds = 0;
+    volatile float sink = 0;
+    while (now() < end) {
+#pragma omp parallel num_threads(threads)
+        {
+            /* Four independent multiply-add chains with different seeds (so the compiler cannot
+             * merge them), all in registers: the time is the core's arithmetic speed only. */
+            const int id = omp_get_thread_num();
+            float a0 = 1.0f + id, a1 = 2.0f + id, a2 = 3.0f + id, a3 = 4.0f + id;
+            const float m = 0.9999999f, c = 1e-7f;
+            const double t0 = now();
+            for (long i = 0; i < 20000000L; ++i) {
+                a0 = a0 * m + c;
+                a1 = a1 * m + c;
+                a2 = a2 * m + c;
+                a3 = a3 * m + c;
+            }
+            t[id] = now() - t0;
+            sink += a0 + a1 + a2 + a3;
+        }
+        double lo = t[0], hi = t[0];
+        for (int i = 1; i < threads; ++i) {
+            lo = t[i] < lo ? t[i] : lo;
+            hi = t[i] > hi ? t[i] : hi;
+        }
+        best = lo < best ? lo : best;
+        ++rounds;
+        if (hi > 1.3 * best) ++slow_rounds;
+        if (verbose) {
+            printf("round %ld:", rounds);
+            for (int i = 0; i < threads; ++i) printf(" %.1f", t[i] * 1e3);
+            printf(" ms\n");
+        }
+    }
+    printf("%d threads, %ld rounds of %.1f ms at best: %ld rounds (%.0f%%) had a thread more than "
+           "30%% slower than the best\n",
+           threads, rounds, best * 1e3, slow_rounds, rounds ? 100.0 * slow_rounds / rounds : 0.0);
+    free(t);
+    return 0;
+}
