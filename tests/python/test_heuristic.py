@@ -157,8 +157,11 @@ def test_bench_marks_auto_and_summarises(tmp_path):
     data = json.loads(report.read_text())
     summary = data["auto_within_10pct"]
     assert (summary["within"], summary["layers"]) == (int(m.group(1)), 5)
-    assert summary["first_round"] <= summary["within"]
-    assert sum(1 for r in data["results"] if r.get("auto")) == 5
+    # The first round's count is read off the first round's ratios (the head-to-head re-timing
+    # can move a layer either way, so it is not bounded by the verdict).
+    autos = [r for r in data["results"] if r.get("auto")]
+    assert len(autos) == 5
+    assert summary["first_round"] == sum(r["ratio_to_best"] <= cli.WITHIN for r in autos)
 
 
 def test_bench_summary_counts_misses():
