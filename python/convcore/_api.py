@@ -6,6 +6,7 @@ in -> PyTorch out, other DLPack producers -> NumPy out (CPU).
 """
 
 import enum
+import math
 import operator
 import os
 import sys
@@ -20,6 +21,7 @@ __all__ = ["Algo", "BwdDataAlgo", "BwdFilterAlgo", "ConvDesc", "Convolution", "F
            "cuda_device_count", "cmake_prefix_path", "set_num_threads", "find_stats", "clear_find_cache"]
 
 SUPPORTED_DTYPES = ("float32", "float64")
+_NATIVE_FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 MODES = {"cross_correlation": _C.CROSS_CORRELATION, "convolution": _C.CONVOLUTION}
 _MAX_PARAM = 2 ** 40  # the C API's limit on padding, stride and dilation
 
@@ -41,6 +43,9 @@ def _algo_names_lower():
 
 def _algo_id(algo):
     """The C enum value for ``algo``; -1 for "auto", _C.ALGO_FIND (-2) for "find"."""
+    algo_id = _ALGO_IDS.get(algo) if type(algo) is str else None  # the common case, fast
+    if algo_id is not None:
+        return algo_id
     if isinstance(algo, Algo):
         return algo.value
     if isinstance(algo, str):
@@ -54,6 +59,10 @@ def _algo_id(algo):
     valid = ", ".join(["auto", "find"] + _algo_names_lower())
     raise BadParamError(f"algo: unknown algorithm {algo!r}; valid names: {valid}")
 
+
+# Exact spellings -> ids, for the per-call fast path of _algo_id.
+_ALGO_IDS = {"auto": -1, "AUTO": -1, "find": _C.ALGO_FIND, "FIND": _C.ALGO_FIND,
+             **{a.name: a.value for a in Algo}, **{a.name.lower(): a.value for a in Algo}}
 
 BwdDataAlgo = enum.Enum("BwdDataAlgo", [(name, i) for i, name in
                                         enumerate(_C.bwd_algo_names(_C.BACKWARD_DATA))],
@@ -126,6 +135,8 @@ def _pair_arg(name, value, minimum):
 
 
 def _scalar_arg(name, value):
+    if type(value) is float and math.isfinite(value):  # the common case, fast
+        return value
     try:
         v = float(value)
     except (TypeError, ValueError):
@@ -220,6 +231,8 @@ def _dlpack_device(obj, name):
     """(DLPack device type, device index) of ``obj``."""
     if isinstance(obj, np.ndarray):
         return (_C.DLPACK_CPU, 0)
+    if _is_torch_tensor(obj) and obj.device.type == "cpu":  # fast: torch's __dlpack_device__ is slow
+        return (_C.DLPACK_CPU, 0)
     if not hasattr(obj, "__dlpack__"):
         raise BadParamError(
             f"{name}: expected a NumPy array or an object with __dlpack__ (a PyTorch tensor, ...), "
@@ -237,6 +250,10 @@ def _export(obj, name, dlpack_stream):
     """Calls obj.__dlpack__ per the protocol (DLPack 1.0 first) and imports the capsule."""
     kwargs = {} if dlpack_stream is None else {"stream": dlpack_stream}
     try:
+        if dlpack_stream is None and _is_torch_tensor(obj) and obj.device.type == "cpu":
+            # torch.utils.dlpack.to_dlpack: the same tensor, without Tensor.__dlpack__'s few
+            # microseconds of Python checks (callers detach inputs and resolve conj/neg bits).
+            return _C.DLPackTensor(_torch_module().utils.dlpack.to_dlpack(obj))
         try:
             capsule = obj.__dlpack__(max_version=(1, 0), **kwargs)
         except TypeError:  # a producer older than DLPack 1.0
@@ -265,6 +282,10 @@ def _contiguous_copy(obj, name):
 
 def _import_input(obj, name, dlpack_stream, need_packed):
     """The DLPackTensor of an input: in place when possible, else of a packed copy."""
+    if type(obj) is np.ndarray and obj.dtype in _NATIVE_FLOAT_DTYPES:
+        flags = obj.flags
+        if flags.c_contiguous and flags.aligned and flags.writeable:  # the common case, fast
+            return _export(obj, name, dlpack_stream)
     if isinstance(obj, np.ndarray):
         _check_numpy_dtype(obj, name)
         if not obj.dtype.isnative:
@@ -291,6 +312,8 @@ def _import_input(obj, name, dlpack_stream, need_packed):
 
 
 def _import_output(out, dlpack_stream):
+    if type(out) is np.ndarray and out.dtype in _NATIVE_FLOAT_DTYPES and out.flags.writeable:
+        return _export(out, "out", dlpack_stream)  # the common case, fast
     if isinstance(out, np.ndarray):
         if not out.flags.writeable:
             raise BadParamError("out: the array is read-only")
@@ -520,18 +543,21 @@ class Convolution:
         xt = _import_input(x, "x", dlpack_stream, need_packed=False)
         wt = _import_input(w, "w", dlpack_stream, need_packed=True)
         dtype = _C.check_inputs(xt, wt)
-        y_shape = self.output_shape(xt.shape, wt.shape)
-        if out is None:
-            if beta != 0.0:
-                raise BadParamError(f"beta: beta={beta} blends into an existing output; pass out=")
-            out = _allocate_output(x, y_shape, dtype, device)
-        if y_shape[0] == 0:  # an empty batch: nothing to compute, only check out
-            if tuple(out.shape) != y_shape:
-                raise BadParamError(f"out: expected shape {y_shape}, got {tuple(out.shape)}")
-            ot = _import_output(out, dlpack_stream)  # read-only, requires grad, ...
-            if ot.dtype != dtype:
-                raise BadParamError(f"out: dtype {ot.dtype} does not match x: dtype {dtype}")
-            return out
+        # With out given, _C.forward checks its shape (the output shape is not computed here
+        # too: a call's fixed cost matters on small layers).
+        if out is None or xt.shape[0] == 0:
+            y_shape = self.output_shape(xt.shape, wt.shape)
+            if out is None:
+                if beta != 0.0:
+                    raise BadParamError(f"beta: beta={beta} blends into an existing output; pass out=")
+                out = _allocate_output(x, y_shape, dtype, device)
+            if y_shape[0] == 0:  # an empty batch: nothing to compute, only check out
+                if tuple(out.shape) != y_shape:
+                    raise BadParamError(f"out: expected shape {y_shape}, got {tuple(out.shape)}")
+                ot = _import_output(out, dlpack_stream)  # read-only, requires grad, ...
+                if ot.dtype != dtype:
+                    raise BadParamError(f"out: dtype {ot.dtype} does not match x: dtype {dtype}")
+                return out
         yt = _import_output(out, dlpack_stream)
         workspace = getattr(self._local, "workspace", None)
         if workspace is None:

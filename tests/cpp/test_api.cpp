@@ -457,6 +457,28 @@ TEST(ImplicitGemm, RowPathAndGemmPathMatchReference) {
             run_case<float>(CONVCORE_FWD_ALGO_IMPLICIT_GEMM, tc, rng, 1e-5);
             run_case<double>(CONVCORE_FWD_ALGO_IMPLICIT_GEMM, tc, rng, 1e-12);
         }
+        // One or two output channels per group, unit stride and dilation along the rows: the
+        // row path's two-rows-at-a-time pass (and a last odd row), and with one channel its
+        // double-width chunks (128 floats on AVX-512) while they fit, then narrow ones.
+        for (int trial = 0; trial < 8; ++trial) {
+            Shape p{};
+            p.groups = trial % 4 == 3 ? 3 : 1;
+            p.n = 1;
+            p.c = p.groups * (trial % 2 == 0 ? 1 : 2);
+            p.k = p.groups * (trial % 3 == 1 ? 2 : 1);
+            p.r = pick(1, 4);
+            p.s = pick(1, 5);
+            p.pad_h = pick(0, 2);
+            p.pad_w = pick(0, 2);
+            p.stride_h = p.stride_w = p.dil_h = 1;
+            p.dil_w = trial % 4 == 2 ? 2 : 1;
+            p.flip = trial % 2 == 1;
+            p.h = pick(int(p.r), 13);
+            p.w = pick(260, 400);
+            const AlgoCase tc{p, trial % 3 == 0 ? 1.0 : 0.75, trial % 4 == 0 ? 0.5 : 0.0, false};
+            run_case<float>(CONVCORE_FWD_ALGO_IMPLICIT_GEMM, tc, rng, 1e-5);
+            run_case<double>(CONVCORE_FWD_ALGO_IMPLICIT_GEMM, tc, rng, 1e-12);
+        }
         unsetenv("CONVCORE_IMPLICIT_GEMM_NO_ROWS");
     }
 }
