@@ -6,11 +6,20 @@
  * 2x. This times the same register-only arithmetic on every OpenMP thread, round after round,
  * and says how often one thread was more than 30% slower than the fastest.
  *
+ * Then it checks the other way a VM stalls threaded code: how late the OpenMP workers join a
+ * parallel region after the program sat idle (5 ms: libgomp's workers still spin and join
+ * within microseconds; 30 ms: they sleep, and waking a halted vCPU took this VM ~2 ms). In
+ * some stretches a worker joined so late that a dynamically scheduled convolution ran at one
+ * thread's speed (Winograd on VGG conv1.2: 19.5 ms instead of 11) and one split statically
+ * waited for it (CYCLIC_MINIMAL: 54 instead of 23 ms), while the arithmetic rounds above
+ * looked healthy.
+ *
  *     make vcpu-check                 # 20 s (VCPU_SECONDS=60 for longer)
  *     build/vcpu_speed [seconds] [-v] # (after make vcpu-check) -v: one line per round
  */
 #include <omp.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -64,6 +73,36 @@ int main(int argc, char** argv) {
     printf("%d threads, %ld rounds of %.1f ms at best: %ld rounds (%.0f%%) had a thread more than "
            "30%% slower than the best\n",
            threads, rounds, best * 1e3, slow_rounds, rounds ? 100.0 * slow_rounds / rounds : 0.0);
+
+    /* Wake-up latency: idle a while, then a parallel region in which every thread notes when
+     * it started. After 5 ms the workers normally still spin (libgomp's default); after 30 ms
+     * they sleep, and waking a sleeping vCPU costs this VM about 2 ms. */
+    enum { WAKES = 60 };
+    double lat[WAKES];
+    for (int idle_ms = 5; idle_ms <= 30; idle_ms += 25) {
+        for (int r = 0; r < WAKES; ++r) {
+            usleep(idle_ms * 1000);
+            const double t0 = now();
+#pragma omp parallel num_threads(threads)
+            t[omp_get_thread_num()] = now();
+            double last = t[0];
+            for (int i = 1; i < threads; ++i) last = t[i] > last ? t[i] : last;
+            lat[r] = last - t0;
+            if (verbose) printf("wake after %d ms: the last thread started %.0f us after the region\n",
+                                idle_ms, lat[r] * 1e6);
+        }
+        int late = 0;
+        for (int i = 1; i < WAKES; ++i)  /* sorted, for the median */
+            for (int j = i; j > 0 && lat[j] < lat[j - 1]; --j) {
+                const double x = lat[j];
+                lat[j] = lat[j - 1];
+                lat[j - 1] = x;
+            }
+        for (int r = 0; r < WAKES; ++r) late += lat[r] > 1e-3;
+        printf("%d wake-ups after %d ms idle: the last thread joined after %.0f us (median), "
+               "%.0f us (worst); %d took more than 1 ms\n",
+               WAKES, idle_ms, lat[WAKES / 2] * 1e6, lat[WAKES - 1] * 1e6, late);
+    }
     free(t);
     return 0;
 }
