@@ -484,11 +484,18 @@ void run_typed(const ConvArgs& a, PanelGemm<T> gemm, int64_t nr) {
                 gemm(kt, ncols, lb, wk + l0, len, panel, nb, acc, nb);
             }
 
-            // Epilogue: y = alpha * acc + beta * y (beta == 0 never reads y).
+            // Epilogue: y = alpha * acc + beta * y (beta == 0 never reads y). The beta test is
+            // outside the loops so that they vectorise (per element it kept the loop scalar:
+            // 40% of the time on VGG conv1.1, perf).
             T* yt = y + (n * pr.k + g * kg + k0) * pq + col0;
-            for (int64_t k = 0; k < kt; ++k)
-                for (int64_t col = 0; col < cols; ++col)
-                    blend_store(yt + k * pq + col, acc[k * nb + col], alpha, beta);
+            for (int64_t k = 0; k < kt; ++k) {
+                T* __restrict yk = yt + k * pq;
+                const T* __restrict ak = acc + k * nb;
+                if (beta == T(0))
+                    for (int64_t col = 0; col < cols; ++col) yk[col] = alpha * ak[col];
+                else
+                    for (int64_t col = 0; col < cols; ++col) yk[col] = alpha * ak[col] + beta * yk[col];
+            }
         };
         if (guided) {
 #pragma omp for schedule(guided)
