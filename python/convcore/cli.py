@@ -322,6 +322,43 @@ def _single_threaded_numpy_blas():
             pass
 
 
+def _steal_ms_per_cpu():
+    """Milliseconds the hypervisor has taken from each CPU since boot ("steal" in /proc/stat),
+    or None where that is not known (not Linux)."""
+    try:
+        with open("/proc/stat") as f:
+            lines = [line.split() for line in f if line.startswith("cpu") and line[3].isdigit()]
+        tick_ms = 1000.0 / os.sysconf("SC_CLK_TCK")
+        return [int(fields[8]) * tick_ms for fields in lines]
+    except (OSError, IndexError, ValueError, AttributeError):
+        return None
+
+
+def _steal_since(before, wall_ms):
+    """{"wall_ms", "steal_ms": [per CPU]} for a layer's timing, or None. On a shared VM a CPU
+    whose time the hypervisor takes stalls the threads waiting for it; a layer with much steal
+    has untrustworthy 2-thread times (the bench summary names such layers)."""
+    after = _steal_ms_per_cpu()
+    if before is None or after is None or len(before) != len(after):
+        return None
+    return {"wall_ms": wall_ms, "steal_ms": [a - b for a, b in zip(after, before)]}
+
+
+STEAL_WARN = 0.02  # a CPU lost more than 2% of a layer's timing to the hypervisor
+
+
+def _stolen_layers(results):
+    """[(layer, its worst CPU's stolen share of the timing)] above STEAL_WARN."""
+    out = {}
+    for r in results:
+        st = r.get("steal")
+        if st and st["wall_ms"] > 0 and st["steal_ms"]:
+            share = max(st["steal_ms"]) / st["wall_ms"]
+            if share > STEAL_WARN:
+                out[r["layer"]] = share
+    return sorted(out.items(), key=lambda kv: -kv[1])
+
+
 def _time_interleaved(contenders, reps, timer):
     """{name: [reps times in ms]}: the contenders in turn, the starting one rotating each rep."""
     names = list(contenders)
@@ -427,9 +464,12 @@ def bench_problem(problem, args, torch, log):
     for _ in range(args.warmup):
         for name in names:
             contenders[name]()
+    steal0, wall0 = _steal_ms_per_cpu(), time.perf_counter()
     times = _time_interleaved(contenders, args.reps, timer)
+    steal = _steal_since(steal0, (time.perf_counter() - wall0) * 1e3)
     for name in names:
         row = rows[name]
+        row["steal"] = steal
         row["times_ms"] = times[name]
         row["median_ms"] = statistics.median(times[name])
         row["gflops"] = problem.flops() / (row["median_ms"] * 1e6)
@@ -652,6 +692,11 @@ def cmd_bench(args):
           "algorithm on the layer." + (" t/torch: time / torch conv2d (< 1: faster than torch)."
                                        if torch is not None else ""))
     within, timed, first_round = _print_auto_summary(results)
+    stolen = _stolen_layers(results)
+    if stolen:
+        print(f"\nthe hypervisor took more than {STEAL_WARN:.0%} of a CPU during the timing of "
+              f"{len(stolen)} layer(s), whose times may be off: "
+              + ", ".join(f"{layer} ({share:.0%})" for layer, share in stolen))
     mismatches = [r for r in results if r["check"] == "MISMATCH"]
     if mismatches:
         print(f"\n!!! {len(mismatches)} MISMATCH(ES) against DIRECT: "

@@ -56,9 +56,22 @@ def test_bench_tiny_suite(tmp_path):
         assert r["check"] == "ok"
     best = [r for r in rows if r["algo"] != "torch"]
     assert min(r["ratio_to_best"] for r in best) == pytest.approx(1.0)
+    if sys.platform.startswith("linux"):  # the hypervisor's steal during the layer's timing
+        steal = rows[0]["steal"]
+        assert steal["wall_ms"] > 0 and len(steal["steal_ms"]) == os.cpu_count()
+        assert all(ms >= 0 for ms in steal["steal_ms"])
     if "torch" in algos:
         assert "t/torch" in out
         assert [r for r in rows if r["algo"] == "torch"][0]["ratio_to_torch"] == pytest.approx(1.0)
+
+
+def test_stolen_layers_are_named():
+    rows = [{"layer": "a", "steal": {"wall_ms": 100.0, "steal_ms": [0.0, 5.0]}},
+            {"layer": "a", "steal": {"wall_ms": 100.0, "steal_ms": [0.0, 5.0]}},
+            {"layer": "b", "steal": {"wall_ms": 100.0, "steal_ms": [1.0, 1.5]}},
+            {"layer": "c", "steal": {"wall_ms": 50.0, "steal_ms": [3.0, 0.0]}},
+            {"layer": "d", "steal": None}, {"layer": "e"}]
+    assert cli._stolen_layers(rows) == [("c", pytest.approx(0.06)), ("a", pytest.approx(0.05))]
 
 
 def test_bench_algos_option(tmp_path, capsys):
