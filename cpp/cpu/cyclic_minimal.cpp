@@ -44,6 +44,7 @@
 #include "common/shuffle.hpp"
 #include "core/error.hpp"
 #include "core/solver.hpp"
+#include "cpu/blas_threads.hpp"
 
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
 #define CONVCORE_X86_DISPATCH 1
@@ -517,15 +518,6 @@ void gemm(int m, int n, int k, const double* a, int lda, const double* b, int ld
           int ldc) {
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
 }
-
-// The OpenMP build of OpenBLAS sizes its team from omp_get_max_threads() and runs single-
-// threaded inside an active parallel region; a 1-thread region is not active, so the
-// handle's count is made the default for the call (and restored after).
-struct BlasThreads {
-    int saved;
-    explicit BlasThreads(int threads) : saved(omp_get_max_threads()) { omp_set_num_threads(threads); }
-    ~BlasThreads() { omp_set_num_threads(saved); }
-};
 
 template <class Tab, typename T>
 void run_typed(const ConvArgs& a) {

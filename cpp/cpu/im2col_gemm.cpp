@@ -13,6 +13,7 @@
 #include "common/conv_index.hpp"
 #include "core/error.hpp"
 #include "core/solver.hpp"
+#include "cpu/blas_threads.hpp"
 
 namespace convcore {
 namespace cpu {
@@ -79,16 +80,6 @@ void gemm(int m, int n, int k, double alpha, const double* a, const double* b, d
           double* c) {
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, alpha, a, k, b, n, beta, c, n);
 }
-
-// The OpenMP build of OpenBLAS sizes its thread team from omp_get_max_threads() of the
-// calling thread; set it to the handle's count for the call and restore it after.
-struct BlasThreads {
-    int saved;
-    explicit BlasThreads(int threads) : saved(omp_get_max_threads()) {
-        omp_set_num_threads(threads);
-    }
-    ~BlasThreads() { omp_set_num_threads(saved); }
-};
 
 template <typename T>
 void run_typed(const ConvArgs& a) {

@@ -20,6 +20,7 @@
 #include "common/conv_index.hpp"
 #include "core/error.hpp"
 #include "core/solver.hpp"
+#include "cpu/blas_threads.hpp"
 
 namespace convcore {
 namespace cpu {
@@ -109,14 +110,6 @@ void gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, 
     cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
                 k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
-
-// The OpenMP build of OpenBLAS sizes its team from omp_get_max_threads(): the handle's count
-// for the call, restored after (as in cpu/im2col_gemm.cpp).
-struct BlasThreads {
-    int saved;
-    explicit BlasThreads(int threads) : saved(omp_get_max_threads()) { omp_set_num_threads(threads); }
-    ~BlasThreads() { omp_set_num_threads(saved); }
-};
 
 template <typename T>
 void data_t(const BwdDataArgs& a) {

@@ -40,6 +40,7 @@
 #include "common/generated/winograd_tables.hpp"
 #include "common/shuffle.hpp"
 #include "core/solver.hpp"
+#include "cpu/blas_threads.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define CONVCORE_WINO_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -462,15 +463,6 @@ void gemm(int m, int n, int k, const float* a, int lda, const float* b, int ldb,
 void gemm(int m, int n, int k, const double* a, int lda, const double* b, int ldb, double* c, int ldc) {
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0, a, lda, b, ldb, 0.0, c, ldc);
 }
-
-// The OpenMP build of OpenBLAS sizes its team from omp_get_max_threads() of the calling
-// thread (and runs single-threaded inside an active parallel region): the handle's count for
-// the call, restored after.
-struct BlasThreads {
-    int saved;
-    explicit BlasThreads(int threads) : saved(omp_get_max_threads()) { omp_set_num_threads(threads); }
-    ~BlasThreads() { omp_set_num_threads(saved); }
-};
 
 // Work-sharing inside the enclosing parallel region: fn(i0, i1) on chunks of [0, count),
 // handed out dynamically (a thread slowed by other load does not hold the others up).

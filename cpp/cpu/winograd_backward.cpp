@@ -31,6 +31,7 @@
 #include "common/generated/winograd_tables.hpp"
 #include "core/error.hpp"
 #include "core/solver.hpp"
+#include "cpu/blas_threads.hpp"
 
 namespace convcore {
 namespace cpu {
@@ -89,12 +90,6 @@ void gemm_nt(int m, int n, int k, int ld, const float* a, const float* b, float*
 void gemm_nt(int m, int n, int k, int ld, const double* a, const double* b, double* c) {
     cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0, a, ld, b, ld, 0.0, c, n);
 }
-
-struct BlasThreads {  // as in cpu/im2col_gemm.cpp
-    int saved;
-    explicit BlasThreads(int threads) : saved(omp_get_max_threads()) { omp_set_num_threads(threads); }
-    ~BlasThreads() { omp_set_num_threads(saved); }
-};
 
 template <typename T>
 void run_typed(const BwdFilterArgs& a) {
