@@ -225,7 +225,13 @@ IW_INLINE void pos_kernel(const Job<T>& jb, int64_t n, int64_t g, int64_t kb, in
         int64_t first = a;  // positions computed: first .. first + NR - 1
         if (qn == NR || hi - lo >= NR) {
             first = std::min(a, hi - NR);
-            for (int i = 0; i < NR; ++i) wi[i] = window(first + i);
+            // The NR windows of positions first.. (one division, then stepping along the row:
+            // a division per window cost ~10% of the time on 3-channel layers).
+            int64_t op = first / jb.q, oq = first % jb.q;
+            for (int i = 0; i < NR; ++i) {
+                wi[i] = jb.win + im2win::window_start(row0 + op, g, oq, jb.groups, jb.wp, jb.crs, jb.stride_w);
+                if (++oq == jb.q) oq = 0, ++op;
+            }
             K::run(wi, chunks, chunk_step, len, f, tile);
         } else {
             for (int64_t i = 0; i < qn; ++i) {
