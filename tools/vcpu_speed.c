@@ -6,18 +6,23 @@
  * 2x. This times the same register-only arithmetic on every OpenMP thread, round after round,
  * and says how often one thread was more than 30% slower than the fastest.
  *
- * Then it checks the other way a VM stalls threaded code: how late the OpenMP workers join a
- * parallel region after the program sat idle (5 ms: libgomp's workers still spin and join
- * within microseconds; 30 ms: they sleep, and waking a halted vCPU took this VM ~2 ms). In
- * some stretches a worker joined so late that a dynamically scheduled convolution ran at one
- * thread's speed (Winograd on VGG conv1.2: 19.5 ms instead of 11) and one split statically
- * waited for it (CYCLIC_MINIMAL: 54 instead of 23 ms), while the arithmetic rounds above
- * looked healthy.
+ * Then how late the OpenMP workers join a parallel region after the program sat idle (5 ms:
+ * libgomp's workers still spin and join within microseconds; 30 ms: they sleep, and waking a
+ * halted vCPU takes this VM ~2 ms; a benchmark should wake them before timing, as `convcore
+ * bench` does).
+ *
+ * Last, the round trip of a cache line between threads 0 and 1. It was ~53 ns here; in some
+ * stretches it was ~330 ns: the host had put the two vCPUs on different L3 domains (CCDs). Code
+ * whose threads hand written data to each other then ran up to 2x slower: Winograd's shared
+ * transformed input, OpenBLAS's shared packed panels, barriers. Single-threaded and
+ * register-only code did not change, nor did PyTorch's oneDNN (its threads work on private
+ * data). This check catches that state; the arithmetic rounds above do not.
  *
  *     make vcpu-check                 # 20 s (VCPU_SECONDS=60 for longer)
  *     build/vcpu_speed [seconds] [-v] # (after make vcpu-check) -v: one line per round
  */
 #include <omp.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <unistd.h>
 #include <stdlib.h>
@@ -102,6 +107,35 @@ int main(int argc, char** argv) {
         printf("%d wake-ups after %d ms idle: the last thread joined after %.0f us (median), "
                "%.0f us (worst); %d took more than 1 ms\n",
                WAKES, idle_ms, lat[WAKES / 2] * 1e6, lat[WAKES - 1] * 1e6, late);
+    }
+    if (threads >= 2) {
+        /* Threads 0 and 1 take turns incrementing one cache line: each increment is a round
+         * trip of the line between their cores. */
+        static _Alignas(64) atomic_long turn;
+        double best_rt = 1e30;
+        for (int round = 0; round < 5; ++round) {
+            const long trips = 200000;
+            double t0 = 0, t1 = 0;
+            atomic_store(&turn, 0);
+#pragma omp parallel num_threads(2)
+            {
+                const int id = omp_get_thread_num();
+#pragma omp barrier
+                if (id == 0) t0 = now();
+                for (long i = 0; i < trips; ++i) {
+                    const long mine = 2 * i + id;
+                    while (atomic_load_explicit(&turn, memory_order_acquire) != mine) {
+                    }
+                    atomic_store_explicit(&turn, mine + 1, memory_order_release);
+                }
+                if (id == 0) t1 = now();
+            }
+            const double rt = (t1 - t0) / trips;
+            best_rt = rt < best_rt ? rt : best_rt;
+            if (verbose) printf("cache-line round trip: %.0f ns\n", rt * 1e9);
+        }
+        printf("cache-line round trip between threads 0 and 1: %.0f ns (best of 5; ~53 ns when the "
+               "vCPUs share an L3 here, ~330 ns when the host has split them)\n", best_rt * 1e9);
     }
     free(t);
     return 0;
