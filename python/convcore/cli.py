@@ -346,6 +346,28 @@ def _steal_since(before, wall_ms):
 
 STEAL_WARN = 0.02  # a CPU lost more than 2% of a layer's timing to the hypervisor
 
+# A cache line's round trip between two threads, in ns: ~50-90 while the two vCPUs of this
+# project's VM share an L3, ~330-700 while the host has put them on different L3 domains, which
+# doubles the 2-thread time of code whose threads hand data to each other (Winograd, OpenBLAS's
+# threaded GEMM) and leaves PyTorch's oneDNN alone (bench/results/cpu-2026-11-23-s6.md).
+SPLIT_NS = 200
+
+
+def _round_trip_ns():
+    """The round trip before/after a layer's timing (convcore's diagnostic), or None."""
+    fn = getattr(convcore._convcore, "cache_line_round_trip_ns", None)
+    return fn() if fn is not None and (os.cpu_count() or 1) >= 2 else None
+
+
+def _split_layers(results):
+    """[(layer, its largest round trip in ns)] above SPLIT_NS."""
+    out = {}
+    for r in results:
+        rt = [v for v in (r.get("round_trip_ns") or []) if v]
+        if rt and max(rt) > SPLIT_NS:
+            out[r["layer"]] = max(rt)
+    return list(out.items())
+
 
 def _stolen_layers(results):
     """[(layer, its worst CPU's stolen share of the timing)] above STEAL_WARN."""
@@ -464,12 +486,15 @@ def bench_problem(problem, args, torch, log):
     for _ in range(args.warmup):
         for name in names:
             contenders[name]()
+    round_trip0 = _round_trip_ns() if not on_cuda else None
     steal0, wall0 = _steal_ms_per_cpu(), time.perf_counter()
     times = _time_interleaved(contenders, args.reps, timer)
     steal = _steal_since(steal0, (time.perf_counter() - wall0) * 1e3)
+    round_trip = None if round_trip0 is None else [round_trip0, _round_trip_ns()]
     for name in names:
         row = rows[name]
         row["steal"] = steal
+        row["round_trip_ns"] = round_trip
         row["times_ms"] = times[name]
         row["median_ms"] = statistics.median(times[name])
         row["gflops"] = problem.flops() / (row["median_ms"] * 1e6)
@@ -692,6 +717,11 @@ def cmd_bench(args):
           "algorithm on the layer." + (" t/torch: time / torch conv2d (< 1: faster than torch)."
                                        if torch is not None else ""))
     within, timed, first_round = _print_auto_summary(results)
+    split = _split_layers(results)
+    if split:
+        print(f"\nthe CPUs did not share a cache (a cache line's round trip between two threads "
+              f"above {SPLIT_NS} ns) around the timing of {len(split)} layer(s), whose "
+              "multi-threaded times may be off: " + ", ".join(f"{layer} ({ns:.0f} ns)" for layer, ns in split))
     stolen = _stolen_layers(results)
     if stolen:
         print(f"\nthe hypervisor took more than {STEAL_WARN:.0%} of a CPU during the timing of "

@@ -60,6 +60,8 @@ def test_bench_tiny_suite(tmp_path):
         steal = rows[0]["steal"]
         assert steal["wall_ms"] > 0 and len(steal["steal_ms"]) == os.cpu_count()
         assert all(ms >= 0 for ms in steal["steal_ms"])
+    if (os.cpu_count() or 1) >= 2:  # a cache line's round trip between two threads, before/after
+        assert len(rows[0]["round_trip_ns"]) == 2 and all(ns > 0 for ns in rows[0]["round_trip_ns"])
     if "torch" in algos:
         assert "t/torch" in out
         assert [r for r in rows if r["algo"] == "torch"][0]["ratio_to_torch"] == pytest.approx(1.0)
@@ -72,6 +74,19 @@ def test_stolen_layers_are_named():
             {"layer": "c", "steal": {"wall_ms": 50.0, "steal_ms": [3.0, 0.0]}},
             {"layer": "d", "steal": None}, {"layer": "e"}]
     assert cli._stolen_layers(rows) == [("c", pytest.approx(0.06)), ("a", pytest.approx(0.05))]
+
+
+def test_split_layers_are_named():
+    rows = [{"layer": "a", "round_trip_ns": [60.0, 350.0]}, {"layer": "a", "round_trip_ns": [60.0, 350.0]},
+            {"layer": "b", "round_trip_ns": [80.0, 90.0]}, {"layer": "c", "round_trip_ns": None},
+            {"layer": "d", "round_trip_ns": [0.0, 0.0]}, {"layer": "e"}]
+    assert cli._split_layers(rows) == [("a", 350.0)]
+
+
+def test_cache_line_round_trip_is_measured():
+    import convcore
+    ns = convcore._convcore.cache_line_round_trip_ns()
+    assert ns == 0.0 if (os.cpu_count() or 1) < 2 else 1.0 < ns < 1e6
 
 
 def test_bench_algos_option(tmp_path, capsys):
