@@ -24,10 +24,10 @@
 #include <omp.h>
 #include <stdatomic.h>
 #include <stdio.h>
-#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 static double now(void) {
     struct timespec t;
