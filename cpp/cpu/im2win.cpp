@@ -21,10 +21,11 @@
 // the last block), flipped for true convolution. Kernels for AVX-512, AVX2+FMA and baseline
 // SSE2 (the best the CPU runs; CONVCORE_CPU_ISA=avx2|baseline caps it).
 //
-// The transform and the kernel alternate over bands of output rows (of all images, row
-// gr = n*P + p), as many as fit in 4 MiB, so that the strips are still in cache when the
-// kernel reads them. Workspace (elements): B*C*Wp*R (the im2win strips of one band of
-// B = clamp(4 MiB / (C*Wp*R*elem), 1, N*P) rows) + groups*ceil((K/g)/KB)*KB*S*(C/g)*R (the
+// Two schedules (run_typed): units of a few output rows, each made into strips and computed by
+// one thread in its own slot of the band buffer (the default), or, for small outputs, bands of
+// output rows (of all images, row gr = n*P + p), as many as fit in 4 MiB, transformed by all
+// threads and then computed by all. Workspace (elements): B*C*Wp*R (the im2win strips of one
+// band of B = clamp(4 MiB / (C*Wp*R*elem), 1, N*P) rows) + groups*ceil((K/g)/KB)*KB*S*(C/g)*R (the
 // packed filter), KB = 32 for float32 and 16 for float64. Independent of the thread count.
 // Everything is supported: any stride, padding, dilation, groups, both modes.
 #include <omp.h>
@@ -193,17 +194,6 @@ __attribute__((target("avx512f"))) inline void transpose_16(const float* const* 
     for (int k = 0; k < cols; ++k) _mm512_mask_storeu_ps(y + k * ldy, mask, _mm512_mul_ps(col[k], va));
 }
 
-// y[k * ldy + i] = alpha * tile[i * ldt + k]: an output tile's transpose (its rows are output
-// positions, y's rows are channels). The scalar loop it replaced was ~15% of IM2WIN's time on
-// 3-channel 7x7 layers (perf).
-__attribute__((target("avx512f"))) inline void store_transposed_16(const float* tile, int64_t ldt,
-                                                                   int rows, int cols, float alpha,
-                                                                   float* y, int64_t ldy) {
-    const float* src[16];
-    for (int i = 0; i < 16; ++i) src[i] = tile + std::min(i, rows - 1) * ldt;
-    transpose_16(src, rows, cols, alpha, y, ldy);
-}
-
 // Strip columns [wc, wc + 16) from input rows rp[0 .. crs) (the transform's inner loops,
 // d[t * crs + j] = rp[j][wc + off + t]), 16 rows at a time through transpose_16: the scalar
 // gather was ~10% of IM2WIN's time on 3-channel 7x7 layers (perf).
@@ -237,7 +227,19 @@ IW_INLINE void pos_kernel(const Job<T>& jb, int64_t n, int64_t g, int64_t kb, in
     const int64_t pq = jb.p * jb.q, row0 = n * jb.p - jb.gr0;  // band row of output row 0
     T* yk0 = jb.y + (n * jb.k + g * jb.kg + k0) * pq;
     alignas(64) T tile[NR * KB];
+    // The run's outputs, channel-major (ybuf[k][pos - pos0]), written to y by whole rows at
+    // the end: storing each tile straight into y's channel planes (12 positions, often across
+    // two cache lines, in 32 planes) was ~11% of the time on 3-channel 7x7 layers (perf).
+    alignas(64) T ybuf[KB * POS_CHUNK];
     const T* wi[NR];
+    // Fetch the y rows this run writes into L2 now, while its tiles are computed: stored at
+    // the end without it, the lines' fetch-for-ownership stalled the stores (8% of the time
+    // on 3-channel 7x7 layers, one thread; prefetching into L1 instead gained less).
+    for (int64_t k = 0; k < kn; ++k) {
+        const char* row = reinterpret_cast<const char*>(yk0 + k * pq + pos0);
+        const int64_t bytes = (pos1 - pos0) * int64_t(sizeof(T));
+        for (int64_t o = 0; o < bytes + 63; o += 64) __builtin_prefetch(row + o, 0, 2);
+    }
     auto window = [&](int64_t pos) {
         return jb.win + im2win::window_start(row0 + pos / jb.q, g, pos % jb.q, jb.groups, jb.wp, jb.crs, jb.stride_w);
     };
@@ -261,24 +263,30 @@ IW_INLINE void pos_kernel(const Job<T>& jb, int64_t n, int64_t g, int64_t kb, in
             }
         }
         const T* t0 = tile + (a - first) * KB;  // t0[i*KB + k]: position a + i
-        // tile -> y[k0 + k][a + i], with the alpha/beta blend (beta == 0: y is not read).
+        T* yb = ybuf + (a - pos0);
 #ifdef CONVCORE_X86_DISPATCH
-        if constexpr (std::is_same_v<T, float> && VB == 64 && NR <= 16) {
-            if (qn == NR && first == a && jb.beta == T(0)) {  // a whole tile: transposed in registers
-                for (int64_t k = 0; k < kn; k += 16)
-                    store_transposed_16(tile + k, KB, NR, int(std::min<int64_t>(16, kn - k)), jb.alpha,
-                                        yk0 + k * pq + a, pq);
-                continue;
+        if constexpr (std::is_same_v<T, float> && VB == 64 && NR <= 16) {  // in registers
+            const float* src[16];
+            for (int i = 0; i < 16; ++i) src[i] = t0 + std::min<int64_t>(i, qn - 1) * KB;
+            for (int64_t k = 0; k < kn; k += 16) {
+                transpose_16(src, int(qn), int(std::min<int64_t>(16, kn - k)), 1.0f, yb + k * POS_CHUNK, POS_CHUNK);
+                for (int i = 0; i < 16; ++i) src[i] += 16;
             }
+            continue;
         }
 #endif
-        for (int64_t k = 0; k < kn; ++k) {
-            T* yk = yk0 + k * pq + a;
-            if (jb.beta == T(0)) {
-                for (int64_t i = 0; i < qn; ++i) yk[i] = jb.alpha * t0[i * KB + k];
-            } else {
-                for (int64_t i = 0; i < qn; ++i) yk[i] = jb.alpha * t0[i * KB + k] + jb.beta * yk[i];
-            }
+        for (int64_t k = 0; k < kn; ++k)
+            for (int64_t i = 0; i < qn; ++i) yb[k * POS_CHUNK + i] = t0[i * KB + k];
+    }
+    // ybuf -> y[k0 + k][pos0 ..pos1), with the alpha/beta blend (beta == 0: y is not read).
+    const int64_t npos = pos1 - pos0;
+    for (int64_t k = 0; k < kn; ++k) {
+        T* __restrict yk = yk0 + k * pq + pos0;
+        const T* __restrict src = ybuf + k * POS_CHUNK;
+        if (jb.beta == T(0)) {
+            for (int64_t i = 0; i < npos; ++i) yk[i] = jb.alpha * src[i];
+        } else {
+            for (int64_t i = 0; i < npos; ++i) yk[i] = jb.alpha * src[i] + jb.beta * yk[i];
         }
     }
 }
@@ -356,68 +364,92 @@ void pack_filter(const ConvProblem& pr, const T* w, T* wpk, int64_t kblocks, int
     }
 }
 
-// The im2win strips of global output rows gr0 .. gr0 + rows - 1 (gr = n*P + p), all groups:
-// win[(row - gr0) * groups + g] is the strip [wc][c][r] of row gr, group g. A strip is
-// written in order (column wc, then channel c, then tap r); the C/g*R input rows it reads
-// advance together one element per column, so they stay in L1.
+// The im2win strip [wc][c][r] of global output row gr (= n*P + p), group g. It is written in
+// order (column wc, then channel c, then tap r); the C/g*R input rows it reads advance
+// together one element per column, so they stay in L1. rowp and live: scratch of C/g*R entries.
 template <typename T>
-void im2win(const ConvProblem& pr, const Geometry& gm, const T* x, T* win, int64_t gr0, int64_t rows,
-            int threads) {
+void im2win_strip(const ConvProblem& pr, const Geometry& gm, const T* x, T* strip, int64_t gr, int64_t g,
+                  std::vector<const T*>& rowp, std::vector<int64_t>& live) {
     const int64_t cg = pr.c_per_group(), hw = pr.h * pr.w, crs = gm.crs;
-    const int64_t tasks = rows * pr.groups;
+    const int64_t n = gr / pr.p, p = gr % pr.p;
     // Columns wc that read inside the input: iw = wc - pad_w in [0, w).
     const int64_t wc0 = std::min(gm.wp, pr.pad_w), wc1 = std::clamp(pr.w + pr.pad_w, wc0, gm.wp);
-#pragma omp parallel num_threads(threads)
-    {
-        std::vector<const T*> rowp(static_cast<size_t>(crs), nullptr);
-        std::vector<int64_t> live;  // indices (c*R + r) of the rows inside the input
-        live.reserve(size_t(crs));
-#pragma omp for schedule(dynamic)
-        for (int64_t t = 0; t < tasks; ++t) {
-            const int64_t g = t % pr.groups, gr = gr0 + t / pr.groups;
-            const int64_t n = gr / pr.p, p = gr % pr.p;
-            T* strip = win + t * gm.wp * crs;  // [wc][c][r]
-            std::fill(strip, strip + wc0 * crs, T(0));
-            std::fill(strip + wc1 * crs, strip + gm.wp * crs, T(0));
-            const T* xg = x + (n * pr.c + g * cg) * hw;
-            bool all_live = true;
-            live.clear();
-            for (int64_t c = 0; c < cg; ++c)
-                for (int64_t r = 0; r < pr.r; ++r) {
-                    const int64_t ih = conv_input_coord(p, r, pr.pad_h, pr.stride_h, pr.dil_h);
-                    const bool in = ih >= 0 && ih < pr.h;
-                    rowp[size_t(c * pr.r + r)] = in ? xg + c * hw + ih * pr.w : nullptr;
-                    if (in) live.push_back(c * pr.r + r);
-                    all_live = all_live && in;
-                }
-            const T* const* rp = rowp.data();
-            const int64_t off = -pr.pad_w;  // input column of strip column wc: wc + off
-            if (all_live) {
-                int64_t wc = wc0;
+    std::fill(strip, strip + wc0 * crs, T(0));
+    std::fill(strip + wc1 * crs, strip + gm.wp * crs, T(0));
+    const T* xg = x + (n * pr.c + g * cg) * hw;
+    bool all_live = true;
+    rowp.resize(size_t(crs));
+    live.clear();
+    for (int64_t c = 0; c < cg; ++c)
+        for (int64_t r = 0; r < pr.r; ++r) {
+            const int64_t ih = conv_input_coord(p, r, pr.pad_h, pr.stride_h, pr.dil_h);
+            const bool in = ih >= 0 && ih < pr.h;
+            rowp[size_t(c * pr.r + r)] = in ? xg + c * hw + ih * pr.w : nullptr;
+            if (in) live.push_back(c * pr.r + r);
+            all_live = all_live && in;
+        }
+    const T* const* rp = rowp.data();
+    const int64_t off = -pr.pad_w;  // input column of strip column wc: wc + off
+    if (all_live) {
+        int64_t wc = wc0;
 #ifdef CONVCORE_X86_DISPATCH
-                if constexpr (std::is_same_v<T, float>)
-                    if (kernels().f32 == avx512_f32)  // 16 columns at a time
-                        for (; wc + 16 <= wc1; wc += 16) strip_columns_16(rp, crs, wc + off, strip + wc * crs);
+        if constexpr (std::is_same_v<T, float>)
+            if (kernels().f32 == avx512_f32)  // 16 columns at a time
+                for (; wc + 16 <= wc1; wc += 16) strip_columns_16(rp, crs, wc + off, strip + wc * crs);
 #endif
-                for (; wc < wc1; ++wc) {
-                    T* d = strip + wc * crs;
-                    for (int64_t j = 0; j < crs; ++j) d[j] = rp[j][wc + off];
-                }
-            } else {
-                for (int64_t wc = wc0; wc < wc1; ++wc) {
-                    T* d = strip + wc * crs;
-                    std::fill(d, d + crs, T(0));
-                    for (const int64_t j : live) d[j] = rp[j][wc + off];
-                }
-            }
+        for (; wc < wc1; ++wc) {
+            T* d = strip + wc * crs;
+            for (int64_t j = 0; j < crs; ++j) d[j] = rp[j][wc + off];
+        }
+    } else {
+        for (int64_t wc = wc0; wc < wc1; ++wc) {
+            T* d = strip + wc * crs;
+            std::fill(d, d + crs, T(0));
+            for (const int64_t j : live) d[j] = rp[j][wc + off];
         }
     }
 }
 
-// A run of output positions [pos0, pos1) of image n whose rows are all in the band.
-struct Run {
-    int64_t n, pos0, pos1, lo, hi;
+// Every (position run, group, filter block) task of the band rows gr0 .. gr0 + rows - 1
+// (their strips at jb.win, jb.gr0 == gr0), in runs of up to POS_CHUNK positions of one image.
+// fn(n, g, kb, pos0, pos1, lo, hi) for task index t of count().
+struct BandTasks {
+    struct Run {
+        int64_t n, pos0, pos1, lo, hi;
+    };
+    std::vector<Run> runs;
+    int64_t groups = 1, kblocks = 1;
+    void build(const ConvProblem& pr, int64_t kb, int64_t gr0, int64_t rows) {
+        groups = pr.groups, kblocks = kb;
+        runs.clear();
+        for (int64_t n = gr0 / pr.p; n * pr.p < gr0 + rows; ++n) {
+            const int64_t lo = (std::max(gr0, n * pr.p) - n * pr.p) * pr.q;
+            const int64_t hi = (std::min(gr0 + rows, (n + 1) * pr.p) - n * pr.p) * pr.q;
+            for (int64_t p0 = lo; p0 < hi; p0 += POS_CHUNK) runs.push_back({n, p0, std::min(hi, p0 + POS_CHUNK), lo, hi});
+        }
+    }
+    // The filter blocks of a run follow one another, so its windows stay in cache.
+    int64_t count() const { return int64_t(runs.size()) * groups * kblocks; }
+    template <typename T>
+    void run(RowFn<T> fn, const Job<T>& jb, int64_t t) const {
+        const int64_t kb = t % kblocks, g = t / kblocks % groups;
+        const Run& r = runs[size_t(t / (kblocks * groups))];
+        fn(jb, r.n, g, kb, r.pos0, r.pos1, r.lo, r.hi);
+    }
 };
+
+// Output rows per unit of the private schedule (run_typed): enough positions that the last
+// partial tile of a unit is rare (UNIT_POSITIONS), at least 8 units per thread, and at most
+// the thread's slot of the band. 0: the shared schedule, where the band is shorter than the
+// thread count or a unit would have under MIN_UNIT_POSITIONS (small images: there the
+// shared schedule's tasks of whole images balance better and waste fewer partial tiles;
+// measured on 20x20 and 10x10 outputs, 3-4% and 11% faster than 1-2 row units).
+constexpr int64_t UNIT_POSITIONS = 768, MIN_UNIT_POSITIONS = 192;
+int64_t unit_rows(const ConvProblem& pr, const Geometry& gm, int threads) {
+    const int64_t slot = gm.band / threads, total = pr.n * pr.p;
+    const int64_t u = std::min({(UNIT_POSITIONS + pr.q - 1) / pr.q, (total + 8 * threads - 1) / (8 * int64_t(threads)), slot});
+    return u >= 1 && u * pr.q >= MIN_UNIT_POSITIONS ? u : 0;
+}
 
 template <typename T>
 void run_typed(const ConvArgs& a) {
@@ -441,29 +473,55 @@ void run_typed(const ConvArgs& a) {
     jb.wp = gm.wp, jb.crs = gm.crs, jb.win_len = gm.win_len, jb.kblocks = gm.kblocks;
     jb.alpha = T(a.alpha), jb.beta = T(a.beta);
     const RowFn<T> fn = row_fn(static_cast<T*>(nullptr));
+    const int64_t total_rows = pr.n * pr.p, strip_elems = gm.wp * gm.crs;
 
-    const int64_t total_rows = pr.n * pr.p;
-    std::vector<Run> runs;
+    // The private schedule: units of a few output rows handed out dynamically; a thread makes
+    // a unit's strips in its own slot of the band buffer and runs all of the unit's tasks
+    // itself, so strips never pass between threads and there is no barrier per band (what
+    // this VM's split state punishes: docs/algorithms.md). Two threads, interleaved with
+    // PyTorch: IM2WIN conv3 1.01-1.15x PyTorch's speed against 0.96-1.11x with the shared
+    // schedule below.
+    if (const int64_t ur = unit_rows(pr, gm, threads); ur > 0) {
+        const int64_t units = (total_rows + ur - 1) / ur;
+#pragma omp parallel num_threads(threads)
+        {
+            std::vector<const T*> rowp;
+            std::vector<int64_t> live;
+            BandTasks tasks;
+            T* const slot = win + int64_t(omp_get_thread_num()) * ur * gm.row_elems;
+            Job<T> mine = jb;
+            mine.win = slot;
+#pragma omp for schedule(dynamic, 1)
+            for (int64_t u = 0; u < units; ++u) {
+                const int64_t gr0 = u * ur, rows = std::min(ur, total_rows - gr0);
+                for (int64_t i = 0; i < rows * pr.groups; ++i)
+                    im2win_strip<T>(pr, gm, jb.x, slot + i * strip_elems, gr0 + i / pr.groups,
+                                    i % pr.groups, rowp, live);
+                mine.gr0 = gr0;
+                tasks.build(pr, gm.kblocks, gr0, rows);
+                for (int64_t t = 0; t < tasks.count(); ++t) tasks.run(fn, mine, t);
+            }
+        }
+        return;
+    }
+
+    // The shared schedule, band by band: the strips (win[(row - gr0) * groups + g]), then the
+    // band's tasks.
+    BandTasks tasks;
     for (int64_t gr0 = 0; gr0 < total_rows; gr0 += gm.band) {
         const int64_t rows = std::min(gm.band, total_rows - gr0);
-        im2win<T>(pr, gm, jb.x, win, gr0, rows, threads);
+#pragma omp parallel num_threads(threads)
+        {
+            std::vector<const T*> rowp;
+            std::vector<int64_t> live;
+#pragma omp for schedule(dynamic)
+            for (int64_t i = 0; i < rows * pr.groups; ++i)
+                im2win_strip<T>(pr, gm, jb.x, win + i * strip_elems, gr0 + i / pr.groups, i % pr.groups, rowp, live);
+        }
         jb.gr0 = gr0;
-        // The band's positions, image by image, in runs of POS_CHUNK.
-        runs.clear();
-        for (int64_t n = gr0 / pr.p; n * pr.p < gr0 + rows; ++n) {
-            const int64_t lo = (std::max(gr0, n * pr.p) - n * pr.p) * pr.q;
-            const int64_t hi = (std::min(gr0 + rows, (n + 1) * pr.p) - n * pr.p) * pr.q;
-            for (int64_t p0 = lo; p0 < hi; p0 += POS_CHUNK) runs.push_back({n, p0, std::min(hi, p0 + POS_CHUNK), lo, hi});
-        }
-        // One task per (run, group, filter block): the filter blocks of a run follow one
-        // another, so its windows stay in cache.
-        const int64_t nruns = int64_t(runs.size()), tasks = nruns * pr.groups * gm.kblocks;
+        tasks.build(pr, gm.kblocks, gr0, rows);
 #pragma omp parallel for num_threads(threads) schedule(dynamic)
-        for (int64_t t = 0; t < tasks; ++t) {
-            const int64_t kb = t % gm.kblocks, g = t / gm.kblocks % pr.groups;
-            const Run& r = runs[size_t(t / (gm.kblocks * pr.groups))];
-            fn(jb, r.n, g, kb, r.pos0, r.pos1, r.lo, r.hi);
-        }
+        for (int64_t t = 0; t < tasks.count(); ++t) tasks.run(fn, jb, t);
     }
 }
 

@@ -107,6 +107,26 @@ TEST(Im2win, SeveralBandsOfRows) {
     EXPECT_LT(run_case<float>(Case{q, 1.0, 0.5, false, 0}, rng), BOUND_F32);
 }
 
+// The private schedule (units of output rows, each made and computed by one thread in its
+// slot of the band buffer; cpu/im2win.cpp unit_rows): units that cross image boundaries,
+// several units per thread, groups, a partial last tile per unit, beta != 0; one to four
+// threads (slots and unit sizes change with the count), against the shared schedule's
+// problems of the same shapes (small outputs: under 192 positions per unit).
+TEST(Im2win, PrivateScheduleUnitsAcrossImagesAndThreads) {
+    std::mt19937 rng(77);
+    const Shape cases[] = {
+        make_shape(3, 4, 60, 50, 40, 3, 3, 0, 1, 1, 1, false),    // 58 rows per image, Q = 48
+        make_shape(2, 6, 45, 71, 20, 5, 3, 2, 2, 1, 2, true),     // stride 2, groups 2, Q = 35
+        make_shape(1, 3, 101, 101, 64, 7, 7, 3, 2, 1, 1, false),  // a ResNet-like first layer
+    };
+    for (const Shape& p : cases)
+        for (int threads = 1; threads <= 4; ++threads) {
+            const Case tc{p, 1.0, threads % 2 ? 0.0 : 0.5, false, threads};
+            EXPECT_LT(run_case<float>(tc, rng), BOUND_F32) << describe(p) << " threads " << threads;
+            EXPECT_LT(run_case<double>(tc, rng), BOUND_F64) << describe(p) << " threads " << threads;
+        }
+}
+
 TEST(Im2win, WorkspaceIsExactAndDoesNotDependOnThreads) {
     struct W {
         int64_t n, c, h, w, k, r, s, pad, stride, dil, groups;
