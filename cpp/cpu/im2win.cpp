@@ -232,9 +232,10 @@ IW_INLINE void pos_kernel(const Job<T>& jb, int64_t n, int64_t g, int64_t kb, in
     // two cache lines, in 32 planes) was ~11% of the time on 3-channel 7x7 layers (perf).
     alignas(64) T ybuf[KB * POS_CHUNK];
     const T* wi[NR];
-    // Fetch the y rows this run writes into L2 now, while its tiles are computed: stored at
-    // the end without it, the lines' fetch-for-ownership stalled the stores (8% of the time
-    // on 3-channel 7x7 layers, one thread; prefetching into L1 instead gained less).
+    // The y rows this run writes, prefetched into L2 while its tiles are computed, so that
+    // the copy-out at the end does not wait for each line's fetch for ownership (perf, one
+    // thread, IM2WIN conv3: the copy-out 8% -> 4% of the time; measured 1-4% faster, variants
+    // interleaved in rotation with PyTorch; into L1 (prefetchw) it did no better).
     for (int64_t k = 0; k < kn; ++k) {
         const char* row = reinterpret_cast<const char*>(yk0 + k * pq + pos0);
         const int64_t bytes = (pos1 - pos0) * int64_t(sizeof(T));
@@ -478,9 +479,9 @@ void run_typed(const ConvArgs& a) {
     // The private schedule: units of a few output rows handed out dynamically; a thread makes
     // a unit's strips in its own slot of the band buffer and runs all of the unit's tasks
     // itself, so strips never pass between threads and there is no barrier per band (what
-    // this VM's split state punishes: docs/algorithms.md). Two threads, interleaved with
-    // PyTorch: IM2WIN conv3 1.01-1.15x PyTorch's speed against 0.96-1.11x with the shared
-    // schedule below.
+    // this VM's split state punishes: docs/algorithms.md). Cold caches, in rotation with
+    // PyTorch, shared -> private: ResNet-50 conv1 3.20 -> 2.98 ms on one thread, 1.85 -> 1.73
+    // on two; IM2WIN conv3 with the vCPUs split 4.39 -> 3.89 ms.
     if (const int64_t ur = unit_rows(pr, gm, threads); ur > 0) {
         const int64_t units = (total_rows + ur - 1) / ur;
 #pragma omp parallel num_threads(threads)
