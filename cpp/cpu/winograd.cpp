@@ -73,6 +73,20 @@ constexpr int64_t kMinOwnFilters = 8;  // per-thread sub-slices (run_filter_bloc
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// The private block schedule (run_private_pieces) when U is at most this: the ordinary block
+// schedule's hand-offs (V made by all threads, read by every GEMM; M likewise to the output
+// transform) are what this VM's split state punishes, but each private piece re-reads all of
+// U, which with U over ~2 MiB (VGG conv2.2 at 2.4 MB) made it 11% slower on shared L3.
+constexpr int64_t kPrivateMaxUBytes = int64_t(3) << 19;  // 1.5 MiB
+
+// Tile rows per thread piece in the private block schedule: the largest count whose pieces,
+// each rounded up to whole lane groups, fit side by side in a block's ldv columns; 0 if none.
+int64_t private_piece_rows(int64_t block_rows, int64_t tw, int64_t ldv, int threads) {
+    int64_t sb = block_rows / threads;
+    while (sb > 0 && threads * ceil_div(sb * tw, kLanes) * kLanes > ldv) --sb;
+    return sb;
+}
+
 // U larger than this is written with non-temporal stores: it does not fit the caches anyway,
 // and streaming it saves reading every line before writing it (measured: ~20% of the filter
 // transform of VGG conv4.2).
@@ -545,6 +559,40 @@ void run_filter_blocked(const Plan& pl, const Dims& d, const ConvProblem& p, con
     }
 }
 
+// The private block schedule (U small enough, kPrivateMaxUBytes; called inside the parallel
+// region after the filter transform): the tile rows are cut into pieces of sb rows, handed
+// out dynamically, and each thread takes a piece through all three stages, the input
+// transform, the a*a GEMMs (K/g x piece x C/g, single-threaded) and the output transform, in
+// its own columns of the V and M block buffers (thread t: columns [t*w, (t+1)*w), w = the
+// piece's tiles rounded up to whole lane groups, so no cache line is shared). Only U, made
+// once, is read by both threads; there is no barrier per block. VGG at batch 1, 2 threads,
+// in rotation with PyTorch, cold caches, block -> private: conv1.2 17.2 -> 16.4 ms, conv2.1
+// 7.2 -> 6.4 ms, ResNet res2 at batch 8 8.3 -> 7.0 ms; with the vCPUs split across L3
+// domains (round trip ~320 ns) conv1.2 24.5 -> 14.9 ms, conv2.1 12.9 -> 8.7 ms, res2 at batch
+// 8 17.3 -> 9.8 ms (PyTorch 19.8, 10.3, 10.3 ms).
+template <typename T, class F>
+void run_private_pieces(const Plan& pl, const Dims& d, const ConvProblem& p, const T* x, T* y, const T* U,
+                        T* V, T* M, T alpha, T beta, int64_t sb) {
+    using W = Wino<T, F>;
+    constexpr int64_t aa = int64_t(F::alpha) * F::alpha;
+    const int64_t width = ceil_div(sb * d.tw, kLanes) * kLanes, t = omp_get_thread_num();
+    T* Vt = V + t * width;
+    T* Mt = M + t * width;
+    const int64_t pieces = ceil_div(pl.rows, sb);
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t item = 0; item < p.groups * pieces; ++item) {
+        const int64_t g = item / pieces, row0 = item % pieces * sb;
+        const int64_t nrows = std::min(sb, pl.rows - row0);
+        const int64_t nb = nrows * d.tw, lane_groups = nrows * d.gpr;
+        const T* Ug = U + g * aa * d.kg * d.cg;
+        W::input_items(d, x, Vt, g, row0, 0, lane_groups * d.cg);
+        for (int64_t xi = 0; xi < aa; ++xi)
+            gemm(int(d.kg), int(nb), int(d.cg), Ug + xi * d.kg * d.cg, int(d.cg), Vt + xi * d.cg * d.ldv,
+                 int(d.ldv), Mt + xi * d.kg * d.ldv, int(d.ldv));
+        W::output_items(d, Mt, y, g, row0, 0, lane_groups * d.kg, alpha, beta);
+    }
+}
+
 template <typename T, class F>
 void run_typed(const ConvArgs& args) {
     using W = Wino<T, F>;
@@ -562,43 +610,52 @@ void run_typed(const ConvArgs& args) {
     const T alpha = T(args.alpha), beta = T(args.beta);
     BlasThreads blas_threads(1);  // with one thread BLAS is not in a parallel region
 
-    // One parallel region for the whole call; every stage is a dynamically scheduled loop.
-    // The multiply stage runs the a*a GEMMs (times column slices when there are more threads
-    // than GEMMs) concurrently, each single-threaded.
+    // One parallel region for the whole call, in one of three schedules: filter-blocked (a
+    // huge U, few tiles: run_filter_blocked), private pieces (a small U: run_private_pieces),
+    // or the block schedule below, where every stage is a dynamically scheduled loop and the
+    // multiply stage runs the a*a GEMMs (times column slices when there are more threads than
+    // GEMMs) concurrently, each single-threaded.
 #pragma omp parallel num_threads(threads)
     {
         if (pl.kb > 0) {
             run_filter_blocked<T, F>(pl, d, p, x, w, y, U, V, M, alpha, beta, threads);
         } else {
         const bool stream = pl.u_elems * int64_t(sizeof(T)) > kStreamUBytes;
+        const int64_t sb = pl.u_elems * int64_t(sizeof(T)) <= kPrivateMaxUBytes
+                               ? private_piece_rows(pl.block_rows, d.tw, pl.ldv, threads) : 0;
         // Barriers: two per block. The filter transform needs none of its own (the first GEMM
         // comes after the input transform's barrier), nor does the output transform (the next
         // block's GEMMs, which overwrite M, come after the next input transform's barrier).
-        for_chunks(p.k * ceil_div(d.cg, W::kFilterChunk), threads, /*wait=*/false,
+        // The private schedule has one, after the filter transform.
+        for_chunks(p.k * ceil_div(d.cg, W::kFilterChunk), threads, /*wait=*/sb > 0,
                    [&](int64_t i0, int64_t i1) { W::filter_items(d, w, U, i0, i1, stream); });
-        for (int64_t g = 0; g < p.groups; ++g) {
-            const T* Ug = U + g * aa * d.kg * d.cg;
-            for (int64_t row0 = 0; row0 < pl.rows; row0 += pl.block_rows) {
-                const int64_t nrows = std::min(pl.block_rows, pl.rows - row0);
-                const int64_t nb = nrows * d.tw, groups = nrows * d.gpr;
-                for_chunks(groups * d.cg, threads, /*wait=*/true,
-                           [&](int64_t i0, int64_t i1) { W::input_items(d, x, V, g, row0, i0, i1); });
-                // Column slices of whole lane groups, enough for every thread to have work.
-                const int64_t lane_groups = ceil_div(nb, kLanes);
-                const int64_t slices = std::min(lane_groups, ceil_div(2 * int64_t(threads), aa));
-                const int64_t per_slice = ceil_div(lane_groups, slices) * kLanes;
+        if (sb > 0) {
+            run_private_pieces<T, F>(pl, d, p, x, y, U, V, M, alpha, beta, sb);
+        } else {
+            for (int64_t g = 0; g < p.groups; ++g) {
+                const T* Ug = U + g * aa * d.kg * d.cg;
+                for (int64_t row0 = 0; row0 < pl.rows; row0 += pl.block_rows) {
+                    const int64_t nrows = std::min(pl.block_rows, pl.rows - row0);
+                    const int64_t nb = nrows * d.tw, groups = nrows * d.gpr;
+                    for_chunks(groups * d.cg, threads, /*wait=*/true,
+                               [&](int64_t i0, int64_t i1) { W::input_items(d, x, V, g, row0, i0, i1); });
+                    // Column slices of whole lane groups, enough for every thread to have work.
+                    const int64_t lane_groups = ceil_div(nb, kLanes);
+                    const int64_t slices = std::min(lane_groups, ceil_div(2 * int64_t(threads), aa));
+                    const int64_t per_slice = ceil_div(lane_groups, slices) * kLanes;
 #pragma omp for schedule(dynamic, 1)
-                for (int64_t item = 0; item < aa * slices; ++item) {
-                    const int64_t xi = item / slices, c0 = item % slices * per_slice;
-                    const int64_t cols = std::min(per_slice, nb - c0);
-                    if (cols > 0)
-                        gemm(int(d.kg), int(cols), int(d.cg), Ug + xi * d.kg * d.cg, int(d.cg),
-                             V + xi * d.cg * d.ldv + c0, int(d.ldv), M + xi * d.kg * d.ldv + c0,
-                             int(d.ldv));
+                    for (int64_t item = 0; item < aa * slices; ++item) {
+                        const int64_t xi = item / slices, c0 = item % slices * per_slice;
+                        const int64_t cols = std::min(per_slice, nb - c0);
+                        if (cols > 0)
+                            gemm(int(d.kg), int(cols), int(d.cg), Ug + xi * d.kg * d.cg, int(d.cg),
+                                 V + xi * d.cg * d.ldv + c0, int(d.ldv), M + xi * d.kg * d.ldv + c0,
+                                 int(d.ldv));
+                    }
+                    for_chunks(groups * d.kg, threads, /*wait=*/false, [&](int64_t i0, int64_t i1) {
+                        W::output_items(d, M, y, g, row0, i0, i1, alpha, beta);
+                    });
                 }
-                for_chunks(groups * d.kg, threads, /*wait=*/false, [&](int64_t i0, int64_t i1) {
-                    W::output_items(d, M, y, g, row0, i0, i1, alpha, beta);
-                });
             }
         }
         }

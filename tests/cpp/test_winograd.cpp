@@ -106,6 +106,30 @@ TEST_P(Winograd, FilterBlockedScheduleOnDeepSmallImages) {
     }
 }
 
+// The two schedules of the ordinary (not filter-blocked) path, on 1 to 4 threads: private
+// pieces (U up to 1.5 MiB, winograd.cpp run_private_pieces: each thread a piece of tile rows
+// through every stage in its own columns of V and M; the piece size shrinks until the pieces
+// fit side by side, the last piece is partial, pieces cross images), grouped, true
+// convolution, beta != 0; and the block schedule (float64 U over 1.5 MiB, 288 tiles: two
+// blocks of tile rows, the last partial; F(2x2,3x3) needs more channels for that U).
+TEST_P(Winograd, PrivatePiecesAndBlockScheduleOnOneToFourThreads) {
+    const auto algo = GetParam();
+    std::mt19937 rng(31);
+    const Shape pieces{3, 8, 37, 45, 12, 3, 3, 1, 1, 1, 1, 1, 1, 2, true};
+    for (int threads = 1; threads <= 4; ++threads) {
+        const Case tc{pieces, 1.0, threads % 2 ? 0.0 : 0.5, false, threads};
+        EXPECT_LT(run_forward_case<float>(algo, tc, rng), bound(algo, false)) << describe(pieces) << threads;
+        EXPECT_LT(run_forward_case<double>(algo, tc, rng), bound(algo, true)) << describe(pieces) << threads;
+    }
+    const bool f4 = algo == CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3;  // U: 36*74*74*8, 16*112*112*8 bytes
+    const Shape blocks = f4 ? Shape{2, 74, 48, 48, 74, 3, 3, 1, 1, 1, 1, 1, 1, 1, false}
+                            : Shape{2, 112, 24, 24, 112, 3, 3, 1, 1, 1, 1, 1, 1, 1, false};
+    for (int threads : {1, 3}) {
+        const Case tc{blocks, 1.0, 0.0, false, threads};
+        EXPECT_LT(run_forward_case<double>(algo, tc, rng), bound(algo, true)) << describe(blocks) << threads;
+    }
+}
+
 TEST_P(Winograd, WorkspaceDoesNotDependOnThreadsAndRunsRepeat) {
     const auto algo = GetParam();
     convcore::TensorDesc xd(CONVCORE_DATA_FLOAT, 2, 6, 23, 17);
