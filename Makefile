@@ -117,7 +117,7 @@ info: build
 VCPU_SECONDS ?= 20
 vcpu-check:
 	@mkdir -p build
-	cc -O2 -fopenmp tools/vcpu_speed.c -o build/vcpu_speed
+	cc -O2 -fopenmp -Icpp tools/vcpu_speed.c -o build/vcpu_speed
 	build/vcpu_speed $(VCPU_SECONDS)
 
 clean:

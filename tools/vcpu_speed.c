@@ -22,28 +22,23 @@
  *     build/vcpu_speed [seconds] [-v] # (after make vcpu-check) -v: one line per round
  */
 #include <omp.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
-static double now(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return t.tv_sec + 1e-9 * t.tv_nsec;
-}
+#include "common/cache_line_round_trip.h"
 
 int main(int argc, char** argv) {
     const double seconds = argc > 1 ? atof(argv[1]) : 20.0;
     const int verbose = argc > 2 && strcmp(argv[2], "-v") == 0;
     const int threads = omp_get_max_threads();
     double* t = calloc((size_t)threads, sizeof(double));
-    double best = 1e30, end = now() + seconds;
+    double best = 1e30, end = convcore_seconds_now() + seconds;
     long rounds = 0, slow_rounds = 0;
     volatile float sink = 0;
-    while (now() < end) {
+    while (convcore_seconds_now() < end) {
 #pragma omp parallel num_threads(threads)
         {
             /* Four independent multiply-add chains with different seeds (so the compiler cannot
@@ -51,14 +46,14 @@ int main(int argc, char** argv) {
             const int id = omp_get_thread_num();
             float a0 = 1.0f + id, a1 = 2.0f + id, a2 = 3.0f + id, a3 = 4.0f + id;
             const float m = 0.9999999f, c = 1e-7f;
-            const double t0 = now();
+            const double t0 = convcore_seconds_now();
             for (long i = 0; i < 20000000L; ++i) {
                 a0 = a0 * m + c;
                 a1 = a1 * m + c;
                 a2 = a2 * m + c;
                 a3 = a3 * m + c;
             }
-            t[id] = now() - t0;
+            t[id] = convcore_seconds_now() - t0;
             sink += a0 + a1 + a2 + a3;
         }
         double lo = t[0], hi = t[0];
@@ -87,9 +82,9 @@ int main(int argc, char** argv) {
     for (int idle_ms = 5; idle_ms <= 30; idle_ms += 25) {
         for (int r = 0; r < WAKES; ++r) {
             usleep(idle_ms * 1000);
-            const double t0 = now();
+            const double t0 = convcore_seconds_now();
 #pragma omp parallel num_threads(threads)
-            t[omp_get_thread_num()] = now();
+            t[omp_get_thread_num()] = convcore_seconds_now();
             double last = t[0];
             for (int i = 1; i < threads; ++i) last = t[i] > last ? t[i] : last;
             lat[r] = last - t0;
@@ -109,33 +104,14 @@ int main(int argc, char** argv) {
                WAKES, idle_ms, lat[WAKES / 2] * 1e6, lat[WAKES - 1] * 1e6, late);
     }
     if (threads >= 2) {
-        /* Threads 0 and 1 take turns incrementing one cache line: each increment is a round
-         * trip of the line between their cores. */
-        static _Alignas(64) atomic_long turn;
         double best_rt = 1e30;
         for (int round = 0; round < 5; ++round) {
-            const long trips = 200000;
-            double t0 = 0, t1 = 0;
-            atomic_store(&turn, 0);
-#pragma omp parallel num_threads(2)
-            {
-                const int id = omp_get_thread_num();
-#pragma omp barrier
-                if (id == 0) t0 = now();
-                for (long i = 0; i < trips; ++i) {
-                    const long mine = 2 * i + id;
-                    while (atomic_load_explicit(&turn, memory_order_acquire) != mine) {
-                    }
-                    atomic_store_explicit(&turn, mine + 1, memory_order_release);
-                }
-                if (id == 0) t1 = now();
-            }
-            const double rt = (t1 - t0) / trips;
+            const double rt = convcore_cache_line_round_trip_ns(1, 100.0);
             best_rt = rt < best_rt ? rt : best_rt;
-            if (verbose) printf("cache-line round trip: %.0f ns\n", rt * 1e9);
+            if (verbose) printf("cache-line round trip: %.0f ns\n", rt);
         }
         printf("cache-line round trip between threads 0 and 1: %.0f ns (best of 5; ~53 ns when the "
-               "vCPUs share an L3 here, ~330 ns when the host has split them)\n", best_rt * 1e9);
+               "vCPUs share an L3 here, ~330 ns when the host has split them)\n", best_rt);
     }
     free(t);
     return 0;

@@ -316,17 +316,19 @@ IW_ENTRY(avx512, __attribute__((target("avx512f,fma"))), 64, 2, 2, 12)
 struct Kernels {
     RowFn<float> f32;
     RowFn<double> f64;
+    bool avx512;  // the AVX-512 kernels: the strips may use transpose_16 too
 };
 
 Kernels pick_kernels() {
 #ifdef CONVCORE_X86_DISPATCH
     const char* env = std::getenv("CONVCORE_CPU_ISA");
     const std::string cap = env ? env : "";
-    if (cap != "avx2" && cap != "baseline" && __builtin_cpu_supports("avx512f")) return {avx512_f32, avx512_f64};
+    if (cap != "avx2" && cap != "baseline" && __builtin_cpu_supports("avx512f"))
+        return {avx512_f32, avx512_f64, true};
     if (cap != "baseline" && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return {avx2_f32, avx2_f64};
+        return {avx2_f32, avx2_f64, false};
 #endif
-    return {baseline_f32, baseline_f64};
+    return {baseline_f32, baseline_f64, false};
 }
 
 const Kernels& kernels() {
@@ -395,7 +397,7 @@ void im2win_strip(const ConvProblem& pr, const Geometry& gm, const T* x, T* stri
         int64_t wc = wc0;
 #ifdef CONVCORE_X86_DISPATCH
         if constexpr (std::is_same_v<T, float>)
-            if (kernels().f32 == avx512_f32)  // 16 columns at a time
+            if (kernels().avx512)  // 16 columns at a time
                 for (; wc + 16 <= wc1; wc += 16) strip_columns_16(rp, crs, wc + off, strip + wc * crs);
 #endif
         for (; wc < wc1; ++wc) {

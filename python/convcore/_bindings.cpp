@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/cache_line_round_trip.h"
 #include "convcore/convcore.h"
 #include "dlpack.hpp"
 
@@ -906,51 +907,8 @@ void set_num_threads(int n) { check(convcoreSetNumThreads(cpu_handle(), n), "thr
 // ~53 ns while the two vCPUs share an L3 and ~330 ns while the host has split them across L3
 // domains, which doubles the time of code whose threads hand data to each other.
 double cache_line_round_trip_ns() {
-    if (omp_get_num_procs() < 2) return 0.0;
-    struct alignas(64) Line {
-        std::atomic<long> v{0};
-    };
-    using clock = std::chrono::steady_clock;
     py::gil_scoped_release release;
-    double best = 0.0;
-    for (int run = 0; run < 3; ++run) {
-        Line turn, stop;
-        long trips_done = 0;
-        double seconds = 0.0;
-#pragma omp parallel num_threads(2)
-        {
-            const int id = omp_get_thread_num();
-            if (omp_get_num_threads() == 2) {
-#pragma omp barrier
-                const auto t0 = clock::now();
-                long i = 0;
-                for (; i < 20000; ++i) {
-                    const long mine = 2 * i + id;
-                    bool stopped = false;
-                    while (turn.v.load(std::memory_order_acquire) != mine)
-                        if (stop.v.load(std::memory_order_relaxed)) {
-                            stopped = true;
-                            break;
-                        }
-                    if (stopped) break;
-                    turn.v.store(mine + 1, std::memory_order_release);
-                    if (id == 0 && (i & 255) == 255 && clock::now() - t0 > std::chrono::milliseconds(20)) {
-                        ++i;
-                        break;
-                    }
-                }
-                if (id == 0) {
-                    seconds = std::chrono::duration<double>(clock::now() - t0).count();
-                    trips_done = i;
-                    stop.v.store(1, std::memory_order_relaxed);
-                }
-            }
-        }
-        if (trips_done == 0) return 0.0;
-        const double ns = seconds / double(trips_done) * 1e9;
-        best = run == 0 ? ns : std::min(best, ns);
-    }
-    return best;
+    return convcore_cache_line_round_trip_ns(3, 20.0);
 }
 
 // ---- Find ------------------------------------------------------------------------------------
