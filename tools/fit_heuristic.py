@@ -10,9 +10,8 @@ best on the suites, and timed only on small grid layers, so a fit would extrapol
 modelled and comes last.
 
 Data: bench/data/grid_cpu.json (bench/collect_selection_data.py: a sampled grid, min of
-interleaved reps, CPU time at one thread) and bench/data/suites_cpu_4efb525/*.json (`convcore
-bench --json` of every suite on a quiet machine, 2 threads, median of 5), the latter weighted
-SUITE_WEIGHT. Prints the held-out accuracy (K-fold cross-validation by layer) and the accuracy
+interleaved reps, CPU time at one thread) and the suite runs in SUITE_DATA (`convcore bench
+--json` of every suite, 2 threads, median of 11), the latter weighted SUITE_WEIGHT. Prints the held-out accuracy (K-fold cross-validation by layer) and the accuracy
 on the suites.
 
     python tools/fit_heuristic.py                   # refit, rewrite the header, print accuracy
@@ -31,24 +30,17 @@ import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GRID_DATA = ["bench/data/grid_cpu.json"]
-# Every suite run of the current method (each run's layers enter separately, so several runs
-# average out their noise; a layer's runs always fall in the same cross-validation fold): two
-# steady runs (one thread, process CPU time: two such runs agree on the fastest algorithm within
-# 10% on 66/68 layers) and seven runs as `convcore bench` times by default (2 threads, wall
-# clock: 59/68), from two days between which this VM's timings moved (WINOGRAD_4X4_3X3 on VGG
-# conv5 4.5 ms against 2.8 ms the day before, FINE_GRAINED_FFT fastest on the larger PolyHankel
-# inputs). Leaving one of the last four runs out and fitting the rest (weight 15) picked within
-# 10% on 53-61/67 of its layers, against 50-57 for the fit on the first five alone (weight 40),
-# and the grid's held-out accuracy rose (380-391/600 against 379): more runs at a lower weight
-# fit the suites without memorising them. bench/data/suites_cpu_t1_04652fe_r2/ and
-# suites_cpu_t1_fafca26_r3/ are steady runs kept out of the fit (docs/algorithms.md).
-SUITE_DATA = ["bench/data/suites_cpu_t1_04652fe_r1/*.json", "bench/data/suites_cpu_e40351e/*.json",
-              "bench/data/suites_cpu_f2589d9/*.json", "bench/data/suites_cpu_9553364/*.json",
-              "bench/data/suites_cpu_e6a0b8d/*.json", "bench/data/suites_cpu_091e931/*.json",
-              "bench/data/suites_cpu_d3feb25/*.json", "bench/data/suites_cpu_eadeda4/*.json",
-              "bench/data/suites_cpu_t1_79db597_r4/*.json"]
+# The suite runs in the fit: run 17 (2026-11-23, seventh session, commit 7968c6c; `convcore
+# bench` as by default: 2 threads, wall clock, median of 11), the first run after IMPLICIT_GEMM's
+# row path, IM2WIN's private schedule and Winograd's private pieces made the older runs' rankings
+# stale (IM2WIN fastest on VGG conv1.1, IMPLICIT_GEMM on the fine-grained 1-channel layers). The
+# nine runs fitted before (04652fe-79db597) stay in bench/data/ and out of the fit. With the new
+# grid (600 layers, collect_selection_data.py at 1 thread), 5-fold held-out: 59/67 suite layers
+# within 10% (weights 8-35 gave 58-59; adding the sixth session's two runs at 15 or 30, whose
+# IM2WIN and Winograd times predate those changes, gave 167-170/201 and a worse grid fit).
+SUITE_DATA = ["bench/data/suites_cpu_7968c6c_r1/*.json"]
 OUTPUT = "cpp/core/generated/heuristic_cpu.hpp"
-SUITE_WEIGHT = 15.0  # per suite run (the suites are the target; nine runs)
+SUITE_WEIGHT = 15.0  # per suite run (the suites are the target)
 RIDGE = 3.0          # L2 penalty (on standardised features), keeps sparse algorithms sane
 FOLDS = 5
 WITHIN = 1.10        # "within 10% of the fastest"

@@ -228,8 +228,9 @@ IW_INLINE void pos_kernel(const Job<T>& jb, int64_t n, int64_t g, int64_t kb, in
     T* yk0 = jb.y + (n * jb.k + g * jb.kg + k0) * pq;
     alignas(64) T tile[NR * KB];
     // The run's outputs, channel-major (ybuf[k][pos - pos0]), written to y by whole rows at
-    // the end: storing each tile straight into y's channel planes (12 positions, often across
-    // two cache lines, in 32 planes) was ~11% of the time on 3-channel 7x7 layers (perf).
+    // the end. Each tile's masked stores straight into y's channel planes (12 positions, often
+    // across two cache lines, in 32 planes) had been ~11% of the time on 3-channel 7x7 layers
+    // (perf, waiting on the lines); the copy-out is ~4% with the prefetch below.
     alignas(64) T ybuf[KB * POS_CHUNK];
     const T* wi[NR];
     // The y rows this run writes, prefetched into L2 while its tiles are computed, so that
