@@ -134,7 +134,8 @@ TEST(Im2win, WorkspaceIsExactAndDoesNotDependOnThreads) {
     };
     for (const W& t : {W{2, 6, 23, 17, 5, 3, 3, 1, 1, 1, 1, CONVCORE_DATA_FLOAT},
                        W{3, 8, 19, 21, 40, 5, 3, 2, 2, 2, 2, CONVCORE_DATA_DOUBLE},
-                       W{3, 48, 130, 130, 5, 3, 3, 0, 1, 1, 1, CONVCORE_DATA_FLOAT}}) {
+                       W{3, 48, 130, 130, 5, 3, 3, 0, 1, 1, 1, CONVCORE_DATA_FLOAT},
+                       W{1, 4, 20, 20, 40, 3, 3, 1, 1, 1, 1, CONVCORE_DATA_FLOAT}}) {
         convcore::TensorDesc xd(t.dt, t.n, t.c, t.h, t.w);
         convcore::FilterDesc wd(t.dt, t.k, t.c / t.groups, t.r, t.s);
         convcore::ConvDesc conv(t.pad, t.stride, t.dil, t.groups);
@@ -151,9 +152,10 @@ TEST(Im2win, WorkspaceIsExactAndDoesNotDependOnThreads) {
         EXPECT_EQ(bytes[0], bytes[1]);
         EXPECT_EQ(bytes[0], bytes[2]);
         // docs/algorithms.md: B*C*Wp*R + groups*ceil((K/g)/KB)*KB*S*(C/g)*R elements,
-        // Wp = (Q-1)*stride + (S-1)*dil + 1, KB = 32 (float32) / 16 (float64),
+        // Wp = (Q-1)*stride + (S-1)*dil + 1, KB = 32 (float32) / 16 (float64, or K/g <= 16),
         // B = clamp(4 MiB / (C*Wp*R*elem), 1, N*P) output rows per band.
-        const int64_t elem = t.dt == CONVCORE_DATA_DOUBLE ? 8 : 4, kb = elem == 8 ? 16 : 32;
+        const int64_t elem = t.dt == CONVCORE_DATA_DOUBLE ? 8 : 4;
+        const int64_t kb = elem == 8 || t.k / t.groups <= 16 ? 16 : 32;
         const int64_t P = o[2], Q = o[3], wp = (Q - 1) * t.stride + (t.s - 1) * t.dil + 1;
         const int64_t row = t.c * wp * t.r;
         const int64_t band = std::clamp<int64_t>((int64_t(4) << 20) / (row * elem), 1, t.n * P);
