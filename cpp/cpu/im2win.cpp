@@ -466,7 +466,8 @@ struct BandTasks {
 // the thread's slot of the band. 0: the shared schedule, where the band is shorter than the
 // thread count or a unit would have under MIN_UNIT_POSITIONS (small images: there the
 // shared schedule's tasks of whole images balance better and waste fewer partial tiles;
-// measured on 20x20 and 10x10 outputs, 3-4% and 11% faster than 1-2 row units).
+// measured on 20x20 and 10x10 outputs, 3-4% and 11% faster than 1-2 row units, in a harness
+// that ran the units first after PyTorch, a few % handicap).
 constexpr int64_t UNIT_POSITIONS = 768, MIN_UNIT_POSITIONS = 192;
 int64_t unit_rows(const ConvProblem& pr, const Geometry& gm, int threads) {
     const int64_t slot = gm.band / threads, total = pr.n * pr.p;
