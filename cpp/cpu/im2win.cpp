@@ -118,7 +118,7 @@ template <typename T>
 struct Job {
     const T* x;
     T* y;
-    const T* win;   // im2win tensor of the current block of images
+    const T* win;   // strips of the band (shared schedule) or of the thread's unit (private)
     const T* wpk;   // packed filter
     int64_t c, h, w, k, p, q, cg, kg, r, s, groups;
     int64_t pad_h, pad_w, stride_h, stride_w, dil_h, dil_w;
@@ -166,11 +166,11 @@ struct Micro {
 };
 
 #ifdef CONVCORE_X86_DISPATCH
-// y[k * ldy + i] = alpha * src[i][k] for i < rows, k < cols (both <= 16): a transpose in
+// y[k * ldy + i] = src[i][k] for i < rows, k < cols (both <= 16): a transpose in
 // registers (16x16 by unpacks, in-lane shuffles and two rounds of 128-bit block shuffles),
 // stored with a lane mask.
 __attribute__((target("avx512f"))) inline void transpose_16(const float* const* src, int rows, int cols,
-                                                            float alpha, float* y, int64_t ldy) {
+                                                            float* y, int64_t ldy) {
     __m512 r[16], t[16], u[16], col[16];
     for (int i = 0; i < 16; ++i) r[i] = i < rows ? _mm512_loadu_ps(src[i]) : _mm512_setzero_ps();
     for (int i = 0; i < 8; ++i) {  // t[4q..4q+3]: pairs of rows 4q..4q+3 interleaved
@@ -192,8 +192,7 @@ __attribute__((target("avx512f"))) inline void transpose_16(const float* const* 
         col[12 + c] = _mm512_shuffle_f32x4(w0, w1, 0xDD);
     }
     const __mmask16 mask = __mmask16((1u << rows) - 1);
-    const __m512 va = _mm512_set1_ps(alpha);
-    for (int k = 0; k < cols; ++k) _mm512_mask_storeu_ps(y + k * ldy, mask, _mm512_mul_ps(col[k], va));
+    for (int k = 0; k < cols; ++k) _mm512_mask_storeu_ps(y + k * ldy, mask, col[k]);
 }
 
 // Strip columns [wc, wc + 16) from input rows rp[0 .. crs) (the transform's inner loops,
@@ -205,7 +204,7 @@ __attribute__((target("avx512f"))) void strip_columns_16(const float* const* rp,
     for (int64_t j0 = 0; j0 < crs; j0 += 16) {
         const int rows = int(std::min<int64_t>(16, crs - j0));
         for (int i = 0; i < 16; ++i) src[i] = rp[j0 + std::min(i, rows - 1)] + col;
-        transpose_16(src, rows, 16, 1.0f, d + j0, crs);
+        transpose_16(src, rows, 16, d + j0, crs);
     }
 }
 #endif
@@ -275,7 +274,7 @@ IW_INLINE void pos_kernel(const Job<T>& jb, int64_t n, int64_t g, int64_t kb, in
                 const float* src[16];
                 for (int i = 0; i < 16; ++i) src[i] = t0 + (i0 + std::min<int64_t>(i, rows - 1)) * KB;
                 for (int64_t k = 0; k < kn; k += 16) {
-                    transpose_16(src, int(rows), int(std::min<int64_t>(16, kn - k)), 1.0f,
+                    transpose_16(src, int(rows), int(std::min<int64_t>(16, kn - k)),
                                  yb + k * POS_CHUNK + i0, POS_CHUNK);
                     for (int i = 0; i < 16; ++i) src[i] += 16;
                 }
