@@ -65,7 +65,7 @@ FLAGS = [("strided", "stride > 1 (0 or 1)"), ("dilated", "dilation > 1 (0 or 1)"
          ("few_k", "K/groups <= 4 (0 or 1)"), ("few_c", "C/groups <= 4 (0 or 1)")]
 FEATURES = [("one", "1")] + LOGS + FLAGS + [
     (f"{a}*{b}", "") for i, (a, _) in enumerate(LOGS) for (b, _) in LOGS[i:]]
-UNMODELLED = {"direct", "torch"}
+UNMODELLED = {"direct", "torch", "torch_cl"}
 
 
 def parse_descriptor(text):
@@ -107,7 +107,7 @@ def load_layers(repo):
             data = json.load(fh)
         by_problem = {}
         for row in data["results"]:
-            if "median_ms" in row and row["algo"] != "torch":
+            if "median_ms" in row and not row["algo"].startswith("torch"):
                 entry = by_problem.setdefault(row["problem"], {
                     "problem": row["problem"], "source": os.path.basename(path)[:-5],
                     "weight": SUITE_WEIGHT, "times": {}})

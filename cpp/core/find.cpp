@@ -5,13 +5,19 @@
 // deterministic-only and the workspace limit are applied before anything is timed. Runs go
 // through the public run call of the pass, so Find times exactly what a caller gets, staging
 // of strided tensors included, on any device.
+#include <strings.h>
+
 #include <algorithm>
 #include <atomic>
+#include <climits>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "convcore/convcore.h"
@@ -53,15 +59,19 @@ struct Pass {
     int64_t bytes[3] = {0, 0, 0};  // extents of in0, in1 and out, for Find's own buffers
 };
 
-// The caller's buffers (FindEx), or none: Find allocates its own.
+// The buffers to time on: the caller's where given, Find's own (random inputs) where NULL.
+// callers_workspace: the caller's workspace (FindEx) bounds every algorithm; else Find
+// allocates each algorithm's own, up to the handle's limit.
 struct Buffers {
     const void* in0 = nullptr;
     const void* in1 = nullptr;
     void* out = nullptr;
     void* workspace = nullptr;
     size_t workspace_bytes = 0;
-    bool callers = false;
+    bool callers_workspace = false;
 };
+
+constexpr size_t kAllCandidates = SIZE_MAX;
 
 // A buffer from convcoreMalloc on the handle's device, freed on scope exit.
 struct DeviceMemory {
@@ -111,9 +121,11 @@ double time_algorithm(const Pass& pass, int algo, const Buffers& buf, void* work
 }
 
 // Every algorithm of the pass: those that ran, fastest first, then the others in enum order.
-std::vector<Result> find(const Pass& pass, Buffers buf) {
+// Only the first `candidates` eligible algorithms of the Get ranking are timed, and those the
+// find-db already knows; the rest keep status SUCCESS with time -1 (listed after those timed).
+std::vector<Result> find(const Pass& pass, Buffers buf, size_t candidates = kAllCandidates) {
     const convcoreContext& ctx = *pass.handle;
-    const size_t limit = buf.callers ? buf.workspace_bytes : ctx.find_workspace_limit;
+    const size_t limit = buf.callers_workspace ? buf.workspace_bytes : ctx.find_workspace_limit;
 
     std::vector<Result> perf = pass.ranking;
     std::vector<bool> eligible(perf.size(), false);
@@ -140,6 +152,13 @@ std::vector<Result> find(const Pass& pass, Buffers buf) {
         return missing;
     };
     find_db::Records known = find_db::lookup(key, false);
+    if (candidates != kAllCandidates) {
+        size_t ranked = 0;  // eligible algorithms seen, in the Get ranking's order
+        for (size_t i = 0; i < perf.size(); ++i) {
+            if (!eligible[i]) continue;
+            if (ranked++ >= candidates && !known.count(pass.name(perf[i].algo))) eligible[i] = false;
+        }
+    }
     std::vector<size_t> missing = missing_from(known);
     if (!missing.empty()) {
         known = find_db::lookup(key, true);  // another process may have timed them
@@ -149,13 +168,17 @@ std::vector<Result> find(const Pass& pass, Buffers buf) {
         ++g_db_hits;
     } else {
         std::unique_ptr<DeviceMemory> own[3];  // Find's own buffers, only when something is timed
-        if (!buf.callers) {
-            const size_t elem = pass.prob.elem_size();
+        const size_t elem = pass.prob.elem_size();
+        if (!buf.in0) {
             own[0] = random_buffer(pass.handle, pass.bytes[0], elem, 1);
-            own[1] = random_buffer(pass.handle, pass.bytes[1], elem, 2);
-            own[2] = std::make_unique<DeviceMemory>(pass.handle, size_t(pass.bytes[2]));
             buf.in0 = own[0]->ptr;
+        }
+        if (!buf.in1) {
+            own[1] = random_buffer(pass.handle, pass.bytes[1], elem, 2);
             buf.in1 = own[1]->ptr;
+        }
+        if (!buf.out) {
+            own[2] = std::make_unique<DeviceMemory>(pass.handle, size_t(pass.bytes[2]));
             buf.out = own[2]->ptr;
         }
         find_db::Records measured;
@@ -166,7 +189,7 @@ std::vector<Result> find(const Pass& pass, Buffers buf) {
                 std::unique_ptr<DeviceMemory> ws;
                 void* workspace = buf.workspace;
                 size_t bytes = buf.workspace_bytes;
-                if (!buf.callers) {
+                if (!buf.callers_workspace) {
                     if (perf[i].memory > 0) ws = std::make_unique<DeviceMemory>(pass.handle, perf[i].memory);
                     workspace = ws ? ws->ptr : nullptr;
                     bytes = perf[i].memory;
@@ -194,13 +217,115 @@ std::vector<Result> find(const Pass& pass, Buffers buf) {
         perf[i].status = rec.status;
         perf[i].time = rec.status == CONVCORE_STATUS_SUCCESS ? float(rec.time_ms) : -1.0f;
     }
-    std::stable_sort(perf.begin(), perf.end(), [](const Result& l, const Result& r) {
-        const bool lok = l.status == CONVCORE_STATUS_SUCCESS, rok = r.status == CONVCORE_STATUS_SUCCESS;
-        if (lok != rok) return lok;
-        if (lok) return l.time < r.time;
-        return l.algo < r.algo;
+    // Timed successes by time, then untimed candidates in the Get ranking's order (stable),
+    // then failures in enum order.
+    const auto group = [](const Result& r) { return r.status != CONVCORE_STATUS_SUCCESS ? 2 : r.time < 0 ? 1 : 0; };
+    std::stable_sort(perf.begin(), perf.end(), [&](const Result& l, const Result& r) {
+        if (group(l) != group(r)) return group(l) < group(r);
+        if (group(l) == 0) return l.time < r.time;
+        return group(l) == 2 && l.algo < r.algo;
     });
     return perf;
+}
+
+// ---- Select: one decision per problem, cached in the process ----
+
+ConvProblem problem_of(convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wDesc,
+                       convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t yDesc) {
+    require(handle, "handle");
+    require(xDesc, "xDesc");
+    require(wDesc, "wDesc");
+    require(convDesc, "convDesc");
+    require(yDesc, "yDesc");
+    return make_problem(handle->device, xDesc, wDesc, convDesc, yDesc);
+}
+
+// What a decision depends on: the problem as the run call sees it (strides included), the
+// device and its threads, the handle's Find settings, the mode and CONVCORE_DISABLE_ALGOS.
+struct DecisionKey {
+    std::vector<int64_t> fields;
+    std::string disabled;
+    bool operator==(const DecisionKey& o) const { return fields == o.fields && disabled == o.disabled; }
+};
+
+struct DecisionKeyHash {
+    size_t operator()(const DecisionKey& k) const {
+        uint64_t h = 1469598103934665603ull;  // FNV-1a over the fields
+        for (int64_t v : k.fields) h = (h ^ uint64_t(v)) * 1099511628211ull;
+        return size_t(h ^ std::hash<std::string>()(k.disabled));
+    }
+};
+
+struct DecisionCache {
+    std::mutex mutex;
+    std::unordered_map<DecisionKey, int, DecisionKeyHash> algo;
+};
+
+DecisionCache& decisions() {
+    static DecisionCache* cache = new DecisionCache;  // never destroyed: used at exit by other statics
+    return *cache;
+}
+
+DecisionKey decision_key(const convcoreContext& ctx, const ConvProblem& p, int direction,
+                         convcoreSelectMode_t mode) {
+    DecisionKey key;
+    key.fields = {direction, int64_t(mode), int64_t(p.device), ctx.device_index, ctx.threads(),
+                  int64_t(p.dtype), p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.groups, p.pad_h, p.pad_w,
+                  p.stride_h, p.stride_w, p.dil_h, p.dil_w, int64_t(p.flip),
+                  int64_t(ctx.deterministic_only), int64_t(std::min<size_t>(ctx.find_workspace_limit, INT64_MAX))};
+    key.fields.insert(key.fields.end(), p.x_strides, p.x_strides + 4);
+    key.fields.insert(key.fields.end(), p.y_strides, p.y_strides + 4);
+    const char* env = std::getenv("CONVCORE_DISABLE_ALGOS");
+    key.disabled = env ? env : "";
+    return key;
+}
+
+convcoreSelectMode_t effective_mode(convcoreSelectMode_t mode) {
+    if (mode != CONVCORE_SELECT_HEURISTIC && mode != CONVCORE_SELECT_MEASURED && mode != CONVCORE_SELECT_FIND)
+        throw_bad_param("mode=" + std::to_string(int(mode)) +
+                        " is not a convcoreSelectMode_t (HEURISTIC, MEASURED or FIND)");
+    const char* env = std::getenv("CONVCORE_AUTO");
+    if (mode == CONVCORE_SELECT_MEASURED && env && strcasecmp(env, "heuristic") == 0)
+        return CONVCORE_SELECT_HEURISTIC;
+    return mode;
+}
+
+// The algorithm to run: the cached decision, else the mode's choice (see convcore.h, Select).
+// `prob` is the pass's forward problem (validated); make_pass builds the Pass, whose Get
+// ranking costs microseconds, only when nothing is cached.
+int select(convcoreHandle_t handle, const ConvProblem& prob, int direction, convcoreSelectMode_t mode,
+           const std::function<Pass()>& make_pass, const Buffers& buf) {
+    mode = effective_mode(mode);
+    const DecisionKey key = decision_key(*handle, prob, direction, mode);
+    DecisionCache& cache = decisions();
+    {
+        std::lock_guard<std::mutex> lock(cache.mutex);
+        const auto it = cache.algo.find(key);
+        if (it != cache.algo.end()) return it->second;
+    }
+    const Pass pass = make_pass();
+    int chosen = -1;
+    if (mode == CONVCORE_SELECT_HEURISTIC) {
+        for (const Result& r : pass.ranking) {
+            if (r.status == CONVCORE_STATUS_SUCCESS && !(pass.handle->deterministic_only &&
+                                                         r.determinism == CONVCORE_NON_DETERMINISTIC)) {
+                chosen = r.algo;
+                break;
+            }
+        }
+    } else {
+        const size_t candidates = mode == CONVCORE_SELECT_FIND ? kAllCandidates : CONVCORE_SELECT_CANDIDATES;
+        const std::vector<Result> results = find(pass, buf, candidates);
+        if (!results.empty() && results[0].status == CONVCORE_STATUS_SUCCESS && results[0].time >= 0)
+            chosen = results[0].algo;
+    }
+    if (chosen < 0)
+        throw Error(CONVCORE_STATUS_NOT_SUPPORTED,
+                    std::string("no convcore algorithm can run this problem on this device (") +
+                        pass.direction + ", " + find_db::problem_string(pass.prob) + ")");
+    std::lock_guard<std::mutex> lock(cache.mutex);
+    cache.algo[key] = chosen;
+    return chosen;
 }
 
 // The pass's Get ranking (which also validates the descriptors, with the pass's names).
@@ -247,7 +372,7 @@ Buffers callers_buffers(const void* in0, const char* in0_name, const void* in1, 
     if (bytes > 0 && !workspace)
         throw_bad_param("workspace is NULL but workspaceSizeInBytes=" + std::to_string(bytes));
     Buffers buf;
-    buf.callers = true;
+    buf.callers_workspace = true;
     buf.in0 = in0;
     buf.in1 = in1;
     buf.out = out;
@@ -433,6 +558,57 @@ convcoreStatus_t convcoreFindConvolutionBackwardFilterAlgorithmEx(
     });
 }
 
+convcoreStatus_t convcoreSelectConvolutionForwardAlgorithm(
+    convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, const void* x,
+    convcoreFilterDescriptor_t wDesc, const void* w, convcoreConvolutionDescriptor_t convDesc,
+    convcoreTensorDescriptor_t yDesc, void* y, convcoreSelectMode_t mode, convcoreConvolutionFwdAlgo_t* algo) {
+    return guard([&] {
+        require(algo, "algo");
+        Buffers buf;
+        buf.in0 = x;
+        buf.in1 = w;
+        buf.out = y;
+        const ConvProblem prob = problem_of(handle, xDesc, wDesc, convDesc, yDesc);
+        *algo = convcoreConvolutionFwdAlgo_t(select(handle, prob, 0, mode, [&] {
+            return forward_pass(handle, xDesc, wDesc, convDesc, yDesc);
+        }, buf));
+    });
+}
+
+convcoreStatus_t convcoreSelectConvolutionBackwardDataAlgorithm(
+    convcoreHandle_t handle, convcoreFilterDescriptor_t wDesc, const void* w,
+    convcoreTensorDescriptor_t dyDesc, const void* dy, convcoreConvolutionDescriptor_t convDesc,
+    convcoreTensorDescriptor_t dxDesc, void* dx, convcoreSelectMode_t mode, convcoreConvolutionBwdDataAlgo_t* algo) {
+    return guard([&] {
+        require(algo, "algo");
+        Buffers buf;
+        buf.in0 = w;
+        buf.in1 = dy;
+        buf.out = dx;
+        const ConvProblem prob = problem_of(handle, dxDesc, wDesc, convDesc, dyDesc);
+        *algo = convcoreConvolutionBwdDataAlgo_t(select(handle, prob, 1, mode, [&] {
+            return bwd_data_pass(handle, wDesc, dyDesc, convDesc, dxDesc);
+        }, buf));
+    });
+}
+
+convcoreStatus_t convcoreSelectConvolutionBackwardFilterAlgorithm(
+    convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, const void* x,
+    convcoreTensorDescriptor_t dyDesc, const void* dy, convcoreConvolutionDescriptor_t convDesc,
+    convcoreFilterDescriptor_t dwDesc, void* dw, convcoreSelectMode_t mode, convcoreConvolutionBwdFilterAlgo_t* algo) {
+    return guard([&] {
+        require(algo, "algo");
+        Buffers buf;
+        buf.in0 = x;
+        buf.in1 = dy;
+        buf.out = dw;
+        const ConvProblem prob = problem_of(handle, xDesc, dwDesc, convDesc, dyDesc);
+        *algo = convcoreConvolutionBwdFilterAlgo_t(select(handle, prob, 2, mode, [&] {
+            return bwd_filter_pass(handle, xDesc, dyDesc, convDesc, dwDesc);
+        }, buf));
+    });
+}
+
 convcoreStatus_t convcoreGetFindStats(int64_t* timedRuns, int64_t* dbHits) {
     return guard([&] {
         if (timedRuns) *timedRuns = g_timed_runs.load();
@@ -441,7 +617,12 @@ convcoreStatus_t convcoreGetFindStats(int64_t* timedRuns, int64_t* dbHits) {
 }
 
 convcoreStatus_t convcoreClearFindCache(void) {
-    return guard([] { find_db::clear_cache(); });
+    return guard([] {
+        find_db::clear_cache();
+        DecisionCache& cache = decisions();
+        std::lock_guard<std::mutex> lock(cache.mutex);
+        cache.algo.clear();
+    });
 }
 
 }  // extern "C"

@@ -522,9 +522,13 @@ class Convolution:
 
     def forward(self, x, w, algo="auto", out=None, alpha=1.0, beta=0.0):
         """``alpha * conv(x, w) + beta * out``, into ``out`` when given (else a new array of the
-        type of x). With beta == 0 the previous contents of out are never read. ``algo="find"``
-        runs the fastest algorithm by Find (convcoreFindConvolutionForwardAlgorithm: the
-        find-db, or timed once on buffers of its own)."""
+        type of x). With beta == 0 the previous contents of out are never read.
+
+        ``algo="auto"`` times the heuristic's few best candidates on x and w at the first call
+        of a problem and keeps the fastest (convcoreSelectConvolutionForwardAlgorithm, mode
+        MEASURED; the times go into the find-db, so another process times nothing); later calls
+        look the decision up. ``algo="find"`` does the same with every algorithm.
+        CONVCORE_AUTO=heuristic makes "auto" the heuristic's first choice, timing nothing."""
         algo_id = _algo_id(algo)
         alpha = _scalar_arg("alpha", alpha)
         beta = _scalar_arg("beta", beta)
@@ -562,10 +566,18 @@ class Convolution:
         workspace = getattr(self._local, "workspace", None)
         if workspace is None:
             workspace = self._local.workspace = _C.Workspace()
-        _C.forward(xt, wt, yt, self.desc._params, algo_id, alpha, beta, workspace, stream)
+        self._local.last_algo = _C.forward(xt, wt, yt, self.desc._params, algo_id, alpha, beta,
+                                           workspace, stream)
         return out
 
     __call__ = forward
+
+    @property
+    def last_algo(self):
+        """The name of the algorithm the last forward call of this thread ran (what "auto" or
+        "find" chose), or None before the first call."""
+        algo = getattr(self._local, "last_algo", None)
+        return None if algo is None else Algo(algo).name.lower()
 
     def find(self, x, w, workspace_limit=None, deterministic=False):
         """Times every forward algorithm on ``x`` and ``w`` (cuDNN's FindEx; nothing is written

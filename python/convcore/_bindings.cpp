@@ -514,23 +514,24 @@ convcoreDataType_t set_forward_descriptors(Descriptors& d, const DLPackTensor& x
 // "find" as algo= of forward (the Python API's -2; -1 is "auto").
 constexpr int kAlgoFind = -2;
 
-// The fastest algorithm by Find (the find-db, else timed on buffers Find allocates).
-int find_best(convcoreHandle_t h, const Descriptors& d) {
-    convcoreConvolutionFwdAlgoPerf_t best{};
-    int count = 0;
+// The Select mode of "auto" (-1) and "find" (-2).
+convcoreSelectMode_t select_mode(int algo) {
+    return algo == kAlgoFind ? CONVCORE_SELECT_FIND : CONVCORE_SELECT_MEASURED;
+}
+
+// Runs a Select call with the GIL released (it may time algorithms on first use).
+template <typename F>
+void run_select(int algo, F call) {
     convcoreStatus_t status;
     {
         py::gil_scoped_release release;
-        status = convcoreFindConvolutionForwardAlgorithm(h, d.x, d.w, d.conv, d.y, 1, &count, &best);
+        status = call(select_mode(algo));
     }
-    check(status, "algo=find: ");
-    if (count < 1 || best.status != CONVCORE_STATUS_SUCCESS)
-        not_supported("algo=find: no convcore algorithm can run this problem on this device");
-    return int(best.algo);
+    check(status, algo == kAlgoFind ? "algo=find: " : "");
 }
 
-// y = alpha * conv(x, w) + beta * y with algorithm `algo` (-1: the heuristic's first choice,
-// -2: Find's). `stream` is the CUDA stream to run on (ignored on the CPU). Returns the
+// y = alpha * conv(x, w) + beta * y with algorithm `algo` (-1: "auto", -2: "find"; both
+// through convcoreSelectConvolutionForwardAlgorithm). `stream` is the CUDA stream to run on (ignored on the CPU). Returns the
 // algorithm used.
 int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
             const ConvParams& p, int algo, double alpha, double beta, Workspace& workspace,
@@ -541,15 +542,15 @@ int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
     convcoreHandle_t h = on_cuda ? cuda_handle(x.device_id()) : cpu_handle();
     if (on_cuda) check(convcoreSetStream(h, reinterpret_cast<void*>(stream)), "stream: ");
 
-    if (algo == kAlgoFind) algo = find_best(h, d);
     if (algo < 0) {
-        for (const AlgoPerf& a : rank(h, d)) {
-            if (a.supported) {
-                algo = a.algo;
-                break;
-            }
-        }
-        if (algo < 0) not_supported("no convcore algorithm can run this problem on this device");
+        // Timing may overwrite y: it is given as scratch only when its contents are not blended.
+        void* scratch = beta == 0.0 ? y.data() : nullptr;
+        convcoreConvolutionFwdAlgo_t chosen{};
+        run_select(algo, [&](convcoreSelectMode_t mode) {
+            return convcoreSelectConvolutionForwardAlgorithm(h, d.x, x.data(), d.w, w.data(), d.conv, d.y,
+                                                             scratch, mode, &chosen);
+        });
+        algo = int(chosen);
     }
     const auto c_algo = convcoreConvolutionFwdAlgo_t(algo);
     size_t ws_bytes = 0;
@@ -677,8 +678,8 @@ convcoreStatus_t with_workspace(convcoreHandle_t h, bool on_cuda, size_t bytes, 
     return call(workspace.reserve(bytes), bytes);
 }
 
-// dx = alpha * grad_x(w, dy) + beta * dx with backward-data algorithm `algo` (-1: the
-// heuristic's first choice, -2: Find's). Returns the algorithm used.
+// dx = alpha * grad_x(w, dy) + beta * dx with backward-data algorithm `algo` (-1: "auto",
+// -2: "find"). Returns the algorithm used.
 int backward_data(const DLPackTensor& dy, const DLPackTensor& w, const DLPackTensor& dx,
                   const ConvParams& p, int algo, double alpha, double beta, Workspace& workspace,
                   uintptr_t stream) {
@@ -696,24 +697,13 @@ int backward_data(const DLPackTensor& dy, const DLPackTensor& w, const DLPackTen
     const bool on_cuda = dy.device_type() == kDLCUDA;
     convcoreHandle_t h = handle_on(dy, stream);
     if (algo < 0) {
-        convcoreConvolutionBwdDataAlgoPerf_t perf[CONVCORE_BWD_DATA_ALGO_COUNT];
-        int count = 0;
-        if (algo == kAlgoFind) {  // Find's ranking: the find-db, else timed once
-            convcoreStatus_t st;
-            {
-                py::gil_scoped_release release;
-                st = convcoreFindConvolutionBackwardDataAlgorithm(h, d.w, d.y, d.conv, d.x,
-                                                                  CONVCORE_BWD_DATA_ALGO_COUNT, &count, perf);
-            }
-            check(st, "algo=find: ");
-            algo = -1;
-        } else {
-            check(convcoreGetConvolutionBackwardDataAlgorithm(h, d.w, d.y, d.conv, d.x,
-                                                              CONVCORE_BWD_DATA_ALGO_COUNT, &count, perf));
-        }
-        for (int i = 0; i < count && algo < 0; ++i)
-            if (perf[i].status == CONVCORE_STATUS_SUCCESS) algo = int(perf[i].algo);
-        if (algo < 0) not_supported("no convcore backward-data algorithm can run this problem on this device");
+        void* scratch = beta == 0.0 ? dx.data() : nullptr;
+        convcoreConvolutionBwdDataAlgo_t chosen{};
+        run_select(algo, [&](convcoreSelectMode_t mode) {
+            return convcoreSelectConvolutionBackwardDataAlgorithm(h, d.w, w.data(), d.y, dy.data(), d.conv, d.x,
+                                                                  scratch, mode, &chosen);
+        });
+        algo = int(chosen);
     }
     const auto a = convcoreConvolutionBwdDataAlgo_t(algo);
     size_t bytes = 0;
@@ -751,24 +741,13 @@ int backward_filter(const DLPackTensor& x, const DLPackTensor& dy, const DLPackT
     const bool on_cuda = x.device_type() == kDLCUDA;
     convcoreHandle_t h = handle_on(x, stream);
     if (algo < 0) {
-        convcoreConvolutionBwdFilterAlgoPerf_t perf[CONVCORE_BWD_FILTER_ALGO_COUNT];
-        int count = 0;
-        if (algo == kAlgoFind) {  // Find's ranking: the find-db, else timed once
-            convcoreStatus_t st;
-            {
-                py::gil_scoped_release release;
-                st = convcoreFindConvolutionBackwardFilterAlgorithm(h, d.x, d.y, d.conv, d.w,
-                                                                    CONVCORE_BWD_FILTER_ALGO_COUNT, &count, perf);
-            }
-            check(st, "algo=find: ");
-            algo = -1;
-        } else {
-            check(convcoreGetConvolutionBackwardFilterAlgorithm(h, d.x, d.y, d.conv, d.w,
-                                                                CONVCORE_BWD_FILTER_ALGO_COUNT, &count, perf));
-        }
-        for (int i = 0; i < count && algo < 0; ++i)
-            if (perf[i].status == CONVCORE_STATUS_SUCCESS) algo = int(perf[i].algo);
-        if (algo < 0) not_supported("no convcore backward-filter algorithm can run this problem on this device");
+        void* scratch = beta == 0.0 ? dw.data() : nullptr;
+        convcoreConvolutionBwdFilterAlgo_t chosen{};
+        run_select(algo, [&](convcoreSelectMode_t mode) {
+            return convcoreSelectConvolutionBackwardFilterAlgorithm(h, d.x, x.data(), d.y, dy.data(), d.conv, d.w,
+                                                                    scratch, mode, &chosen);
+        });
+        algo = int(chosen);
     }
     const auto a = convcoreConvolutionBwdFilterAlgo_t(algo);
     size_t bytes = 0;
@@ -1046,6 +1025,7 @@ PYBIND11_MODULE(_convcore, m) {
           py::arg("algo"), py::arg("alpha"), py::arg("beta"), py::arg("workspace"),
           py::arg("stream"));
     m.attr("ALGO_FIND") = kAlgoFind;
+    m.attr("SELECT_CANDIDATES") = CONVCORE_SELECT_CANDIDATES;
     m.def("find", &find, py::arg("x"), py::arg("w"), py::arg("y"), py::arg("params"),
           py::arg("workspace_limit"), py::arg("deterministic"), py::arg("workspace"), py::arg("stream"),
           "FindEx on x and w (y: scratch): [(algo, status, time_ms, workspace, deterministic)], "

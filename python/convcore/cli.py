@@ -9,6 +9,12 @@ DIRECT. Problems are written benchdnn-style, one per line, then an optional name
 Omitted fields take defaults: mb1 g1 sh1 ph0 dh1, iw = ih, kw = kh, sw = sh, pw = ph, dw = dh.
 Unlike benchdnn, dilation is PyTorch's (dh1 = no dilation). ``oh``/``ow``, when given, are
 checked against the computed output size. ``#`` starts a comment.
+
+With --model NAME[,NAME...] it times whole torchvision networks instead (random weights):
+PyTorch in NCHW and channels_last against the model converted with convcore.torch.convert,
+end to end and per conv layer (python/convcore/model_bench.py). --reps, --threads, --warmup,
+--json and --plot then apply to the networks; --write-suite FILE writes their conv layers as a
+suite for --suite.
 """
 
 import argparse
@@ -162,6 +168,18 @@ def parse_suite(text, source="suite"):
     return problems
 
 
+def cpu_model_name():
+    """The CPU's model name (/proc/cpuinfo), else platform.processor()."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
 # ---- timing -------------------------------------------------------------------------------------
 
 def _l3_cache_bytes():
@@ -224,15 +242,17 @@ class CpuTimer:
     other jobs sharing the cores, but it counts spinning threads and ignores idle ones.
 
     ``cache`` says what the caches hold when a timed run starts (untimed preparation):
+      warm  (the default) the contender runs once untimed right before, so its operands and
+            workspace are cached, as in a network, where the previous layer has just written
+            the input (and a network of a few MB stays in the L2/L3 between calls).
       cold  a buffer of twice the last-level cache is written first, so every contender starts
-            with its operands in memory, as a layer of a network does (the GPU mode flushes the
-            L2 the same way). It evicts the L3 and the flushing core's L2. Then the OpenMP
-            workers, asleep after the flush, are woken (_thread_pool_waker), untimed.
-      warm  the contender runs once untimed right before, so its own operands and workspace are
-            cached: the time of a layer called again and again on the same data.
+            with its operands in memory (the GPU mode flushes the L2 the same way). It evicts
+            the L3 and the flushing core's L2. Then the OpenMP workers, asleep after the flush,
+            are woken (_thread_pool_waker), untimed. This flatters algorithms whose own
+            workspace traffic is large: use it as a bound, not as the network's state.
     Either way a contender's time no longer depends on which contender ran before it."""
 
-    def __init__(self, cpu_time=False, cache="cold", torch=None):
+    def __init__(self, cpu_time=False, cache="warm", torch=None):
         self.clock = time.process_time if cpu_time else time.perf_counter
         self.cache = cache
         self.flush_buffer = _flush_buffer() if cache == "cold" else None
@@ -252,12 +272,12 @@ class CpuTimer:
 
 
 class CudaTimer:
-    """CUDA events on the current torch stream. With ``cache="cold"`` (the default) the L2 is
+    """CUDA events on the current torch stream. With ``cache="cold"`` the L2 is
     flushed before each rep by writing a buffer of twice its size (issue 4: every rep starts
     cold, as a layer of a network does, not with the previous rep's operands cached); with
-    "warm" the contender runs once untimed right before instead."""
+    "warm" (the default) the contender runs once untimed right before instead."""
 
-    def __init__(self, torch, cache="cold"):
+    def __init__(self, torch, cache="warm"):
         self.torch = torch
         self.cache = cache
         props = torch.cuda.get_device_properties(torch.cuda.current_device())
@@ -407,7 +427,7 @@ def _retime_auto(rows, auto_algo, contenders, reps, timer):
     turn a pass into a miss as well as the reverse. Run to run, the fastest algorithm changes
     on a fifth to a third of the layers here (bench/results)."""
     auto_row = rows[auto_algo]
-    best = min((r for name, r in rows.items() if name != "torch" and "median_ms" in r),
+    best = min((r for name, r in rows.items() if not name.startswith("torch") and "median_ms" in r),
                key=lambda r: r["median_ms"])["algo"]
     if best == auto_algo:
         return
@@ -424,7 +444,6 @@ def bench_problem(problem, args, torch, log):
     conv = convcore.Convolution(problem.desc())
     applicable = conv.applicable_algos(problem.x_shape, problem.w_shape, device=args.device,
                                        dtype=dtype)
-    auto_choice = applicable[0] if applicable else None  # what algo="auto" runs (the heuristic)
     algos = applicable if args.algos is None else [a for a in args.algos if a in applicable]
     skipped = [] if args.algos is None else [a for a in args.algos if a not in applicable]
 
@@ -439,6 +458,13 @@ def bench_problem(problem, args, torch, log):
     else:
         new_out = lambda: np.empty(y_shape, dtype)  # noqa: E731
         to_numpy = np.asarray
+
+    # What algo="auto" runs: on its first call it times the heuristic's top candidates on these
+    # inputs (the find-db keeps the decision across processes).
+    auto_choice = None
+    if applicable:
+        conv.forward(x, w, algo="auto", out=new_out())
+        auto_choice = conv.last_algo
 
     # Correctness first: every algorithm against DIRECT, once.
     reference = to_numpy(conv.forward(x, w, algo="direct", out=new_out()))
@@ -477,10 +503,19 @@ def bench_problem(problem, args, torch, log):
             with torch.no_grad():
                 f(xt, wt, **kwargs)
         contenders["torch"] = run_torch
+        # PyTorch's other memory format: channels_last is often the faster one on the CPU.
+        x_cl = xt.contiguous(memory_format=torch.channels_last)
+        w_cl = wt.contiguous(memory_format=torch.channels_last)
+        rows["torch_cl"] = dict(rows["torch"], algo="torch_cl")
+
+        def run_torch_channels_last():
+            with torch.no_grad():
+                f(x_cl, w_cl, **kwargs)
+        contenders["torch_cl"] = run_torch_channels_last
 
     # Warm-up, then interleaved reps (the starting contender rotates), median per contender;
     # the timer prepares the caches before every timed run (--cache).
-    cache = getattr(args, "cache", "cold")
+    cache = getattr(args, "cache", "warm")
     timer = CudaTimer(torch, cache) if on_cuda else CpuTimer(getattr(args, "cpu_time", False), cache, torch)
     names = list(contenders)
     for _ in range(args.warmup):
@@ -500,7 +535,8 @@ def bench_problem(problem, args, torch, log):
         row["gflops"] = problem.flops() / (row["median_ms"] * 1e6)
     timed = [rows[a] for a in algos]
     best = min((r["median_ms"] for r in timed), default=None)
-    torch_ms = rows["torch"]["median_ms"] if "torch" in rows else None
+    # The competitor is PyTorch in its faster memory format on this layer.
+    torch_ms = min((rows[t]["median_ms"] for t in ("torch", "torch_cl") if t in rows), default=None)
     for row in rows.values():
         if "median_ms" in row:
             row["ratio_to_best"] = row["median_ms"] / best if best else None
@@ -539,7 +575,7 @@ def format_table(results, with_torch):
             cells = [r["layer"], r["algo"], "<- auto" if r.get("auto") else "",
                      f"{r['median_ms']:.3f}", f"{r['gflops']:.1f}",
                      _bytes(r["workspace_bytes"]),
-                     "-" if r["algo"] == "torch" else _ratio(r["ratio_to_best"])]
+                     "-" if r["algo"].startswith("torch") else _ratio(r["ratio_to_best"])]
             if with_torch:
                 cells.append(_ratio(r["ratio_to_torch"]))
         check = r["check"]
@@ -576,7 +612,7 @@ def auto_summary(results):
     ratio or None)] for the misses, layers within 10% in the first round alone)."""
     layers = {}
     for r in results:
-        if "median_ms" in r and r["algo"] != "torch":
+        if "median_ms" in r and not r["algo"].startswith("torch"):
             layers.setdefault(r["layer"], []).append(r)
     within, misses, timed, first_round = 0, [], 0, 0
     for layer, rows in layers.items():
@@ -656,7 +692,18 @@ def _replot(args):
     return 0
 
 
+MODEL_OPTIONS = ("batch", "size", "train", "algo", "write_suite", "time_limit")
+
+
 def cmd_bench(args):
+    if args.model:
+        from convcore import model_bench
+        return model_bench.cmd_bench(args)
+    given = [f"--{o.replace('_', '-')}" for o in MODEL_OPTIONS if getattr(args, o, None)]
+    if given:
+        raise ValueError(f"{', '.join(given)}: only with --model")
+    if args.reps is None:
+        args.reps = 10
     if args.plot:
         from convcore import plot
         plot._pyplot()  # fail before timing anything when matplotlib is missing
@@ -696,7 +743,8 @@ def cmd_bench(args):
     print(f"convcore {convcore.__version__} bench: {len(problems)} layers, device {args.device}, "
           f"{args.dtype}, {args.reps} reps (median{', CPU time' if args.cpu_time else ''}), "
           f"{args.cache} cache, threads {args.threads or 'default'}, "
-          f"torch {torch.__version__ if torch is not None else 'not timed'}", flush=True)
+          f"torch {torch.__version__ if torch is not None else 'not timed'} (NCHW and channels_last; "
+          f"ratios against the faster), CPU: {cpu_model_name()}", flush=True)
     if args.device == "cpu":
         blas = convcore.build_info().get("blas", "?")
         coretype = os.environ.get("OPENBLAS_CORETYPE")
@@ -736,7 +784,8 @@ def cmd_bench(args):
             "convcore_version": convcore.__version__,
             "build_info": convcore.build_info(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "host": platform.node(), "machine": platform.machine(), "cpu_count": os.cpu_count(),
+            "host": platform.node(), "machine": platform.machine(), "cpu": cpu_model_name(),
+            "cpu_count": os.cpu_count(),
             "device": args.device, "dtype": args.dtype, "threads": args.threads, "reps": args.reps,
             "clock": "process CPU time" if args.cpu_time else "wall", "cache": args.cache,
             "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
@@ -776,30 +825,49 @@ def build_parser():
                        "bench/suites/default.txt)")
     bench.add_argument("--algos", metavar="A,B", help="comma-separated algorithms to time "
                        "(default: every applicable one)")
-    bench.add_argument("--reps", type=_positive_int, default=10,
-                       help="timed runs per contender, interleaved (default 10)")
-    bench.add_argument("--warmup", type=int, default=1, help="untimed runs first (default 1)")
+    bench.add_argument("--reps", type=_positive_int, default=None,
+                       help="timed runs per contender, interleaved (default 10; with --model: "
+                       "rounds per network, default 20, fewer past --time-limit)")
+    bench.add_argument("--warmup", type=int, default=1, help="untimed runs first (default 1; "
+                       "with --model at least 2)")
     bench.add_argument("--threads", type=int, default=0, help="CPU threads for convcore and torch "
-                       "(default: OpenMP's / torch's default)")
+                       "(default: OpenMP's / torch's default; with --model: all cores)")
     bench.add_argument("--cpu-time", action="store_true", help="CPU: time with the process's CPU "
                        "time instead of the wall clock, steadier when other jobs share the cores "
                        "(use with --threads 1: it adds up the threads' time)")
-    bench.add_argument("--cache", choices=["cold", "warm"], default="cold",
-                       help="cold (default): flush the caches (CPU: the L3; GPU: the L2) before "
-                       "each timed run; warm: run the contender once untimed right before it")
+    bench.add_argument("--cache", choices=["cold", "warm"], default="warm",
+                       help="warm (default, how a layer runs in a network: its input was just "
+                       "written): run the contender once untimed right before each timed run; "
+                       "cold: flush the caches (CPU: the L3; GPU: the L2) before each timed run")
     bench.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     bench.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
     bench.add_argument("--no-torch", action="store_true", help="do not time torch conv2d")
-    bench.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    bench.add_argument("--json", metavar="PATH", help="also write the results as JSON (with "
+                       "--model: the networks' results, per layer, and the machine)")
     bench.add_argument("--plot", metavar="DIR", help="also draw the suite's sweeps as PNGs in DIR "
-                       "(time against input size, against kernel size, crossover map; needs "
-                       "matplotlib)")
+                       "(time against input size, against kernel size, crossover map; with --model: "
+                       "one chart per network, end to end and per conv layer; needs matplotlib)")
     bench.add_argument("--from-json", metavar="PATH", help="time nothing: print and --plot the "
                        "results saved by an earlier --json")
     bench.add_argument("--no-retime", dest="retime", action="store_false", help="do not time "
                        "auto's choice and the fastest algorithm again, head to head, where the "
                        "first round's fastest is not auto's choice")
     bench.add_argument("-v", "--verbose", action="store_true", help="log each layer as it starts")
+    model = bench.add_argument_group("whole networks (--model)")
+    model.add_argument("--model", metavar="NAME[,NAME...]", help="time torchvision classification "
+                       "networks end to end and per conv layer instead of the suite (e.g. "
+                       "resnet18,resnet50,mobilenet_v2; `--model list` prints the names; needs "
+                       "torchvision)")
+    model.add_argument("--batch", type=_positive_int, help="batch size (default 1)")
+    model.add_argument("--size", type=_positive_int, help="input height and width (default 224)")
+    model.add_argument("--train", action="store_true", help="time a training step (forward, "
+                       "cross-entropy loss, backward) instead of inference")
+    model.add_argument("--algo", help="convcore.torch.convert's algo: auto (default), find, or "
+                       "an algorithm name")
+    model.add_argument("--time-limit", type=float, metavar="S", help="stop a network's "
+                       "end-to-end timing after S seconds, once 5 rounds are done (default 20)")
+    model.add_argument("--write-suite", metavar="FILE", help="also write the networks' distinct "
+                       "conv layers as a --suite file")
     bench.set_defaults(func=cmd_bench)
     return parser
 

@@ -74,7 +74,7 @@ def _line_plot(plt, layers, members, axis, fixed, xlabel, path, device):
     fig, ax = plt.subplots(figsize=(8, 5.5))
     for algo in algos:
         points = [(x, layers[d][algo]) for x, d in zip(xs, members) if algo in layers[d]]
-        if algo == "torch":
+        if algo.startswith("torch"):
             ax.plot(*zip(*points), "k--", linewidth=2, label="PyTorch conv2d (reference)")
         else:
             ax.plot(*zip(*points), marker="o", markersize=3, label=algo)
@@ -96,7 +96,7 @@ def _crossover_plot(plt, layers, members, fixed, path, device):
     winner = {}
     for d in members:
         f = _fields(d)
-        times = {a: t for a, t in layers[d].items() if a != "torch"}
+        times = {a: t for a, t in layers[d].items() if not a.startswith("torch")}
         if times:
             winner[(f["kh"], f["ih"])] = min(times, key=times.get)
     algos = sorted(set(winner.values()))

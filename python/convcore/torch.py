@@ -320,13 +320,16 @@ class Conv2d(nn.Conv2d):
         return super().extra_repr() + f", algo={self._algo!r}"
 
     def _conv_forward(self, input, weight, bias):
+        padding = self.padding
         if self.padding_mode != "zeros":
-            return conv2d(F.pad(input, self._reversed_padding_repeated_twice,
-                                mode=self.padding_mode),
-                          weight, bias, self.stride, _pair(0), self.dilation, self.groups,
-                          algo=self._algo)
-        return conv2d(input, weight, bias, self.stride, self.padding, self.dilation, self.groups,
-                      algo=self._algo)
+            input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+            padding = _pair(0)
+        y = conv2d(input, weight, bias, self.stride, padding, self.dilation, self.groups,
+                   algo=self._algo)
+        if isinstance(padding, tuple) and not torch.compiler.is_compiling():
+            # the forward algorithm that ran (what "auto" or "find" chose), for benchmarks
+            self.last_algo = _conv_for(self.stride, padding, self.dilation, self.groups).last_algo
+        return y
 
 
 def convert(module, algo="auto"):

@@ -542,3 +542,105 @@ TEST_F(FindTest, ThreadsShareTheCacheAndTheFile) {
     EXPECT_TRUE(find_shape(1));
     EXPECT_EQ(timed_runs(), runs);  // every shape of every thread is in the file
 }
+
+// ---- Select: the decision of "auto" (MEASURED), "find" (FIND) and the heuristic ----
+
+namespace {
+
+convcoreConvolutionFwdAlgo_t select_fwd(FindTest& t, convcoreSelectMode_t mode, const void* x = nullptr,
+                                        const void* w = nullptr, void* y = nullptr) {
+    convcoreConvolutionFwdAlgo_t algo{};
+    EXPECT_EQ(convcoreSelectConvolutionForwardAlgorithm(t.handle, t.x, x, t.w, w, t.conv, t.y, y, mode, &algo),
+              CONVCORE_STATUS_SUCCESS)
+        << convcoreGetLastErrorString();
+    return algo;
+}
+
+}  // namespace
+
+TEST_F(FindTest, SelectHeuristicIsGetsFirstAndTimesNothing) {
+    const int64_t before = timed_runs();
+    EXPECT_EQ(select_fwd(*this, CONVCORE_SELECT_HEURISTIC), get().front().algo);
+    EXPECT_EQ(timed_runs(), before);
+}
+
+TEST_F(FindTest, SelectMeasuredTimesTheTopCandidatesOnceThenLooksUp) {
+    const int64_t before = timed_runs();
+    const auto chosen = select_fwd(*this, CONVCORE_SELECT_MEASURED);
+    const int64_t timed = timed_runs() - before;
+    EXPECT_EQ(timed, CONVCORE_SELECT_CANDIDATES);  // every CPU algorithm runs this problem
+    // The choice is the fastest of the heuristic's first candidates, as recorded in the db.
+    const std::vector<Perf> ranking = get();
+    bool among_top = false;
+    for (int i = 0; i < CONVCORE_SELECT_CANDIDATES; ++i) among_top |= ranking[i].algo == chosen;
+    EXPECT_TRUE(among_top) << convcoreGetFwdAlgoName(chosen);
+    const std::string text = read_text(db);
+    for (int i = 0; i < CONVCORE_SELECT_CANDIDATES; ++i)
+        EXPECT_NE(text.find(convcoreGetFwdAlgoName(ranking[i].algo)), std::string::npos);
+    // Cached: the same decision, nothing timed, not even a db lookup.
+    const int64_t hits = db_hits();
+    EXPECT_EQ(select_fwd(*this, CONVCORE_SELECT_MEASURED), chosen);
+    EXPECT_EQ(timed_runs() - before, timed);
+    EXPECT_EQ(db_hits(), hits);
+    // A new process (cleared caches) reads the db and times nothing.
+    convcoreClearFindCache();
+    EXPECT_EQ(select_fwd(*this, CONVCORE_SELECT_MEASURED), chosen);
+    EXPECT_EQ(timed_runs() - before, timed);
+}
+
+TEST_F(FindTest, SelectFindIsFindsFastestAndUsesTheCallersBuffers) {
+    std::vector<float> xs(size_t(1 * 4 * 10 * 9), 0.5f), ws(size_t(5 * 4 * 3 * 3), -0.25f),
+        ys(size_t(1 * 5 * 10 * 9), 0.0f);
+    const auto chosen = select_fwd(*this, CONVCORE_SELECT_FIND, xs.data(), ws.data(), ys.data());
+    EXPECT_EQ(chosen, find().front().algo);  // find() reads the same db entries: nothing re-timed
+    // x and w were only read; y was written (scratch).
+    EXPECT_TRUE(std::all_of(xs.begin(), xs.end(), [](float v) { return v == 0.5f; }));
+    EXPECT_TRUE(std::all_of(ws.begin(), ws.end(), [](float v) { return v == -0.25f; }));
+    EXPECT_TRUE(std::any_of(ys.begin(), ys.end(), [](float v) { return v != 0.0f; }));
+}
+
+TEST_F(FindTest, SelectHonoursDisabledAlgorithmsAndTheAutoSwitch) {
+    const auto first = get().front().algo;
+    setenv("CONVCORE_DISABLE_ALGOS", convcoreGetFwdAlgoName(first), 1);
+    EXPECT_NE(select_fwd(*this, CONVCORE_SELECT_MEASURED), first);
+    EXPECT_NE(select_fwd(*this, CONVCORE_SELECT_HEURISTIC), first);
+    unsetenv("CONVCORE_DISABLE_ALGOS");
+    setenv("CONVCORE_AUTO", "heuristic", 1);
+    const int64_t before = timed_runs();
+    EXPECT_EQ(select_fwd(*this, CONVCORE_SELECT_MEASURED), first);
+    EXPECT_EQ(timed_runs(), before);
+    unsetenv("CONVCORE_AUTO");
+}
+
+TEST_F(FindTest, SelectBadArguments) {
+    convcoreConvolutionFwdAlgo_t algo{};
+    EXPECT_EQ(convcoreSelectConvolutionForwardAlgorithm(handle, x, nullptr, w, nullptr, conv, y, nullptr,
+                                                        CONVCORE_SELECT_MEASURED, nullptr),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_EQ(convcoreSelectConvolutionForwardAlgorithm(handle, x, nullptr, w, nullptr, conv, y, nullptr,
+                                                        convcoreSelectMode_t(7), &algo),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_NE(std::string(convcoreGetLastErrorString()).find("mode=7"), std::string::npos);
+    EXPECT_EQ(convcoreSelectConvolutionForwardAlgorithm(nullptr, x, nullptr, w, nullptr, conv, y, nullptr,
+                                                        CONVCORE_SELECT_MEASURED, &algo),
+              CONVCORE_STATUS_BAD_PARAM);
+    convcore::TensorDesc wrong_y{CONVCORE_DATA_FLOAT, 1, 5, 9, 9};
+    EXPECT_EQ(convcoreSelectConvolutionForwardAlgorithm(handle, x, nullptr, w, nullptr, conv, wrong_y, nullptr,
+                                                        CONVCORE_SELECT_MEASURED, &algo),
+              CONVCORE_STATUS_BAD_PARAM);
+}
+
+TEST_F(FindTest, SelectBackwardPasses) {
+    convcoreConvolutionBwdDataAlgo_t data{};
+    ASSERT_EQ(convcoreSelectConvolutionBackwardDataAlgorithm(handle, w, nullptr, y, nullptr, conv, x, nullptr,
+                                                             CONVCORE_SELECT_MEASURED, &data),
+              CONVCORE_STATUS_SUCCESS)
+        << convcoreGetLastErrorString();
+    EXPECT_NE(convcoreGetBwdDataAlgoName(data), nullptr);
+    convcoreConvolutionBwdFilterAlgo_t filter{};
+    ASSERT_EQ(convcoreSelectConvolutionBackwardFilterAlgorithm(handle, x, nullptr, y, nullptr, conv, w, nullptr,
+                                                               CONVCORE_SELECT_MEASURED, &filter),
+              CONVCORE_STATUS_SUCCESS)
+        << convcoreGetLastErrorString();
+    EXPECT_NE(convcoreGetBwdFilterAlgoName(filter), nullptr);
+}

@@ -1,7 +1,13 @@
 import os
 import sys
+import tempfile
 
 import pytest
+
+# "auto" and "find" record their timings in the find-db: the tests keep theirs out of the
+# user's (tests that need a db of their own set CONVCORE_FIND_DB themselves).
+os.environ.setdefault("CONVCORE_FIND_DB", os.path.join(tempfile.mkdtemp(prefix="convcore-tests-"),
+                                                       "find-db.txt"))
 
 sys.path.insert(0, os.path.dirname(__file__))  # reference.py
 

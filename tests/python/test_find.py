@@ -90,11 +90,16 @@ def test_forward_algo_find_is_finds_best_and_correct(db, dtype):
     assert relative_error(y, ref) <= error_bound(best.name, dtype)
     # the same algorithm as Find's best (deterministic: identical bits)
     np.testing.assert_array_equal(y, conv.forward(x, w, algo=best.algo))
+    assert conv.last_algo == best.name
+    # the decision is cached in the process: a repeated call neither times nor reads the db
     before = convcore.find_stats()
     conv.forward(x, w, algo="FIND")
     after = convcore.find_stats()
-    assert after["timed_runs"] == before["timed_runs"]
-    assert after["db_hits"] == before["db_hits"] + 1
+    assert after == before and conv.last_algo == best.name
+    # a new process (the caches cleared) answers from the db
+    convcore.clear_find_cache()
+    conv.forward(x, w, algo="find")
+    assert convcore.find_stats() == {"timed_runs": before["timed_runs"], "db_hits": before["db_hits"] + 1}
 
 
 def test_backward_algo_find(db):

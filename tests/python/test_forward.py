@@ -72,7 +72,8 @@ def test_every_algorithm_matches_reference(problem, dtype):
 
 
 @pytest.mark.parametrize("problem", SOME_PROBLEMS, ids=pid)
-def test_auto_runs_the_heuristics_first_choice(problem):
+def test_auto_with_the_heuristic_switch_runs_its_first_choice(problem, monkeypatch):
+    monkeypatch.setenv("CONVCORE_AUTO", "heuristic")
     conv = convcore.Convolution(convcore.ConvDesc(**problem.desc_kwargs()))
     x, w = problem.inputs(np.float32)
     first = conv.applicable_algos(x.shape, w.shape)[0]
@@ -80,6 +81,32 @@ def test_auto_runs_the_heuristics_first_choice(problem):
     np.testing.assert_array_equal(y, conv.forward(x, w, algo=first))
     assert conv.workspace_size(x.shape, w.shape, "auto") == conv.workspace_size(x.shape, w.shape, first)
     assert_all_close({first: y}, problem.reference(x, w), np.float32, problem)
+
+
+@pytest.mark.parametrize("problem", SOME_PROBLEMS, ids=pid)
+def test_auto_times_the_top_candidates_once(problem, tmp_path, monkeypatch):
+    monkeypatch.setenv("CONVCORE_FIND_DB", str(tmp_path / "find-db.txt"))
+    convcore.clear_find_cache()
+    conv = convcore.Convolution(convcore.ConvDesc(**problem.desc_kwargs()))
+    x, w = problem.inputs(np.float32)
+    top = conv.applicable_algos(x.shape, w.shape)[:convcore._convcore.SELECT_CANDIDATES]
+    before = convcore.find_stats()["timed_runs"]
+    y = conv.forward(x, w)  # algo="auto"
+    chosen = conv.last_algo
+    assert chosen in top
+    assert convcore.find_stats()["timed_runs"] - before == len(top)
+    np.testing.assert_array_equal(y, conv.forward(x, w, algo=chosen))
+    assert_all_close({chosen: y}, problem.reference(x, w), np.float32, problem)
+    # the decision is kept: a repeated call times nothing and runs the same algorithm
+    timed = convcore.find_stats()["timed_runs"]
+    np.testing.assert_array_equal(conv.forward(x, w), y)
+    assert conv.last_algo == chosen and convcore.find_stats()["timed_runs"] == timed
+    # beta != 0: timing must not clobber the output being blended into
+    convcore.clear_find_cache()
+    out = np.ones_like(y)
+    conv.forward(x, w, out=out, beta=1.0)
+    np.testing.assert_allclose(out, y + 1, rtol=1e-5, atol=1e-5)
+    convcore.clear_find_cache()
 
 
 # ---- PyTorch inputs --------------------------------------------------------------------------------
@@ -232,8 +259,7 @@ def test_other_dlpack_producers_give_numpy():
     assert not tensor.versioned and tensor.data_ptr == x.ctypes.data
     y = conv.forward(legacy, LegacyProducer(w))
     assert type(y) is np.ndarray
-    first = conv.applicable_algos(x.shape, w.shape)[0]  # what algo="auto" ran
-    assert_all_close({first: y}, p.reference(x, w), np.float32, p)
+    assert_all_close({conv.last_algo: y}, p.reference(x, w), np.float32, p)
 
 
 def test_read_only_and_non_native_inputs():

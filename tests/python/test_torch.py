@@ -46,11 +46,13 @@ BWD_BOUNDS_F32 = {"direct": 1e-5, "im2col_gemm": 1e-5, "implicit_gemm": 1e-5,
 
 
 def bound(algo, direction, x, w, kw):
-    """The float32 bound of ``algo`` in ``direction``; for "auto", that of the heuristic's pick."""
+    """The float32 bound of ``algo`` in ``direction``; for "auto", the largest bound among the
+    candidates it times (the heuristic's first SELECT_CANDIDATES)."""
     if algo == "auto":
         conv = convcore.Convolution(padding=kw["padding"], stride=kw["stride"],
                                     dilation=kw["dilation"], groups=kw["groups"])
-        algo = conv.applicable_algos(x.shape, w.shape, direction=direction)[0]
+        top = conv.applicable_algos(x.shape, w.shape, direction=direction)
+        return max(bound(a, direction, x, w, kw) for a in top[:convcore._convcore.SELECT_CANDIDATES])
     if direction == "forward":
         return error_bound(algo, "float32")
     return BWD_BOUNDS_F32[algo]

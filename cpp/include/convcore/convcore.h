@@ -251,11 +251,42 @@ CONVCORE_API convcoreStatus_t convcoreFindConvolutionForwardAlgorithmEx(
     convcoreTensorDescriptor_t yDesc, void* y, int requestedAlgoCount, int* returnedAlgoCount,
     convcoreConvolutionFwdAlgoPerf_t* perfResults, void* workspace, size_t workspaceSizeInBytes);
 
+/* ---- Select: the algorithm to run, chosen once per problem ----
+ * How the algorithm is chosen:
+ *   CONVCORE_SELECT_HEURISTIC  Get's first applicable algorithm; times nothing.
+ *   CONVCORE_SELECT_MEASURED   "auto": the heuristic's first CONVCORE_SELECT_CANDIDATES
+ *                              applicable algorithms (and any others the find-db already knows
+ *                              for this problem) timed once per machine through the find-db, the
+ *                              fastest kept. A heuristic fitted to one machine ranks well but not
+ *                              exactly on another; timing its few best guesses on this machine
+ *                              corrects the order at the cost of a few runs on first use.
+ *   CONVCORE_SELECT_FIND       every eligible algorithm timed (Find), the fastest kept.
+ * The environment variable CONVCORE_AUTO=heuristic turns MEASURED into HEURISTIC (runs that
+ * must not time anything). Timing uses the buffers given (x and w read; y overwritten, its
+ * contents afterwards unspecified); any of them may be NULL, and Select then times on random
+ * buffers of its own. Workspaces are allocated by Select (the handle's Find workspace limit
+ * applies), and CONVCORE_DISABLE_ALGOS and deterministic-only apply as in Find.
+ * The decision is cached in the process per (problem, strides, device, threads, handle
+ * settings, mode): a repeated call costs a hash lookup. convcoreClearFindCache forgets it. */
+typedef enum {
+    CONVCORE_SELECT_HEURISTIC = 0,
+    CONVCORE_SELECT_MEASURED = 1,
+    CONVCORE_SELECT_FIND = 2
+} convcoreSelectMode_t;
+#define CONVCORE_SELECT_CANDIDATES 3
+
+CONVCORE_API convcoreStatus_t convcoreSelectConvolutionForwardAlgorithm(
+    convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, const void* x,
+    convcoreFilterDescriptor_t wDesc, const void* w, convcoreConvolutionDescriptor_t convDesc,
+    convcoreTensorDescriptor_t yDesc, void* y, convcoreSelectMode_t mode,
+    convcoreConvolutionFwdAlgo_t* algo);
+
 /* Process-wide counters since the library was loaded: timedRuns, the number of
  * (problem, algorithm) pairs Find has timed; dbHits, the number of Find calls answered from
  * the find-db or the in-process cache without timing anything. Either pointer may be NULL. */
 CONVCORE_API convcoreStatus_t convcoreGetFindStats(int64_t* timedRuns, int64_t* dbHits);
-/* Forgets the in-process cache of find results: the next Find reads the find-db file again. */
+/* Forgets the in-process cache of find results (the next Find reads the find-db file again)
+ * and Select's cached decisions. */
 CONVCORE_API convcoreStatus_t convcoreClearFindCache(void);
 
 /* ---- device memory (CUDA handles; on a CPU handle these are aligned host allocations) ---- */
@@ -375,6 +406,19 @@ CONVCORE_API convcoreStatus_t convcoreFindConvolutionBackwardFilterAlgorithmEx(
     convcoreTensorDescriptor_t dyDesc, const void* dy, convcoreConvolutionDescriptor_t convDesc,
     convcoreFilterDescriptor_t dwDesc, void* dw, int requestedAlgoCount, int* returnedAlgoCount,
     convcoreConvolutionBwdFilterAlgoPerf_t* perfResults, void* workspace, size_t workspaceSizeInBytes);
+
+/* Select for the backward passes (see convcoreSelectConvolutionForwardAlgorithm): the inputs
+ * (w and dy; x and dy) are only read, the output (dx; dw) is overwritten; any may be NULL. */
+CONVCORE_API convcoreStatus_t convcoreSelectConvolutionBackwardDataAlgorithm(
+    convcoreHandle_t handle, convcoreFilterDescriptor_t wDesc, const void* w,
+    convcoreTensorDescriptor_t dyDesc, const void* dy, convcoreConvolutionDescriptor_t convDesc,
+    convcoreTensorDescriptor_t dxDesc, void* dx, convcoreSelectMode_t mode,
+    convcoreConvolutionBwdDataAlgo_t* algo);
+CONVCORE_API convcoreStatus_t convcoreSelectConvolutionBackwardFilterAlgorithm(
+    convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, const void* x,
+    convcoreTensorDescriptor_t dyDesc, const void* dy, convcoreConvolutionDescriptor_t convDesc,
+    convcoreFilterDescriptor_t dwDesc, void* dw, convcoreSelectMode_t mode,
+    convcoreConvolutionBwdFilterAlgo_t* algo);
 
 /* dx = alpha * (gradient of conv(x, w) with respect to x, given dy) + beta * dx.
  * alpha/beta as in convcoreConvolutionForward. dx must not overlap w or dy. */
