@@ -1,6 +1,8 @@
 """convcore.torch: the custom operators, autograd through convcore's backward passes, the
 nn.Conv2d drop-in, convert(), state_dict, torch.compile. Small shapes: the file runs in seconds."""
 
+import json
+import os
 import subprocess
 import sys
 
@@ -407,3 +409,42 @@ def test_torch_compile_dynamic_shapes():
         y2 = model(x2)
         (dx2,) = torch.autograd.grad(y2.sum(), x2)
         assert y.shape == y2.shape and torch.equal(y, y2) and torch.equal(dx, dx2)
+
+
+FIND_IN_PLACE_SCRIPT = """
+import json, sys, torch, convcore, convcore.torch
+from torch import nn
+torch.manual_seed(0)
+model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.Conv2d(8, 8, 3, stride=2),
+                      nn.ReLU(), nn.Conv2d(8, 4, 1)).eval()
+torch.manual_seed(0)
+x = torch.randn(2, 3, 17, 15)
+with torch.no_grad():
+    expected = model(x)
+    model = convcore.torch.convert(model, algo="find")
+    y = model(x)          # each layer's first call times its candidates on the real activations
+    stats = convcore.find_stats()
+    y2 = model(x)         # later calls only look the decision up
+err = float((y - expected).norm() / expected.norm())
+print(json.dumps({"timed": stats["timed_runs"], "timed_after": convcore.find_stats()["timed_runs"],
+                  "algos": [m.last_algo for m in model if isinstance(m, convcore.torch.Conv2d)],
+                  "err": err, "same": bool(torch.equal(y, y2))}))
+"""
+
+
+def test_convert_find_times_in_place_once_per_machine(tmp_path):
+    """algo="find": the first forward of each layer times the algorithms on the layer's real
+    input and weights; the winners go into the find-db, so a second process times nothing."""
+    env = dict(os.environ, CONVCORE_FIND_DB=str(tmp_path / "find-db.txt"), OMP_NUM_THREADS="1")
+    runs = []
+    for _ in range(2):
+        done = subprocess.run([sys.executable, "-c", FIND_IN_PLACE_SCRIPT], env=env,
+                              capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stderr
+        runs.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    first, second = runs
+    assert first["timed"] >= 3 * 3  # three layers, several algorithms each
+    assert first["timed_after"] == first["timed"]
+    assert second["timed"] == 0 and second["algos"] == first["algos"]
+    assert all(first["algos"]) and first["same"] and second["same"]
+    assert first["err"] < 1e-4 and second["err"] < 1e-4
