@@ -1,5 +1,6 @@
 # convcore — the two commands of the README:
-#   make bench   the main job: convcore bench on the default suite (GPU if one is visible, else CPU)
+#   make bench   the main job: convcore bench on the default suite (GPU if one is visible, else CPU),
+#                then one network end to end against PyTorch (convcore bench --model)
 #   make test    every test: C API (ctest), Python (pytest), the find_package consumer, then the
 #                same two suites under AddressSanitizer + UBSan (test-asan) and a short libFuzzer
 #                run on the C API (fuzz)
@@ -18,6 +19,10 @@ PY_PACKAGES  := numpy pytest hypothesis pybind11 scikit-build-core ninja cmake w
 # The CPU build of torch that lies on this machine's disk (PyTorch is the benchmark competitor
 # and the reference of the torch tests); a plain `torch` would fetch a multi-GB CUDA build.
 TORCH        := torch==2.13.0
+# The model benchmark's networks (convcore bench --model, tests/python/test_model_bench.py): the
+# release that goes with TORCH. Its wheel is built against CUDA torch; its C++ ops do not load
+# with the CPU torch, and convcore.model_bench.import_torchvision works around that.
+TORCHVISION  := torchvision==0.28.0
 NVCC         := $(shell command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
@@ -35,7 +40,7 @@ deps:  ## system packages (apt-get update first, only when one is missing)
 $(VENV)/.ready: Makefile
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
-	$(PIP) install -q $(PY_PACKAGES) $(TORCH)
+	$(PIP) install -q $(PY_PACKAGES) $(TORCH) $(TORCHVISION)
 	@if [ -n "$(NVCC)" ]; then echo "== nvcc found: cuBLAS/cuFFT wheels for the CUDA build"; \
 	  $(PIP) install -q nvidia-cublas nvidia-cufft; fi
 	touch $@
@@ -106,8 +111,10 @@ fuzz: deps venv  ## libFuzzer on the C API for FUZZ_TIME seconds (clang; build/f
 # libraries use the CPU's full width; keep the pin with `make bench BENCH_BLAS_ENV=`. The
 # benchmark's header prints the kernels in use.
 BENCH_BLAS_ENV ?= env -u OPENBLAS_CORETYPE
-bench: build  ## the main job
+BENCH_MODELS   ?= resnet18
+bench: build  ## the main job: the layer suite, then BENCH_MODELS end to end and per layer
 	$(BENCH_BLAS_ENV) $(VENV)/bin/convcore bench $(BENCH_ARGS)
+	$(BENCH_BLAS_ENV) $(VENV)/bin/convcore bench --model $(BENCH_MODELS)
 
 info: build
 	$(VENV)/bin/convcore info

@@ -1,0 +1,807 @@
+"""``convcore bench --model NAME[,NAME...]``: does a network run faster on convcore?
+
+Each torchvision classification model (random weights, float32) runs end to end in one process
+as four contenders, interleaved with a rotating start order:
+
+    pytorch nchw            the model as built
+    pytorch channels_last   model and input in torch.channels_last
+    convcore nchw           a copy converted with convcore.torch.convert(copy, algo=algo)
+    convcore channels_last  the same converted copy, fed a channels_last input
+
+speedup = the best PyTorch layout's time / the best convcore layout's time (> 1: convcore is
+faster). Then a per-layer table from separate passes with hooks on every conv module (the time
+from its forward pre-hook to its forward hook), convcore against the best PyTorch layout,
+interleaved; these passes are not used for the end-to-end numbers.
+
+    from convcore import model_bench
+    result = model_bench.run(["resnet18"], batch=1, size=224)
+    print(model_bench.format_model(result["models"][0]))
+
+torchvision is a benchmark dependency only: this module is not imported by ``import convcore``.
+"""
+
+import copy
+import datetime
+import difflib
+import gc
+import glob
+import importlib.util
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+import warnings
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import convcore
+import convcore.torch as convcore_torch
+from convcore.cli import BenchProblem, _single_threaded_numpy_blas, cpu_model_name
+
+CONTENDERS = ("pytorch nchw", "pytorch channels_last", "convcore nchw", "convcore channels_last")
+# convcore's relative L2 error vs PyTorch NCHW is flagged above max(ERROR_BOUND, LAYOUT_FACTOR x
+# PyTorch's own channels_last vs NCHW difference): training gradients through batch norm over few
+# values differ by 1e-2 between PyTorch's two layouts already (googlenet, batch 2, 96x96).
+ERROR_BOUND = 1e-3
+LAYOUT_FACTOR = 4
+DEFAULT_REPS = 20
+MIN_REPS = 5  # timed rounds before the time limit may stop the timing
+DEFAULT_TIME_LIMIT = 20.0  # seconds of end-to-end timing per model
+LAYER_REPS = 10  # hooked passes per side, at most
+MIN_LAYER_REPS = 3  # hooked passes before the time limit (half the end-to-end one) may stop them
+WARMUP = 2
+COMMON_MODELS = ("resnet18", "resnet50", "mobilenet_v2", "vgg16", "efficientnet_b0")
+
+_TORCHVISION_SCHEMAS = {
+    "torchvision::nms": "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
+    "torchvision::qnms": "(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
+}
+
+
+# ---- torchvision and the models ------------------------------------------------------------------
+
+def _has_schema(qualified_name):
+    try:
+        torch._C._get_schema(qualified_name, "")
+        return True
+    except RuntimeError:
+        return False
+
+
+def import_torchvision():
+    """``torchvision.models``, also where torchvision's C++ ops do not load.
+
+    The torchvision wheel on PyPI is built against CUDA torch; with the CPU torch its ops
+    library fails to load, and its import then fails registering fake kernels for
+    torchvision::nms and torchvision::qnms ("operator torchvision::nms does not exist"). The
+    ops library is loaded first, as torchvision would; where that fails, the two schemas are
+    defined (without kernels: the classification models do not call them)."""
+    if "torchvision.models" in sys.modules:
+        return sys.modules["torchvision.models"]
+    spec = importlib.util.find_spec("torchvision")
+    if spec is None:
+        raise ImportError(f"the model benchmark needs torchvision, which is not installed: "
+                          f"pip install the torchvision release that matches torch "
+                          f"{torch.__version__} (`make venv` does)")
+    for directory in spec.submodule_search_locations or []:
+        for path in glob.glob(os.path.join(directory, "_C*.so")) + glob.glob(
+                os.path.join(directory, "_C*.pyd")):
+            try:
+                torch.ops.load_library(path)
+            except (OSError, ImportError, RuntimeError):
+                pass
+    for name, schema in _TORCHVISION_SCHEMAS.items():
+        if not _has_schema(name):
+            torch.library.define(name, schema)
+    try:
+        import torchvision.models
+    except Exception as e:
+        raise ImportError(f"importing torchvision failed: {type(e).__name__}: {e}") from e
+    return torchvision.models
+
+
+def model_names():
+    """torchvision's classification models."""
+    models = import_torchvision()
+    return models.list_models(module=models)
+
+
+def check_model_names(names):
+    valid = model_names()
+    for name in names:
+        if name not in valid:
+            close = difflib.get_close_matches(name, valid, n=3)
+            hint = f" (did you mean {', '.join(close)}?)" if close else ""
+            raise ValueError(f"unknown model {name!r}{hint}; torchvision's classification models "
+                             f"include {', '.join(COMMON_MODELS)} ({len(valid)} in all: "
+                             f"`convcore bench --model list` prints them)")
+
+
+def build_model(name, seed=0):
+    """torchvision's ``name`` with random weights (seeded), float32, in eval mode."""
+    check_model_names([name])
+    models = import_torchvision()
+    torch.manual_seed(seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)  # googlenet's, inception_v3's weight init
+        return models.get_model(name, weights=None).float().eval()
+
+
+def _conv_modules(model):
+    return [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Conv2d)]
+
+
+def _padding(conv):
+    if conv.padding == "valid":
+        return (0, 0)
+    if conv.padding == "same":
+        return tuple(d * (k - 1) // 2 for d, k in zip(conv.dilation, conv.kernel_size))
+    return tuple(conv.padding)
+
+
+def conv_problems(model, x):
+    """[(module name, BenchProblem)] for every conv module that a forward pass on x runs, in
+    the order of model.named_modules()."""
+    convs = _conv_modules(model)
+    shapes = {}
+
+    def recorder(name):
+        def hook(module, args):
+            shapes.setdefault(name, tuple(args[0].shape))
+        return hook
+    handles = [m.register_forward_pre_hook(recorder(name)) for name, m in convs]
+    try:
+        with torch.inference_mode():
+            model(x)
+    except RuntimeError as e:
+        raise ValueError(f"{type(model).__name__} does not run on an input of shape "
+                         f"{tuple(x.shape)}: {e}") from None
+    finally:
+        for h in handles:
+            h.remove()
+    problems = []
+    for name, m in convs:
+        if name not in shapes or len(shapes[name]) != 4:
+            continue
+        n, c, h, w = shapes[name]
+        ph, pw = _padding(m)
+        problems.append((name, BenchProblem(
+            mb=n, ic=c, ih=h, iw=w, oc=m.out_channels, kh=m.kernel_size[0], kw=m.kernel_size[1],
+            sh=m.stride[0], sw=m.stride[1], ph=ph, pw=pw, dh=m.dilation[0], dw=m.dilation[1],
+            g=m.groups, name=name)))
+    return problems
+
+
+def _input(batch, size, seed):
+    return torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(seed))
+
+
+def _logits(output):
+    """The logits of a model's output (inception_v3 and googlenet return a tuple in training)."""
+    if isinstance(output, torch.Tensor):
+        return output
+    return output.logits if hasattr(output, "logits") else output[0]
+
+
+def suite_text(models, batch=1, size=224, seed=0):
+    """A suite file (`convcore bench --suite`) of the models' conv layers: one line per distinct
+    problem, named after its first layer ("resnet18:layer1.0.conv1")."""
+    check_model_names(models)
+    lines = [f"# conv layers of {', '.join(models)} (batch {batch}, {size}x{size}), written by "
+             f"`convcore bench --model ... --write-suite`",
+             "# one line per distinct problem, named after the first layer that has it"]
+    seen = {}
+    for name in models:
+        model = build_model(name, seed)
+        for layer, problem in conv_problems(model, _input(batch, size, seed)):
+            key = problem.descriptor()
+            if key in seen:
+                seen[key][1] += 1
+            else:
+                seen[key] = [f"{name}:{layer}", 1]
+    width = max(len(key) for key in seen) if seen else 0
+    for key, (label, count) in seen.items():
+        lines.append(f"{key.ljust(width)}  {label}" + (f"  # {count} layers" if count > 1 else ""))
+    return "\n".join(lines) + "\n"
+
+
+def write_suite(path, models, batch=1, size=224, seed=0):
+    """Writes suite_text(...) to path; returns the number of problems written."""
+    text = suite_text(models, batch, size, seed)
+    directory = os.path.dirname(os.path.abspath(path))
+    os.makedirs(directory, exist_ok=True)
+    with open(path, "w") as f:
+        f.write(text)
+    return sum(1 for line in text.splitlines() if line and not line.startswith("#"))
+
+
+# ---- timing --------------------------------------------------------------------------------------
+
+class _Status:
+    """A progress line on stderr, rewritten with '\\r' on a terminal; elsewhere only the stage
+    messages, as plain lines (or through ``log`` when one is given)."""
+
+    def __init__(self, log=None):
+        self.log_fn = log
+        self.tty = log is None and sys.stderr.isatty()
+        self.width = 0
+
+    def progress(self, text):
+        if self.tty:
+            sys.stderr.write("\r" + text.ljust(self.width))
+            sys.stderr.flush()
+            self.width = len(text)
+
+    def stage(self, text):
+        if self.tty:
+            self.progress(text)
+        elif self.log_fn is not None:
+            self.log_fn(text)
+        else:
+            print(text, file=sys.stderr, flush=True)
+
+    def clear(self):
+        if self.tty and self.width:
+            sys.stderr.write("\r" + " " * self.width + "\r")
+            sys.stderr.flush()
+            self.width = 0
+
+
+def _time_interleaved(contenders, reps, time_limit, min_reps, status, what):
+    """{name: [ms per round]}: each round runs every contender once, the starting one rotating;
+    each contender returns its own time in ms. Stops after `reps` rounds, or earlier once
+    `min_reps` rounds are done and `time_limit` seconds have passed. No garbage collection
+    inside a round."""
+    names = list(contenders)
+    times = {name: [] for name in names}
+    start = time.perf_counter()
+    gc_was_enabled = gc.isenabled()
+    try:
+        for rep in range(reps):
+            elapsed = time.perf_counter() - start
+            if rep >= min_reps and elapsed > time_limit:
+                break
+            status.progress(f"{what} rep {rep + 1}/{reps} ({elapsed:.0f} s)")
+            gc.collect()
+            gc.disable()
+            for i in range(len(names)):
+                name = names[(rep + i) % len(names)]
+                times[name].append(contenders[name]())
+            if gc_was_enabled:
+                gc.enable()
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+    return times
+
+
+def _stopwatch(fn):
+    def timed():
+        start = time.perf_counter()
+        fn()
+        return (time.perf_counter() - start) * 1e3
+    return timed
+
+
+class LayerClock:
+    """Per-pass time of each conv module of a model: from the end of its forward pre-hook to
+    its forward hook (summed when a module runs more than once in a pass)."""
+
+    def __init__(self, model):
+        self.modules = dict(_conv_modules(model))
+        self.passes, self.networks = [], []
+        self.current, self.started = {}, {}
+        self.handles = []
+        for name, m in self.modules.items():
+            self.handles.append(m.register_forward_pre_hook(self._pre_hook(name)))
+            self.handles.append(m.register_forward_hook(self._hook(name)))
+
+    def _pre_hook(self, name):
+        def hook(module, args):
+            self.started[name] = time.perf_counter()
+        return hook
+
+    def _hook(self, name):
+        def hook(module, args, output):
+            ms = (time.perf_counter() - self.started.pop(name)) * 1e3
+            self.current[name] = self.current.get(name, 0.0) + ms
+        return hook
+
+    def timed_pass(self, fn):
+        """Runs fn (one forward pass), records its layers; returns the pass's time in ms."""
+        self.current = {}
+        start = time.perf_counter()
+        fn()
+        ms = (time.perf_counter() - start) * 1e3
+        self.passes.append(self.current)
+        self.networks.append(ms)
+        return ms
+
+    def layer_ms(self, name):
+        return statistics.median(p.get(name, 0.0) for p in self.passes)
+
+    def network_ms(self):
+        return statistics.median(self.networks)
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+
+
+def _relative_error(y, ref):
+    y, ref = y.detach().double(), ref.detach().double()
+    norm = torch.linalg.vector_norm(ref).item()
+    return torch.linalg.vector_norm(y - ref).item() / (norm if norm > 0 else 1.0)
+
+
+def _train_step(model, x, labels):
+    model.zero_grad(set_to_none=True)
+    logits = _logits(model(x))
+    F.cross_entropy(logits, labels).backward()
+    return logits
+
+
+def _train_outputs(model, x, labels, seed):
+    """The logits and all parameter gradients of one training step (dropout seeded)."""
+    torch.manual_seed(seed)
+    logits = _train_step(model, x, labels).detach()
+    grads = [p.grad.reshape(-1) for p in model.parameters() if p.grad is not None]
+    return logits, torch.cat(grads) if grads else torch.zeros(0)
+
+
+# ---- one model -----------------------------------------------------------------------------------
+
+def _summary(times):
+    return {"times_ms": times, "min_ms": min(times), "median_ms": statistics.median(times)}
+
+
+def _best(contenders, prefix, key):
+    names = [n for n in contenders if n.startswith(prefix)]
+    return min(names, key=lambda n: contenders[n][key]) if names else None
+
+
+def bench_model(name, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="auto",
+                warmup=WARMUP, time_limit=DEFAULT_TIME_LIMIT, layer_reps=LAYER_REPS, seed=0,
+                status=None):
+    """The result dict of one model (see run())."""
+    status = status or _Status()
+    min_reps = min(MIN_REPS, reps)
+    mode = "train" if train else "inference"
+    status.stage(f"{name}: building ({mode}, batch {batch}, {size}x{size}, algo {algo})")
+    model = build_model(name, seed)
+    x = _input(batch, size, seed)
+    problems = conv_problems(model, x)
+    models = {
+        "pytorch nchw": model,
+        "pytorch channels_last": copy.deepcopy(model).to(memory_format=torch.channels_last),
+        "convcore nchw": convcore_torch.convert(copy.deepcopy(model), algo=algo),
+    }
+    models["convcore channels_last"] = models["convcore nchw"]
+    fallback = _fall_back_to_auto(models["convcore nchw"], problems, algo, train)
+    inputs = {n: x.to(memory_format=torch.channels_last) if n.endswith("channels_last") else x
+              for n in CONTENDERS}
+    result = {"model": name, "mode": mode, "batch": batch, "size": size, "algo": algo,
+              "parameters": sum(p.numel() for p in model.parameters()),
+              "conv_layers": len(problems), "warmup": warmup, "algo_fallback": fallback,
+              "failed": {}}
+
+    if train:
+        with torch.inference_mode():
+            classes = _logits(model(x)).shape[1]
+        labels = torch.randint(0, classes, (batch,), generator=torch.Generator().manual_seed(seed))
+        for m in models.values():
+            m.train()
+        steps = {n: (lambda m=models[n], i=inputs[n]: _train_step(m, i, labels))
+                 for n in CONTENDERS}
+    else:
+        steps = {n: (lambda m=models[n], i=inputs[n]: m(i)) for n in CONTENDERS}
+    grad_mode = torch.enable_grad() if train else torch.inference_mode()
+
+    with grad_mode:
+        # Correctness, once: against PyTorch NCHW (training: the logits and every parameter's
+        # gradient of one step, dropout seeded alike).
+        status.stage(f"{name}: checking outputs")
+        outputs = {}
+        for n in CONTENDERS:
+            try:
+                outputs[n] = (_train_outputs(models[n], inputs[n], labels, seed) if train
+                              else (_logits(models[n](inputs[n])),))
+            except (RuntimeError, convcore.Error) as e:
+                if n.startswith("pytorch"):
+                    raise ValueError(f"{name} fails in PyTorch ({n}) at batch {batch}, size "
+                                     f"{size}x{size}: {e}") from None
+                result["failed"][n] = f"{type(e).__name__}: {e}"
+        if len(result["failed"]) == 2:
+            raise ValueError(f"{name}: convcore fails in both layouts: "
+                             + "; ".join(f"{n}: {msg}" for n, msg in result["failed"].items()))
+        timed = {n: steps[n] for n in CONTENDERS if n in outputs}
+        reference = outputs["pytorch nchw"]
+        result["rel_error"] = {n: max(_relative_error(a, b) for a, b in zip(outputs[n], reference))
+                               for n in timed if n != "pytorch nchw"}
+        result["error_bound"] = max(ERROR_BOUND, LAYOUT_FACTOR * result["rel_error"].get(
+            "pytorch channels_last", 0.0))
+        result["correct"] = all(e <= result["error_bound"] for n, e in result["rel_error"].items()
+                                if n.startswith("convcore"))
+        del outputs, reference
+
+        status.stage(f"{name}: warm-up ({warmup} runs each)")
+        for _ in range(warmup):
+            for fn in timed.values():
+                fn()
+        status.stage(f"{name}: end to end, up to {reps} rounds")
+        times = _time_interleaved({n: _stopwatch(fn) for n, fn in timed.items()}, reps,
+                                  time_limit, min_reps, status, f"{name}: end-to-end")
+        result["reps"] = len(times["pytorch nchw"])
+        result["contenders"] = {n: _summary(t) for n, t in times.items()}
+        contenders = result["contenders"]
+        best_torch = result["best_pytorch"] = _best(contenders, "pytorch", "median_ms")
+        best_cc = result["best_convcore"] = _best(contenders, "convcore", "median_ms")
+        result["speedup"] = contenders[best_torch]["median_ms"] / contenders[best_cc]["median_ms"]
+        result["speedup_min"] = (contenders[_best(contenders, "pytorch", "min_ms")]["min_ms"]
+                                 / contenders[_best(contenders, "convcore", "min_ms")]["min_ms"])
+
+        if not train and layer_reps > 0:
+            result.update(_bench_layers(name, problems, models[best_cc], inputs[best_cc],
+                                        models[best_torch], inputs[best_torch], layer_reps,
+                                        time_limit / 2, status))
+    status.clear()
+    return result
+
+
+def _fall_back_to_auto(model, problems, algo, train):
+    """With one algorithm name, the layers (or, in training, passes) it cannot run use "auto"
+    instead; returns the names of the layers concerned."""
+    if not isinstance(algo, str) or "," in algo or algo.lower() in ("auto", "find"):
+        return []
+    algo = algo.lower()
+    modules = dict(model.named_modules())
+    directions = ("forward", "backward_data", "backward_filter") if train else ("forward",)
+    fallback = []
+    for layer, problem in problems:
+        module = modules[layer]
+        if not isinstance(module, convcore_torch.Conv2d):
+            continue
+        conv = convcore.Convolution(problem.desc())
+        passes = [algo if algo in conv.applicable_algos(problem.x_shape, problem.w_shape,
+                                                        direction=d) else "auto"
+                  for d in directions]
+        if algo not in passes:
+            module.algo = "auto"
+            fallback.append(layer)
+        elif train and "auto" in passes:
+            module.algo = ",".join(passes)
+    return fallback
+
+
+def _bench_layers(name, problems, cc_model, cc_input, torch_model, torch_input, reps, time_limit,
+                  status):
+    """The per-layer rows from hooked passes, convcore and PyTorch interleaved."""
+    status.stage(f"{name}: per layer, up to {reps} hooked passes each")
+    clocks = {"convcore": LayerClock(cc_model), "pytorch": LayerClock(torch_model)}
+    passes = {"convcore": lambda: clocks["convcore"].timed_pass(lambda: cc_model(cc_input)),
+              "pytorch": lambda: clocks["pytorch"].timed_pass(lambda: torch_model(torch_input))}
+    try:
+        _time_interleaved(passes, reps, time_limit, min(MIN_LAYER_REPS, reps), status,
+                          f"{name}: per-layer")
+    finally:
+        for clock in clocks.values():
+            clock.remove()
+    cc_network, torch_network = clocks["convcore"].network_ms(), clocks["pytorch"].network_ms()
+    cc_modules = dict(_conv_modules(cc_model))
+    rows = []
+    for layer, problem in problems:
+        cc_ms, torch_ms = clocks["convcore"].layer_ms(layer), clocks["pytorch"].layer_ms(layer)
+        module = cc_modules.get(layer)
+        if isinstance(module, convcore_torch.Conv2d):
+            algo = getattr(module, "last_algo", None) or "?"
+            algo = algo.name.lower() if hasattr(algo, "name") else str(algo)
+        else:
+            algo = "pytorch"  # a Conv2d subclass that convert() leaves alone
+        rows.append({"layer": layer, "problem": problem.descriptor(), "algo": algo,
+                     "convcore_ms": cc_ms, "pytorch_ms": torch_ms,
+                     "speedup": torch_ms / cc_ms if cc_ms > 0 else None,
+                     "loss_ms": cc_ms - torch_ms,
+                     "share_pct": 100.0 * cc_ms / cc_network if cc_network > 0 else None,
+                     "gflops": problem.flops() / (cc_ms * 1e6) if cc_ms > 0 else None})
+    return {"layer_reps": len(clocks["convcore"].networks), "layers": rows, "totals": {
+        "convcore_conv_ms": sum(r["convcore_ms"] for r in rows), "convcore_network_ms": cc_network,
+        "pytorch_conv_ms": sum(r["pytorch_ms"] for r in rows), "pytorch_network_ms": torch_network}}
+
+
+# ---- all models ----------------------------------------------------------------------------------
+
+def _source_dir():
+    """The convcore source tree: the one this file lies in, or the one pip installed from."""
+    root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+    if os.path.isfile(os.path.join(root, "python", "convcore", "model_bench.py")):
+        return root
+    try:
+        from importlib import metadata
+        url = json.loads(metadata.distribution("convcore").read_text("direct_url.json") or "{}")
+    except (ImportError, OSError, ValueError):
+        return None
+    path = url.get("url", "")
+    if path.startswith("file://") and os.path.isdir(path[len("file://"):]):
+        return path[len("file://"):]
+    return None
+
+
+def _git_commit():
+    directory = _source_dir()
+    if directory is None:
+        return None
+    try:
+        out = subprocess.run(["git", "-C", directory, "rev-parse", "HEAD"], capture_output=True,
+                             text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
+
+
+def default_threads():
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:
+        return os.cpu_count() or 1
+
+
+def protocol(reps, warmup, time_limit, layer_reps, train):
+    step = "one training step (forward, cross-entropy loss, backward)" if train else \
+        "one forward pass under torch.inference_mode()"
+    text = (f"end to end: {step}; {warmup} untimed runs of each contender, then up to {reps} "
+            f"rounds (stopping after {time_limit:g} s once {min(MIN_REPS, reps)} are done), each "
+            f"running the contenders once, interleaved with a rotating start order; wall clock "
+            f"(time.perf_counter), no garbage collection inside a round; min and median per "
+            f"contender; speedup = best PyTorch layout's median / best convcore layout's median. "
+            f"Correctness: relative L2 error vs PyTorch NCHW"
+            + (" (logits and every parameter gradient of one step, dropout seeded alike)" if train
+               else "") + f", flagged above {ERROR_BOUND:g} or {LAYOUT_FACTOR} times PyTorch's "
+            f"own channels_last vs NCHW difference, whichever is larger.")
+    if not train and layer_reps:
+        text += (f" Per layer: separate passes with a forward pre-hook and a forward hook on "
+                 f"every conv module, convcore (its best layout) and PyTorch (its best layout) "
+                 f"interleaved, up to {layer_reps} passes each (stopping after "
+                 f"{time_limit / 2:g} s once {min(MIN_LAYER_REPS, layer_reps)} are done), median "
+                 f"per layer; share = the layer's median / the median hooked pass.")
+    return text
+
+
+def run(models, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="auto", threads=None,
+        warmup=WARMUP, time_limit=DEFAULT_TIME_LIMIT, layer_reps=LAYER_REPS, seed=0, log=None,
+        on_result=None):
+    """Benchmarks each model (a torchvision classification name) end to end and per conv layer.
+
+    threads: for both torch.set_num_threads and convcore.set_num_threads (default: every core
+    this process may use). log: a function for the stage messages (default: stderr, with a
+    progress line on a terminal). on_result: called with each model's result when it is done.
+    Returns {"machine": {...}, "protocol": str, "models": [one dict per model]}; each model's
+    dict has "contenders" ({name: times_ms, min_ms, median_ms}), "best_pytorch",
+    "best_convcore", "speedup", "rel_error", "correct", and in inference "layers" (one row per
+    conv layer: layer, problem, algo, convcore_ms, pytorch_ms, speedup, loss_ms, share_pct,
+    gflops) and "totals". A model that fails has "error" instead."""
+    if isinstance(models, str):
+        models = [models]
+    if not models:
+        raise ValueError("no model given")
+    for what, value in (("batch", batch), ("size", size), ("reps", reps),
+                        ("threads", threads or 1)):
+        if int(value) < 1:
+            raise ValueError(f"{what} must be >= 1, got {value}")
+    check_model_names(models)
+    convcore_torch.Conv2d(1, 1, 1, algo=algo)  # an unknown algorithm fails here, before timing
+    threads = threads or default_threads()
+    torch.set_num_threads(threads)
+    convcore.set_num_threads(threads)
+    _single_threaded_numpy_blas()
+    import torchvision
+    report = {
+        "machine": {"cpu": cpu_model_name(), "cpu_count": os.cpu_count(), "threads": threads,
+                    "host": platform.node(), "python": platform.python_version(),
+                    "torch_version": torch.__version__,
+                    "torchvision_version": torchvision.__version__,
+                    "convcore_version": convcore.__version__,
+                    "blas": convcore.build_info().get("blas"),
+                    "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
+                    "git_commit": _git_commit(),
+                    "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
+                        timespec="seconds")},
+        "protocol": protocol(reps, warmup, time_limit, layer_reps, train),
+        "models": [],
+    }
+    status = _Status(log)
+    for name in models:
+        try:
+            result = bench_model(name, batch, size, train, reps, algo, warmup, time_limit,
+                                 layer_reps, seed, status)
+        except ValueError as e:
+            result = {"model": name, "mode": "train" if train else "inference", "batch": batch,
+                      "size": size, "algo": algo, "error": str(e)}
+        status.clear()
+        report["models"].append(result)
+        if on_result is not None:
+            on_result(result)
+    return report
+
+
+# ---- output --------------------------------------------------------------------------------------
+
+def _table(headers, rows, numeric):
+    widths = [max([len(h)] + [len(r[i]) for r in rows]) for i, h in enumerate(headers)]
+
+    def fmt(cells):
+        return "  ".join(c.rjust(w) if i in numeric else c.ljust(w)
+                         for i, (c, w) in enumerate(zip(cells, widths))).rstrip()
+    return [fmt(headers), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
+
+
+def format_model(result, top=10):
+    """The report of one model: end-to-end times, correctness, the per-layer table."""
+    head = (f"{result['model']}: {result['mode']}, batch {result['batch']}, "
+            f"{result['size']}x{result['size']}, convcore algo {result['algo']}")
+    if "error" in result:
+        return f"{head}\n!!! {result['error']}"
+    out = [head + f", {result['parameters'] / 1e6:.1f}M parameters, {result['conv_layers']} conv "
+           f"layers, {result['reps']} rounds"]
+    contenders = result["contenders"]
+    rows = []
+    for n in CONTENDERS:
+        if n in contenders:
+            c = contenders[n]
+            mark = "<- best PyTorch" if n == result["best_pytorch"] else (
+                "<- best convcore" if n == result["best_convcore"] else "")
+            rows.append([n, f"{c['min_ms']:.3f}", f"{c['median_ms']:.3f}", mark])
+        else:
+            rows.append([n, "-", "-", "failed: " + result["failed"].get(n, "?")])
+    out += _table(["contender", "min ms", "median ms", ""], rows, {1, 2})
+    if result["algo_fallback"]:
+        out.append(f"{result['algo']} cannot run {len(result['algo_fallback'])} conv layers, which "
+                   f"use auto: {', '.join(result['algo_fallback'])}")
+    out.append(f"speedup (best PyTorch / best convcore): {result['speedup']:.2f}x median, "
+               f"{result['speedup_min']:.2f}x min  (> 1: convcore is faster)")
+    errors = ", ".join(f"{n} {e:.2g}" for n, e in result["rel_error"].items())
+    what = "outputs and gradients" if result["mode"] == "train" else "outputs"
+    out.append(f"correctness ({what} vs pytorch nchw, relative L2 error): {errors} -> "
+               + ("ok" if result["correct"] else "!!! convcore above")
+               + f" (bound {result['error_bound']:.2g})")
+    if result.get("layers"):
+        out.append("")
+        out += format_layers(result, top)
+    return "\n".join(out)
+
+
+def format_layers(result, top=10):
+    layers = sorted(result["layers"], key=lambda r: -r["loss_ms"])
+    totals = result["totals"]
+    out = [f"per conv layer (median of {result['layer_reps']} hooked passes; convcore "
+           f"{result['best_convcore'].split()[1]} vs PyTorch {result['best_pytorch'].split()[1]}), "
+           "sorted by the time convcore loses:"]
+    rows = [[r["layer"], r["problem"], r["algo"], f"{r['convcore_ms']:.3f}",
+             f"{r['pytorch_ms']:.3f}",
+             f"{r['speedup']:.2f}" if r["speedup"] else "-", f"{r['loss_ms']:+.3f}",
+             f"{r['share_pct']:.1f}" if r["share_pct"] is not None else "-",
+             f"{r['gflops']:.1f}" if r["gflops"] else "-"] for r in layers]
+    out += _table(["layer", "problem", "algo", "convcore ms", "pytorch ms", "speedup", "loss ms",
+                   "share %", "GFLOP/s"], rows, {3, 4, 5, 6, 7, 8})
+
+    def share(side):
+        conv, network = totals[f"{side}_conv_ms"], totals[f"{side}_network_ms"]
+        if not network:
+            return "-"
+        return f"{conv:.3f} ms of {network:.3f} ms ({100 * conv / network:.0f}%)"
+    out.append(f"conv layers: convcore {share('convcore')}; PyTorch {share('pytorch')} "
+               "(network time of the hooked passes)")
+    losses = [r for r in layers[:top] if r["loss_ms"] > 0]
+    if losses:
+        out.append(f"top {len(losses)} losses: " + "; ".join(
+            f"{r['layer']} +{r['loss_ms']:.3f} ms ({r['algo']}, {r['speedup']:.2f}x)"
+            for r in losses))
+    else:
+        out.append("convcore loses time on no conv layer")
+    return out
+
+
+def plot_model(result, directory):
+    """One PNG per model: the end-to-end times (min and median per contender) and, where
+    measured, convcore's and PyTorch's time per conv layer. Returns the path."""
+    from convcore.plot import _pyplot
+    plt = _pyplot()
+    layers = result.get("layers") or []
+    contenders = result["contenders"]
+    names = [n for n in CONTENDERS if n in contenders]
+    rows = 2 if layers else 1
+    height_layers = max(3.0, 0.18 * len(layers))
+    fig, axes = plt.subplots(rows, 1, figsize=(10, 3.0 + (height_layers if layers else 0)),
+                             gridspec_kw={"height_ratios": [3.0, height_layers] if layers else [1]},
+                             squeeze=False)
+    ax = axes[0][0]
+    pos = range(len(names))
+    colors = ["tab:orange" if n.startswith("pytorch") else "tab:blue" for n in names]
+    medians = [contenders[n]["median_ms"] for n in names]
+    ax.barh([p + 0.2 for p in pos], medians, 0.4, color=colors)
+    ax.barh([p - 0.2 for p in pos], [contenders[n]["min_ms"] for n in names], 0.4, color=colors,
+            alpha=0.4)
+    for p, ms in zip(pos, medians):
+        ax.text(ms, p + 0.2, f" {ms:.2f}", va="center", fontsize=8)
+    ax.set_yticks(list(pos), names)
+    ax.invert_yaxis()
+    ax.set_xlabel("ms per " + ("training step" if result["mode"] == "train" else "forward pass")
+                  + " (dark: median, light: min)")
+    ax.set_title(f"{result['model']} ({result['mode']}, batch {result['batch']}, "
+                 f"{result['size']}x{result['size']}): speedup {result['speedup']:.2f}x "
+                 f"(best PyTorch / best convcore, median)")
+    if layers:
+        ax = axes[1][0]
+        pos = range(len(layers))
+        ax.barh([p - 0.2 for p in pos], [r["convcore_ms"] for r in layers], 0.4,
+                label=f"convcore ({result['best_convcore'].split()[1]})", color="tab:blue")
+        ax.barh([p + 0.2 for p in pos], [r["pytorch_ms"] for r in layers], 0.4,
+                label=f"PyTorch ({result['best_pytorch'].split()[1]})", color="tab:orange")
+        ax.set_yticks(list(pos), [r["layer"] for r in layers], fontsize=6)
+        ax.invert_yaxis()
+        ax.set_xlabel("ms per conv layer (median of the hooked passes)")
+        ax.legend(loc="lower right")
+    fig.tight_layout()
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, f"{result['model']}" + ("-train" if result["mode"] == "train"
+                                                           else "") + ".png")
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+# ---- the command ---------------------------------------------------------------------------------
+
+def cmd_bench(args):
+    """`convcore bench --model ...` (the options of cli.build_parser)."""
+    names = [n.strip() for n in args.model.split(",") if n.strip()]
+    try:
+        if names == ["list"]:
+            print("\n".join(model_names()))
+            return 0
+        for option, given in (("--suite", args.suite), ("--from-json", args.from_json),
+                              ("--algos", args.algos), ("--cpu-time", args.cpu_time),
+                              ("--no-torch", args.no_torch),
+                              ("--device", args.device != "cpu"),
+                              ("--dtype", args.dtype != "float32")):
+            if given:
+                raise ValueError(f"{option} is an option of the layer suite, not of --model "
+                                 "(the model benchmark runs float32 on the CPU)")
+        if args.plot:
+            from convcore.plot import _pyplot
+            _pyplot()  # fail before timing anything when matplotlib is missing
+        batch, size = args.batch or 1, args.size or 224
+        check_model_names(names)
+        if args.write_suite:
+            count = write_suite(args.write_suite, names, batch, size)
+            print(f"suite of {count} conv layers written to {args.write_suite}", flush=True)
+        reps = args.reps or DEFAULT_REPS
+        time_limit = DEFAULT_TIME_LIMIT if args.time_limit is None else args.time_limit
+        warmup = max(WARMUP, args.warmup)
+
+        def show(result):
+            print(format_model(result) + "\n", flush=True)
+        report = run(names, batch=batch, size=size, train=args.train, reps=reps,
+                     algo=args.algo or "auto", threads=args.threads or None, warmup=warmup,
+                     time_limit=time_limit, on_result=show)
+    except ImportError as e:
+        raise ValueError(str(e)) from None
+    machine = report["machine"]
+    print(f"{machine['cpu']}, threads {machine['threads']}, torch {machine['torch_version']}, "
+          f"convcore {machine['convcore_version']}\nprotocol: {report['protocol']}")
+    if args.json:
+        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
+        with open(args.json, "w") as f:
+            json.dump(report, f, indent=1)
+        print(f"results written to {args.json}")
+    if args.plot:
+        for result in report["models"]:
+            if "error" not in result:
+                print(f"plot written to {plot_model(result, args.plot)}")
+    failed = [r for r in report["models"] if "error" in r or not r["correct"]]
+    return 1 if failed else 0

@@ -1,0 +1,138 @@
+"""convcore bench --model: whole torchvision networks, PyTorch against convcore.torch
+(convcore.model_bench). Tiny inputs and 2 reps: the structure of the results, not the speed."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from torch import nn
+
+from convcore import cli, model_bench
+
+RESNET18_CONVS = 20
+
+
+def quiet(message):
+    pass
+
+
+@pytest.fixture(scope="module")
+def resnet18():
+    return model_bench.run(["resnet18"], batch=1, size=32, reps=2, layer_reps=2, time_limit=5,
+                           log=quiet)
+
+
+def test_import_torchvision_twice():
+    models = model_bench.import_torchvision()
+    assert model_bench.import_torchvision() is models
+    assert {"resnet18", "resnet50", "mobilenet_v2", "vgg16", "efficientnet_b0"} <= set(
+        model_bench.model_names())
+
+
+def test_convcore_does_not_import_torchvision():
+    code = "import sys, convcore, convcore.torch, convcore.cli; print('torchvision' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "False"
+
+
+def test_end_to_end_contenders(resnet18):
+    assert set(resnet18["machine"]) >= {"cpu", "threads", "torch_version", "convcore_version",
+                                        "git_commit", "date"}
+    assert resnet18["protocol"]
+    (result,) = resnet18["models"]
+    assert "error" not in result, result.get("error")
+    assert result["model"] == "resnet18" and result["conv_layers"] == RESNET18_CONVS
+    contenders = result["contenders"]
+    assert len(contenders) >= 3 and not result["failed"]
+    for times in contenders.values():
+        assert len(times["times_ms"]) == result["reps"] == 2
+        assert 0 < times["min_ms"] <= times["median_ms"]
+    assert result["best_pytorch"].startswith("pytorch")
+    assert result["best_convcore"].startswith("convcore")
+    best_torch = contenders[result["best_pytorch"]]["median_ms"]
+    best_convcore = contenders[result["best_convcore"]]["median_ms"]
+    assert result["speedup"] == pytest.approx(best_torch / best_convcore)
+
+
+def test_correctness_check(resnet18):
+    (result,) = resnet18["models"]
+    assert result["correct"]
+    for name in ("convcore nchw", "convcore channels_last"):
+        assert result["rel_error"][name] < 1e-4
+
+
+def test_per_layer_rows(resnet18):
+    (result,) = resnet18["models"]
+    model = model_bench.build_model("resnet18")
+    convs = [name for name, m in model.named_modules() if isinstance(m, nn.Conv2d)]
+    assert len(convs) == RESNET18_CONVS
+    rows = result["layers"]
+    assert sorted(r["layer"] for r in rows) == sorted(convs)
+    for r in rows:
+        assert r["convcore_ms"] > 0 and r["pytorch_ms"] > 0
+        assert r["loss_ms"] == pytest.approx(r["convcore_ms"] - r["pytorch_ms"])
+        assert r["algo"]
+        cli.parse_problem(r["problem"])
+    conv1 = next(r for r in rows if r["layer"] == "conv1")
+    assert conv1["problem"] == "mb1ic3ih32iw32oc64kh7kw7ph3pw3sh2sw2dh1dw1g1"
+    assert 0 < sum(r["share_pct"] for r in rows) <= 100
+    totals = result["totals"]
+    assert 0 < totals["convcore_conv_ms"] <= totals["convcore_network_ms"]
+    assert 0 < totals["pytorch_conv_ms"] <= totals["pytorch_network_ms"]
+    text = model_bench.format_model(result)
+    assert "speedup" in text and "top" in text and "layer1.0.conv1" in text
+
+
+def test_training_step():
+    report = model_bench.run("resnet18", batch=2, size=64, train=True, reps=2, time_limit=5,
+                             log=quiet)
+    (result,) = report["models"]
+    assert "error" not in result, result.get("error")
+    assert result["mode"] == "train" and result["correct"]
+    assert len(result["contenders"]) >= 3
+    assert all(c["min_ms"] > 0 for c in result["contenders"].values())
+    assert result["speedup"] > 0 and "layers" not in result
+
+
+def test_cli_json_suite_plot(tmp_path, capsys):
+    report, suite, plots = tmp_path / "r.json", tmp_path / "suite.txt", tmp_path / "plots"
+    code = cli.main(["bench", "--model", "resnet18", "--size", "32", "--reps", "2",
+                     "--time-limit", "5", "--json", str(report), "--write-suite", str(suite),
+                     "--plot", str(plots)])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "speedup" in out and "pytorch channels_last" in out
+
+    data = json.loads(report.read_text())
+    assert data["machine"]["threads"] >= 1 and data["protocol"]
+    (result,) = data["models"]
+    assert result["model"] == "resnet18" and len(result["layers"]) == RESNET18_CONVS
+
+    problems = cli.parse_suite(suite.read_text(), str(suite))
+    descriptors = [p.descriptor() for p in problems]
+    assert len(descriptors) == len(set(descriptors))
+    assert set(descriptors) == {r["problem"] for r in result["layers"]}
+    assert all(p.name.startswith("resnet18:") for p in problems)
+    assert problems[0].name == "resnet18:conv1"
+
+    assert os.path.getsize(plots / "resnet18.png") > 0
+
+
+def test_unknown_model_is_a_clear_error(capsys):
+    code = cli.main(["bench", "--model", "resnet1000", "--reps", "2"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "unknown model 'resnet1000'" in err and "resnet18" in err
+    assert "Traceback" not in err
+    with pytest.raises(ValueError, match="unknown model 'nonet'"):
+        model_bench.run(["nonet"])
+
+
+def test_model_options_need_model(capsys):
+    assert cli.main(["bench", "--size", "32"]) == 2
+    assert "--size: only with --model" in capsys.readouterr().err
+    assert cli.main(["bench", "--model", "resnet18", "--suite", "x.txt"]) == 2
+    assert "--suite" in capsys.readouterr().err
