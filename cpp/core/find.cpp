@@ -31,7 +31,7 @@ using namespace convcore::api;
 
 namespace {
 
-constexpr int kTimedRuns = 3;  // after one warm-up run; Find reports their median
+constexpr int kTimedRounds = 5;  // after one warm-up run each; Find reports the median
 
 std::atomic<int64_t> g_timed_runs{0};
 std::atomic<int64_t> g_db_hits{0};
@@ -107,17 +107,76 @@ std::unique_ptr<DeviceMemory> random_buffer(convcoreHandle_t h, int64_t bytes, s
     return mem;
 }
 
-// Median of a few timed runs after a warm-up run. Throws convcore::Error on failure.
-double time_algorithm(const Pass& pass, int algo, const Buffers& buf, void* workspace, size_t bytes) {
-    const auto run = [&] {
-        const convcoreStatus_t st = pass.run(algo, buf.in0, buf.in1, buf.out, workspace, bytes);
-        if (st != CONVCORE_STATUS_SUCCESS) throw Error(st, last_error);
+// Times `algos` interleaved: a warm-up run of each, then kTimedRounds rounds that each run
+// every algorithm still standing once, the starting one rotating, so that a slow stretch of a
+// shared machine falls on all of them alike; an algorithm's time is the median of its rounds.
+// `memory[i]` is algos[i]'s workspace; without the caller's workspace one buffer of the
+// largest is allocated (an algorithm whose workspace cannot be had is ALLOC_FAILED). A run that
+// fails gives its status; BAD_PARAM (the caller's buffers are wrong) is thrown.
+std::vector<find_db::Record> time_interleaved(const Pass& pass, const std::vector<int>& algos,
+                                              const std::vector<size_t>& memory, const Buffers& buf) {
+    const size_t n = algos.size();
+    std::vector<find_db::Record> recs(n);
+    std::vector<bool> alive(n, true);
+    const auto fail = [&](size_t i, convcoreStatus_t status) {
+        alive[i] = false;
+        recs[i].status = status;
+        recs[i].time_ms = -1.0;
     };
-    time_run_ms(*pass.handle, run);  // warm-up: plans, caches, first touch of the workspace
-    std::vector<double> times;
-    for (int i = 0; i < kTimedRuns; ++i) times.push_back(time_run_ms(*pass.handle, run));
-    std::sort(times.begin(), times.end());
-    return times[times.size() / 2];
+
+    std::unique_ptr<DeviceMemory> own_workspace;
+    void* workspace = buf.workspace;
+    size_t bytes = buf.workspace_bytes;
+    if (!buf.callers_workspace) {
+        for (;;) {
+            size_t need = 0;
+            for (size_t i = 0; i < n; ++i)
+                if (alive[i]) need = std::max(need, memory[i]);
+            if (need == 0) break;
+            try {
+                own_workspace = std::make_unique<DeviceMemory>(pass.handle, need);
+                bytes = need;
+                break;
+            } catch (const Error& e) {
+                if (e.status() != CONVCORE_STATUS_ALLOC_FAILED) throw;
+            } catch (const std::bad_alloc&) {
+            }
+            for (size_t i = 0; i < n; ++i)
+                if (alive[i] && memory[i] == need) fail(i, CONVCORE_STATUS_ALLOC_FAILED);
+        }
+        workspace = own_workspace ? own_workspace->ptr : nullptr;
+        if (!own_workspace) bytes = 0;
+    }
+
+    std::vector<std::vector<double>> times(n);
+    const auto attempt = [&](size_t i, bool timed) {
+        try {
+            const double ms = time_run_ms(*pass.handle, [&] {
+                const convcoreStatus_t st = pass.run(algos[i], buf.in0, buf.in1, buf.out, workspace, bytes);
+                if (st != CONVCORE_STATUS_SUCCESS) throw Error(st, last_error);
+            });
+            if (timed) times[i].push_back(ms);
+        } catch (const Error& e) {
+            if (e.status() == CONVCORE_STATUS_BAD_PARAM) throw;
+            fail(i, e.status());
+        } catch (const std::bad_alloc&) {
+            fail(i, CONVCORE_STATUS_ALLOC_FAILED);
+        }
+    };
+    for (size_t i = 0; i < n; ++i)  // warm-up: plans, caches, first touch of the workspace
+        if (alive[i]) attempt(i, false);
+    for (int round = 0; round < kTimedRounds; ++round)
+        for (size_t j = 0; j < n; ++j) {
+            const size_t i = (size_t(round) + j) % n;
+            if (alive[i]) attempt(i, true);
+        }
+    for (size_t i = 0; i < n; ++i) {
+        if (!alive[i]) continue;
+        std::sort(times[i].begin(), times[i].end());
+        recs[i].time_ms = times[i][times[i].size() / 2];
+        ++g_timed_runs;
+    }
+    return recs;
 }
 
 // Every algorithm of the pass: those that ran, fastest first, then the others in enum order.
@@ -181,32 +240,19 @@ std::vector<Result> find(const Pass& pass, Buffers buf, size_t candidates = kAll
             own[2] = std::make_unique<DeviceMemory>(pass.handle, size_t(pass.bytes[2]));
             buf.out = own[2]->ptr;
         }
-        find_db::Records measured;
+        std::vector<int> algos;
+        std::vector<size_t> memory;
         for (size_t i : missing) {
-            const char* name = pass.name(perf[i].algo);
-            find_db::Record rec;
-            try {
-                std::unique_ptr<DeviceMemory> ws;
-                void* workspace = buf.workspace;
-                size_t bytes = buf.workspace_bytes;
-                if (!buf.callers_workspace) {
-                    if (perf[i].memory > 0) ws = std::make_unique<DeviceMemory>(pass.handle, perf[i].memory);
-                    workspace = ws ? ws->ptr : nullptr;
-                    bytes = perf[i].memory;
-                }
-                rec.time_ms = time_algorithm(pass, perf[i].algo, buf, workspace, bytes);
-                ++g_timed_runs;
-            } catch (const Error& e) {
-                if (e.status() == CONVCORE_STATUS_BAD_PARAM) throw;  // the caller's buffers are wrong
-                rec.status = e.status();
-                rec.time_ms = -1.0;
-            } catch (const std::bad_alloc&) {
-                rec.status = CONVCORE_STATUS_ALLOC_FAILED;
-                rec.time_ms = -1.0;
-            }
-            known[name] = rec;
+            algos.push_back(perf[i].algo);
+            memory.push_back(perf[i].memory);
+        }
+        const std::vector<find_db::Record> recs = time_interleaved(pass, algos, memory, buf);
+        find_db::Records measured;
+        for (size_t m = 0; m < missing.size(); ++m) {
+            const char* name = pass.name(algos[m]);
+            known[name] = recs[m];
             // A failed allocation depends on the moment, not on the problem: not kept.
-            if (rec.status != CONVCORE_STATUS_ALLOC_FAILED) measured[name] = rec;
+            if (recs[m].status != CONVCORE_STATUS_ALLOC_FAILED) measured[name] = recs[m];
         }
         if (!measured.empty()) find_db::store(key, measured);
     }

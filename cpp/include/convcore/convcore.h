@@ -216,7 +216,7 @@ CONVCORE_API convcoreStatus_t convcoreConvolutionForward(
  *   ALLOC_FAILED   its workspace (in `memory`) is more than the handle's workspace limit (Find)
  *                  or the workspace given (FindEx), or could not be allocated;
  *   other          the run failed (the status of the run; time is -1).
- * time is the median of a few runs after a warm-up run, in milliseconds (CUDA handles: CUDA
+ * time is the median of 5 rounds after a warm-up run (the algorithms interleaved), in ms (CUDA handles: CUDA
  * events on the handle's stream). The results go into the find-db, and Find consults the
  * db first: an algorithm already timed for this problem, device and library version is
  * not timed again, so the second run of a program times nothing.
