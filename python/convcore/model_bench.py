@@ -41,6 +41,7 @@ from torch import nn
 
 import convcore
 import convcore.torch as convcore_torch
+from convcore import cli
 from convcore.cli import BenchProblem, _single_threaded_numpy_blas, cpu_model_name
 
 CONTENDERS = ("pytorch nchw", "pytorch channels_last", "convcore nchw", "convcore channels_last")
@@ -435,8 +436,14 @@ def bench_model(name, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="a
             for fn in timed.values():
                 fn()
         status.stage(f"{name}: end to end, up to {reps} rounds")
+        # A shared VM's state, before and after: a cache line's round trip between the two
+        # threads (cli.SPLIT_NS: the vCPUs on different L3 domains) and the hypervisor's steal.
+        round_trip0 = cli._round_trip_ns()
+        steal0, wall0 = cli._steal_ms_per_cpu(), time.perf_counter()
         times = _time_interleaved({n: _stopwatch(fn) for n, fn in timed.items()}, reps,
                                   time_limit, min_reps, status, f"{name}: end-to-end")
+        result["round_trip_ns"] = [round_trip0, cli._round_trip_ns()]
+        result["steal"] = cli._steal_since(steal0, (time.perf_counter() - wall0) * 1e3)
         result["reps"] = len(times["pytorch nchw"])
         result["contenders"] = {n: _summary(t) for n, t in times.items()}
         contenders = result["contenders"]
@@ -669,6 +676,15 @@ def format_model(result, top=10):
     out.append(f"correctness ({what} vs pytorch nchw, relative L2 error): {errors} -> "
                + ("ok" if result["correct"] else "!!! convcore above")
                + f" (bound {result['error_bound']:.2g})")
+    round_trip = [v for v in result.get("round_trip_ns") or [] if v]
+    if round_trip and max(round_trip) > cli.SPLIT_NS:
+        out.append(f"!!! the CPUs did not share a cache around the end-to-end timing (a cache "
+                   f"line's round trip {max(round_trip):.0f} ns > {cli.SPLIT_NS} ns): "
+                   f"multi-threaded times may be off")
+    steal = result.get("steal")
+    if steal and max(steal["steal_ms"]) > cli.STEAL_WARN * steal["wall_ms"]:
+        out.append(f"!!! the hypervisor took {max(steal['steal_ms']) / steal['wall_ms']:.0%} of a "
+                   f"CPU during the end-to-end timing: times may be off")
     if result.get("layers"):
         out.append("")
         out += format_layers(result, top)
