@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -179,12 +180,28 @@ std::string cpu_model_name() {
 
 }  // namespace
 
+// "" for a packed NCHW tensor, "nhwc" for a packed NHWC one, else "s<strides>": a run on
+// strided tensors stages them, which changes the algorithms' times, so it is kept apart.
+static std::string layout_tag(int64_t n, int64_t c, int64_t h, int64_t w, const int64_t strides[4]) {
+    int64_t nchw[4];
+    packed_strides(n, c, h, w, nchw);
+    if (std::equal(strides, strides + 4, nchw)) return "";
+    const int64_t nhwc[4] = {h * w * c, 1, w * c, c};
+    if (std::equal(strides, strides + 4, nhwc)) return "nhwc";
+    std::ostringstream o;
+    o << "s" << strides[0] << "." << strides[1] << "." << strides[2] << "." << strides[3];
+    return o.str();
+}
+
 std::string problem_string(const ConvProblem& p) {
     std::ostringstream o;
     o << "mb" << p.n << "ic" << p.c << "ih" << p.h << "iw" << p.w << "oc" << p.k << "kh" << p.r
       << "kw" << p.s << "ph" << p.pad_h << "pw" << p.pad_w << "sh" << p.stride_h << "sw"
       << p.stride_w << "dh" << p.dil_h << "dw" << p.dil_w << "g" << p.groups
       << (p.dtype == CONVCORE_DATA_DOUBLE ? "_f64" : "_f32") << (p.flip ? "_conv" : "_xcorr");
+    const std::string x = layout_tag(p.n, p.c, p.h, p.w, p.x_strides);
+    const std::string y = layout_tag(p.n, p.k, p.p, p.q, p.y_strides);
+    if (!x.empty() || !y.empty()) o << "_x" << (x.empty() ? "nchw" : x) << "_y" << (y.empty() ? "nchw" : y);
     return o.str();
 }
 

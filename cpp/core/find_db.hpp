@@ -23,7 +23,8 @@ struct Record {
 using Records = std::map<std::string, Record>;  // algorithm name -> result
 
 // The problem in benchdnn's style (the bench suites' strings, every field spelled out) plus
-// dtype and mode: "mb1ic64ih56iw56oc64kh3kw3ph1pw1sh1sw1dh1dw1g1_f32_xcorr".
+// dtype and mode: "mb1ic64ih56iw56oc64kh3kw3ph1pw1sh1sw1dh1dw1g1_f32_xcorr", and the layouts of
+// x and y unless both are packed NCHW ("..._xnhwc_ynchw", "..._xs<strides>_ynchw").
 std::string problem_string(const ConvProblem& prob);
 // "cpu:<CPU model name> x<threads> threads" or "cuda:<GPU name (sm_XX)>".
 std::string device_string(const Context& ctx);

@@ -644,3 +644,16 @@ TEST_F(FindTest, SelectBackwardPasses) {
         << convcoreGetLastErrorString();
     EXPECT_NE(convcoreGetBwdFilterAlgoName(filter), nullptr);
 }
+
+TEST_F(FindTest, StridedProblemsAreTimedApartFromPackedOnes) {
+    convcore::TensorDesc nhwc{CONVCORE_DATA_FLOAT, 1, 4, 10, 9};
+    nhwc.set_strided(CONVCORE_DATA_FLOAT, {1, 4, 10, 9}, {10 * 9 * 4, 1, 9 * 4, 4});
+    convcoreConvolutionFwdAlgo_t algo{};
+    ASSERT_EQ(convcoreSelectConvolutionForwardAlgorithm(handle, nhwc, nullptr, w, nullptr, conv, y, nullptr,
+                                                        CONVCORE_SELECT_MEASURED, &algo),
+              CONVCORE_STATUS_SUCCESS)
+        << convcoreGetLastErrorString();
+    const std::string text = read_text(db);
+    EXPECT_NE(text.find("g1_f32_xcorr_xnhwc_ynchw\t"), std::string::npos) << text;
+    EXPECT_EQ(text.find("g1_f32_xcorr\t"), std::string::npos) << "a packed problem was recorded";
+}
