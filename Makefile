@@ -2,8 +2,8 @@
 #   make bench   the main job: convcore bench on the default suite (GPU if one is visible, else CPU),
 #                then one network end to end against PyTorch (convcore bench --model)
 #   make test    every test: C API (ctest), Python (pytest), the find_package consumer, then the
-#                same two suites under AddressSanitizer + UBSan (test-asan) and a short libFuzzer
-#                run on the C API (fuzz)
+#                same two suites under AddressSanitizer + UBSan (test-asan), the emulated CUDA
+#                device's tests (test-cuda-emulated) and a short libFuzzer run on the C API (fuzz)
 # Each one sets itself up on a fresh machine: apt packages, a virtual environment, the build.
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -26,7 +26,7 @@ TORCHVISION  := torchvision==0.28.0
 NVCC         := $(shell command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps venv build test test-cpp test-python test-asan fuzz bench info vcpu-check clean
+.PHONY: all deps venv build test test-cpp test-python test-asan test-cuda-emulated fuzz bench info vcpu-check clean
 all: build
 
 deps:  ## system packages (apt-get update first, only when one is missing)
@@ -58,7 +58,7 @@ test-cpp: build
 test-python: build
 	$(PY) -m pytest -q tests/python tests/gpu
 
-test: test-cpp test-python test-asan fuzz  ## all tests
+test: test-cpp test-python test-asan test-cuda-emulated fuzz  ## all tests
 
 # ---- hardening (issue 7): sanitizer builds and fuzzing ---------------------------------------
 # Both are plain CMake builds of their own (no CUDA). -O1 keeps them quick to compile; UBSan's
@@ -103,6 +103,18 @@ fuzz: deps venv  ## libFuzzer on the C API for FUZZ_TIME seconds (clang; build/f
 	cd $(FUZZ_DIR)/artifacts && CONVCORE_FUZZ_STATS=1 $(ASAN_ENV) ../tests/fuzz/fuzz_forward \
 	  -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
 	  ../corpus $(abspath tests/fuzz/corpus) 2>&1 | grep -v -E '^#[0-9]+.*(NEW|REDUCE|pulse)|NEW_FUNC|# Uses: |recommended dictionary'
+
+# ---- the emulated CUDA device (issue 17) ------------------------------------------------------
+# tests/cuda_emulator: the engine that runs CUDA kernels on the CPU (GPU threads as fibers, blocks
+# on 2 workers) and the CUDA runtime stand-in, with their own tests, under ASan + UBSan. Clang,
+# as the ThreadSanitizer run of the emulated device will need. Only the emulator's targets are
+# built here, not libconvcore.
+EMU_DIR ?= build/cuda-emulated
+test-cuda-emulated: deps venv  ## the emulated CUDA device's tests under ASan + UBSan (build/cuda-emulated)
+	CC=clang CXX=clang++ $(SAN_CMAKE) -S . -B $(EMU_DIR) -DCMAKE_CXX_FLAGS="$(SAN_FLAGS)" \
+	  -DCONVCORE_BUILD_TESTS=OFF -DCONVCORE_CUDA_EMULATOR_TESTS=ON
+	$(VENV)/bin/cmake --build $(EMU_DIR) --target test_cuda_emulator -j$(JOBS)
+	$(ASAN_ENV) $(VENV)/bin/ctest --test-dir $(EMU_DIR) --output-on-failure -j$(JOBS)
 
 # convcore's Python package picks OpenBLAS's SkylakeX (AVX-512) kernels on AVX-512 CPUs unless
 # OPENBLAS_CORETYPE is set (python/convcore/__init__.py). These machines' environment sets it to
