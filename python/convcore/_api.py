@@ -529,6 +529,10 @@ class Convolution:
         MEASURED; the times go into the find-db, so another process times nothing); later calls
         look the decision up. ``algo="find"`` does the same with every algorithm.
         CONVCORE_AUTO=heuristic makes "auto" the heuristic's first choice, timing nothing."""
+        if out is None and alpha == 1.0 and beta == 0.0:
+            y = self._forward_torch_cpu(x, w, algo)
+            if y is not None:
+                return y
         algo_id = _algo_id(algo)
         alpha = _scalar_arg("alpha", alpha)
         beta = _scalar_arg("beta", beta)
@@ -571,6 +575,34 @@ class Convolution:
         return out
 
     __call__ = forward
+
+    def _forward_torch_cpu(self, x, w, algo):
+        """The common case of convcore.torch in inference, kept short (a layer pays it per call):
+        contiguous CPU torch tensors, float32/float64, a new output. None when the call is
+        anything else or looks wrong: the general path then handles it or says what is wrong."""
+        torch = _torch_module()
+        algo_id = _ALGO_IDS.get(algo) if type(algo) is str else None
+        if (torch is None or algo_id is None or not isinstance(x, torch.Tensor)
+                or not isinstance(w, torch.Tensor) or x.device.type != "cpu"
+                or w.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64)
+                or w.dtype != x.dtype or x.dim() != 4 or w.dim() != 4
+                or not x.is_contiguous() or not w.is_contiguous()):
+            return None
+        n, c, h, wd = x.shape
+        k, cg, r, s = w.shape
+        (ph, pw), (sh, sw), (dh, dw), g = (self.desc._padding, self.desc._stride,
+                                           self.desc._dilation, self.desc._groups)
+        p = (h + 2 * ph - dh * (r - 1) - 1) // sh + 1
+        q = (wd + 2 * pw - dw * (s - 1) - 1) // sw + 1
+        if n < 1 or p < 1 or q < 1 or cg * g != c or k % g:
+            return None
+        to_dlpack = torch.utils.dlpack.to_dlpack
+        out = torch.empty((n, k, p, q), dtype=x.dtype)
+        self._local.last_algo = _C.forward(
+            _C.DLPackTensor(to_dlpack(x.detach())), _C.DLPackTensor(to_dlpack(w.detach())),
+            _C.DLPackTensor(to_dlpack(out)), self.desc._params, algo_id, 1.0, 0.0,
+            self._workspace(), 0)
+        return out
 
     @property
     def last_algo(self):

@@ -78,6 +78,7 @@ def _algo_spec(algo):
     return _algo_name(algo)
 
 
+@functools.lru_cache(maxsize=256)
 def _split_algo(spec):
     """(forward, backward data, backward filter) algorithm names from the op's ``algo`` string.
 
@@ -92,7 +93,7 @@ def _split_algo(spec):
                 valid = ["auto"] + ([a.name.lower() for a in enum_cls] if enum_cls else [])
                 raise BadParamError(f"algo: unknown algorithm {name!r} for the {pass_name} pass; "
                                     f"valid names: {', '.join(valid)}")
-        return parts
+        return tuple(parts)
     if len(parts) == 1:
         name = parts[0]
         names = [name if _known(name, enum_cls) else "auto" for enum_cls in enums]
@@ -100,7 +101,7 @@ def _split_algo(spec):
             valid = sorted({a.name.lower() for e in enums if e is not None for a in e})
             raise BadParamError(f"algo: unknown algorithm {name!r}; valid names: auto, "
                                 f"{', '.join(valid)}")
-        return names
+        return tuple(names)
     raise BadParamError(f"algo: expected one name or 'fwd,bwd_data,bwd_filter', got {spec!r}")
 
 
@@ -153,11 +154,7 @@ def _conv2d_op(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: List[int],
                padding: List[int], dilation: List[int], groups: int, algo: str) -> Tensor:
     """y = conv(x, w) + bias, computed by convcore's forward with algorithm ``algo``."""
     _check_tensors("convcore::conv2d", x, w, bias)
-    fwd_algo = _split_algo(algo)[0]
-    y = _conv_for(stride, padding, dilation, groups).forward(x, w, algo=fwd_algo)
-    if bias is not None:
-        y.add_(bias.view(1, -1, 1, 1))
-    return y
+    return _forward(x, w, bias, stride, padding, dilation, groups, _split_algo(algo)[0])
 
 
 @_conv2d_op.register_fake
@@ -287,10 +284,31 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
                              f"'valid', 'same'")
     padding = _pair(padding)
     spec = _algo_spec(algo)
-    _split_algo(spec)  # an unknown name fails here, before any work
-    y = _conv2d_op(input, weight, bias, [int(v) for v in stride], [int(v) for v in padding],
-                   [int(v) for v in dilation], int(groups), spec)
+    algos = _split_algo(spec)  # an unknown name fails here, before any work
+    if _needs_op(input, weight, bias):
+        y = _conv2d_op(input, weight, bias, [int(v) for v in stride], [int(v) for v in padding],
+                       [int(v) for v in dilation], int(groups), spec)
+    else:
+        y = _forward(input, weight, bias, stride, padding, dilation, groups, algos[0])
     return y.squeeze(0) if unbatched else y
+
+
+def _needs_op(*tensors):
+    """Whether the call must go through the custom operator: when autograd records it (grad
+    enabled and a tensor requires grad) or torch.compile traces it. Otherwise (inference,
+    torch.no_grad) convcore is called directly: the operator's dispatch costs tens of
+    microseconds per call, a large share of a small layer's time."""
+    if torch.compiler.is_compiling():
+        return True
+    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+
+
+def _forward(x, w, bias, stride, padding, dilation, groups, fwd_algo):
+    """y = conv(x, w) + bias by convcore's forward (the operator's computation)."""
+    y = _conv_for(stride, padding, dilation, groups).forward(x, w, algo=fwd_algo)
+    if bias is not None:
+        y.add_(bias.view(1, -1, 1, 1))
+    return y
 
 
 # ---- the module ------------------------------------------------------------------------------------
@@ -313,13 +331,22 @@ class Conv2d(nn.Conv2d):
 
     @algo.setter
     def algo(self, value):
-        _split_algo(_algo_spec(value))  # BadParamError for an unknown name
+        self._fwd_algo = _split_algo(_algo_spec(value))[0]  # BadParamError for an unknown name
         self._algo = value
 
     def extra_repr(self):
         return super().extra_repr() + f", algo={self._algo!r}"
 
     def _conv_forward(self, input, weight, bias):
+        if (self.padding_mode == "zeros" and type(self.padding) is tuple and
+                isinstance(input, Tensor) and input.dim() == 4 and not _needs_op(input, weight, bias)):
+            # Inference, the common case, kept short: each microsecond here is paid per layer.
+            _check_tensors("convcore.torch.Conv2d", input, weight, bias)
+            conv = _conv_for(self.stride, self.padding, self.dilation, self.groups)
+            y = _forward(input, weight, bias, self.stride, self.padding, self.dilation, self.groups,
+                         self._fwd_algo)
+            self.__dict__["last_algo"] = conv.last_algo  # not nn.Module.__setattr__: it is slow
+            return y
         padding = self.padding
         if self.padding_mode != "zeros":
             input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
@@ -328,7 +355,8 @@ class Conv2d(nn.Conv2d):
                    algo=self._algo)
         if isinstance(padding, tuple) and not torch.compiler.is_compiling():
             # the forward algorithm that ran (what "auto" or "find" chose), for benchmarks
-            self.last_algo = _conv_for(self.stride, padding, self.dilation, self.groups).last_algo
+            self.__dict__["last_algo"] = _conv_for(self.stride, padding, self.dilation,
+                                                   self.groups).last_algo
         return y
 
 

@@ -448,3 +448,27 @@ def test_convert_find_times_in_place_once_per_machine(tmp_path):
     assert second["timed"] == 0 and second["algos"] == first["algos"]
     assert all(first["algos"]) and first["same"] and second["same"]
     assert first["err"] < 1e-4 and second["err"] < 1e-4
+
+
+def test_inference_calls_convcore_directly(monkeypatch):
+    """Without autograd (no_grad, inference_mode, inputs that need no grad) the layer calls
+    convcore without the custom operator's dispatch; with autograd it goes through the
+    operator. Both compute the same bits."""
+    torch.manual_seed(0)
+    layer = ct.Conv2d(3, 5, 3, padding=1, algo="im2col_gemm")
+    x = torch.randn(2, 3, 9, 7)
+    through_op = layer(x)                      # the weight requires grad: the operator
+    assert through_op.requires_grad
+    real_op = ct._conv2d_op
+    monkeypatch.setattr(ct, "_conv2d_op", lambda *a: pytest.fail("the operator was called"))
+    with torch.no_grad():
+        direct = layer(x)
+    with torch.inference_mode():
+        direct_inference = layer(x)
+    assert torch.equal(direct, through_op.detach()) and torch.equal(direct_inference, direct)
+    assert layer.last_algo == "im2col_gemm"
+    frozen = ct.Conv2d(3, 5, 3, padding=1, algo="im2col_gemm").requires_grad_(False)
+    frozen.load_state_dict(layer.state_dict())
+    assert torch.equal(frozen(x), direct)      # nothing requires grad: no operator either
+    monkeypatch.setattr(ct, "_conv2d_op", real_op)
+    assert layer(x).requires_grad
