@@ -105,16 +105,23 @@ fuzz: deps venv  ## libFuzzer on the C API for FUZZ_TIME seconds (clang; build/f
 	  ../corpus $(abspath tests/fuzz/corpus) 2>&1 | grep -v -E '^#[0-9]+.*(NEW|REDUCE|pulse)|NEW_FUNC|# Uses: |recommended dictionary'
 
 # ---- the emulated CUDA device (issue 17) ------------------------------------------------------
-# tests/cuda_emulator: the engine that runs CUDA kernels on the CPU (GPU threads as fibers, blocks
-# on 2 workers) and the CUDA runtime stand-in, with their own tests, under ASan + UBSan. Clang,
-# as the ThreadSanitizer run of the emulated device will need. Only the emulator's targets are
-# built here, not libconvcore.
+# The emulated CUDA device (tests/cuda_emulator: GPU threads as fibers, blocks on 2 workers, the
+# CUDA runtime, cuBLAS and cuFFT as stand-ins) under ASan + UBSan, with clang: its own tests, then
+# libconvcore built with -DCONVCORE_CUDA=EMULATE (cpp/cuda compiled as C++ against the
+# stand-ins) and the tests/cpp/test_cuda_* programs on it. A skipped test fails the target (the
+# emulated device must be there), except the two that test the no-GPU path.
 EMU_DIR ?= build/cuda-emulated
-test-cuda-emulated: deps venv  ## the emulated CUDA device's tests under ASan + UBSan (build/cuda-emulated)
+EMU_CUDA_TESTS := test_cuda_direct test_cuda_backward test_cuda_fft_family test_cuda_winograd_family
+EMU_NO_GPU_TESTS := CudaDevice.CreateWithoutGpuIsNotSupported:CudaWinogradFamilyNoGpu.*
+test-cuda-emulated: deps venv  ## the emulated CUDA device and the CUDA tests on it, ASan + UBSan (build/cuda-emulated)
 	CC=clang CXX=clang++ $(SAN_CMAKE) -S . -B $(EMU_DIR) -DCMAKE_CXX_FLAGS="$(SAN_FLAGS)" \
-	  -DCONVCORE_BUILD_TESTS=OFF -DCONVCORE_CUDA_EMULATOR_TESTS=ON
-	$(VENV)/bin/cmake --build $(EMU_DIR) --target test_cuda_emulator -j$(JOBS)
-	$(ASAN_ENV) $(VENV)/bin/ctest --test-dir $(EMU_DIR) --output-on-failure -j$(JOBS)
+	  -DCONVCORE_CUDA=EMULATE -DCONVCORE_BUILD_TESTS=ON -DCONVCORE_CUDA_EMULATOR_TESTS=ON
+	$(VENV)/bin/cmake --build $(EMU_DIR) --target test_cuda_emulator $(EMU_CUDA_TESTS) -j$(JOBS)
+	$(ASAN_ENV) $(EMU_DIR)/tests/cuda_emulator/test_cuda_emulator --gtest_brief=1
+	cd $(EMU_DIR)/tests/cpp && printf '%s\n' $(EMU_CUDA_TESTS) | $(ASAN_ENV) xargs -P$(JOBS) -I{} bash -c \
+	  './{} --gtest_filter=-$(EMU_NO_GPU_TESTS) > {}.log 2>&1 || { cat {}.log; exit 1; }; \
+	   if grep -q "SKIPPED \]" {}.log; then cat {}.log; echo "{}: a test skipped on the emulated device"; exit 1; fi; \
+	   echo "{}: $$(tail -1 {}.log)"'
 
 # convcore's Python package picks OpenBLAS's SkylakeX (AVX-512) kernels on AVX-512 CPUs unless
 # OPENBLAS_CORETYPE is set (python/convcore/__init__.py). These machines' environment sets it to

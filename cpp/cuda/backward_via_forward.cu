@@ -53,10 +53,10 @@ void store_dw(const Context& ctx, const ConvProblem& p, const void* yt, void* dw
               double beta) {
     const int64_t total = p.w_elems();
     if (total == 0) return;
-    store_dw_kernel<T><<<cuda::grid_blocks(ctx, total, kThreads), kThreads, 0,
-                         cuda::stream_of(ctx)>>>(static_cast<const T*>(yt), static_cast<T*>(dw),
-                                                 p.k, p.c_per_group(), p.r, p.s, p.flip,
-                                                 T(alpha), T(beta), total);
+    CONVCORE_LAUNCH(cuda::grid_blocks(ctx, total, kThreads), kThreads, 0, cuda::stream_of(ctx),
+                    store_dw_kernel<T>)(static_cast<const T*>(yt), static_cast<T*>(dw),
+                                        p.k, p.c_per_group(), p.r, p.s, p.flip,
+                                        T(alpha), T(beta), total);
     CONVCORE_CUDA_CHECK_LAUNCH("store_dw_kernel");
 }
 

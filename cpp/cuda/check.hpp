@@ -10,6 +10,7 @@
 #include <string>
 
 #include "core/error.hpp"
+#include "cuda/launch.hpp"  // CONVCORE_LAUNCH, CONVCORE_SHARED: the kernels' launches and shared memory
 
 #if defined(CONVCORE_HAVE_CUBLAS)
 #include <cublas_v2.h>
@@ -97,7 +98,7 @@ inline const char* cufft_status_name(cufftResult r) {
             ::convcore::cuda::detail::throw_cuda(convcore_err_, (what));          \
     } while (0)
 
-// After a <<<...>>> launch: reports bad launch configurations (and earlier async errors).
+// After a launch (CONVCORE_LAUNCH): reports bad launch configurations (and earlier async errors).
 #define CONVCORE_CUDA_CHECK_LAUNCH(kernel_name)                                              \
     do {                                                                                     \
         const cudaError_t convcore_err_ = cudaGetLastError();                                \

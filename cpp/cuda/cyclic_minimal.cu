@@ -95,16 +95,18 @@ void run_typed(const ConvArgs& a) {
     DeviceGuard guard(a.ctx.device_index);
     const cudaStream_t stream = stream_of(a.ctx);
     const int64_t filters = p.k * d.cg;
-    cyclic_filter_kernel<T><<<grid_blocks(a.ctx, filters, kThreads), kThreads, 0, stream>>>(
+    CONVCORE_LAUNCH(grid_blocks(a.ctx, filters, kThreads), kThreads, 0, stream, cyclic_filter_kernel<T>)(
         static_cast<const T*>(a.w), U, filters, p.flip);
     CONVCORE_CUDA_CHECK_LAUNCH("cyclic_filter_kernel");
     const unsigned int blocks = grid_blocks(a.ctx, d.items, kThreads);
     const T* x = static_cast<const T*>(a.x);
     T* y = static_cast<T*>(a.y);
     if (kt == 1)
-        cyclic_tile_kernel<T, 1><<<blocks, kThreads, 0, stream>>>(x, U, y, d, T(a.alpha), T(a.beta));
+        CONVCORE_LAUNCH(blocks, kThreads, 0, stream,
+                        cyclic_tile_kernel<T, 1>)(x, U, y, d, T(a.alpha), T(a.beta));
     else
-        cyclic_tile_kernel<T, kt_of<T>()><<<blocks, kThreads, 0, stream>>>(x, U, y, d, T(a.alpha), T(a.beta));
+        CONVCORE_LAUNCH(blocks, kThreads, 0, stream,
+                        cyclic_tile_kernel<T, kt_of<T>()>)(x, U, y, d, T(a.alpha), T(a.beta));
     CONVCORE_CUDA_CHECK_LAUNCH("cyclic_tile_kernel");
 }
 

@@ -110,11 +110,11 @@ void run(const ConvArgs& a) {
     const unsigned int blocks = grid_blocks(a.ctx, total, kThreads);
     const cudaStream_t stream = stream_of(a.ctx);
     if (pb.dtype == CONVCORE_DATA_DOUBLE) {
-        direct_fwd_kernel<double><<<blocks, kThreads, 0, stream>>>(
+        CONVCORE_LAUNCH(blocks, kThreads, 0, stream, direct_fwd_kernel<double>)(
             static_cast<const double*>(a.x), static_cast<const double*>(a.w),
             static_cast<double*>(a.y), sh, a.alpha, a.beta, total);
     } else {
-        direct_fwd_kernel<float><<<blocks, kThreads, 0, stream>>>(
+        CONVCORE_LAUNCH(blocks, kThreads, 0, stream, direct_fwd_kernel<float>)(
             static_cast<const float*>(a.x), static_cast<const float*>(a.w),
             static_cast<float*>(a.y), sh, static_cast<float>(a.alpha),
             static_cast<float>(a.beta), total);

@@ -111,7 +111,7 @@ __device__ double block_sum(double v, double* shared) {
 template <typename T>
 __global__ void direct_bwd_filter_kernel(const T* __restrict__ x, const T* __restrict__ dy,
                                          T* __restrict__ dw, Shape sh, T alpha, T beta, int64_t total) {
-    __shared__ double shared[kThreads];
+    CONVCORE_SHARED(double[kThreads], shared);
     for (int64_t e = blockIdx.x; e < total; e += gridDim.x) {
         int64_t t = e;
         const int64_t fs = t % sh.s;
@@ -145,7 +145,7 @@ template <typename T>
 __global__ void bias_kernel(const T* __restrict__ dy, int64_t n, int64_t k, int64_t p, int64_t q,
                             int64_t sn, int64_t sk, int64_t sp, int64_t sq, T* __restrict__ db,
                             int64_t db_stride, T alpha, T beta) {
-    __shared__ double shared[kThreads];
+    CONVCORE_SHARED(double[kThreads], shared);
     for (int64_t kk = blockIdx.x; kk < k; kk += gridDim.x) {
         double acc = 0.0;
         for (int64_t j = threadIdx.x; j < n * p * q; j += blockDim.x) {
@@ -180,11 +180,11 @@ void run_data(const BwdDataArgs& a) {
     const unsigned int blocks = grid_blocks(a.ctx, total, kThreads);
     const cudaStream_t stream = stream_of(a.ctx);
     if (pb.dtype == CONVCORE_DATA_DOUBLE)
-        direct_bwd_data_kernel<double><<<blocks, kThreads, 0, stream>>>(
+        CONVCORE_LAUNCH(blocks, kThreads, 0, stream, direct_bwd_data_kernel<double>)(
             static_cast<const double*>(a.w), static_cast<const double*>(a.dy), static_cast<double*>(a.dx),
             sh, a.alpha, a.beta, total);
     else
-        direct_bwd_data_kernel<float><<<blocks, kThreads, 0, stream>>>(
+        CONVCORE_LAUNCH(blocks, kThreads, 0, stream, direct_bwd_data_kernel<float>)(
             static_cast<const float*>(a.w), static_cast<const float*>(a.dy), static_cast<float*>(a.dx), sh,
             static_cast<float>(a.alpha), static_cast<float>(a.beta), total);
     CONVCORE_CUDA_CHECK_LAUNCH("direct_bwd_data_kernel");
@@ -198,11 +198,11 @@ void run_filter(const BwdFilterArgs& a) {
     DeviceGuard guard(a.ctx.device_index);
     const cudaStream_t stream = stream_of(a.ctx);
     if (pb.dtype == CONVCORE_DATA_DOUBLE)
-        direct_bwd_filter_kernel<double><<<block_count(total), kThreads, 0, stream>>>(
+        CONVCORE_LAUNCH(block_count(total), kThreads, 0, stream, direct_bwd_filter_kernel<double>)(
             static_cast<const double*>(a.x), static_cast<const double*>(a.dy), static_cast<double*>(a.dw),
             sh, a.alpha, a.beta, total);
     else
-        direct_bwd_filter_kernel<float><<<block_count(total), kThreads, 0, stream>>>(
+        CONVCORE_LAUNCH(block_count(total), kThreads, 0, stream, direct_bwd_filter_kernel<float>)(
             static_cast<const float*>(a.x), static_cast<const float*>(a.dy), static_cast<float*>(a.dw), sh,
             static_cast<float>(a.alpha), static_cast<float>(a.beta), total);
     CONVCORE_CUDA_CHECK_LAUNCH("direct_bwd_filter_kernel");
@@ -217,11 +217,11 @@ void backward_bias(const Context& ctx, convcoreDataType_t dtype, const void* dy,
     const cudaStream_t stream = stream_of(ctx);
     const unsigned int blocks = block_count(dims[1]);
     if (dtype == CONVCORE_DATA_DOUBLE)
-        bias_kernel<double><<<blocks, kThreads, 0, stream>>>(
+        CONVCORE_LAUNCH(blocks, kThreads, 0, stream, bias_kernel<double>)(
             static_cast<const double*>(dy), dims[0], dims[1], dims[2], dims[3], strides[0], strides[1],
             strides[2], strides[3], static_cast<double*>(db), db_stride, alpha, beta);
     else
-        bias_kernel<float><<<blocks, kThreads, 0, stream>>>(
+        CONVCORE_LAUNCH(blocks, kThreads, 0, stream, bias_kernel<float>)(
             static_cast<const float*>(dy), dims[0], dims[1], dims[2], dims[3], strides[0], strides[1],
             strides[2], strides[3], static_cast<float*>(db), db_stride, static_cast<float>(alpha),
             static_cast<float>(beta));

@@ -123,7 +123,7 @@ struct complex_of<double> {
     using type = cufftDoubleComplex;
 };
 
-#if defined(__CUDACC__)
+#if defined(__CUDACC__) || defined(CONVCORE_CUDA_EMULATOR)
 // Element-wise kernels: f(e) for every e < total, a grid-stride loop (64-bit indices). F is a
 // functor with a __device__ operator()(int64_t).
 template <typename F>
@@ -135,7 +135,7 @@ template <typename F>
 void for_each(const Context& ctx, int64_t total, const F& f, const char* name) {
     if (total <= 0) return;
     constexpr int threads = 256;
-    for_each_kernel<<<grid_blocks(ctx, total, threads), threads, 0, stream_of(ctx)>>>(total, f);
+    CONVCORE_LAUNCH(grid_blocks(ctx, total, threads), threads, 0, stream_of(ctx), for_each_kernel)(total, f);
     CONVCORE_CUDA_CHECK_LAUNCH(name);
 }
 #endif

@@ -47,7 +47,7 @@ void im2col(const Context& ctx, const GemmGeom& g, int64_t groups, const T* x, i
             int64_t count, T* col, ColLayout layout) {
     const int64_t total = count * groups * g.rows() * g.cols();
     if (total == 0) return;
-    im2col_kernel<T><<<grid_blocks(ctx, total, kThreads), kThreads, 0, stream_of(ctx)>>>(
+    CONVCORE_LAUNCH(grid_blocks(ctx, total, kThreads), kThreads, 0, stream_of(ctx), im2col_kernel<T>)(
         x, g, groups, n0, count, col, layout == ColLayout::GROUP_MAJOR, total);
     CONVCORE_CUDA_CHECK_LAUNCH("im2col_kernel");
 }
@@ -56,7 +56,7 @@ template <typename T>
 void permute_planes(const Context& ctx, const T* src, T* dst, const PlanePermutation& pm) {
     const int64_t total = pm.dst_dims[0] * pm.dst_dims[1] * pm.dst_dims[2] * pm.plane;
     if (total == 0) return;
-    permute_planes_kernel<T><<<grid_blocks(ctx, total, kThreads), kThreads, 0, stream_of(ctx)>>>(
+    CONVCORE_LAUNCH(grid_blocks(ctx, total, kThreads), kThreads, 0, stream_of(ctx), permute_planes_kernel<T>)(
         src, dst, pm, total);
     CONVCORE_CUDA_CHECK_LAUNCH("permute_planes_kernel");
 }
@@ -64,8 +64,8 @@ void permute_planes(const Context& ctx, const T* src, T* dst, const PlanePermuta
 template <typename T>
 void scale_by_beta(const Context& ctx, T* y, int64_t count, T beta) {
     if (count == 0) return;
-    scale_kernel<T><<<grid_blocks(ctx, count, kThreads), kThreads, 0, stream_of(ctx)>>>(y, count,
-                                                                                         beta);
+    CONVCORE_LAUNCH(grid_blocks(ctx, count, kThreads), kThreads, 0, stream_of(ctx), scale_kernel<T>)(y, count,
+                                                                                                     beta);
     CONVCORE_CUDA_CHECK_LAUNCH("scale_kernel");
 }
 

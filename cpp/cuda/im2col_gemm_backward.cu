@@ -95,9 +95,9 @@ void data_typed(const BwdDataArgs& a) {
             run_gemm(h, call, ga, gb, buffers);
         if (!direct) {
             const int64_t total = count * p.c * hw;
-            col2im_kernel<T><<<grid_blocks(a.ctx, total, kThreads), kThreads, 0,
-                               stream_of(a.ctx)>>>(col, g, p.groups, dx + n0 * p.c * hw, alpha,
-                                                   beta, total);
+            CONVCORE_LAUNCH(grid_blocks(a.ctx, total, kThreads), kThreads, 0, stream_of(a.ctx),
+                            col2im_kernel<T>)(col, g, p.groups, dx + n0 * p.c * hw, alpha,
+                                              beta, total);
             CONVCORE_CUDA_CHECK_LAUNCH("col2im_kernel");
         }
     }

@@ -144,8 +144,8 @@ template <typename T>
 __global__ void __launch_bounds__(kGemmThreads)
     im2win_gemm_kernel(const T* __restrict__ win, const T* __restrict__ wpk, T* __restrict__ y,
                        GemmDims d, T alpha, T beta) {
-    __shared__ __align__(16) T As[2][BK][BM];
-    __shared__ __align__(16) T Bs[2][BK][BS_LD];
+    CONVCORE_SHARED_ALIGNED(16, T[2][BK][BM], As);
+    CONVCORE_SHARED_ALIGNED(16, T[2][BK][BS_LD], Bs);
     const int tid = threadIdx.x;
     const int tx = tid % (BN / TN), ty = tid / (BN / TN);  // register tile: positions tx*TN.., channels ty*TM..
     const int a_j = tid / (BM / 4), a_k = tid % (BM / 4) * 4;  // filter tile load: row a_j, 4 channels
@@ -235,7 +235,7 @@ void run_typed(const ConvArgs& a) {
     DeviceGuard guard(a.ctx.device_index);
     const cudaStream_t stream = stream_of(a.ctx);
 
-    pack_filter_kernel<T><<<grid_blocks(a.ctx, gm.filt_elems, kThreads), kThreads, 0, stream>>>(
+    CONVCORE_LAUNCH(grid_blocks(a.ctx, gm.filt_elems, kThreads), kThreads, 0, stream, pack_filter_kernel<T>)(
         static_cast<const T*>(a.w), wpk, gm.filt_elems, p.k_per_group(), gm.kp, p.c_per_group(), p.r,
         p.s, gm.win_len, gm.len_pad, p.flip);
     CONVCORE_CUDA_CHECK_LAUNCH("im2win pack_filter_kernel");
@@ -250,15 +250,16 @@ void run_typed(const ConvArgs& a) {
     for (int64_t gr0 = 0; gr0 < total_rows; gr0 += gm.band) {
         const int64_t rows = std::min(gm.band, total_rows - gr0);
         const int64_t elems = rows * gm.row_elems;
-        im2win_transform_kernel<T><<<grid_blocks(a.ctx, elems, kThreads), kThreads, 0, stream>>>(
+        CONVCORE_LAUNCH(grid_blocks(a.ctx, elems, kThreads), kThreads, 0, stream, im2win_transform_kernel<T>)(
             static_cast<const T*>(a.x), win, sd, gr0, elems);
         CONVCORE_CUDA_CHECK_LAUNCH("im2win_transform_kernel");
         gd.npos = rows * p.q;
         gd.gr0 = gr0;
         const dim3 grid(static_cast<unsigned int>((gd.npos + BN - 1) / BN),
                         static_cast<unsigned int>(std::min<int64_t>(gm.kblocks * p.groups, 65535)));
-        im2win_gemm_kernel<T><<<grid, kGemmThreads, 0, stream>>>(win, wpk, static_cast<T*>(a.y), gd,
-                                                                  T(a.alpha), T(a.beta));
+        CONVCORE_LAUNCH(grid, kGemmThreads, 0, stream,
+                        im2win_gemm_kernel<T>)(win, wpk, static_cast<T*>(a.y), gd,
+                                               T(a.alpha), T(a.beta));
         CONVCORE_CUDA_CHECK_LAUNCH("im2win_gemm_kernel");
     }
 }

@@ -25,7 +25,7 @@ template <typename T, typename Ops>
 __global__ void __launch_bounds__(implicit_gemm_tile::kThreads)
     implicit_gemm_kernel(Ops ops, int64_t groups, T alpha, T beta) {
     using namespace implicit_gemm_tile;
-    __shared__ Shared<T> sh;
+    CONVCORE_SHARED(Shared<T>, sh);
     const int tid = threadIdx.x;
     const int64_t tiles = tile_count(ops, groups);
     for (int64_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
@@ -52,7 +52,8 @@ void launch_implicit_gemm(const Context& ctx, const Ops& ops, int64_t groups, T 
     if (tiles == 0) return;
     DeviceGuard guard(ctx.device_index);
     const unsigned int blocks = grid_blocks(ctx, tiles * kThreads, kThreads);
-    implicit_gemm_kernel<T, Ops><<<blocks, kThreads, 0, stream_of(ctx)>>>(ops, groups, alpha, beta);
+    CONVCORE_LAUNCH(blocks, kThreads, 0, stream_of(ctx),
+                    implicit_gemm_kernel<T, Ops>)(ops, groups, alpha, beta);
     CONVCORE_CUDA_CHECK_LAUNCH("implicit_gemm_kernel");
 }
 

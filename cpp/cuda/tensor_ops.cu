@@ -87,10 +87,10 @@ void copy_strided(const Context& ctx, size_t elem, const void* src, const Stride
     const unsigned int blocks = grid_blocks(ctx, total, kThreads);
     const cudaStream_t stream = stream_of(ctx);
     if (elem == 4) {
-        copy_strided_kernel<float><<<blocks, kThreads, 0, stream>>>(
+        CONVCORE_LAUNCH(blocks, kThreads, 0, stream, copy_strided_kernel<float>)(
             static_cast<const float*>(src), src_view, static_cast<float*>(dst), dst_view, total);
     } else {
-        copy_strided_kernel<double><<<blocks, kThreads, 0, stream>>>(
+        CONVCORE_LAUNCH(blocks, kThreads, 0, stream, copy_strided_kernel<double>)(
             static_cast<const double*>(src), src_view, static_cast<double*>(dst), dst_view, total);
     }
     CONVCORE_CUDA_CHECK_LAUNCH("copy_strided_kernel");
@@ -105,11 +105,11 @@ void blend_strided(const Context& ctx, size_t elem, const void* src, const Strid
     const unsigned int blocks = grid_blocks(ctx, total, kThreads);
     const cudaStream_t stream = stream_of(ctx);
     if (elem == 4) {
-        blend_strided_kernel<float><<<blocks, kThreads, 0, stream>>>(
+        CONVCORE_LAUNCH(blocks, kThreads, 0, stream, blend_strided_kernel<float>)(
             static_cast<const float*>(src), src_view, static_cast<float*>(dst), dst_view, total,
             static_cast<float>(alpha), static_cast<float>(beta));
     } else {
-        blend_strided_kernel<double><<<blocks, kThreads, 0, stream>>>(
+        CONVCORE_LAUNCH(blocks, kThreads, 0, stream, blend_strided_kernel<double>)(
             static_cast<const double*>(src), src_view, static_cast<double*>(dst), dst_view, total,
             alpha, beta);
     }

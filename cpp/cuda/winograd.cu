@@ -216,7 +216,7 @@ __global__ void __launch_bounds__(winograd::kFusedThreads)
     fused_f2x3_kernel(const float* __restrict__ x, const float* __restrict__ U, float* __restrict__ y,
                       winograd::FusedDims d, int64_t groups, float alpha, float beta) {
     namespace wg = winograd;
-    __shared__ __align__(16) float smem[wg::kFusedSmem];
+    CONVCORE_SHARED_ALIGNED(16, float[wg::kFusedSmem], smem);
     const int tid = threadIdx.x;
     const int64_t tile0 = int64_t(blockIdx.x) * wg::kFusedTiles;
     for (int64_t gk = blockIdx.y; gk < d.kblocks * groups; gk += gridDim.y) {
@@ -260,14 +260,16 @@ void run_fused(const ConvArgs& args) {
     float* U = static_cast<float*>(args.workspace);
     DeviceGuard guard(args.ctx.device_index);
     const cudaStream_t stream = stream_of(args.ctx);
-    filter_transform_kernel<wg::F2x3, float><<<grid_blocks(args.ctx, p.k * d.cg, kThreads), kThreads, 0, stream>>>(
+    CONVCORE_LAUNCH(grid_blocks(args.ctx, p.k * d.cg, kThreads), kThreads, 0, stream,
+                    filter_transform_kernel<wg::F2x3, float>)(
         static_cast<const float*>(args.w), U, d);
     CONVCORE_CUDA_CHECK_LAUNCH("winograd filter_transform_kernel");
     const dim3 grid(static_cast<unsigned int>((pl.grid.count + wg::kFusedTiles - 1) / wg::kFusedTiles),
                     static_cast<unsigned int>(std::min<int64_t>(fd.kblocks * p.groups, 65535)));
-    fused_f2x3_kernel<<<grid, wg::kFusedThreads, 0, stream>>>(static_cast<const float*>(args.x), U,
-                                                              static_cast<float*>(args.y), fd, p.groups,
-                                                              float(args.alpha), float(args.beta));
+    CONVCORE_LAUNCH(grid, wg::kFusedThreads, 0, stream,
+                    fused_f2x3_kernel)(static_cast<const float*>(args.x), U,
+                                       static_cast<float*>(args.y), fd, p.groups,
+                                       float(args.alpha), float(args.beta));
     CONVCORE_CUDA_CHECK_LAUNCH("winograd fused_f2x3_kernel");
 }
 
@@ -301,15 +303,18 @@ void run_typed(const ConvArgs& args) {
     const cudaStream_t stream = stream_of(args.ctx);
     cublasHandle_t blas = args.ctx.cuda->cublas(stream);
 
-    filter_transform_kernel<F, T><<<grid_blocks(args.ctx, p.k * d.cg, kThreads), kThreads, 0, stream>>>(w, U, d);
+    CONVCORE_LAUNCH(grid_blocks(args.ctx, p.k * d.cg, kThreads), kThreads, 0, stream,
+                    filter_transform_kernel<F, T>)(w, U, d);
     CONVCORE_CUDA_CHECK_LAUNCH("winograd filter_transform_kernel");
     for (int64_t t0 = 0; t0 < pl.grid.count; t0 += pl.block) {
         const int64_t nt = std::min(pl.block, pl.grid.count - t0);
-        input_transform_kernel<F, T><<<grid_blocks(args.ctx, p.c * nt, kThreads), kThreads, 0, stream>>>(
+        CONVCORE_LAUNCH(grid_blocks(args.ctx, p.c * nt, kThreads), kThreads, 0, stream,
+                        input_transform_kernel<F, T>)(
             x, V, d, t0, nt);
         CONVCORE_CUDA_CHECK_LAUNCH("winograd input_transform_kernel");
         batched_gemm(blas, winograd::batched_gemm_args(d.ws, nt, p.groups), U, V, M);
-        output_transform_kernel<F, T><<<grid_blocks(args.ctx, p.k * nt, kThreads), kThreads, 0, stream>>>(
+        CONVCORE_LAUNCH(grid_blocks(args.ctx, p.k * nt, kThreads), kThreads, 0, stream,
+                        output_transform_kernel<F, T>)(
             M, y, d, t0, nt, alpha, beta);
         CONVCORE_CUDA_CHECK_LAUNCH("winograd output_transform_kernel");
     }

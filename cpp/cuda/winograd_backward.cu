@@ -222,22 +222,26 @@ void run_typed(const BwdFilterArgs& args) {
     for (int64_t t0 = 0; t0 < pl.grid.count; t0 += pl.block) {
         const int64_t nt = std::min(pl.block, pl.grid.count - t0);
         const bool first = t0 == 0;
-        dy_transform_kernel<T><<<grid_blocks(args.ctx, p.k * nt, kThreads), kThreads, 0, stream>>>(dy, U, d, t0, nt);
+        CONVCORE_LAUNCH(grid_blocks(args.ctx, p.k * nt, kThreads), kThreads, 0, stream,
+                        dy_transform_kernel<T>)(dy, U, d, t0, nt);
         CONVCORE_CUDA_CHECK_LAUNCH("winograd_backward dy_transform_kernel");
-        x_transform_kernel<T><<<grid_blocks(args.ctx, p.c * nt, kThreads), kThreads, 0, stream>>>(x, V, d, t0, nt);
+        CONVCORE_LAUNCH(grid_blocks(args.ctx, p.c * nt, kThreads), kThreads, 0, stream,
+                        x_transform_kernel<T>)(x, V, d, t0, nt);
         CONVCORE_CUDA_CHECK_LAUNCH("winograd_backward x_transform_kernel");
         const fg::GradGemm gemm = fg::gemm_args(d.ws, nt, p.groups);
         if constexpr (sizeof(T) == sizeof(double)) {
             grad_gemm<double>(blas, gemm, U, V, M, first ? 0.0 : 1.0);
         } else {
             grad_gemm<float>(blas, gemm, U, V, Mb, 0.0f);
-            accumulate_kernel<<<grid_blocks(args.ctx, pl.m_doubles, kThreads), kThreads, 0, stream>>>(
+            CONVCORE_LAUNCH(grid_blocks(args.ctx, pl.m_doubles, kThreads), kThreads, 0, stream,
+                            accumulate_kernel)(
                 Mb, M, pl.m_doubles, first);
             CONVCORE_CUDA_CHECK_LAUNCH("winograd_backward accumulate_kernel");
         }
     }
-    output_kernel<T><<<grid_blocks(args.ctx, p.k * d.cg, kThreads), kThreads, 0, stream>>>(M, dw, d, p.flip,
-                                                                                        alpha, beta);
+    CONVCORE_LAUNCH(grid_blocks(args.ctx, p.k * d.cg, kThreads), kThreads, 0, stream,
+                    output_kernel<T>)(M, dw, d, p.flip,
+                                      alpha, beta);
     CONVCORE_CUDA_CHECK_LAUNCH("winograd_backward output_kernel");
 }
 

@@ -179,6 +179,17 @@ TEST_P(CudaFftFamily, RandomProblemsFloat64) {
 // tiles per image, depthwise groups, a 1-row image, large filters.
 TEST_P(CudaFftFamily, NetworkLayers) {
     std::mt19937 rng(7);
+#if defined(CONVCORE_TESTS_ON_EMULATED_CUDA)
+    // The same kinds of layer, smaller: the emulated device and its reference-loop cuFFT are slow.
+    const Shape layers[] = {
+        {2, 32, 28, 28, 32, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},      // ResNet 3x3
+        {1, 8, 50, 50, 16, 5, 5, 2, 2, 1, 1, 1, 1, 1, false},       // PolyHankel k = 5 sweep
+        {1, 3, 67, 49, 8, 7, 7, 3, 3, 2, 2, 1, 1, 1, true},         // 7x7 stride-2 stem, convolution
+        {1, 32, 20, 19, 32, 5, 5, 4, 4, 1, 1, 2, 2, 32, false},     // depthwise, dilated
+        {2, 8, 1, 300, 8, 1, 9, 0, 4, 1, 1, 1, 1, 1, false},        // one-row image
+        {1, 2, 64, 64, 2, 25, 25, 12, 12, 1, 1, 1, 1, 1, false},    // 25x25 filter (64x64 tiles)
+    };
+#else
     const Shape layers[] = {
         {8, 64, 56, 56, 64, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},      // VGG / ResNet 3x3
         {2, 16, 100, 100, 32, 5, 5, 2, 2, 1, 1, 1, 1, 1, false},    // PolyHankel k = 5 sweep
@@ -187,6 +198,7 @@ TEST_P(CudaFftFamily, NetworkLayers) {
         {2, 8, 1, 300, 8, 1, 9, 0, 4, 1, 1, 1, 1, 1, false},        // one-row image
         {1, 4, 64, 64, 4, 25, 25, 12, 12, 1, 1, 1, 1, 1, false},    // 25x25 filter (64x64 tiles)
     };
+#endif
     for (const Shape& p : layers) {
         SCOPED_TRACE(describe(p));
         EXPECT_LT(gpu_error<float>(gpu_, GetParam(), p, 1.0, 0.0, rng), bound32());
