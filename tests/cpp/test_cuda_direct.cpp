@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -395,6 +396,41 @@ TEST_F(CudaDirect, ThreeByThreeFloat32) {
         p.w += 2;
     }
     check_all<float>(ps, rng);
+}
+
+// Find on a CUDA handle (buffers it allocates, CUDA-event timing): every algorithm comes back,
+// the classic ones ran, the ones that ran first and sorted by time.
+TEST_F(CudaDirect, FindTimesTheApplicableAlgorithms) {
+    setenv("CONVCORE_FIND_DB", "off", 1);
+    Descriptors d;
+    CC_ASSERT_OK(convcoreCreateTensorDescriptor(&d.x));
+    CC_ASSERT_OK(convcoreCreateTensorDescriptor(&d.y));
+    CC_ASSERT_OK(convcoreCreateFilterDescriptor(&d.w));
+    CC_ASSERT_OK(convcoreCreateConvolutionDescriptor(&d.conv));
+    CC_ASSERT_OK(convcoreSetTensor4dDescriptorEx(d.x, CONVCORE_DATA_FLOAT, 1, 4, 8, 8, 256, 64, 8, 1));
+    CC_ASSERT_OK(convcoreSetTensor4dDescriptorEx(d.y, CONVCORE_DATA_FLOAT, 1, 4, 8, 8, 256, 64, 8, 1));
+    CC_ASSERT_OK(convcoreSetFilter4dDescriptor(d.w, CONVCORE_DATA_FLOAT, 4, 4, 3, 3));
+    CC_ASSERT_OK(convcoreSetConvolution2dDescriptor(d.conv, 1, 1, 1, 1, 1, 1, CONVCORE_CROSS_CORRELATION));
+    convcoreConvolutionFwdAlgoPerf_t perf[CONVCORE_FWD_ALGO_COUNT];
+    int returned = 0;
+    CC_ASSERT_OK(convcoreFindConvolutionForwardAlgorithm(gpu_, d.x, d.w, d.conv, d.y, CONVCORE_FWD_ALGO_COUNT,
+                                                         &returned, perf));
+    unsetenv("CONVCORE_FIND_DB");
+    ASSERT_EQ(returned, CONVCORE_FWD_ALGO_COUNT);
+    int ran = 0;
+    for (int i = 0; i < returned; ++i) {
+        if (perf[i].status != CONVCORE_STATUS_SUCCESS) continue;
+        EXPECT_EQ(ran, i) << "an algorithm that ran after one that did not";
+        EXPECT_GE(perf[i].time, 0.0f) << "algo " << perf[i].algo;
+        if (ran > 0) EXPECT_LE(perf[i - 1].time, perf[i].time);
+        ++ran;
+    }
+    for (convcoreConvolutionFwdAlgo_t classic :
+         {CONVCORE_FWD_ALGO_DIRECT, CONVCORE_FWD_ALGO_IM2COL_GEMM, CONVCORE_FWD_ALGO_IMPLICIT_GEMM}) {
+        bool found = false;
+        for (int i = 0; i < ran; ++i) found = found || perf[i].algo == classic;
+        EXPECT_TRUE(found) << "classic algo " << classic << " did not run";
+    }
 }
 
 // A few shapes from real networks, larger than the random ones (more blocks than one wave,
