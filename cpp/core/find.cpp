@@ -326,22 +326,23 @@ DecisionKey decision_key(const convcoreContext& ctx, const ConvProblem& p, int d
     return key;
 }
 
-convcoreSelectMode_t effective_mode(convcoreSelectMode_t mode) {
+// `mode` as the int the caller passed (an out-of-range enum value is not loaded as the enum).
+convcoreSelectMode_t effective_mode(int mode) {
     if (mode != CONVCORE_SELECT_HEURISTIC && mode != CONVCORE_SELECT_MEASURED && mode != CONVCORE_SELECT_FIND)
-        throw_bad_param("mode=" + std::to_string(int(mode)) +
+        throw_bad_param("mode=" + std::to_string(mode) +
                         " is not a convcoreSelectMode_t (HEURISTIC, MEASURED or FIND)");
     const char* env = std::getenv("CONVCORE_AUTO");
     if (mode == CONVCORE_SELECT_MEASURED && env && strcasecmp(env, "heuristic") == 0)
         return CONVCORE_SELECT_HEURISTIC;
-    return mode;
+    return convcoreSelectMode_t(mode);
 }
 
 // The algorithm to run: the cached decision, else the mode's choice (see convcore.h, Select).
 // `prob` is the pass's forward problem (validated); make_pass builds the Pass, whose Get
 // ranking costs microseconds, only when nothing is cached.
-int select(convcoreHandle_t handle, const ConvProblem& prob, int direction, convcoreSelectMode_t mode,
+int select(convcoreHandle_t handle, const ConvProblem& prob, int direction, int requested_mode,
            const std::function<Pass()>& make_pass, const Buffers& buf) {
-    mode = effective_mode(mode);
+    const convcoreSelectMode_t mode = effective_mode(requested_mode);
     const DecisionKey key = decision_key(*handle, prob, direction, mode);
     DecisionCache& cache = decisions();
     {
@@ -615,7 +616,7 @@ convcoreStatus_t convcoreSelectConvolutionForwardAlgorithm(
         buf.in1 = w;
         buf.out = y;
         const ConvProblem prob = problem_of(handle, xDesc, wDesc, convDesc, yDesc);
-        *algo = convcoreConvolutionFwdAlgo_t(select(handle, prob, 0, mode, [&] {
+        *algo = convcoreConvolutionFwdAlgo_t(select(handle, prob, 0, enum_int(mode), [&] {
             return forward_pass(handle, xDesc, wDesc, convDesc, yDesc);
         }, buf));
     });
@@ -632,7 +633,7 @@ convcoreStatus_t convcoreSelectConvolutionBackwardDataAlgorithm(
         buf.in1 = dy;
         buf.out = dx;
         const ConvProblem prob = problem_of(handle, dxDesc, wDesc, convDesc, dyDesc);
-        *algo = convcoreConvolutionBwdDataAlgo_t(select(handle, prob, 1, mode, [&] {
+        *algo = convcoreConvolutionBwdDataAlgo_t(select(handle, prob, 1, enum_int(mode), [&] {
             return bwd_data_pass(handle, wDesc, dyDesc, convDesc, dxDesc);
         }, buf));
     });
@@ -649,7 +650,7 @@ convcoreStatus_t convcoreSelectConvolutionBackwardFilterAlgorithm(
         buf.in1 = dy;
         buf.out = dw;
         const ConvProblem prob = problem_of(handle, xDesc, dwDesc, convDesc, dyDesc);
-        *algo = convcoreConvolutionBwdFilterAlgo_t(select(handle, prob, 2, mode, [&] {
+        *algo = convcoreConvolutionBwdFilterAlgo_t(select(handle, prob, 2, enum_int(mode), [&] {
             return bwd_filter_pass(handle, xDesc, dyDesc, convDesc, dwDesc);
         }, buf));
     });
