@@ -186,6 +186,11 @@ def _device_arg(device):
     raise BadParamError(f"device: expected 'cpu', 'cuda' or 'cuda:<index>', got {device!r}")
 
 
+def _output_size(size, pad, kernel, stride, dilation):
+    """The output extent along one axis (floor division, as every framework)."""
+    return (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
+
+
 # ---- library information --------------------------------------------------------------------------
 
 def build_info():
@@ -592,8 +597,7 @@ class Convolution:
         k, cg, r, s = w.shape
         (ph, pw), (sh, sw), (dh, dw), g = (self.desc._padding, self.desc._stride,
                                            self.desc._dilation, self.desc._groups)
-        p = (h + 2 * ph - dh * (r - 1) - 1) // sh + 1
-        q = (wd + 2 * pw - dw * (s - 1) - 1) // sw + 1
+        p, q = _output_size(h, ph, r, sh, dh), _output_size(wd, pw, s, sw, dw)
         if n < 1 or p < 1 or q < 1 or cg * g != c or k % g:
             return None
         to_dlpack = torch.utils.dlpack.to_dlpack

@@ -33,7 +33,7 @@ from torch import Tensor, nn
 from torch.nn.modules.utils import _pair
 
 from . import _api
-from ._api import Algo, ConvDesc, Convolution
+from ._api import Algo, ConvDesc, Convolution, _output_size
 from ._errors import BadParamError, NotSupportedError
 
 __all__ = ["conv2d", "Conv2d", "convert", "SUPPORTED_DTYPES"]
@@ -141,10 +141,6 @@ def _convolution(stride, padding, dilation, groups):
 
 def _conv_for(stride, padding, dilation, groups):
     return _convolution(tuple(stride), tuple(padding), tuple(dilation), int(groups))
-
-
-def _output_size(size, pad, kernel, stride, dilation):
-    return (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
 
 
 # ---- the custom operators ----------------------------------------------------------------------
