@@ -111,7 +111,7 @@ fuzz: deps venv  ## libFuzzer on the C API for FUZZ_TIME seconds (clang; build/f
 # stand-ins) and the tests/cpp/test_cuda_* programs on it. A skipped test fails the target (the
 # emulated device must be there), except the two that test the no-GPU path.
 EMU_DIR ?= build/cuda-emulated
-EMU_CUDA_TESTS := test_cuda_direct test_cuda_backward test_cuda_fft_family test_cuda_winograd_family
+EMU_CUDA_TESTS := test_cuda_direct test_cuda_backward test_cuda_fft_family test_cuda_winograd_family test_cuda_api
 EMU_NO_GPU_TESTS := CudaDevice.CreateWithoutGpuIsNotSupported:CudaWinogradFamilyNoGpu.*
 test-cuda-emulated: deps venv  ## the emulated CUDA device and the CUDA tests on it, ASan + UBSan (build/cuda-emulated)
 	CC=clang CXX=clang++ $(SAN_CMAKE) -S . -B $(EMU_DIR) -DCMAKE_CXX_FLAGS="$(SAN_FLAGS)" \
