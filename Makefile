@@ -60,7 +60,7 @@ test-python: build
 
 test: test-cpp test-python test-asan test-cuda-emulated fuzz  ## all tests
 
-# ---- hardening (issue 7): sanitizer builds and fuzzing ---------------------------------------
+# ---- hardening: sanitizer builds and fuzzing ---------------------------------------------------
 # Both are plain CMake builds of their own (no CUDA). -O1 keeps them quick to compile; UBSan's
 # pointer-overflow check is left out: on every pointer step of the unrolled SIMD kernels it
 # costs 5-10x the compile time (minutes per file), and ASan still catches any out-of-bounds
@@ -104,24 +104,46 @@ fuzz: deps venv  ## libFuzzer on the C API for FUZZ_TIME seconds (clang; build/f
 	  -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
 	  ../corpus $(abspath tests/fuzz/corpus) 2>&1 | grep -v -E '^#[0-9]+.*(NEW|REDUCE|pulse)|NEW_FUNC|# Uses: |recommended dictionary'
 
-# ---- the emulated CUDA device (issue 17) ------------------------------------------------------
+# ---- the emulated CUDA device ------------------------------------------------------------------
 # The emulated CUDA device (tests/cuda_emulator: GPU threads as fibers, blocks on 2 workers, the
-# CUDA runtime, cuBLAS and cuFFT as stand-ins) under ASan + UBSan, with clang: its own tests, then
-# libconvcore built with -DCONVCORE_CUDA=EMULATE (cpp/cuda compiled as C++ against the
-# stand-ins) and the tests/cpp/test_cuda_* programs on it. A skipped test fails the target (the
-# emulated device must be there), except the two that test the no-GPU path.
+# CUDA runtime, cuBLAS and cuFFT as stand-ins; docs/cuda_emulation.md), with clang, twice:
+# - under ASan + UBSan (EMU_DIR): its own tests, then libconvcore built with
+#   -DCONVCORE_CUDA=EMULATE (cpp/cuda compiled as C++ against the stand-ins) and the
+#   tests/cpp/test_cuda_* programs on it;
+# - under ThreadSanitizer (EMU_TSAN_DIR): the same, plus the CPU's thread tests. Each GPU thread
+#   is a TSan fiber and each barrier a release/acquire point, so a missing __syncthreads or two
+#   blocks writing one element is a data race, and any report fails the run. LLVM's Archer tool
+#   (libomp-dev) shows TSan OpenMP's synchronisation.
+# A skipped test fails the target (the emulated device must be there), except the two that test
+# the no-GPU path.
 EMU_DIR ?= build/cuda-emulated
+EMU_TSAN_DIR ?= build/cuda-tsan
 EMU_CUDA_TESTS := test_cuda_direct test_cuda_backward test_cuda_fft_family test_cuda_winograd_family test_cuda_api
 EMU_NO_GPU_TESTS := CudaDevice.CreateWithoutGpuIsNotSupported:CudaWinogradFamilyNoGpu.*
-test-cuda-emulated: deps venv  ## the emulated CUDA device and the CUDA tests on it, ASan + UBSan (build/cuda-emulated)
-	CC=clang CXX=clang++ $(SAN_CMAKE) -S . -B $(EMU_DIR) -DCMAKE_CXX_FLAGS="$(SAN_FLAGS)" \
-	  -DCONVCORE_CUDA=EMULATE -DCONVCORE_BUILD_TESTS=ON -DCONVCORE_CUDA_EMULATOR_TESTS=ON
-	$(VENV)/bin/cmake --build $(EMU_DIR) --target test_cuda_emulator $(EMU_CUDA_TESTS) -j$(JOBS)
-	$(ASAN_ENV) $(EMU_DIR)/tests/cuda_emulator/test_cuda_emulator --gtest_brief=1
-	cd $(EMU_DIR)/tests/cpp && printf '%s\n' $(EMU_CUDA_TESTS) | $(ASAN_ENV) xargs -P$(JOBS) -I{} bash -c \
+EMU_CMAKE := CC=clang CXX=clang++ $(VENV)/bin/cmake -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) \
+             -DCMAKE_BUILD_TYPE=None -DCONVCORE_CUDA=EMULATE -DCONVCORE_BUILD_TESTS=ON -DCONVCORE_CUDA_EMULATOR_TESTS=ON
+TSAN_FLAGS := -O1 -g1 -fno-omit-frame-pointer -fsanitize=thread
+TSAN_ENV   := TSAN_OPTIONS=halt_on_error=1:ignore_noninstrumented_modules=1 \
+              OMP_TOOL_LIBRARIES="$$(ls /usr/lib/llvm-*/lib/libarcher.so | tail -1)"
+# $(1): the build folder, $(2): the environment, $(3): the test programs (2 at a time, each
+# logged to <program>.log beside it); a failure or a skipped test fails the recipe.
+define run_emulated_tests
+	cd $(1)/tests/cpp && printf '%s\n' $(3) | $(2) xargs -P$(JOBS) -I{} bash -c \
 	  './{} --gtest_filter=-$(EMU_NO_GPU_TESTS) > {}.log 2>&1 || { cat {}.log; exit 1; }; \
 	   if grep -q "SKIPPED \]" {}.log; then cat {}.log; echo "{}: a test skipped on the emulated device"; exit 1; fi; \
 	   echo "{}: $$(tail -1 {}.log)"'
+endef
+test-cuda-emulated: deps venv  ## the emulated CUDA device and the CUDA tests on it: ASan + UBSan, then TSan
+	$(EMU_CMAKE) -S . -B $(EMU_DIR) -DCMAKE_CXX_FLAGS="$(SAN_FLAGS)" \
+	  -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined
+	$(VENV)/bin/cmake --build $(EMU_DIR) --target test_cuda_emulator $(EMU_CUDA_TESTS) -j$(JOBS)
+	$(ASAN_ENV) $(EMU_DIR)/tests/cuda_emulator/test_cuda_emulator --gtest_brief=1
+	$(call run_emulated_tests,$(EMU_DIR),$(ASAN_ENV),$(EMU_CUDA_TESTS))
+	$(EMU_CMAKE) -S . -B $(EMU_TSAN_DIR) -DCMAKE_CXX_FLAGS="$(TSAN_FLAGS)" \
+	  -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread
+	$(VENV)/bin/cmake --build $(EMU_TSAN_DIR) --target test_cuda_emulator $(EMU_CUDA_TESTS) test_threads -j$(JOBS)
+	$(TSAN_ENV) $(EMU_TSAN_DIR)/tests/cuda_emulator/test_cuda_emulator --gtest_brief=1
+	$(call run_emulated_tests,$(EMU_TSAN_DIR),$(TSAN_ENV),$(EMU_CUDA_TESTS) test_threads)
 
 # convcore's Python package picks OpenBLAS's SkylakeX (AVX-512) kernels on AVX-512 CPUs unless
 # OPENBLAS_CORETYPE is set (python/convcore/__init__.py). These machines' environment sets it to

@@ -100,7 +100,7 @@ __global__ void direct_bwd_data_kernel(const T* __restrict__ w, const T* __restr
 __device__ double block_sum(double v, double* shared) {
     shared[threadIdx.x] = v;
     __syncthreads();
-    for (int half = blockDim.x / 2; half > 0; half /= 2) {
+    for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
         if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
         __syncthreads();
     }

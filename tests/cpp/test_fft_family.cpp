@@ -204,7 +204,8 @@ std::vector<double> poly_conv(const std::vector<double>& a, int64_t ih, int64_t 
 
 TEST(PolyHankelPaper, Eq11IsOffByOneAndTheCorrectedFormMatches) {
     std::mt19937 rng(11);
-    for (auto [ih, iw, kh, kw] : {std::array<int64_t, 4>{5, 5, 3, 3}, {7, 9, 3, 2}, {6, 11, 4, 5}}) {
+    for (const auto& dims : {std::array<int64_t, 4>{5, 5, 3, 3}, {7, 9, 3, 2}, {6, 11, 4, 5}}) {
+        const int64_t ih = dims[0], iw = dims[1], kh = dims[2], kw = dims[3];  // captured by the lambdas
         const int64_t oh = ih - kh + 1, ow = iw - kw + 1;
         const auto a = random_vector(size_t(ih * iw), rng), u = random_vector(size_t(kh * kw), rng);
         const Shape s{1, 1, ih, iw, 1, kh, kw, 0, 0, 1, 1, 1, 1, 1, false};

@@ -107,36 +107,50 @@ std::pair<const unsigned char*, const unsigned char*> check_footprint(const char
     return {first, end};
 }
 
-Complex twiddle(long long j, long long k, long long n, int sign) {
-    const double angle = sign * 2.0 * M_PI * static_cast<double>((j * k) % n) / static_cast<double>(n);
-    return {std::cos(angle), std::sin(angle)};
-}
+// The n-th roots of unity e^(sign 2 pi i m / n), m = 0..n-1: the DFT's twiddle of indices j and
+// k is the root (j k mod n).
+class Twiddles {
+   public:
+    Twiddles(long long n, int sign) : n_(n), roots_(size_t(n)) {
+        for (long long m = 0; m < n; ++m) {
+            const double angle = sign * 2.0 * M_PI * static_cast<double>(m) / static_cast<double>(n);
+            roots_[size_t(m)] = {std::cos(angle), std::sin(angle)};
+        }
+    }
+    Complex operator()(long long j, long long k) const { return roots_[size_t(j * k % n_)]; }
+
+   private:
+    long long n_;
+    std::vector<Complex> roots_;
+};
 
 // One transform: the dense real plane <-> the dense half spectrum (row-major, last dim halved).
 void forward_dft(const Plan& p, const std::vector<double>& x, std::vector<Complex>& X) {
     const long long n0 = p.rank == 2 ? p.n[0] : 1, n1 = p.n[p.rank - 1], h1 = n1 / 2 + 1;
+    const Twiddles twiddle0(n0, -1), twiddle1(n1, -1);
     std::vector<Complex> rows(n0 * h1);
     for (long long a = 0; a < n0; ++a)
         for (long long k1 = 0; k1 < h1; ++k1) {
             Complex s = 0;
-            for (long long b = 0; b < n1; ++b) s += x[a * n1 + b] * twiddle(k1, b, n1, -1);
+            for (long long b = 0; b < n1; ++b) s += x[a * n1 + b] * twiddle1(k1, b);
             rows[a * h1 + k1] = s;
         }
     for (long long k0 = 0; k0 < n0; ++k0)
         for (long long k1 = 0; k1 < h1; ++k1) {
             Complex s = 0;
-            for (long long a = 0; a < n0; ++a) s += rows[a * h1 + k1] * twiddle(k0, a, n0, -1);
+            for (long long a = 0; a < n0; ++a) s += rows[a * h1 + k1] * twiddle0(k0, a);
             X[k0 * h1 + k1] = s;
         }
 }
 
 void inverse_dft(const Plan& p, const std::vector<Complex>& X, std::vector<double>& x) {
     const long long n0 = p.rank == 2 ? p.n[0] : 1, n1 = p.n[p.rank - 1], h1 = n1 / 2 + 1;
+    const Twiddles twiddle0(n0, 1), twiddle1(n1, 1);
     std::vector<Complex> cols(n0 * h1);
     for (long long a = 0; a < n0; ++a)
         for (long long k1 = 0; k1 < h1; ++k1) {
             Complex s = 0;
-            for (long long k0 = 0; k0 < n0; ++k0) s += X[k0 * h1 + k1] * twiddle(k0, a, n0, 1);
+            for (long long k0 = 0; k0 < n0; ++k0) s += X[k0 * h1 + k1] * twiddle0(k0, a);
             cols[a * h1 + k1] = s;
         }
     // The last dimension as a Hermitian signal: the missing half is the conjugate mirror.
@@ -145,7 +159,7 @@ void inverse_dft(const Plan& p, const std::vector<Complex>& X, std::vector<doubl
             double s = cols[a * h1].real();
             for (long long k1 = 1; k1 < h1; ++k1) {
                 const double weight = (n1 % 2 == 0 && k1 == n1 / 2) ? 1.0 : 2.0;
-                s += weight * (cols[a * h1 + k1] * twiddle(k1, b, n1, 1)).real();
+                s += weight * (cols[a * h1 + k1] * twiddle1(k1, b)).real();
             }
             x[a * n1 + b] = s;
         }

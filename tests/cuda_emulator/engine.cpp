@@ -20,6 +20,16 @@
 
 #include "internal.hpp"
 
+#if defined(CUDA_EMULATOR_TSAN)
+#include <sanitizer/tsan_interface.h>
+extern "C" {  // the ThreadSanitizer runtime's annotations (dynamic_annotations)
+void AnnotateIgnoreReadsBegin(const char* file, int line);
+void AnnotateIgnoreReadsEnd(const char* file, int line);
+void AnnotateIgnoreWritesBegin(const char* file, int line);
+void AnnotateIgnoreWritesEnd(const char* file, int line);
+}
+#endif
+
 namespace cuda_emulator {
 
 namespace builtin {
@@ -43,6 +53,11 @@ void fail(const char* format, ...) {
 namespace {
 
 constexpr size_t kFiberStackBytes = 128 * 1024;  // per GPU thread; kernels do not recurse
+// ThreadSanitizer tells apart at most 255 threads and fibers alive at once (its thread slots; with
+// more, it resets its history and misses races), so GPU threads i and i + 96 of a block share one
+// TSan fiber: TSan sees them as one thread (a race between just those two is missed, and the
+// call stacks in its reports may mix theirs).
+constexpr size_t kTsanFibersPerWorker = 96;
 constexpr size_t kGuardBytes = 4096;             // below each stack: an overflow faults
 constexpr size_t kSharedRedzoneBytes = 64;       // around each __shared__ variable (ASan)
 constexpr size_t kSharedArenaBytes = 2 * kMaxSharedBytesPerBlock;
@@ -64,6 +79,56 @@ void asan_finish_switch(void* fake_stack_save, const void** bottom_old, size_t* 
 #endif
 }
 
+// ThreadSanitizer: every GPU thread is a TSan fiber, and the switches between a worker and its
+// fibers order nothing, except that a fiber starts after what its worker did before. What orders
+// two GPU threads is what orders them on a GPU:
+// - __syncthreads(): each thread releases its history into the barrier's token, and acquires
+//   the token when the barrier opens;
+// - the end of a block: each thread releases into the worker's block-end token, which the worker
+//   acquires before it resets shared memory and starts the next block.
+// So a missing __syncthreads, or two blocks of a grid that touch one element without order
+// (blocks on different workers), is reported as a data race. The engine's own bookkeeping that
+// the fibers of a block share (fiber states, barrier counts, the __shared__ table, threadIdx) is
+// ordered by the switches TSan is told to ignore, so it is hidden from TSan (HiddenFromTsan).
+// Tells TSan which fiber runs next. A macro, not a function: TSan's shadow call stack belongs to
+// the running fiber, so a function around the switch would return on the other fiber's stack.
+#if defined(CUDA_EMULATOR_TSAN)
+#define TSAN_SWITCH_TO_FIBER(fiber, synchronize) \
+    __tsan_switch_to_fiber((fiber), (synchronize) ? 0 : __tsan_switch_to_fiber_no_sync)
+#else
+#define TSAN_SWITCH_TO_FIBER(fiber, synchronize) ((void)(fiber), (void)(synchronize))
+#endif
+void tsan_release(void* token) {
+#if defined(CUDA_EMULATOR_TSAN)
+    __tsan_release(token);
+#else
+    (void)token;
+#endif
+}
+void tsan_acquire(void* token) {
+#if defined(CUDA_EMULATOR_TSAN)
+    __tsan_acquire(token);
+#else
+    (void)token;
+#endif
+}
+struct HiddenFromTsan {
+    HiddenFromTsan() {
+#if defined(CUDA_EMULATOR_TSAN)
+        AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+        AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+#endif
+    }
+    ~HiddenFromTsan() {
+#if defined(CUDA_EMULATOR_TSAN)
+        AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+        AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+#endif
+    }
+    HiddenFromTsan(const HiddenFromTsan&) = delete;
+    HiddenFromTsan& operator=(const HiddenFromTsan&) = delete;
+};
+
 void* map_pages(size_t bytes) {
     void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED) fail("mmap of %zu bytes failed", bytes);
@@ -79,6 +144,7 @@ struct Fiber {
     State state = State::Exited;
     uint64_t barriers = 0;  // __syncthreads calls so far in this block
     void* asan_fake_stack = nullptr;
+    void* tsan_fiber = nullptr;
 };
 
 struct SharedVariable {
@@ -109,6 +175,9 @@ struct Worker {
     size_t shared_end = 0;    // end of the last variable in the arena
     GridRun* run = nullptr;
     std::mt19937_64 rng;
+    void* tsan_worker = nullptr;    // the worker thread's own TSan context
+    char tsan_barrier_tokens[2]{};  // barrier n's token is [n % 2] (see TSAN_SWITCH_TO_FIBER)
+    char tsan_block_end_token = 0;
 };
 
 Worker g_workers[kWorkerThreads];
@@ -133,6 +202,15 @@ void ensure_fibers(Worker& w, size_t count) {
         if (mprotect(base, kGuardBytes, PROT_NONE) != 0) fail("mprotect of a fiber stack's guard page failed");
         f.stack = base + kGuardBytes;
         if (getcontext(&f.context) != 0) fail("getcontext failed");
+#if defined(CUDA_EMULATOR_TSAN)
+        const size_t index = w.fibers.size() - 1;
+        if (index < kTsanFibersPerWorker) {
+            f.tsan_fiber = __tsan_create_fiber(0);
+            __tsan_set_fiber_name(f.tsan_fiber, "emulated GPU thread");
+        } else {
+            f.tsan_fiber = w.fibers[index % kTsanFibersPerWorker]->tsan_fiber;
+        }
+#endif
     }
     if (!w.shared_arena) {
         w.shared_arena = static_cast<unsigned char*>(map_pages(kSharedArenaBytes));
@@ -141,6 +219,13 @@ void ensure_fibers(Worker& w, size_t count) {
     }
 }
 
+// Not instrumented: it never returns (its GPU thread ends with a switch to the worker), so a
+// TSan function-entry record would stay on the fiber's shadow stack, one more per block.
+#if defined(__has_attribute)
+#if __has_attribute(disable_sanitizer_instrumentation)
+__attribute__((disable_sanitizer_instrumentation))
+#endif
+#endif
 void fiber_entry() {
     Worker& w = *tl_worker;
     Fiber& f = *tl_fiber;
@@ -150,18 +235,28 @@ void fiber_entry() {
     } catch (...) {
         fail("kernel '%s' threw a C++ exception", w.run->config->kernel_name);
     }
-    f.state = Fiber::State::Exited;
+    {
+        HiddenFromTsan hidden;
+        f.state = Fiber::State::Exited;
+    }
+    tsan_release(&w.tsan_block_end_token);
     asan_start_switch(nullptr, w.scheduler_stack_bottom, w.scheduler_stack_size);  // this fiber ends
+    TSAN_SWITCH_TO_FIBER(w.tsan_worker, false);
     swapcontext(&f.context, &w.scheduler);
     fail("an exited GPU thread was resumed");
 }
 
 void resume(Worker& w, Fiber& f) {
-    tl_fiber = &f;
-    builtin::thread_idx = f.index;
+    {
+        HiddenFromTsan hidden;
+        tl_fiber = &f;
+        builtin::thread_idx = f.index;
+    }
     asan_start_switch(&w.scheduler_fake_stack, f.stack, kFiberStackBytes);
+    TSAN_SWITCH_TO_FIBER(f.tsan_fiber, true);
     if (swapcontext(&w.scheduler, &f.context) != 0) fail("swapcontext failed");
     asan_finish_switch(w.scheduler_fake_stack, nullptr, nullptr);
+    HiddenFromTsan hidden;
     tl_fiber = nullptr;
 }
 
@@ -182,6 +277,11 @@ void resume(Worker& w, Fiber& f) {
          exited->index.x, exited->index.y, exited->index.z, static_cast<unsigned long long>(exited->barriers),
          waiting->index.x, waiting->index.y, waiting->index.z,
          static_cast<unsigned long long>(waiting->barriers));
+}
+
+bool runnable(const Fiber& f) {
+    HiddenFromTsan hidden;
+    return f.state == Fiber::State::Runnable;
 }
 
 // Runs every GPU thread of one block: phase after phase, each thread runs up to its next
@@ -209,14 +309,16 @@ void run_block(Worker& w, uint32_t linear_block) {
     for (;;) {
         for (size_t j = 0; j < threads; ++j) {
             Fiber& f = *w.fibers[descending ? threads - 1 - j : j];
-            if (f.state == Fiber::State::Runnable) resume(w, f);
+            if (runnable(f)) resume(w, f);
         }
+        HiddenFromTsan hidden;
         size_t exited = 0;
         for (size_t i = 0; i < threads; ++i) exited += w.fibers[i]->state == Fiber::State::Exited;
         if (exited == threads) break;
         if (exited > 0) report_divergent_barrier(w, threads);
         for (size_t i = 0; i < threads; ++i) w.fibers[i]->state = Fiber::State::Runnable;
     }
+    tsan_acquire(&w.tsan_block_end_token);
     // The next block on this worker starts with fresh (0xFF, poisoned) shared memory.
     ASAN_UNPOISON_MEMORY_REGION(w.shared_arena, w.shared_end);
     std::memset(w.shared_arena, 0xFF, w.shared_end);
@@ -229,6 +331,9 @@ void run_block(Worker& w, uint32_t linear_block) {
 void worker_main(Worker& w, GridRun& run) {
     tl_worker = &w;
     w.run = &run;
+#if defined(CUDA_EMULATOR_TSAN)
+    w.tsan_worker = __tsan_get_current_fiber();
+#endif
     builtin::grid_dim = run.config->grid;
     builtin::block_dim = run.config->block;
     for (size_t k; (k = run.next.fetch_add(1)) < run.block_order.size();) run_block(w, run.block_order[k]);
@@ -311,6 +416,7 @@ void run_grid(const LaunchConfig& c, void (*thread_body)(const void*), const voi
 }
 
 void* block_shared(const void* site, size_t size, size_t alignment) {
+    HiddenFromTsan hidden;  // the table is shared by the block's fibers, which run one at a time
     Worker* w = tl_worker;
     if (!w || !tl_fiber) fail("a __shared__ variable was declared outside a kernel");
     for (const SharedVariable& v : w->shared_variables)
@@ -340,9 +446,17 @@ void __syncthreads() {
     Fiber* f = tl_fiber;
     if (!f) fail("__syncthreads() called outside a kernel");
     Worker& w = *tl_worker;
-    f->state = Fiber::State::AtBarrier;
-    ++f->barriers;
+    uint64_t barrier = 0;
+    {
+        HiddenFromTsan hidden;
+        f->state = Fiber::State::AtBarrier;
+        barrier = ++f->barriers;
+    }
+    char* token = &w.tsan_barrier_tokens[barrier % 2];
+    tsan_release(token);
     asan_start_switch(&f->asan_fake_stack, w.scheduler_stack_bottom, w.scheduler_stack_size);
+    TSAN_SWITCH_TO_FIBER(w.tsan_worker, false);
     if (swapcontext(&f->context, &w.scheduler) != 0) fail("swapcontext failed");
     asan_finish_switch(f->asan_fake_stack, nullptr, nullptr);
+    tsan_acquire(token);
 }

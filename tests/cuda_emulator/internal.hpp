@@ -32,3 +32,11 @@ void require_host(const char* what);
 #define ASAN_POISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
 #define ASAN_UNPOISON_MEMORY_REGION(addr, size) ((void)(addr), (void)(size))
 #endif
+
+#if defined(__SANITIZE_THREAD__)
+#define CUDA_EMULATOR_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define CUDA_EMULATOR_TSAN 1
+#endif
+#endif

@@ -50,12 +50,13 @@ void poison_all(Registry& r, bool poison) {
     }
 }
 
-bool find_locked(Registry& r, const void* p, Allocation* found) {
+bool find_locked(Registry& r, const void* p, bool one_past_end_counts, Allocation* found) {
     const auto a = reinterpret_cast<uintptr_t>(p);
     auto it = r.allocations.upper_bound(a);
     if (it == r.allocations.begin()) return false;
     --it;
-    if (a > it->first + it->second) return false;
+    const uintptr_t end = it->first + it->second;
+    if (a > end || (a == end && !one_past_end_counts)) return false;
     if (found) *found = Allocation{reinterpret_cast<unsigned char*>(it->first), it->second};
     return true;
 }
@@ -67,7 +68,13 @@ const char* describe(bool device) { return device ? "device memory" : "host memo
 bool find_allocation(const void* p, Allocation* found) {
     Registry& r = registry();
     std::lock_guard<std::recursive_mutex> lock(r.mutex);
-    return find_locked(r, p, found);
+    return find_locked(r, p, true, found);
+}
+
+bool find_allocation_containing(const void* p, Allocation* found) {
+    Registry& r = registry();
+    std::lock_guard<std::recursive_mutex> lock(r.mutex);
+    return find_locked(r, p, false, found);
 }
 
 DeviceMemoryAccess::DeviceMemoryAccess() {
@@ -260,8 +267,9 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpy
     if (!dst || !src) return record_error(cudaErrorInvalidValue);
     DeviceMemoryAccess access;
     Allocation dst_alloc, src_alloc;
-    const bool dst_device = find_allocation(dst, &dst_alloc);
-    const bool src_device = find_allocation(src, &src_alloc);
+    // The first byte decides: a host buffer may start right where a device allocation ends.
+    const bool dst_device = find_allocation_containing(dst, &dst_alloc);
+    const bool src_device = find_allocation_containing(src, &src_alloc);
     static const char* const kKinds[] = {"cudaMemcpyHostToHost", "cudaMemcpyHostToDevice", "cudaMemcpyDeviceToHost",
                                          "cudaMemcpyDeviceToDevice", "cudaMemcpyDefault"};
     if (kind != cudaMemcpyDefault) {

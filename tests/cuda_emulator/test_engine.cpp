@@ -9,6 +9,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <numeric>
@@ -23,6 +24,13 @@
 #elif defined(__has_feature)
 #if __has_feature(address_sanitizer)
 #define TEST_WITH_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define TEST_WITH_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define TEST_WITH_TSAN 1
 #endif
 #endif
 
@@ -101,7 +109,10 @@ __global__ void uneven_barrier_count_kernel(int* out) {
     out[threadIdx.x] = 1;
 }
 
-__global__ void fill_kernel(int* out, int value) { out[blockIdx.x * blockDim.x + threadIdx.x] = value; }
+__global__ void fill_kernel(int* out, int value) {
+    const unsigned block = (blockIdx.z * gridDim.y + blockIdx.y) * gridDim.x + blockIdx.x;
+    out[block * blockDim.x + threadIdx.x] = value;
+}
 
 __global__ void write_unless_null_kernel(int* out) {
     if (out) out[threadIdx.x] = 1;
@@ -426,6 +437,71 @@ TEST_F(CudaEmulatorDeathTest, SharedMemoryOutOfBoundsIsCaught) {
     DeviceBuffer<float> out(128);
     EXPECT_DEATH(CONVCORE_LAUNCH(1, 128, 0, nullptr, shared_overflow_kernel)(out.ptr),
                  "AddressSanitizer: use-after-poison");
+}
+#endif
+
+#if defined(TEST_WITH_TSAN)
+// Each block reverses its 64 elements through shared memory; without the barrier a thread reads
+// a slot that another thread of its block writes, unordered.
+template <bool kBarrier>
+__global__ void reverse_kernel(const float* x, float* y) {
+    CONVCORE_SHARED(float[64], slots);
+    const unsigned base = blockIdx.x * 64;
+    slots[threadIdx.x] = x[base + threadIdx.x];
+    if (kBarrier) __syncthreads();
+    y[base + threadIdx.x] = slots[63 - threadIdx.x];
+}
+
+// Every block writes element 0 (a grid-wide reduction that forgot its atomics); thread 0 waits,
+// so that both workers take blocks.
+__global__ void every_block_writes_one_element_kernel(float* y) {
+    if (threadIdx.x != 0) return;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+    y[0] += float(blockIdx.x);
+}
+
+TEST(CudaEmulatorTsan, BarriersOrderTheThreadsOfABlock) {
+    std::vector<float> x(8 * 64);
+    std::iota(x.begin(), x.end(), 0.0f);
+    DeviceBuffer<float> dx(x), dy(x.size());
+    CONVCORE_LAUNCH(8, 64, 0, nullptr, reverse_kernel<true>)(dx.ptr, dy.ptr);
+    const std::vector<float> y = dy.to_host();
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], x[i / 64 * 64 + 63 - i % 64]) << i;
+}
+
+// ThreadSanitizer's exit status when it reported something (its default exitcode).
+constexpr int kTsanExitCode = 66;
+
+TEST_F(CudaEmulatorDeathTest, MissingBarrierIsADataRace) {
+    DeviceBuffer<float> x(64), y(64);
+    EXPECT_EXIT((CONVCORE_LAUNCH(1, 64, 0, nullptr, reverse_kernel<false>)(x.ptr, y.ptr), std::exit(0)),
+                ::testing::ExitedWithCode(kTsanExitCode), "ThreadSanitizer: data race.*reverse_kernel");
+}
+
+// The tree reduction of block_sum_kernel with its barrier inside the loop missing: the race is
+// after the first barrier.
+__global__ void reduction_missing_inner_barrier_kernel(const double* x, double* sums) {
+    CONVCORE_SHARED(double[256], partial);
+    partial[threadIdx.x] = x[blockIdx.x * blockDim.x + threadIdx.x];
+    __syncthreads();
+    for (unsigned half = blockDim.x / 2; half > 0; half /= 2)
+        if (threadIdx.x < half) partial[threadIdx.x] += partial[threadIdx.x + half];
+    if (threadIdx.x == 0) sums[blockIdx.x] = partial[0];
+}
+
+TEST_F(CudaEmulatorDeathTest, MissingBarrierAfterABarrierIsADataRace) {
+    DeviceBuffer<double> x(std::vector<double>(256, 1.0)), sums(1);
+    EXPECT_EXIT((CONVCORE_LAUNCH(1, 256, 0, nullptr, reduction_missing_inner_barrier_kernel)(x.ptr, sums.ptr),
+                 std::exit(0)),
+                ::testing::ExitedWithCode(kTsanExitCode),
+                "ThreadSanitizer: data race.*reduction_missing_inner_barrier_kernel");
+}
+
+TEST_F(CudaEmulatorDeathTest, TwoBlocksWritingOneElementIsADataRace) {
+    DeviceBuffer<float> y(1);
+    EXPECT_EXIT((CONVCORE_LAUNCH(16, 32, 0, nullptr, every_block_writes_one_element_kernel)(y.ptr), std::exit(0)),
+                ::testing::ExitedWithCode(kTsanExitCode),
+                "ThreadSanitizer: data race.*every_block_writes_one_element_kernel");
 }
 #endif
 

@@ -44,6 +44,8 @@ struct Allocation {
 };
 // The live allocation that p points into (or one past its end); false if there is none.
 bool find_allocation(const void* p, Allocation* found);
+// The live allocation that holds the byte at p; false if there is none.
+bool find_allocation_containing(const void* p, Allocation* found);
 
 // While one exists, every device allocation may be read and written by host code: a kernel, a
 // copy or a library stand-in (cuBLAS, cuFFT) holds one. It also serialises the device: one
