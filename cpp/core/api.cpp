@@ -14,6 +14,7 @@
 #include "core/descriptors.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "core/plan.hpp"
 #include "core/select.hpp"
 #include "core/solver.hpp"
 
@@ -40,39 +41,8 @@ void check_positive(const char* what, const char* name, int64_t v) {
     if (v < 1) throw_bad_param(std::string(what) + ": " + name + "=" + std::to_string(v) + " must be >= 1");
 }
 
-// Workspace layout of a forward call: [solver's own][packed x if x is strided][packed y if y is strided].
-struct WorkspacePlan {
-    size_t solver = 0, x_pack = 0, y_pack = 0;
-    size_t total() const { return align_up(solver) + align_up(x_pack) + y_pack; }
-};
-
-const Solver& solver_for(const ConvProblem& prob, const convcoreConvolutionFwdAlgo_t& algo) {
-    check_algo(algo);
-    const Solver* s = find_solver(algo, prob.device);
-    if (!s)
-        throw_not_supported(std::string(convcoreGetFwdAlgoName(algo)) + " is not implemented on " +
-                            (prob.device == CONVCORE_DEVICE_CPU ? "the CPU" : "CUDA") +
-                            " in this build");
-    const std::string why = s->why_not(prob.packed());
-    const std::string name = convcoreGetFwdAlgoName(algo);
-    if (!why.empty())  // every reason names the algorithm once
-        throw_not_supported(why.find(name) == std::string::npos ? name + ": " + why : why);
-    return *s;
-}
-
-WorkspacePlan plan_workspace(const ConvProblem& prob, const Solver& s) {
-    WorkspacePlan plan;
-    plan.solver = s.workspace_bytes(prob.packed());
-    if (!prob.x_packed()) plan.x_pack = size_t(prob.x_elems()) * prob.elem_size();
-    if (!prob.y_packed()) plan.y_pack = size_t(prob.y_elems()) * prob.elem_size();
-    return plan;
-}
-
-ConvProblem problem_of(convcoreHandle_t handle, convcoreTensorDescriptor_t x,
-                       convcoreFilterDescriptor_t w, convcoreConvolutionDescriptor_t conv,
-                       convcoreTensorDescriptor_t y) {
-    require(handle, "handle");
-    return make_problem(handle->device, x, w, conv, y);
+size_t plan_workspace(const ConvProblem& prob, const Solver& s) {
+    return workspace_with_staging(prob, CONVCORE_PASS_FORWARD, s.workspace_bytes(prob.packed()));
 }
 
 #ifndef CONVCORE_WITH_CUDA
@@ -86,6 +56,32 @@ constexpr const char* kAlgoNames[CONVCORE_FWD_ALGO_COUNT] = {
     "FFT", "FFT_TILING", "FINE_GRAINED_FFT", "POLY_HANKEL", "CYCLIC_MINIMAL"};
 
 }  // namespace
+
+namespace convcore {
+namespace api {
+
+const Solver& forward_solver(const ConvProblem& prob, const convcoreConvolutionFwdAlgo_t& algo) {
+    check_algo(algo);
+    const Solver* s = find_solver(algo, prob.device);
+    if (!s)
+        throw_not_supported(std::string(convcoreGetFwdAlgoName(algo)) + " is not implemented on " +
+                            (prob.device == CONVCORE_DEVICE_CPU ? "the CPU" : "CUDA") +
+                            " in this build");
+    const std::string why = s->why_not(prob.packed());
+    const std::string name = convcoreGetFwdAlgoName(algo);
+    if (!why.empty())  // every reason names the algorithm once
+        throw_not_supported(why.find(name) == std::string::npos ? name + ": " + why : why);
+    return *s;
+}
+
+ConvProblem forward_problem(convcoreHandle_t handle, convcoreTensorDescriptor_t x, convcoreFilterDescriptor_t w,
+                            convcoreConvolutionDescriptor_t conv, convcoreTensorDescriptor_t y) {
+    require(handle, "handle");
+    return make_problem(handle->device, x, w, conv, y);
+}
+
+}  // namespace api
+}  // namespace convcore
 
 int convcoreContext::threads() const { return num_threads > 0 ? num_threads : omp_get_max_threads(); }
 
@@ -426,8 +422,8 @@ convcoreStatus_t convcoreGetConvolutionForwardWorkspaceSize(
     return guard([&] {
         require(sizeInBytes, "sizeInBytes");
         *sizeInBytes = 0;
-        const ConvProblem prob = problem_of(handle, xDesc, wDesc, convDesc, yDesc);
-        *sizeInBytes = plan_workspace(prob, solver_for(prob, algo)).total();
+        const ConvProblem prob = forward_problem(handle, xDesc, wDesc, convDesc, yDesc);
+        *sizeInBytes = plan_workspace(prob, forward_solver(prob, algo));
     });
 }
 
@@ -441,7 +437,7 @@ convcoreStatus_t convcoreGetConvolutionForwardAlgorithm(
         *returnedAlgoCount = 0;
         if (requestedAlgoCount < 1)
             throw_bad_param("requestedAlgoCount=" + std::to_string(requestedAlgoCount) + " must be >= 1");
-        const ConvProblem prob = problem_of(handle, xDesc, wDesc, convDesc, yDesc);
+        const ConvProblem prob = forward_problem(handle, xDesc, wDesc, convDesc, yDesc);
         std::vector<convcoreConvolutionFwdAlgoPerf_t> ranked;
         for (const RankedAlgo& r : rank_algorithms(prob)) {
             convcoreConvolutionFwdAlgoPerf_t perf{};
@@ -450,7 +446,7 @@ convcoreStatus_t convcoreGetConvolutionForwardAlgorithm(
             perf.status = r.solver ? CONVCORE_STATUS_SUCCESS : CONVCORE_STATUS_NOT_SUPPORTED;
             perf.determinism = r.solver && !r.solver->deterministic ? CONVCORE_NON_DETERMINISTIC
                                                                     : CONVCORE_DETERMINISTIC;
-            perf.memory = r.solver ? plan_workspace(prob, *r.solver).total() : 0;
+            perf.memory = r.solver ? plan_workspace(prob, *r.solver) : 0;
             ranked.push_back(perf);
         }
         const int count = std::min<int>(requestedAlgoCount, int(ranked.size()));
@@ -468,66 +464,9 @@ convcoreStatus_t convcoreConvolutionForward(convcoreHandle_t handle, const void*
                                             convcoreTensorDescriptor_t yDesc, void* y) {
     return guard([&] {
         require(yDesc, "yDesc");
-        const ConvProblem prob = problem_of(handle, xDesc, wDesc, convDesc, yDesc);
-        require(alpha, "alpha");
-        require(beta, "beta");
-        require(x, "x");
-        require(w, "w");
-        require(y, "y");
-        const Solver& solver = solver_for(prob, algo);
-        const WorkspacePlan plan = plan_workspace(prob, solver);
-        if (plan.total() > 0 && workSpaceSizeInBytes < plan.total())
-            throw_bad_param("workspace: " + std::to_string(workSpaceSizeInBytes) + " bytes given, " +
-                            convcoreGetFwdAlgoName(algo) + " needs " + std::to_string(plan.total()) +
-                            " for this problem (convcoreGetConvolutionForwardWorkspaceSize)");
-        if (plan.total() > 0 && !workspace)
-            throw_bad_param("workspace is NULL but " + std::to_string(plan.total()) + " bytes are needed");
-        const size_t elem = prob.elem_size();
-        check_aligned(x, elem, "x");
-        check_aligned(w, elem, "w");
-        check_aligned(y, elem, "y");
-        if (plan.total() > 0) check_aligned(workspace, elem, "workspace");
-        if (!has_distinct_elements(yDesc->dims, yDesc->strides))
-            throw_bad_param("y: its strides make elements overlap (an output needs distinct elements)");
-        const int64_t y_bytes = extent_bytes(yDesc->dims, yDesc->strides, elem);
-        if (ranges_overlap(y, y_bytes, x, extent_bytes(xDesc->dims, xDesc->strides, elem)))
-            throw_bad_param("y overlaps x: the output must be a separate buffer");
-        if (ranges_overlap(y, y_bytes, w, prob.w_elems() * int64_t(elem)))
-            throw_bad_param("y overlaps w: the output must be a separate buffer");
-
-        double a, b;
-        if (prob.dtype == CONVCORE_DATA_DOUBLE) {
-            a = *static_cast<const double*>(alpha);
-            b = *static_cast<const double*>(beta);
-        } else {
-            a = *static_cast<const float*>(alpha);
-            b = *static_cast<const float*>(beta);
-        }
-
-        // Solvers see packed tensors: stage strided x / y through the workspace.
-        char* ws = static_cast<char*>(workspace);
-        char* x_pack = ws + align_up(plan.solver);
-        char* y_pack = x_pack + align_up(plan.x_pack);
-        const ConvProblem packed = prob.packed();
-        const void* x_run = x;
-        if (plan.x_pack) {
-            Strided4d src{{prob.n, prob.c, prob.h, prob.w}, {0, 0, 0, 0}}, dst = src;
-            std::copy(prob.x_strides, prob.x_strides + 4, src.strides);
-            std::copy(packed.x_strides, packed.x_strides + 4, dst.strides);
-            copy_strided(*handle, elem, x, src, x_pack, dst);
-            x_run = x_pack;
-        }
-        void* y_run = plan.y_pack ? static_cast<void*>(y_pack) : y;
-        const ConvArgs args{packed, *handle, x_run, w, y_run,
-                            plan.y_pack ? 1.0 : a, plan.y_pack ? 0.0 : b,
-                            plan.solver ? workspace : nullptr};
-        solver.run(args);
-        if (plan.y_pack) {
-            Strided4d src{{prob.n, prob.k, prob.p, prob.q}, {0, 0, 0, 0}}, dst = src;
-            std::copy(packed.y_strides, packed.y_strides + 4, src.strides);
-            std::copy(prob.y_strides, prob.y_strides + 4, dst.strides);
-            blend_strided(*handle, elem, y_pack, src, y, dst, a, b);
-        }
+        const convcoreConvolutionPlanStruct plan =
+            make_plan(handle, CONVCORE_PASS_FORWARD, xDesc, wDesc, convDesc, yDesc, enum_int(algo));
+        execute(plan, alpha, x, w, beta, y, workspace, workSpaceSizeInBytes);
     });
 }
 

@@ -16,6 +16,7 @@
 #include "core/descriptors.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "core/plan.hpp"
 #include "core/select_backward.hpp"
 #include "core/solver.hpp"
 
@@ -83,6 +84,11 @@ std::string rename_args(const std::string& reason, bool x_is_dx, bool w_is_dw) {
     return out;
 }
 
+}  // namespace
+
+namespace convcore {
+namespace api {
+
 // The forward problem of a backward call, validated (reasons in the backward's names).
 ConvProblem backward_problem(convcoreHandle_t handle, const convcoreTensorStruct* x,
                              const convcoreFilterStruct* w, convcoreConvolutionDescriptor_t conv,
@@ -96,6 +102,7 @@ ConvProblem backward_problem(convcoreHandle_t handle, const convcoreTensorStruct
     }
 }
 
+namespace {
 template <typename S>
 std::string not_applicable(const S* s, const ConvProblem& prob, const char* name, const char* pass) {
     if (!s)
@@ -106,6 +113,8 @@ std::string not_applicable(const S* s, const ConvProblem& prob, const char* name
     // Every reason names the algorithm once.
     return why.find(name) == std::string::npos ? std::string(name) + " (" + pass + "): " + why : why;
 }
+
+}  // namespace
 
 const BwdDataSolver& data_solver_for(const ConvProblem& prob,
                                      const convcoreConvolutionBwdDataAlgo_t& algo) {
@@ -128,72 +137,17 @@ const BwdFilterSolver& filter_solver_for(const ConvProblem& prob,
     return *s;
 }
 
-// Workspace layout: [solver's own][first staged tensor][second staged tensor]; for backward
-// data those are a strided dy (packed copy) and a strided dx (packed result), for backward
-// filter a strided x and a strided dy.
-struct WorkspacePlan {
-    size_t solver = 0, first = 0, second = 0;
-    size_t total() const { return align_up(solver) + align_up(first) + second; }
-};
+}  // namespace api
+}  // namespace convcore
 
-size_t tensor_bytes(int64_t a, int64_t b, int64_t c, int64_t d, const ConvProblem& p) {
-    return size_t(a * b * c * d) * p.elem_size();
+namespace {
+
+size_t data_workspace(const ConvProblem& prob, const BwdDataSolver& s) {
+    return workspace_with_staging(prob, CONVCORE_PASS_BACKWARD_DATA, s.workspace_bytes(prob.packed()));
 }
 
-WorkspacePlan data_plan(const ConvProblem& prob, const BwdDataSolver& s) {
-    WorkspacePlan plan;
-    plan.solver = s.workspace_bytes(prob.packed());
-    if (!prob.y_packed()) plan.first = tensor_bytes(prob.n, prob.k, prob.p, prob.q, prob);
-    if (!prob.x_packed()) plan.second = tensor_bytes(prob.n, prob.c, prob.h, prob.w, prob);
-    return plan;
-}
-
-WorkspacePlan filter_plan(const ConvProblem& prob, const BwdFilterSolver& s) {
-    WorkspacePlan plan;
-    plan.solver = s.workspace_bytes(prob.packed());
-    if (!prob.x_packed()) plan.first = tensor_bytes(prob.n, prob.c, prob.h, prob.w, prob);
-    if (!prob.y_packed()) plan.second = tensor_bytes(prob.n, prob.k, prob.p, prob.q, prob);
-    return plan;
-}
-
-void check_workspace(const WorkspacePlan& plan, void* workspace, size_t given, const char* algo,
-                     const char* query) {
-    if (plan.total() > 0 && given < plan.total())
-        throw_bad_param("workspace: " + std::to_string(given) + " bytes given, " + algo + " needs " +
-                        std::to_string(plan.total()) + " for this problem (" + query + ")");
-    if (plan.total() > 0 && !workspace)
-        throw_bad_param("workspace is NULL but " + std::to_string(plan.total()) + " bytes are needed");
-}
-
-void scalars(const ConvProblem& prob, const void* alpha, const void* beta, double* a, double* b) {
-    if (prob.dtype == CONVCORE_DATA_DOUBLE) {
-        *a = *static_cast<const double*>(alpha);
-        *b = *static_cast<const double*>(beta);
-    } else {
-        *a = *static_cast<const float*>(alpha);
-        *b = *static_cast<const float*>(beta);
-    }
-}
-
-Strided4d view(int64_t n, int64_t c, int64_t h, int64_t w, const int64_t strides[4]) {
-    Strided4d v{{n, c, h, w}, {0, 0, 0, 0}};
-    std::copy(strides, strides + 4, v.strides);
-    return v;
-}
-
-// Packs a strided tensor into `dst` (packed NCHW).
-void stage_in(const Context& ctx, size_t elem, const void* src, const Strided4d& sv, void* dst) {
-    Strided4d dv = sv;
-    packed_strides(sv.dims[0], sv.dims[1], sv.dims[2], sv.dims[3], dv.strides);
-    copy_strided(ctx, elem, src, sv, dst, dv);
-}
-
-// dst (strided) = alpha * src (packed) + beta * dst.
-void stage_out(const Context& ctx, size_t elem, const void* src, void* dst, const Strided4d& dv,
-               double alpha, double beta) {
-    Strided4d sv = dv;
-    packed_strides(dv.dims[0], dv.dims[1], dv.dims[2], dv.dims[3], sv.strides);
-    blend_strided(ctx, elem, src, sv, dst, dv, alpha, beta);
+size_t filter_workspace(const ConvProblem& prob, const BwdFilterSolver& s) {
+    return workspace_with_staging(prob, CONVCORE_PASS_BACKWARD_FILTER, s.workspace_bytes(prob.packed()));
 }
 
 template <typename T>
@@ -253,7 +207,7 @@ convcoreStatus_t convcoreGetConvolutionBackwardDataWorkspaceSize(
         require(sizeInBytes, "sizeInBytes");
         *sizeInBytes = 0;
         const ConvProblem prob = backward_problem(handle, dxDesc, wDesc, convDesc, dyDesc, true);
-        *sizeInBytes = data_plan(prob, data_solver_for(prob, algo)).total();
+        *sizeInBytes = data_workspace(prob, data_solver_for(prob, algo));
     });
 }
 
@@ -265,7 +219,7 @@ convcoreStatus_t convcoreGetConvolutionBackwardFilterWorkspaceSize(
         require(sizeInBytes, "sizeInBytes");
         *sizeInBytes = 0;
         const ConvProblem prob = backward_problem(handle, xDesc, dwDesc, convDesc, dyDesc, false);
-        *sizeInBytes = filter_plan(prob, filter_solver_for(prob, algo)).total();
+        *sizeInBytes = filter_workspace(prob, filter_solver_for(prob, algo));
     });
 }
 
@@ -289,7 +243,7 @@ convcoreStatus_t convcoreGetConvolutionBackwardDataAlgorithm(
             perf.status = r.solver ? CONVCORE_STATUS_SUCCESS : CONVCORE_STATUS_NOT_SUPPORTED;
             perf.determinism = r.solver && !r.solver->deterministic ? CONVCORE_NON_DETERMINISTIC
                                                                     : CONVCORE_DETERMINISTIC;
-            perf.memory = r.solver ? data_plan(prob, *r.solver).total() : 0;
+            perf.memory = r.solver ? data_workspace(prob, *r.solver) : 0;
             ranked.push_back(perf);
         }
         const int count = std::min<int>(requestedAlgoCount, int(ranked.size()));
@@ -317,7 +271,7 @@ convcoreStatus_t convcoreGetConvolutionBackwardFilterAlgorithm(
             perf.status = r.solver ? CONVCORE_STATUS_SUCCESS : CONVCORE_STATUS_NOT_SUPPORTED;
             perf.determinism = r.solver && !r.solver->deterministic ? CONVCORE_NON_DETERMINISTIC
                                                                     : CONVCORE_DETERMINISTIC;
-            perf.memory = r.solver ? filter_plan(prob, *r.solver).total() : 0;
+            perf.memory = r.solver ? filter_workspace(prob, *r.solver) : 0;
             ranked.push_back(perf);
         }
         const int count = std::min<int>(requestedAlgoCount, int(ranked.size()));
@@ -333,41 +287,9 @@ convcoreStatus_t convcoreConvolutionBackwardData(
     convcoreConvolutionBwdDataAlgo_t algo, void* workspace, size_t workSpaceSizeInBytes,
     const void* beta, convcoreTensorDescriptor_t dxDesc, void* dx) {
     return guard([&] {
-        const ConvProblem prob = backward_problem(handle, dxDesc, wDesc, convDesc, dyDesc, true);
-        require(alpha, "alpha");
-        require(beta, "beta");
-        require(w, "w");
-        require(dy, "dy");
-        require(dx, "dx");
-        const BwdDataSolver& solver = data_solver_for(prob, algo);
-        const WorkspacePlan plan = data_plan(prob, solver);
-        check_workspace(plan, workspace, workSpaceSizeInBytes, kBwdDataNames[algo],
-                        "convcoreGetConvolutionBackwardDataWorkspaceSize");
-        const size_t elem = prob.elem_size();
-        const int64_t dx_bytes = extent_bytes(dxDesc->dims, dxDesc->strides, elem);
-        if (ranges_overlap(dx, dx_bytes, dy, extent_bytes(dyDesc->dims, dyDesc->strides, elem)))
-            throw_bad_param("dx overlaps dy: the output must be a separate buffer");
-        if (ranges_overlap(dx, dx_bytes, w, prob.w_elems() * int64_t(elem)))
-            throw_bad_param("dx overlaps w: the output must be a separate buffer");
-        double a, b;
-        scalars(prob, alpha, beta, &a, &b);
-
-        char* ws = static_cast<char*>(workspace);
-        char* dy_pack = ws + align_up(plan.solver);
-        char* dx_pack = dy_pack + align_up(plan.first);
-        const void* dy_run = dy;
-        if (plan.first) {
-            stage_in(*handle, elem, dy, view(prob.n, prob.k, prob.p, prob.q, prob.y_strides), dy_pack);
-            dy_run = dy_pack;
-        }
-        void* dx_run = plan.second ? static_cast<void*>(dx_pack) : dx;
-        const ConvProblem packed = prob.packed();
-        const BwdDataArgs args{packed, *handle, w, dy_run, dx_run,
-                               plan.second ? 1.0 : a, plan.second ? 0.0 : b,
-                               plan.solver ? workspace : nullptr};
-        solver.run(args);
-        if (plan.second)
-            stage_out(*handle, elem, dx_pack, dx, view(prob.n, prob.c, prob.h, prob.w, prob.x_strides), a, b);
+        const convcoreConvolutionPlanStruct plan =
+            make_plan(handle, CONVCORE_PASS_BACKWARD_DATA, dxDesc, wDesc, convDesc, dyDesc, enum_int(algo));
+        execute(plan, alpha, dy, w, beta, dx, workspace, workSpaceSizeInBytes);
     });
 }
 
@@ -378,42 +300,9 @@ convcoreStatus_t convcoreConvolutionBackwardFilter(
     convcoreConvolutionBwdFilterAlgo_t algo, void* workspace, size_t workSpaceSizeInBytes,
     const void* beta, convcoreFilterDescriptor_t dwDesc, void* dw) {
     return guard([&] {
-        const ConvProblem prob = backward_problem(handle, xDesc, dwDesc, convDesc, dyDesc, false);
-        require(alpha, "alpha");
-        require(beta, "beta");
-        require(x, "x");
-        require(dy, "dy");
-        require(dw, "dw");
-        const BwdFilterSolver& solver = filter_solver_for(prob, algo);
-        const WorkspacePlan plan = filter_plan(prob, solver);
-        check_workspace(plan, workspace, workSpaceSizeInBytes, kBwdFilterNames[algo],
-                        "convcoreGetConvolutionBackwardFilterWorkspaceSize");
-        const size_t elem = prob.elem_size();
-        const int64_t dw_bytes = prob.w_elems() * int64_t(elem);
-        if (ranges_overlap(dw, dw_bytes, x, extent_bytes(xDesc->dims, xDesc->strides, elem)))
-            throw_bad_param("dw overlaps x: the output must be a separate buffer");
-        if (ranges_overlap(dw, dw_bytes, dy, extent_bytes(dyDesc->dims, dyDesc->strides, elem)))
-            throw_bad_param("dw overlaps dy: the output must be a separate buffer");
-        double a, b;
-        scalars(prob, alpha, beta, &a, &b);
-
-        char* ws = static_cast<char*>(workspace);
-        char* x_pack = ws + align_up(plan.solver);
-        char* dy_pack = x_pack + align_up(plan.first);
-        const void* x_run = x;
-        const void* dy_run = dy;
-        if (plan.first) {
-            stage_in(*handle, elem, x, view(prob.n, prob.c, prob.h, prob.w, prob.x_strides), x_pack);
-            x_run = x_pack;
-        }
-        if (plan.second) {
-            stage_in(*handle, elem, dy, view(prob.n, prob.k, prob.p, prob.q, prob.y_strides), dy_pack);
-            dy_run = dy_pack;
-        }
-        const ConvProblem packed = prob.packed();
-        const BwdFilterArgs args{packed, *handle, x_run, dy_run, dw, a, b,
-                                 plan.solver ? workspace : nullptr};
-        solver.run(args);
+        const convcoreConvolutionPlanStruct plan =
+            make_plan(handle, CONVCORE_PASS_BACKWARD_FILTER, xDesc, dwDesc, convDesc, dyDesc, enum_int(algo));
+        execute(plan, alpha, x, dy, beta, dw, workspace, workSpaceSizeInBytes);
     });
 }
 

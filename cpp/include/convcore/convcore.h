@@ -443,6 +443,55 @@ CONVCORE_API convcoreStatus_t convcoreConvolutionBackwardBias(
     const void* beta, convcoreTensorDescriptor_t dbDesc, void* db);
 /* ==== end of backward passes ==================================================================== */
 
+/* ==== plans ======================================================================================
+ * A plan is one pass of a convolution on fixed descriptors, validated and bound to one algorithm
+ * once, then run many times with only the data pointers (cuDNN's execution plans, oneDNN's
+ * primitives). The descriptors are copied at creation: changing or destroying them afterwards
+ * does not change the plan. The handle must outlive the plan; the plan runs on the handle's
+ * stream and threads. The descriptor-style calls (convcoreConvolutionForward, ...BackwardData,
+ * ...BackwardFilter) are a plan built and executed in one call.
+ * Threads: executing one plan from several threads at once is safe when each call has its own
+ * output and workspace and the handle's own rules allow it (a CPU handle does; a CUDA handle
+ * orders the calls on its stream). Destroying a plan while it executes is not. */
+typedef struct convcoreConvolutionPlanStruct* convcoreConvolutionPlan_t;
+
+typedef enum {
+    CONVCORE_PASS_FORWARD = 0,         /* y = alpha * conv(x, w) + beta * y */
+    CONVCORE_PASS_BACKWARD_DATA = 1,   /* dx = alpha * grad_x(w, dy) + beta * dx */
+    CONVCORE_PASS_BACKWARD_FILTER = 2  /* dw = alpha * grad_w(x, dy) + beta * dw */
+} convcoreConvolutionPass_t;
+
+/* algo values that choose the algorithm at creation, as convcoreSelect...Algorithm does in the
+ * matching mode (timing, where the mode times, on buffers the library allocates). */
+#define CONVCORE_PLAN_SELECT_HEURISTIC (-1)
+#define CONVCORE_PLAN_SELECT_MEASURED (-2)
+#define CONVCORE_PLAN_SELECT_FIND (-3)
+
+/* xDesc, wDesc, yDesc describe x, w, y (forward), dx, w, dy (backward data) or x, dw, dy
+ * (backward filter). algo is the pass's algorithm (a convcoreConvolutionFwdAlgo_t,
+ * convcoreConvolutionBwdDataAlgo_t or convcoreConvolutionBwdFilterAlgo_t value) or one of the
+ * CONVCORE_PLAN_SELECT_* values. Fails as the pass's descriptor-style call would (BAD_PARAM,
+ * NOT_SUPPORTED with the algorithm's reason); *plan is NULL then. */
+CONVCORE_API convcoreStatus_t convcoreCreateConvolutionPlan(
+    convcoreHandle_t handle, convcoreConvolutionPass_t pass, convcoreTensorDescriptor_t xDesc,
+    convcoreFilterDescriptor_t wDesc, convcoreConvolutionDescriptor_t convDesc,
+    convcoreTensorDescriptor_t yDesc, int algo, convcoreConvolutionPlan_t* plan);
+CONVCORE_API convcoreStatus_t convcoreDestroyConvolutionPlan(convcoreConvolutionPlan_t plan);
+/* The algorithm the plan runs (the pass's enum value), and its exact workspace size. */
+CONVCORE_API convcoreStatus_t convcoreGetConvolutionPlanAlgorithm(convcoreConvolutionPlan_t plan, int* algo);
+CONVCORE_API convcoreStatus_t convcoreGetConvolutionPlanWorkspaceSize(convcoreConvolutionPlan_t plan,
+                                                                      size_t* sizeInBytes);
+/* out = alpha * pass(in0, in1) + beta * out, with the rules of the pass's descriptor-style call:
+ *   forward:          in0 = x,  in1 = w,  out = y
+ *   backward data:    in0 = dy, in1 = w,  out = dx
+ *   backward filter:  in0 = x,  in1 = dy, out = dw
+ * workspace: at least convcoreGetConvolutionPlanWorkspaceSize bytes (NULL when that is 0). */
+CONVCORE_API convcoreStatus_t convcoreExecuteConvolutionPlan(convcoreConvolutionPlan_t plan, const void* alpha,
+                                                             const void* in0, const void* in1, const void* beta,
+                                                             void* out, void* workspace,
+                                                             size_t workspaceSizeInBytes);
+/* ==== end of plans ============================================================================== */
+
 #ifdef __cplusplus
 }
 #endif

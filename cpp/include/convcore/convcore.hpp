@@ -6,8 +6,10 @@
 //   convcore::FilterDesc w(CONVCORE_DATA_FLOAT, 64, 3, 3, 3);
 //   convcore::ConvDesc conv(1, 1);                        // padding 1, stride 1
 //   auto [n, k, p, q] = conv.output_dims(x, w);
+//   convcore::Plan plan(h, CONVCORE_PASS_FORWARD, x, w, conv, y, CONVCORE_PLAN_SELECT_MEASURED);
 #pragma once
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -107,6 +109,49 @@ class ConvDesc {
 
    private:
     convcoreConvolutionDescriptor_t d_ = nullptr;
+};
+
+// A convolution plan (convcore.h, "plans"): validated once, run many times.
+//   convcore::Plan fwd(h, CONVCORE_PASS_FORWARD, x, w, conv, y, CONVCORE_PLAN_SELECT_MEASURED);
+//   std::vector<char> ws(fwd.workspace_size());
+//   fwd.execute(&one, x_data, w_data, &zero, y_data, ws.data(), ws.size());
+class Plan {
+   public:
+    Plan(convcoreHandle_t handle, convcoreConvolutionPass_t pass, convcoreTensorDescriptor_t x,
+         convcoreFilterDescriptor_t w, convcoreConvolutionDescriptor_t conv, convcoreTensorDescriptor_t y, int algo) {
+        check(convcoreCreateConvolutionPlan(handle, pass, x, w, conv, y, algo, &p_));
+    }
+    ~Plan() { convcoreDestroyConvolutionPlan(p_); }
+    Plan(const Plan&) = delete;
+    Plan& operator=(const Plan&) = delete;
+    Plan(Plan&& other) noexcept : p_(other.p_) { other.p_ = nullptr; }
+    Plan& operator=(Plan&& other) noexcept {
+        if (this != &other) {
+            convcoreDestroyConvolutionPlan(p_);
+            p_ = other.p_;
+            other.p_ = nullptr;
+        }
+        return *this;
+    }
+    int algorithm() const {
+        int algo = 0;
+        check(convcoreGetConvolutionPlanAlgorithm(p_, &algo));
+        return algo;
+    }
+    size_t workspace_size() const {
+        size_t bytes = 0;
+        check(convcoreGetConvolutionPlanWorkspaceSize(p_, &bytes));
+        return bytes;
+    }
+    // out = alpha * pass(in0, in1) + beta * out (see convcoreExecuteConvolutionPlan).
+    void execute(const void* alpha, const void* in0, const void* in1, const void* beta, void* out,
+                 void* workspace = nullptr, size_t workspace_bytes = 0) const {
+        check(convcoreExecuteConvolutionPlan(p_, alpha, in0, in1, beta, out, workspace, workspace_bytes));
+    }
+    operator convcoreConvolutionPlan_t() const { return p_; }
+
+   private:
+    convcoreConvolutionPlan_t p_ = nullptr;
 };
 
 }  // namespace convcore

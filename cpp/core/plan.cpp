@@ -1,0 +1,326 @@
+// Convolution plans (core/plan.hpp, convcore.h "plans"): creation validates the descriptors and
+// binds the solver once; execution checks only the pointers, stages strided tensors through the
+// workspace (solvers see packed ones) and runs the solver.
+#include "core/plan.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <new>
+#include <string>
+
+#include "core/api_util.hpp"
+#include "core/descriptors.hpp"
+#include "core/device.hpp"
+#include "core/error.hpp"
+
+using namespace convcore;
+using namespace convcore::api;
+
+size_t convcoreConvolutionPlanStruct::workspace_bytes() const {
+    return align_up(solver_bytes) + align_up(first_bytes) + second_bytes;
+}
+
+namespace {
+
+// The pass's names for the pointers of convcoreExecuteConvolutionPlan, its workspace query and
+// its algorithm's name.
+struct PassNames {
+    const char *in0, *in1, *out, *query;
+};
+PassNames names_of(convcoreConvolutionPass_t pass) {
+    switch (pass) {
+        case CONVCORE_PASS_BACKWARD_DATA:
+            return {"dy", "w", "dx", "convcoreGetConvolutionBackwardDataWorkspaceSize"};
+        case CONVCORE_PASS_BACKWARD_FILTER:
+            return {"x", "dy", "dw", "convcoreGetConvolutionBackwardFilterWorkspaceSize"};
+        default:
+            return {"x", "w", "y", "convcoreGetConvolutionForwardWorkspaceSize"};
+    }
+}
+
+const char* algo_name(const convcoreConvolutionPlanStruct& plan) {
+    switch (plan.pass) {
+        case CONVCORE_PASS_BACKWARD_DATA:
+            return convcoreGetBwdDataAlgoName(convcoreConvolutionBwdDataAlgo_t(plan.algo));
+        case CONVCORE_PASS_BACKWARD_FILTER:
+            return convcoreGetBwdFilterAlgoName(convcoreConvolutionBwdFilterAlgo_t(plan.algo));
+        default:
+            return convcoreGetFwdAlgoName(convcoreConvolutionFwdAlgo_t(plan.algo));
+    }
+}
+
+Strided4d view(int64_t n, int64_t c, int64_t h, int64_t w, const int64_t strides[4]) {
+    Strided4d v{{n, c, h, w}, {0, 0, 0, 0}};
+    std::copy(strides, strides + 4, v.strides);
+    return v;
+}
+Strided4d x_view(const ConvProblem& p) { return view(p.n, p.c, p.h, p.w, p.x_strides); }
+Strided4d y_view(const ConvProblem& p) { return view(p.n, p.k, p.p, p.q, p.y_strides); }
+
+// Packs a strided tensor into dst (packed NCHW).
+void stage_in(const Context& ctx, size_t elem, const void* src, const Strided4d& sv, void* dst) {
+    Strided4d dv = sv;
+    packed_strides(sv.dims[0], sv.dims[1], sv.dims[2], sv.dims[3], dv.strides);
+    copy_strided(ctx, elem, src, sv, dst, dv);
+}
+
+// dst (strided) = alpha * src (packed) + beta * dst.
+void stage_out(const Context& ctx, size_t elem, const void* src, void* dst, const Strided4d& dv, double alpha,
+               double beta) {
+    Strided4d sv = dv;
+    packed_strides(dv.dims[0], dv.dims[1], dv.dims[2], dv.dims[3], sv.strides);
+    blend_strided(ctx, elem, src, sv, dst, dv, alpha, beta);
+}
+
+int64_t x_extent(const ConvProblem& p) {
+    const int64_t dims[4] = {p.n, p.c, p.h, p.w};
+    return extent_bytes(dims, p.x_strides, p.elem_size());
+}
+int64_t y_extent(const ConvProblem& p) {
+    const int64_t dims[4] = {p.n, p.k, p.p, p.q};
+    return extent_bytes(dims, p.y_strides, p.elem_size());
+}
+
+}  // namespace
+
+namespace convcore {
+namespace api {
+
+convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolutionPass_t pass,
+                                        convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wDesc,
+                                        convcoreConvolutionDescriptor_t convDesc,
+                                        convcoreTensorDescriptor_t yDesc, int algo) {
+    convcoreConvolutionPlanStruct plan;
+    plan.handle = handle;
+    plan.pass = pass;
+    plan.algo = algo;
+    ConvProblem& prob = plan.prob;
+    switch (enum_int(pass)) {
+        case CONVCORE_PASS_FORWARD: {
+            prob = forward_problem(handle, xDesc, wDesc, convDesc, yDesc);
+            plan.forward = &forward_solver(prob, convcoreConvolutionFwdAlgo_t(algo));
+            plan.solver_bytes = plan.forward->workspace_bytes(prob.packed());
+            break;
+        }
+        case CONVCORE_PASS_BACKWARD_DATA: {
+            prob = backward_problem(handle, xDesc, wDesc, convDesc, yDesc, true);
+            plan.data = &data_solver_for(prob, convcoreConvolutionBwdDataAlgo_t(algo));
+            plan.solver_bytes = plan.data->workspace_bytes(prob.packed());
+            break;
+        }
+        case CONVCORE_PASS_BACKWARD_FILTER: {
+            prob = backward_problem(handle, xDesc, wDesc, convDesc, yDesc, false);
+            plan.filter = &filter_solver_for(prob, convcoreConvolutionBwdFilterAlgo_t(algo));
+            plan.solver_bytes = plan.filter->workspace_bytes(prob.packed());
+            break;
+        }
+        default:
+            throw_bad_param("pass " + std::to_string(enum_int(pass)) + " is not a convcoreConvolutionPass_t");
+    }
+    staged_bytes(prob, pass, &plan.first_bytes, &plan.second_bytes);
+    return plan;
+}
+
+void staged_bytes(const ConvProblem& prob, convcoreConvolutionPass_t pass, size_t* first, size_t* second) {
+    const size_t x_bytes = prob.x_packed() ? 0 : size_t(prob.x_elems()) * prob.elem_size();
+    const size_t y_bytes = prob.y_packed() ? 0 : size_t(prob.y_elems()) * prob.elem_size();
+    *first = pass == CONVCORE_PASS_BACKWARD_DATA ? y_bytes : x_bytes;
+    *second = pass == CONVCORE_PASS_BACKWARD_DATA ? x_bytes : y_bytes;
+}
+
+size_t workspace_with_staging(const ConvProblem& prob, convcoreConvolutionPass_t pass, size_t solver_bytes) {
+    convcoreConvolutionPlanStruct plan;
+    plan.solver_bytes = solver_bytes;
+    staged_bytes(prob, pass, &plan.first_bytes, &plan.second_bytes);
+    return plan.workspace_bytes();
+}
+
+void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const void* in0, const void* in1,
+             const void* beta, void* out, void* workspace, size_t workspace_size) {
+    const ConvProblem& prob = plan.prob;
+    const PassNames names = names_of(plan.pass);
+    require(alpha, "alpha");
+    require(beta, "beta");
+    require(in0, names.in0);
+    require(in1, names.in1);
+    require(out, names.out);
+    const size_t total = plan.workspace_bytes();
+    if (total > 0 && workspace_size < total)
+        throw_bad_param("workspace: " + std::to_string(workspace_size) + " bytes given, " + algo_name(plan) +
+                        " needs " + std::to_string(total) + " for this problem (" + names.query + ")");
+    if (total > 0 && !workspace)
+        throw_bad_param("workspace is NULL but " + std::to_string(total) + " bytes are needed");
+    const size_t elem = prob.elem_size();
+    check_aligned(in0, elem, names.in0);
+    check_aligned(in1, elem, names.in1);
+    check_aligned(out, elem, names.out);
+    if (total > 0) check_aligned(workspace, elem, "workspace");
+
+    // The byte extents of the pass's tensors, and the output's distinct elements.
+    const int64_t w_extent = prob.w_elems() * int64_t(elem);
+    int64_t in0_extent = x_extent(prob), in1_extent = w_extent, out_extent = y_extent(prob);
+    if (plan.pass == CONVCORE_PASS_BACKWARD_DATA) {
+        in0_extent = y_extent(prob);
+        out_extent = x_extent(prob);
+    } else if (plan.pass == CONVCORE_PASS_BACKWARD_FILTER) {
+        in1_extent = y_extent(prob);
+        out_extent = w_extent;
+    }
+    if (plan.pass == CONVCORE_PASS_FORWARD) {
+        const int64_t dims[4] = {prob.n, prob.k, prob.p, prob.q};
+        if (!has_distinct_elements(dims, prob.y_strides))
+            throw_bad_param("y: its strides make elements overlap (an output needs distinct elements)");
+    } else if (plan.pass == CONVCORE_PASS_BACKWARD_DATA) {
+        const int64_t dims[4] = {prob.n, prob.c, prob.h, prob.w};
+        if (!has_distinct_elements(dims, prob.x_strides))
+            throw_bad_param("dx: its strides make elements overlap (an output needs distinct elements)");
+    }
+    if (ranges_overlap(out, out_extent, in0, in0_extent))
+        throw_bad_param(std::string(names.out) + " overlaps " + names.in0 + ": the output must be a separate buffer");
+    if (ranges_overlap(out, out_extent, in1, in1_extent))
+        throw_bad_param(std::string(names.out) + " overlaps " + names.in1 + ": the output must be a separate buffer");
+
+    double a, b;
+    if (prob.dtype == CONVCORE_DATA_DOUBLE) {
+        a = *static_cast<const double*>(alpha);
+        b = *static_cast<const double*>(beta);
+    } else {
+        a = *static_cast<const float*>(alpha);
+        b = *static_cast<const float*>(beta);
+    }
+
+    const Context& ctx = *plan.handle;
+    char* first = static_cast<char*>(workspace) + align_up(plan.solver_bytes);
+    char* second = first + align_up(plan.first_bytes);
+    void* solver_ws = plan.solver_bytes ? workspace : nullptr;
+    const ConvProblem packed = prob.packed();
+    switch (plan.pass) {
+        case CONVCORE_PASS_FORWARD: {
+            const void* x = in0;
+            if (plan.first_bytes) {
+                stage_in(ctx, elem, in0, x_view(prob), first);
+                x = first;
+            }
+            // A strided y: the solver writes a packed result, blended into y afterwards.
+            void* y = plan.second_bytes ? static_cast<void*>(second) : out;
+            plan.forward->run(ConvArgs{packed, ctx, x, in1, y, plan.second_bytes ? 1.0 : a,
+                                       plan.second_bytes ? 0.0 : b, solver_ws});
+            if (plan.second_bytes) stage_out(ctx, elem, second, out, y_view(prob), a, b);
+            break;
+        }
+        case CONVCORE_PASS_BACKWARD_DATA: {
+            const void* dy = in0;
+            if (plan.first_bytes) {
+                stage_in(ctx, elem, in0, y_view(prob), first);
+                dy = first;
+            }
+            void* dx = plan.second_bytes ? static_cast<void*>(second) : out;
+            plan.data->run(BwdDataArgs{packed, ctx, in1, dy, dx, plan.second_bytes ? 1.0 : a,
+                                       plan.second_bytes ? 0.0 : b, solver_ws});
+            if (plan.second_bytes) stage_out(ctx, elem, second, out, x_view(prob), a, b);
+            break;
+        }
+        case CONVCORE_PASS_BACKWARD_FILTER: {
+            const void* x = in0;
+            const void* dy = in1;
+            if (plan.first_bytes) {
+                stage_in(ctx, elem, in0, x_view(prob), first);
+                x = first;
+            }
+            if (plan.second_bytes) {
+                stage_in(ctx, elem, in1, y_view(prob), second);
+                dy = second;
+            }
+            plan.filter->run(BwdFilterArgs{packed, ctx, x, dy, out, a, b, solver_ws});
+            break;
+        }
+    }
+}
+
+}  // namespace api
+}  // namespace convcore
+
+namespace {
+
+// The algorithm a CONVCORE_PLAN_SELECT_* value chooses (Select in that mode, on its own buffers).
+int selected_algo(convcoreHandle_t handle, convcoreConvolutionPass_t pass, convcoreTensorDescriptor_t xDesc,
+                  convcoreFilterDescriptor_t wDesc, convcoreConvolutionDescriptor_t convDesc,
+                  convcoreTensorDescriptor_t yDesc, int select) {
+    const convcoreSelectMode_t mode = select == CONVCORE_PLAN_SELECT_HEURISTIC ? CONVCORE_SELECT_HEURISTIC
+                                      : select == CONVCORE_PLAN_SELECT_MEASURED ? CONVCORE_SELECT_MEASURED
+                                                                                : CONVCORE_SELECT_FIND;
+    convcoreStatus_t status = CONVCORE_STATUS_SUCCESS;
+    int algo = 0;
+    if (pass == CONVCORE_PASS_BACKWARD_DATA) {
+        convcoreConvolutionBwdDataAlgo_t a{};
+        status = convcoreSelectConvolutionBackwardDataAlgorithm(handle, wDesc, nullptr, yDesc, nullptr, convDesc,
+                                                                xDesc, nullptr, mode, &a);
+        algo = a;
+    } else if (pass == CONVCORE_PASS_BACKWARD_FILTER) {
+        convcoreConvolutionBwdFilterAlgo_t a{};
+        status = convcoreSelectConvolutionBackwardFilterAlgorithm(handle, xDesc, nullptr, yDesc, nullptr,
+                                                                  convDesc, wDesc, nullptr, mode, &a);
+        algo = a;
+    } else {
+        convcoreConvolutionFwdAlgo_t a{};
+        status = convcoreSelectConvolutionForwardAlgorithm(handle, xDesc, nullptr, wDesc, nullptr, convDesc, yDesc,
+                                                           nullptr, mode, &a);
+        algo = a;
+    }
+    if (status != CONVCORE_STATUS_SUCCESS) throw Error(status, convcoreGetLastErrorString());
+    return algo;
+}
+
+}  // namespace
+
+convcoreStatus_t convcoreCreateConvolutionPlan(convcoreHandle_t handle, convcoreConvolutionPass_t pass,
+                                               convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wDesc,
+                                               convcoreConvolutionDescriptor_t convDesc,
+                                               convcoreTensorDescriptor_t yDesc, int algo,
+                                               convcoreConvolutionPlan_t* plan) {
+    return guard([&] {
+        require(plan, "plan");
+        *plan = nullptr;
+        const int pass_value = enum_int(pass);
+        if (pass_value < CONVCORE_PASS_FORWARD || pass_value > CONVCORE_PASS_BACKWARD_FILTER)
+            throw_bad_param("pass " + std::to_string(pass_value) + " is not a convcoreConvolutionPass_t");
+        if (algo < 0) {
+            if (algo < CONVCORE_PLAN_SELECT_FIND)
+                throw_bad_param("algo " + std::to_string(algo) +
+                                " is neither an algorithm nor a CONVCORE_PLAN_SELECT_* value");
+            algo = selected_algo(handle, pass, xDesc, wDesc, convDesc, yDesc, algo);
+        }
+        auto made = std::make_unique<convcoreConvolutionPlanStruct>(
+            make_plan(handle, pass, xDesc, wDesc, convDesc, yDesc, algo));
+        *plan = made.release();
+    });
+}
+
+convcoreStatus_t convcoreDestroyConvolutionPlan(convcoreConvolutionPlan_t plan) {
+    return guard([&] { delete plan; });
+}
+
+convcoreStatus_t convcoreGetConvolutionPlanAlgorithm(convcoreConvolutionPlan_t plan, int* algo) {
+    return guard([&] {
+        require(plan, "plan");
+        require(algo, "algo");
+        *algo = plan->algo;
+    });
+}
+
+convcoreStatus_t convcoreGetConvolutionPlanWorkspaceSize(convcoreConvolutionPlan_t plan, size_t* sizeInBytes) {
+    return guard([&] {
+        require(plan, "plan");
+        require(sizeInBytes, "sizeInBytes");
+        *sizeInBytes = plan->workspace_bytes();
+    });
+}
+
+convcoreStatus_t convcoreExecuteConvolutionPlan(convcoreConvolutionPlan_t plan, const void* alpha, const void* in0,
+                                                const void* in1, const void* beta, void* out, void* workspace,
+                                                size_t workspaceSizeInBytes) {
+    return guard([&] {
+        require(plan, "plan");
+        execute(*plan, alpha, in0, in1, beta, out, workspace, workspaceSizeInBytes);
+    });
+}

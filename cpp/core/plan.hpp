@@ -1,0 +1,60 @@
+// Convolution plans (convcore.h, "plans"): one pass on fixed descriptors, validated and bound to
+// one solver once, then run with only the data pointers. The descriptor-style entry points
+// (convcoreConvolutionForward, ...BackwardData, ...BackwardFilter) build a plan on the stack and
+// execute it, so every pass has one set of run-time checks and one staging path.
+#pragma once
+#include <cstddef>
+
+#include "convcore/convcore.h"
+#include "core/problem.hpp"
+#include "core/solver.hpp"
+
+struct convcoreConvolutionPlanStruct {
+    convcoreHandle_t handle = nullptr;
+    convcoreConvolutionPass_t pass = CONVCORE_PASS_FORWARD;
+    convcore::ConvProblem prob;  // the descriptors' problem, with the caller's strides
+    int algo = 0;                // the pass's algorithm enum value
+    // Exactly one is set, by pass.
+    const convcore::Solver* forward = nullptr;
+    const convcore::BwdDataSolver* data = nullptr;
+    const convcore::BwdFilterSolver* filter = nullptr;
+    // Workspace layout: [solver's own][first staged tensor][second staged tensor]. The staged
+    // tensors are packed copies of strided ones: forward x and y, backward data dy and dx,
+    // backward filter x and dy.
+    size_t solver_bytes = 0, first_bytes = 0, second_bytes = 0;
+    size_t workspace_bytes() const;
+};
+
+namespace convcore {
+namespace api {
+
+// A validated plan for `algo` (the pass's enum value). Throws convcore::Error: BAD_PARAM for
+// bad descriptors or an algo out of range, NOT_SUPPORTED with the solver's reason.
+convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolutionPass_t pass,
+                                        convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wDesc,
+                                        convcoreConvolutionDescriptor_t convDesc,
+                                        convcoreTensorDescriptor_t yDesc, int algo);
+
+// The bytes of the two staged tensors of a pass (zero for a packed one), and a pass's whole
+// workspace for a solver that needs solver_bytes.
+void staged_bytes(const ConvProblem& prob, convcoreConvolutionPass_t pass, size_t* first, size_t* second);
+size_t workspace_with_staging(const ConvProblem& prob, convcoreConvolutionPass_t pass, size_t solver_bytes);
+
+// Runs a plan: out = alpha * pass(in0, in1) + beta * out. Forward: (x, w) -> y; backward data:
+// (dy, w) -> dx; backward filter: (x, dy) -> dw. Checks the pointers, the workspace, alignment
+// and overlaps; stages strided tensors.
+void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const void* in0, const void* in1,
+             const void* beta, void* out, void* workspace, size_t workspace_size);
+
+// Defined with the entry points of their pass (core/api.cpp, core/api_backward.cpp).
+ConvProblem forward_problem(convcoreHandle_t handle, convcoreTensorDescriptor_t x, convcoreFilterDescriptor_t w,
+                            convcoreConvolutionDescriptor_t conv, convcoreTensorDescriptor_t y);
+const Solver& forward_solver(const ConvProblem& prob, const convcoreConvolutionFwdAlgo_t& algo);
+// data: the problem of backward data (x is dx) or of backward filter (w is dw).
+ConvProblem backward_problem(convcoreHandle_t handle, const convcoreTensorStruct* x, const convcoreFilterStruct* w,
+                             convcoreConvolutionDescriptor_t conv, const convcoreTensorStruct* dy, bool data);
+const BwdDataSolver& data_solver_for(const ConvProblem& prob, const convcoreConvolutionBwdDataAlgo_t& algo);
+const BwdFilterSolver& filter_solver_for(const ConvProblem& prob, const convcoreConvolutionBwdFilterAlgo_t& algo);
+
+}  // namespace api
+}  // namespace convcore

@@ -1,0 +1,468 @@
+// Convolution plans (convcore.h "plans") on the CPU: every pass and every applicable algorithm
+// through a plan, against the float64 reference and bit for bit against the descriptor-style
+// call; strided tensors; repeated runs; descriptors copied at creation; the
+// CONVCORE_PLAN_SELECT_* values; workspace, argument and NOT_SUPPORTED errors; one plan run
+// from several threads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <random>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "convcore/convcore.h"
+#include "convcore/convcore.hpp"
+#include "reference.hpp"
+
+using namespace convcore_test;
+
+namespace {
+
+#define CC_ASSERT_OK(call) \
+    ASSERT_EQ((call), CONVCORE_STATUS_SUCCESS) << #call << ": " << convcoreGetLastErrorString()
+
+// The float64 gradients, straight from the definition (as reference_conv).
+std::vector<double> reference_grad_x(const Shape& p, const std::vector<double>& w, const std::vector<double>& dy) {
+    const int64_t P = p.out_h(), Q = p.out_w(), cg = p.c / p.groups, kg = p.k / p.groups;
+    std::vector<double> dx(size_t(p.n * p.c * p.h * p.w), 0.0);
+    for (int64_t n = 0; n < p.n; ++n)
+        for (int64_t k = 0; k < p.k; ++k)
+            for (int64_t i = 0; i < P; ++i)
+                for (int64_t j = 0; j < Q; ++j)
+                    for (int64_t c = 0; c < cg; ++c)
+                        for (int64_t r = 0; r < p.r; ++r)
+                            for (int64_t s = 0; s < p.s; ++s) {
+                                const int64_t ih = i * p.stride_h - p.pad_h + r * p.dil_h;
+                                const int64_t iw = j * p.stride_w - p.pad_w + s * p.dil_w;
+                                if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w) continue;
+                                const int64_t cin = (k / kg) * cg + c;
+                                dx[((n * p.c + cin) * p.h + ih) * p.w + iw] +=
+                                    dy[((n * p.k + k) * P + i) * Q + j] * w[((k * cg + c) * p.r + r) * p.s + s];
+                            }
+    return dx;
+}
+
+std::vector<double> reference_grad_w(const Shape& p, const std::vector<double>& x, const std::vector<double>& dy) {
+    const int64_t P = p.out_h(), Q = p.out_w(), cg = p.c / p.groups, kg = p.k / p.groups;
+    std::vector<double> dw(size_t(p.k * cg * p.r * p.s), 0.0);
+    for (int64_t n = 0; n < p.n; ++n)
+        for (int64_t k = 0; k < p.k; ++k)
+            for (int64_t i = 0; i < P; ++i)
+                for (int64_t j = 0; j < Q; ++j)
+                    for (int64_t c = 0; c < cg; ++c)
+                        for (int64_t r = 0; r < p.r; ++r)
+                            for (int64_t s = 0; s < p.s; ++s) {
+                                const int64_t ih = i * p.stride_h - p.pad_h + r * p.dil_h;
+                                const int64_t iw = j * p.stride_w - p.pad_w + s * p.dil_w;
+                                if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w) continue;
+                                const int64_t cin = (k / kg) * cg + c;
+                                dw[((k * cg + c) * p.r + r) * p.s + s] +=
+                                    dy[((n * p.k + k) * P + i) * Q + j] * x[((n * p.c + cin) * p.h + ih) * p.w + iw];
+                            }
+    return dw;
+}
+
+// A float32 problem; x and y are strided (a gap after each row) when `strided`.
+struct Problem {
+    Shape shape;
+    bool strided = false;
+    convcoreHandle_t handle = nullptr;
+    convcoreTensorDescriptor_t x = nullptr, y = nullptr;
+    convcoreFilterDescriptor_t w = nullptr;
+    convcoreConvolutionDescriptor_t conv = nullptr;
+    int64_t x_row = 0, y_row = 0;  // row strides (elements)
+
+    Problem(const Shape& s, bool strided_tensors) : shape(s), strided(strided_tensors) {
+        EXPECT_EQ(convcoreCreate(&handle), CONVCORE_STATUS_SUCCESS);
+        EXPECT_EQ(convcoreCreateTensorDescriptor(&x), CONVCORE_STATUS_SUCCESS);
+        EXPECT_EQ(convcoreCreateTensorDescriptor(&y), CONVCORE_STATUS_SUCCESS);
+        EXPECT_EQ(convcoreCreateFilterDescriptor(&w), CONVCORE_STATUS_SUCCESS);
+        EXPECT_EQ(convcoreCreateConvolutionDescriptor(&conv), CONVCORE_STATUS_SUCCESS);
+        const int64_t P = s.out_h(), Q = s.out_w();
+        x_row = s.w + (strided ? 3 : 0);
+        y_row = Q + (strided ? 2 : 0);
+        EXPECT_EQ(convcoreSetTensor4dDescriptorEx(x, CONVCORE_DATA_FLOAT, s.n, s.c, s.h, s.w, s.c * s.h * x_row,
+                                                  s.h * x_row, x_row, 1),
+                  CONVCORE_STATUS_SUCCESS);
+        EXPECT_EQ(convcoreSetTensor4dDescriptorEx(y, CONVCORE_DATA_FLOAT, s.n, s.k, P, Q, s.k * P * y_row, P * y_row,
+                                                  y_row, 1),
+                  CONVCORE_STATUS_SUCCESS);
+        EXPECT_EQ(convcoreSetFilter4dDescriptor(w, CONVCORE_DATA_FLOAT, s.k, s.c / s.groups, s.r, s.s),
+                  CONVCORE_STATUS_SUCCESS);
+        EXPECT_EQ(convcoreSetConvolution2dDescriptor(conv, s.pad_h, s.pad_w, s.stride_h, s.stride_w, s.dil_h,
+                                                     s.dil_w, s.flip ? CONVCORE_CONVOLUTION : CONVCORE_CROSS_CORRELATION),
+                  CONVCORE_STATUS_SUCCESS);
+        EXPECT_EQ(convcoreSetConvolutionGroupCount(conv, s.groups), CONVCORE_STATUS_SUCCESS);
+    }
+    ~Problem() {
+        convcoreDestroyTensorDescriptor(x);
+        convcoreDestroyTensorDescriptor(y);
+        convcoreDestroyFilterDescriptor(w);
+        convcoreDestroyConvolutionDescriptor(conv);
+        convcoreDestroy(handle);
+    }
+    Problem(const Problem&) = delete;
+    Problem& operator=(const Problem&) = delete;
+
+    size_t x_size() const { return size_t(shape.n * shape.c * shape.h * x_row); }
+    size_t y_size() const { return size_t(shape.n * shape.k * shape.out_h() * y_row); }
+    size_t w_size() const { return size_t(shape.k * (shape.c / shape.groups) * shape.r * shape.s); }
+    // Packed (reference) index -> the strided buffer's index.
+    size_t x_at(size_t i) const { return i / size_t(shape.w) * size_t(x_row) + i % size_t(shape.w); }
+    size_t y_at(size_t i) const { return i / size_t(shape.out_w()) * size_t(y_row) + i % size_t(shape.out_w()); }
+};
+
+// Packed float64 values into a strided float32 buffer (gaps NaN), and back.
+std::vector<float> spread(const std::vector<double>& packed, size_t size, size_t (Problem::*at)(size_t) const,
+                          const Problem& p) {
+    std::vector<float> out(size, std::nanf(""));
+    for (size_t i = 0; i < packed.size(); ++i) out[(p.*at)(i)] = float(packed[i]);
+    return out;
+}
+std::vector<double> gather(const std::vector<float>& strided, size_t count, size_t (Problem::*at)(size_t) const,
+                           const Problem& p) {
+    std::vector<double> out(count);
+    for (size_t i = 0; i < count; ++i) out[i] = strided[(p.*at)(i)];
+    return out;
+}
+
+int algo_count(convcoreConvolutionPass_t pass) {
+    if (pass == CONVCORE_PASS_FORWARD) return CONVCORE_FWD_ALGO_COUNT;
+    if (pass == CONVCORE_PASS_BACKWARD_DATA) return CONVCORE_BWD_DATA_ALGO_COUNT;
+    return CONVCORE_BWD_FILTER_ALGO_COUNT;
+}
+
+// The pass's descriptor-style call, for comparison.
+convcoreStatus_t descriptor_call(const Problem& p, convcoreConvolutionPass_t pass, int algo, const float* x,
+                                 const float* w, const float* y, float* out, void* ws, size_t ws_bytes) {
+    const float one = 1.0f, zero = 0.0f;
+    if (pass == CONVCORE_PASS_FORWARD)
+        return convcoreConvolutionForward(p.handle, &one, p.x, x, p.w, w, p.conv, convcoreConvolutionFwdAlgo_t(algo),
+                                          ws, ws_bytes, &zero, p.y, out);
+    if (pass == CONVCORE_PASS_BACKWARD_DATA)
+        return convcoreConvolutionBackwardData(p.handle, &one, p.w, w, p.y, y, p.conv,
+                                               convcoreConvolutionBwdDataAlgo_t(algo), ws, ws_bytes, &zero, p.x, out);
+    return convcoreConvolutionBackwardFilter(p.handle, &one, p.x, x, p.y, y, p.conv,
+                                             convcoreConvolutionBwdFilterAlgo_t(algo), ws, ws_bytes, &zero, p.w, out);
+}
+
+class PlanPasses : public ::testing::TestWithParam<convcoreConvolutionPass_t> {};
+
+// Every applicable algorithm of the pass: the plan's result matches the float64 reference and,
+// bit for bit, the descriptor-style call; a second run gives the same bits.
+TEST_P(PlanPasses, EveryAlgorithmMatchesTheReferenceAndTheDescriptorCall) {
+    const convcoreConvolutionPass_t pass = GetParam();
+    std::mt19937 rng(31 + int(pass));
+    const Shape shapes[] = {
+        {2, 6, 11, 10, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},  // 3x3 stride 1: every family applies
+        {1, 4, 13, 9, 6, 3, 2, 0, 1, 2, 1, 1, 2, 2, true},    // stride, dilation, groups, convolution
+    };
+    for (const Shape& s : shapes) {
+        for (bool strided : {false, true}) {
+            SCOPED_TRACE("shape " + std::to_string(s.c) + "x" + std::to_string(s.h) + "x" + std::to_string(s.w) +
+                         (strided ? " strided" : " packed"));
+            Problem p(s, strided);
+            const size_t x_count = size_t(s.n * s.c * s.h * s.w), y_count = size_t(s.n * s.k * s.out_h() * s.out_w());
+            const auto x64 = random_vector(x_count, rng), w64 = random_vector(p.w_size(), rng),
+                       y64 = random_vector(y_count, rng);
+            // float-rounded inputs for the reference
+            std::vector<double> xr(x64.size()), wr(w64.size()), yr(y64.size());
+            for (size_t i = 0; i < xr.size(); ++i) xr[i] = float(x64[i]);
+            for (size_t i = 0; i < wr.size(); ++i) wr[i] = float(w64[i]);
+            for (size_t i = 0; i < yr.size(); ++i) yr[i] = float(y64[i]);
+            const std::vector<float> x = spread(xr, p.x_size(), &Problem::x_at, p);
+            const std::vector<float> y = spread(yr, p.y_size(), &Problem::y_at, p);
+            const std::vector<float> w(wr.begin(), wr.end());
+            std::vector<double> expected;
+            size_t out_size = 0;
+            if (pass == CONVCORE_PASS_FORWARD) {
+                expected = reference_conv(s, xr, wr);
+                out_size = p.y_size();
+            } else if (pass == CONVCORE_PASS_BACKWARD_DATA) {
+                Shape cross = s;  // the gradient of a true convolution uses the flipped filter
+                std::vector<double> wf = wr;
+                if (s.flip) {
+                    const int64_t taps = s.r * s.s;
+                    for (size_t f = 0; f < wr.size() / size_t(taps); ++f)
+                        for (int64_t t = 0; t < taps; ++t) wf[f * size_t(taps) + size_t(t)] = wr[f * size_t(taps) + size_t(taps - 1 - t)];
+                }
+                cross.flip = false;
+                expected = reference_grad_x(cross, wf, yr);
+                out_size = p.x_size();
+            } else {
+                Shape cross = s;
+                cross.flip = false;
+                expected = reference_grad_w(cross, xr, yr);
+                if (s.flip) {
+                    const int64_t taps = s.r * s.s;
+                    std::vector<double> flipped = expected;
+                    for (size_t f = 0; f < expected.size() / size_t(taps); ++f)
+                        for (int64_t t = 0; t < taps; ++t)
+                            flipped[f * size_t(taps) + size_t(t)] = expected[f * size_t(taps) + size_t(taps - 1 - t)];
+                    expected = flipped;
+                }
+                out_size = p.w_size();
+            }
+            int ran = 0;
+            for (int algo = 0; algo < algo_count(pass); ++algo) {
+                convcoreConvolutionPlan_t plan = reinterpret_cast<convcoreConvolutionPlan_t>(1);
+                const convcoreStatus_t st = convcoreCreateConvolutionPlan(p.handle, pass, p.x, p.w, p.conv, p.y, algo, &plan);
+                if (st == CONVCORE_STATUS_NOT_SUPPORTED) {
+                    EXPECT_EQ(plan, nullptr);
+                    EXPECT_STRNE(convcoreGetLastErrorString(), "");
+                    continue;
+                }
+                CC_ASSERT_OK(st);
+                int got = -1;
+                size_t ws_bytes = 1;
+                CC_ASSERT_OK(convcoreGetConvolutionPlanAlgorithm(plan, &got));
+                EXPECT_EQ(got, algo);
+                CC_ASSERT_OK(convcoreGetConvolutionPlanWorkspaceSize(plan, &ws_bytes));
+                std::vector<double> ws(ws_bytes / sizeof(double) + 1);
+                const float one = 1.0f, zero = 0.0f;
+                const float* in0 = pass == CONVCORE_PASS_BACKWARD_DATA ? y.data() : x.data();
+                const float* in1 = pass == CONVCORE_PASS_BACKWARD_FILTER ? y.data() : w.data();
+                std::vector<float> first(out_size, std::nanf("")), second = first, direct = first;
+                CC_ASSERT_OK(convcoreExecuteConvolutionPlan(plan, &one, in0, in1, &zero, first.data(), ws.data(), ws_bytes));
+                CC_ASSERT_OK(convcoreExecuteConvolutionPlan(plan, &one, in0, in1, &zero, second.data(), ws.data(), ws_bytes));
+                CC_ASSERT_OK(descriptor_call(p, pass, algo, x.data(), w.data(), y.data(), direct.data(), ws.data(), ws_bytes));
+                CC_ASSERT_OK(convcoreDestroyConvolutionPlan(plan));
+                std::vector<double> result;
+                if (pass == CONVCORE_PASS_FORWARD)
+                    result = gather(first, expected.size(), &Problem::y_at, p);
+                else if (pass == CONVCORE_PASS_BACKWARD_DATA)
+                    result = gather(first, expected.size(), &Problem::x_at, p);
+                else
+                    result = std::vector<double>(first.begin(), first.end());
+                // The loosest float32 bound among the algorithms (the FFT family's, docs/accuracy.md).
+                EXPECT_LT(relative_error(result, expected), 1e-4) << "algo " << algo;
+                for (size_t i = 0; i < out_size; ++i) {
+                    if (std::isnan(first[i]) && std::isnan(direct[i])) continue;  // a gap of a strided output
+                    ASSERT_EQ(first[i], second[i]) << "algo " << algo << ": a second run differs at " << i;
+                    ASSERT_EQ(first[i], direct[i]) << "algo " << algo << ": the descriptor call differs at " << i;
+                }
+                ++ran;
+            }
+            EXPECT_GE(ran, 3) << "the classic algorithms apply to every problem";
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Plan, PlanPasses,
+                         ::testing::Values(CONVCORE_PASS_FORWARD, CONVCORE_PASS_BACKWARD_DATA,
+                                           CONVCORE_PASS_BACKWARD_FILTER),
+                         [](const auto& info) {
+                             return info.param == CONVCORE_PASS_FORWARD         ? std::string("Forward")
+                                    : info.param == CONVCORE_PASS_BACKWARD_DATA ? std::string("BackwardData")
+                                                                                : std::string("BackwardFilter");
+                         });
+
+const Shape kSmall{1, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, false};
+
+TEST(Plan, DescriptorsAreCopiedAtCreation) {
+    Problem p(kSmall, false);
+    std::mt19937 rng(5);
+    const auto x64 = random_vector(p.x_size(), rng), w64 = random_vector(p.w_size(), rng);
+    const std::vector<float> x(x64.begin(), x64.end()), w(w64.begin(), w64.end());
+    convcoreConvolutionPlan_t plan = nullptr;
+    CC_ASSERT_OK(convcoreCreateConvolutionPlan(p.handle, CONVCORE_PASS_FORWARD, p.x, p.w, p.conv, p.y,
+                                               CONVCORE_FWD_ALGO_DIRECT, &plan));
+    const float one = 1.0f, zero = 0.0f;
+    std::vector<float> before(p.y_size()), after(p.y_size());
+    CC_ASSERT_OK(convcoreExecuteConvolutionPlan(plan, &one, x.data(), w.data(), &zero, before.data(), nullptr, 0));
+    // Another padding and stride on the descriptor: the plan keeps the problem it was made for.
+    CC_ASSERT_OK(convcoreSetConvolution2dDescriptor(p.conv, 0, 0, 2, 2, 1, 1, CONVCORE_CROSS_CORRELATION));
+    CC_ASSERT_OK(convcoreExecuteConvolutionPlan(plan, &one, x.data(), w.data(), &zero, after.data(), nullptr, 0));
+    EXPECT_EQ(before, after);
+    std::vector<double> xr(x.begin(), x.end()), wr(w.begin(), w.end());
+    EXPECT_LT(relative_error(std::vector<double>(before.begin(), before.end()), reference_conv(kSmall, xr, wr)), 1e-6);
+    CC_ASSERT_OK(convcoreDestroyConvolutionPlan(plan));
+}
+
+TEST(Plan, SelectValuesChooseAsSelectDoes) {
+    setenv("CONVCORE_FIND_DB", "off", 1);
+    Problem p(kSmall, false);
+    const struct {
+        int select;
+        convcoreSelectMode_t mode;
+    } modes[] = {{CONVCORE_PLAN_SELECT_HEURISTIC, CONVCORE_SELECT_HEURISTIC},
+                 {CONVCORE_PLAN_SELECT_MEASURED, CONVCORE_SELECT_MEASURED},
+                 {CONVCORE_PLAN_SELECT_FIND, CONVCORE_SELECT_FIND}};
+    for (const auto& m : modes) {
+        for (convcoreConvolutionPass_t pass :
+             {CONVCORE_PASS_FORWARD, CONVCORE_PASS_BACKWARD_DATA, CONVCORE_PASS_BACKWARD_FILTER}) {
+            convcoreConvolutionPlan_t plan = nullptr;
+            CC_ASSERT_OK(convcoreCreateConvolutionPlan(p.handle, pass, p.x, p.w, p.conv, p.y, m.select, &plan));
+            int chosen = -1;
+            CC_ASSERT_OK(convcoreGetConvolutionPlanAlgorithm(plan, &chosen));
+            CC_ASSERT_OK(convcoreDestroyConvolutionPlan(plan));
+            int selected = -2;  // Select's decision for the same problem (cached in the process)
+            if (pass == CONVCORE_PASS_FORWARD) {
+                convcoreConvolutionFwdAlgo_t a{};
+                CC_ASSERT_OK(convcoreSelectConvolutionForwardAlgorithm(p.handle, p.x, nullptr, p.w, nullptr, p.conv, p.y,
+                                                                       nullptr, m.mode, &a));
+                selected = a;
+            } else if (pass == CONVCORE_PASS_BACKWARD_DATA) {
+                convcoreConvolutionBwdDataAlgo_t a{};
+                CC_ASSERT_OK(convcoreSelectConvolutionBackwardDataAlgorithm(p.handle, p.w, nullptr, p.y, nullptr,
+                                                                            p.conv, p.x, nullptr, m.mode, &a));
+                selected = a;
+            } else {
+                convcoreConvolutionBwdFilterAlgo_t a{};
+                CC_ASSERT_OK(convcoreSelectConvolutionBackwardFilterAlgorithm(p.handle, p.x, nullptr, p.y, nullptr,
+                                                                              p.conv, p.w, nullptr, m.mode, &a));
+                selected = a;
+            }
+            EXPECT_EQ(chosen, selected) << "pass " << pass << ", select " << m.select;
+        }
+    }
+    unsetenv("CONVCORE_FIND_DB");
+}
+
+TEST(Plan, WorkspaceIsTheDescriptorQueryAndIsChecked) {
+    Problem p(kSmall, true);  // strided: staging adds to the solver's own workspace
+    convcoreConvolutionPlan_t plan = nullptr;
+    CC_ASSERT_OK(convcoreCreateConvolutionPlan(p.handle, CONVCORE_PASS_FORWARD, p.x, p.w, p.conv, p.y,
+                                               CONVCORE_FWD_ALGO_IM2COL_GEMM, &plan));
+    size_t plan_bytes = 0, query_bytes = 0;
+    CC_ASSERT_OK(convcoreGetConvolutionPlanWorkspaceSize(plan, &plan_bytes));
+    CC_ASSERT_OK(convcoreGetConvolutionForwardWorkspaceSize(p.handle, p.x, p.w, p.conv, p.y,
+                                                            CONVCORE_FWD_ALGO_IM2COL_GEMM, &query_bytes));
+    EXPECT_EQ(plan_bytes, query_bytes);
+    ASSERT_GT(plan_bytes, 0u);
+    std::vector<float> x(p.x_size(), 1.0f), w(p.w_size(), 1.0f), y(p.y_size());
+    std::vector<double> ws(plan_bytes / sizeof(double) + 1);
+    const float one = 1.0f, zero = 0.0f;
+    EXPECT_EQ(convcoreExecuteConvolutionPlan(plan, &one, x.data(), w.data(), &zero, y.data(), ws.data(), plan_bytes - 1),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_NE(std::string(convcoreGetLastErrorString()).find("convcoreGetConvolutionForwardWorkspaceSize"),
+              std::string::npos)
+        << convcoreGetLastErrorString();
+    EXPECT_EQ(convcoreExecuteConvolutionPlan(plan, &one, x.data(), w.data(), &zero, y.data(), nullptr, plan_bytes),
+              CONVCORE_STATUS_BAD_PARAM);
+    CC_ASSERT_OK(convcoreExecuteConvolutionPlan(plan, &one, x.data(), w.data(), &zero, y.data(), ws.data(), plan_bytes));
+    CC_ASSERT_OK(convcoreDestroyConvolutionPlan(plan));
+}
+
+TEST(Plan, BadArgumentsAreNamed) {
+    Problem p(kSmall, false);
+    convcoreConvolutionPlan_t plan = reinterpret_cast<convcoreConvolutionPlan_t>(1);
+    EXPECT_EQ(convcoreCreateConvolutionPlan(p.handle, CONVCORE_PASS_FORWARD, p.x, p.w, p.conv, p.y, 0, nullptr),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_STREQ(convcoreGetLastErrorString(), "plan is NULL");
+    EXPECT_EQ(convcoreCreateConvolutionPlan(p.handle, convcoreConvolutionPass_t(3), p.x, p.w, p.conv, p.y, 0, &plan),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_EQ(plan, nullptr);
+    EXPECT_NE(std::string(convcoreGetLastErrorString()).find("pass 3"), std::string::npos);
+    EXPECT_EQ(convcoreCreateConvolutionPlan(p.handle, CONVCORE_PASS_FORWARD, p.x, p.w, p.conv, p.y, -4, &plan),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_EQ(convcoreCreateConvolutionPlan(p.handle, CONVCORE_PASS_BACKWARD_DATA, p.x, p.w, p.conv, p.y,
+                                            CONVCORE_BWD_DATA_ALGO_COUNT, &plan),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_NE(std::string(convcoreGetLastErrorString()).find("convcoreConvolutionBwdDataAlgo_t"), std::string::npos)
+        << convcoreGetLastErrorString();
+    EXPECT_EQ(convcoreCreateConvolutionPlan(nullptr, CONVCORE_PASS_FORWARD, p.x, p.w, p.conv, p.y, 0, &plan),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_STREQ(convcoreGetLastErrorString(), "handle is NULL");
+    // A 5x5 filter: Winograd F(2x2, 3x3) cannot run it, and says why.
+    Shape five = kSmall;
+    five.r = five.s = 5;
+    five.pad_h = five.pad_w = 2;
+    Problem q(five, false);
+    EXPECT_EQ(convcoreCreateConvolutionPlan(q.handle, CONVCORE_PASS_FORWARD, q.x, q.w, q.conv, q.y,
+                                            CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3, &plan),
+              CONVCORE_STATUS_NOT_SUPPORTED);
+    EXPECT_EQ(plan, nullptr);
+    EXPECT_NE(std::string(convcoreGetLastErrorString()).find("WINOGRAD"), std::string::npos);
+
+    CC_ASSERT_OK(convcoreCreateConvolutionPlan(p.handle, CONVCORE_PASS_BACKWARD_DATA, p.x, p.w, p.conv, p.y,
+                                               CONVCORE_BWD_DATA_ALGO_DIRECT, &plan));
+    std::vector<float> x(p.x_size()), w(p.w_size()), y(p.y_size());
+    const float one = 1.0f, zero = 0.0f;
+    EXPECT_EQ(convcoreExecuteConvolutionPlan(plan, &one, nullptr, w.data(), &zero, x.data(), nullptr, 0),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_STREQ(convcoreGetLastErrorString(), "dy is NULL");
+    EXPECT_EQ(convcoreExecuteConvolutionPlan(plan, &one, y.data(), w.data(), &zero, nullptr, nullptr, 0),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_STREQ(convcoreGetLastErrorString(), "dx is NULL");
+    EXPECT_EQ(convcoreExecuteConvolutionPlan(plan, nullptr, y.data(), w.data(), &zero, x.data(), nullptr, 0),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_STREQ(convcoreGetLastErrorString(), "alpha is NULL");
+    EXPECT_EQ(convcoreExecuteConvolutionPlan(plan, &one, y.data(), w.data(), &zero, y.data(), nullptr, 0),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_NE(std::string(convcoreGetLastErrorString()).find("dx overlaps dy"), std::string::npos)
+        << convcoreGetLastErrorString();
+    CC_ASSERT_OK(convcoreDestroyConvolutionPlan(plan));
+    EXPECT_EQ(convcoreExecuteConvolutionPlan(nullptr, &one, y.data(), w.data(), &zero, x.data(), nullptr, 0),
+              CONVCORE_STATUS_BAD_PARAM);
+    int algo = 0;
+    size_t bytes = 0;
+    EXPECT_EQ(convcoreGetConvolutionPlanAlgorithm(nullptr, &algo), CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_EQ(convcoreGetConvolutionPlanWorkspaceSize(nullptr, &bytes), CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_EQ(convcoreDestroyConvolutionPlan(nullptr), CONVCORE_STATUS_SUCCESS);
+}
+
+// One plan, several threads, each with its own output: the results are the single-thread ones.
+TEST(Plan, OnePlanRunsFromSeveralThreads) {
+    Problem p(Shape{2, 8, 14, 14, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, false}, false);
+    std::mt19937 rng(9);
+    const auto x64 = random_vector(p.x_size(), rng), w64 = random_vector(p.w_size(), rng);
+    const std::vector<float> x(x64.begin(), x64.end()), w(w64.begin(), w64.end());
+    convcoreConvolutionPlan_t plan = nullptr;
+    CC_ASSERT_OK(convcoreCreateConvolutionPlan(p.handle, CONVCORE_PASS_FORWARD, p.x, p.w, p.conv, p.y,
+                                               CONVCORE_FWD_ALGO_IM2COL_GEMM, &plan));
+    size_t ws_bytes = 0;
+    CC_ASSERT_OK(convcoreGetConvolutionPlanWorkspaceSize(plan, &ws_bytes));
+    const float one = 1.0f, zero = 0.0f;
+    std::vector<double> ws0(ws_bytes / sizeof(double) + 1);
+    std::vector<float> expected(p.y_size());
+    CC_ASSERT_OK(convcoreExecuteConvolutionPlan(plan, &one, x.data(), w.data(), &zero, expected.data(), ws0.data(), ws_bytes));
+    constexpr int kThreads = 4;
+    std::vector<std::vector<float>> outs(kThreads, std::vector<float>(p.y_size()));
+    std::vector<convcoreStatus_t> status(kThreads, CONVCORE_STATUS_SUCCESS);
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t)
+        threads.emplace_back([&, t] {
+            std::vector<double> ws(ws_bytes / sizeof(double) + 1);
+            for (int rep = 0; rep < 3 && status[t] == CONVCORE_STATUS_SUCCESS; ++rep)
+                status[t] = convcoreExecuteConvolutionPlan(plan, &one, x.data(), w.data(), &zero, outs[t].data(),
+                                                           ws.data(), ws_bytes);
+        });
+    for (std::thread& t : threads) t.join();
+    for (int t = 0; t < kThreads; ++t) {
+        EXPECT_EQ(status[t], CONVCORE_STATUS_SUCCESS);
+        EXPECT_EQ(outs[t], expected) << "thread " << t;
+    }
+    CC_ASSERT_OK(convcoreDestroyConvolutionPlan(plan));
+}
+
+TEST(Plan, CppWrapperOwnsThePlan) {
+    convcore::Handle h;
+    convcore::TensorDesc x(CONVCORE_DATA_DOUBLE, 1, 2, 6, 6), y(CONVCORE_DATA_DOUBLE, 1, 3, 6, 6);
+    convcore::FilterDesc w(CONVCORE_DATA_DOUBLE, 3, 2, 3, 3);
+    convcore::ConvDesc conv(1);
+    convcore::Plan plan(h, CONVCORE_PASS_FORWARD, x, w, conv, y, CONVCORE_FWD_ALGO_IM2COL_GEMM);
+    EXPECT_EQ(plan.algorithm(), CONVCORE_FWD_ALGO_IM2COL_GEMM);
+    convcore::Plan moved = std::move(plan);
+    EXPECT_EQ(static_cast<convcoreConvolutionPlan_t>(plan), nullptr);
+    std::mt19937 rng(3);
+    const std::vector<double> xv = random_vector(72, rng), wv = random_vector(54, rng);
+    std::vector<double> yv(108), ws(moved.workspace_size() / sizeof(double) + 1);
+    const double one = 1.0, zero = 0.0;
+    moved.execute(&one, xv.data(), wv.data(), &zero, yv.data(), ws.data(), ws.size() * sizeof(double));
+    EXPECT_LT(relative_error(yv, reference_conv(Shape{1, 2, 6, 6, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, false}, xv, wv)),
+              1e-13);
+    try {
+        moved.execute(&one, xv.data(), wv.data(), &zero, nullptr);
+        FAIL() << "a NULL y must throw";
+    } catch (const convcore::Exception& e) {
+        EXPECT_EQ(e.status(), CONVCORE_STATUS_BAD_PARAM);
+        EXPECT_NE(std::string(e.what()).find("y is NULL"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(convcore::Plan(h, CONVCORE_PASS_FORWARD, x, w, conv, y, 99), convcore::Exception);
+}
+
+}  // namespace
