@@ -4,6 +4,7 @@
 #include "core/plan.hpp"
 
 #include <algorithm>
+#include <cstdlib>
 #include <memory>
 #include <new>
 #include <string>
@@ -203,8 +204,9 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
             }
             // A strided y: the solver writes a packed result, blended into y afterwards.
             void* y = plan.second_bytes ? static_cast<void*>(second) : out;
+            const void* prepared = in1 == plan.prepared_for ? plan.prepared.get() : nullptr;
             plan.forward->run(ConvArgs{packed, ctx, x, in1, y, plan.second_bytes ? 1.0 : a,
-                                       plan.second_bytes ? 0.0 : b, solver_ws});
+                                       plan.second_bytes ? 0.0 : b, solver_ws, prepared});
             if (plan.second_bytes) stage_out(ctx, elem, second, out, y_view(prob), a, b);
             break;
         }
@@ -322,5 +324,32 @@ convcoreStatus_t convcoreExecuteConvolutionPlan(convcoreConvolutionPlan_t plan, 
     return guard([&] {
         require(plan, "plan");
         execute(*plan, alpha, in0, in1, beta, out, workspace, workspaceSizeInBytes);
+    });
+}
+
+convcoreStatus_t convcorePrepareConvolutionPlanFilters(convcoreConvolutionPlan_t plan, const void* w,
+                                                       size_t* preparedBytes) {
+    return guard([&] {
+        require(plan, "plan");
+        require(w, "w");
+        if (preparedBytes) *preparedBytes = 0;
+        plan->prepared.reset();
+        plan->prepared_bytes = 0;
+        plan->prepared_for = nullptr;
+        const Solver* solver = plan->forward;
+        if (!solver || !solver->prepare_filter || plan->handle->device != CONVCORE_DEVICE_CPU) return;
+        check_aligned(w, plan->prob.elem_size(), "w");
+        const ConvProblem packed = plan->prob.packed();
+        const size_t bytes = solver->prepared_filter_bytes(packed);
+        if (bytes == 0) return;
+        void* storage = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+        if (!storage) throw Error(CONVCORE_STATUS_ALLOC_FAILED, "could not allocate " + std::to_string(bytes) +
+                                                                    " bytes for the prepared filters");
+        std::shared_ptr<void> prepared(storage, std::free);
+        solver->prepare_filter(packed, *plan->handle, w, prepared.get());
+        plan->prepared = std::move(prepared);
+        plan->prepared_bytes = bytes;
+        plan->prepared_for = w;
+        if (preparedBytes) *preparedBytes = bytes;
     });
 }

@@ -4,6 +4,7 @@
 // execute it, so every pass has one set of run-time checks and one staging path.
 #pragma once
 #include <cstddef>
+#include <memory>
 
 #include "convcore/convcore.h"
 #include "core/problem.hpp"
@@ -23,6 +24,11 @@ struct convcoreConvolutionPlanStruct {
     // backward filter x and dy.
     size_t solver_bytes = 0, first_bytes = 0, second_bytes = 0;
     size_t workspace_bytes() const;
+    // The filters at prepared_for, transformed by the solver (convcorePrepareConvolutionPlanFilters):
+    // executions with in1 == prepared_for use them instead of transforming w again.
+    std::shared_ptr<void> prepared;
+    size_t prepared_bytes = 0;
+    const void* prepared_for = nullptr;
 };
 
 namespace convcore {

@@ -20,6 +20,9 @@ struct ConvArgs {
     void* y;        // N x K x P x Q: y = alpha * conv(x, w) + beta * y (beta == 0: never read)
     double alpha, beta;
     void* workspace;  // workspace_bytes(prob) bytes, or null when that is 0
+    // The filters already transformed by the solver's prepare_filter (a plan's prepared
+    // filters for this w), or null: then the run transforms w itself.
+    const void* prepared_filter = nullptr;
 };
 
 struct Solver {
@@ -32,6 +35,11 @@ struct Solver {
     size_t (*workspace_bytes)(const ConvProblem& prob);
     // Runs the problem; throws convcore::Error on failure.
     void (*run)(const ConvArgs& args);
+    // Optional, for solvers that transform the filters (a plan prepares them once, for
+    // inference): the bytes of the transformed filters (0: nothing to prepare for this
+    // problem), and the transform of w into `out` (64-byte aligned), as run would make it.
+    size_t (*prepared_filter_bytes)(const ConvProblem& prob) = nullptr;
+    void (*prepare_filter)(const ConvProblem& prob, const Context& ctx, const void* w, void* out) = nullptr;
 };
 
 // Every solver compiled in, for every device.

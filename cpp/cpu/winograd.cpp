@@ -606,6 +606,8 @@ void run_typed(const ConvArgs& args) {
     const T* w = static_cast<const T*>(args.w);
     T* y = static_cast<T*>(args.y);
     T* U = static_cast<T*>(args.workspace);
+    // Filters a plan transformed ahead (prepare_filter: not in the filter-blocked schedule).
+    const T* prepared = pl.kb == 0 ? static_cast<const T*>(args.prepared_filter) : nullptr;
     T* V = U + pl.u_elems;
     T* M = V + pl.v_elems;
     const T alpha = T(args.alpha), beta = T(args.beta);
@@ -628,13 +630,15 @@ void run_typed(const ConvArgs& args) {
         // comes after the input transform's barrier), nor does the output transform (the next
         // block's GEMMs, which overwrite M, come after the next input transform's barrier).
         // The private schedule has one, after the filter transform.
-        for_chunks(p.k * ceil_div(d.cg, W::kFilterChunk), threads, /*wait=*/sb > 0,
-                   [&](int64_t i0, int64_t i1) { W::filter_items(d, w, U, i0, i1, stream); });
+        if (!prepared)
+            for_chunks(p.k * ceil_div(d.cg, W::kFilterChunk), threads, /*wait=*/sb > 0,
+                       [&](int64_t i0, int64_t i1) { W::filter_items(d, w, U, i0, i1, stream); });
+        const T* Uall = prepared ? prepared : U;
         if (sb > 0) {
-            run_private_pieces<T, F>(pl, d, p, x, y, U, V, M, alpha, beta, sb);
+            run_private_pieces<T, F>(pl, d, p, x, y, Uall, V, M, alpha, beta, sb);
         } else {
             for (int64_t g = 0; g < p.groups; ++g) {
-                const T* Ug = U + g * aa * d.kg * d.cg;
+                const T* Ug = Uall + g * aa * d.kg * d.cg;
                 for (int64_t row0 = 0; row0 < pl.rows; row0 += pl.block_rows) {
                     const int64_t nrows = std::min(pl.block_rows, pl.rows - row0);
                     const int64_t nb = nrows * d.tw, groups = nrows * d.gpr;
@@ -663,6 +667,33 @@ void run_typed(const ConvArgs& args) {
     }
 }
 
+// U for every filter (the layout run_typed's filter transform makes), for a plan.
+template <typename T, class F>
+void prepare_typed(const ConvProblem& p, const Context& ctx, const void* w, void* out) {
+    using W = Wino<T, F>;
+    const Plan pl = make_plan(p, F::m);
+    const Dims d = make_dims(p, pl);
+    const int threads = ctx.threads();
+#pragma omp parallel num_threads(threads)
+    for_chunks(p.k * ceil_div(d.cg, W::kFilterChunk), threads, /*wait=*/false, [&](int64_t i0, int64_t i1) {
+        W::filter_items(d, static_cast<const T*>(w), static_cast<T*>(out), i0, i1, /*stream=*/false);
+    });
+}
+
+template <class F>
+void prepare_f(const ConvProblem& p, const Context& ctx, const void* w, void* out) {
+    if (p.dtype == CONVCORE_DATA_DOUBLE)
+        prepare_typed<double, F>(p, ctx, w, out);
+    else
+        prepare_typed<float, F>(p, ctx, w, out);
+}
+
+// The filter-blocked schedule transforms U a slice at a time, in the cache: nothing to prepare.
+size_t prepared_bytes_m(const ConvProblem& p, int64_t m) {
+    const Plan pl = make_plan(p, m);
+    return pl.kb > 0 ? 0 : size_t(pl.u_elems) * p.elem_size();
+}
+
 template <class F>
 void run_f(const ConvArgs& a) {
     if (a.prob.dtype == CONVCORE_DATA_DOUBLE)
@@ -677,15 +708,21 @@ size_t workspace_2(const ConvProblem& p) { return workspace_bytes_m(p, 2); }
 size_t workspace_4(const ConvProblem& p) { return workspace_bytes_m(p, 4); }
 void run_2(const ConvArgs& a) { run_f<winograd::F2x3>(a); }
 void run_4(const ConvArgs& a) { run_f<winograd::F4x3>(a); }
+size_t prepared_2(const ConvProblem& p) { return prepared_bytes_m(p, 2); }
+size_t prepared_4(const ConvProblem& p) { return prepared_bytes_m(p, 4); }
+void prepare_2(const ConvProblem& p, const Context& c, const void* w, void* out) { prepare_f<winograd::F2x3>(p, c, w, out); }
+void prepare_4(const ConvProblem& p, const Context& c, const void* w, void* out) { prepare_f<winograd::F4x3>(p, c, w, out); }
 
 }  // namespace
 
 extern const Solver winograd_2x2_3x3_solver;
 const Solver winograd_2x2_3x3_solver = {CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3, CONVCORE_DEVICE_CPU,
-                                        /*deterministic=*/true, why_not_2, workspace_2, run_2};
+                                        /*deterministic=*/true, why_not_2, workspace_2, run_2,
+                                        prepared_2, prepare_2};
 extern const Solver winograd_4x4_3x3_solver;
 const Solver winograd_4x4_3x3_solver = {CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3, CONVCORE_DEVICE_CPU,
-                                        /*deterministic=*/true, why_not_4, workspace_4, run_4};
+                                        /*deterministic=*/true, why_not_4, workspace_4, run_4,
+                                        prepared_4, prepare_4};
 
 }  // namespace cpu
 }  // namespace convcore

@@ -439,6 +439,86 @@ TEST(Plan, OnePlanRunsFromSeveralThreads) {
     CC_ASSERT_OK(convcoreDestroyConvolutionPlan(plan));
 }
 
+// Winograd's filters prepared once: the same bits as transforming them in the call, in both
+// schedules that hold the whole U (private pieces: small U; blocks: larger), groups, both dtypes.
+template <typename T>
+void check_prepared(convcoreConvolutionFwdAlgo_t algo, const Shape& s, uint32_t seed) {
+    const convcoreDataType_t t = sizeof(T) == 8 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT;
+    convcore::Handle h;
+    convcore::TensorDesc x(t, s.n, s.c, s.h, s.w), y(t, s.n, s.k, s.out_h(), s.out_w());
+    convcore::FilterDesc w(t, s.k, s.c / s.groups, s.r, s.s);
+    convcore::ConvDesc conv(s.pad_h, 1, 1, s.groups);
+    convcore::Plan plan(h, CONVCORE_PASS_FORWARD, x, w, conv, y, algo);
+    std::mt19937 rng(seed);
+    const auto x64 = random_vector(size_t(s.n * s.c * s.h * s.w), rng);
+    const auto w64 = random_vector(size_t(s.k * (s.c / s.groups) * 9), rng);
+    const std::vector<T> xv(x64.begin(), x64.end());
+    std::vector<T> wv(w64.begin(), w64.end());
+    std::vector<double> ws(plan.workspace_size() / sizeof(double) + 1);
+    const T one = 1, zero = 0;
+    const size_t y_count = size_t(s.n * s.k * s.out_h() * s.out_w());
+    auto run = [&](const std::vector<T>& filters) {
+        std::vector<T> out(y_count);
+        plan.execute(&one, xv.data(), filters.data(), &zero, out.data(), ws.data(), ws.size() * sizeof(double));
+        return out;
+    };
+    const std::vector<T> unprepared = run(wv);
+    size_t bytes = 0;
+    CC_ASSERT_OK(convcorePrepareConvolutionPlanFilters(plan, wv.data(), &bytes));
+    EXPECT_GT(bytes, 0u);
+    EXPECT_EQ(run(wv), unprepared) << "prepared filters must give the bits of the per-call transform";
+    // New weights in the same buffer: without the "filters changed" call the plan still runs
+    // the prepared ones (w is not read again); with it, the new ones.
+    for (T& v : wv) v = -v;
+    EXPECT_EQ(run(wv), unprepared) << "the prepared filters were not used";
+    CC_ASSERT_OK(convcorePrepareConvolutionPlanFilters(plan, wv.data(), &bytes));
+    std::vector<T> negated = run(wv);
+    for (T& v : negated) v = -v;
+    EXPECT_EQ(negated, unprepared);
+    // Other weights at another address are transformed in the call, not taken from the plan.
+    std::vector<T> other(wv.size());
+    for (size_t i = 0; i < other.size(); ++i) other[i] = -wv[i];
+    EXPECT_EQ(run(other), unprepared);
+}
+
+TEST(Plan, PreparedWinogradFiltersMatchTheCall) {
+    const Shape small{1, 8, 10, 10, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, false};
+    const Shape blocks{2, 64, 30, 30, 48, 3, 3, 1, 1, 1, 1, 1, 1, 2, false};
+    for (auto algo : {CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3, CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3}) {
+        SCOPED_TRACE(convcoreGetFwdAlgoName(algo));
+        check_prepared<float>(algo, small, 1);
+        check_prepared<float>(algo, blocks, 2);
+        check_prepared<double>(algo, small, 3);
+    }
+}
+
+TEST(Plan, NothingToPrepareSucceedsWithZeroBytes) {
+    convcore::Handle h;
+    convcore::TensorDesc x(CONVCORE_DATA_FLOAT, 1, 4, 6, 6), y(CONVCORE_DATA_FLOAT, 1, 4, 6, 6);
+    convcore::FilterDesc w(CONVCORE_DATA_FLOAT, 4, 4, 3, 3);
+    convcore::ConvDesc conv(1);
+    std::vector<float> wv(144, 1.0f);
+    size_t bytes = 7;
+    convcore::Plan direct(h, CONVCORE_PASS_FORWARD, x, w, conv, y, CONVCORE_FWD_ALGO_DIRECT);
+    CC_ASSERT_OK(convcorePrepareConvolutionPlanFilters(direct, wv.data(), &bytes));
+    EXPECT_EQ(bytes, 0u);
+    convcore::Plan backward(h, CONVCORE_PASS_BACKWARD_DATA, x, w, conv, y, CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3);
+    bytes = 7;
+    CC_ASSERT_OK(convcorePrepareConvolutionPlanFilters(backward, wv.data(), &bytes));
+    EXPECT_EQ(bytes, 0u);
+    EXPECT_EQ(convcorePrepareConvolutionPlanFilters(direct, nullptr, &bytes), CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_STREQ(convcoreGetLastErrorString(), "w is NULL");
+    EXPECT_EQ(convcorePrepareConvolutionPlanFilters(nullptr, wv.data(), &bytes), CONVCORE_STATUS_BAD_PARAM);
+    // 512 -> 512 channels at 7x7: Winograd makes U a slice at a time (filter-blocked), in the cache.
+    convcore::TensorDesc bx(CONVCORE_DATA_FLOAT, 1, 512, 7, 7), by(CONVCORE_DATA_FLOAT, 1, 512, 7, 7);
+    convcore::FilterDesc bw(CONVCORE_DATA_FLOAT, 512, 512, 3, 3);
+    convcore::Plan blocked(h, CONVCORE_PASS_FORWARD, bx, bw, conv, by, CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3);
+    std::vector<float> big(size_t(512) * 512 * 9, 1.0f);
+    bytes = 7;
+    CC_ASSERT_OK(convcorePrepareConvolutionPlanFilters(blocked, big.data(), &bytes));
+    EXPECT_EQ(bytes, 0u);
+}
+
 TEST(Plan, CppWrapperOwnsThePlan) {
     convcore::Handle h;
     convcore::TensorDesc x(CONVCORE_DATA_DOUBLE, 1, 2, 6, 6), y(CONVCORE_DATA_DOUBLE, 1, 3, 6, 6);
