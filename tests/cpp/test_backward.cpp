@@ -35,45 +35,6 @@ std::string last_error() { return convcoreGetLastErrorString(); }
             << #call << ": reason '" << last_error() << "' lacks '" << fragment << "'"; \
     } while (0)
 
-// ---- references: the adjoints of reference_conv, loop for loop ---------------------------------
-// reference_conv computes y[n,k,i,j] = sum_{c,r,s} x[n, cin, ih, iw] * w[k, c, wr, ws] over the
-// in-range (ih, iw); so dx[n, cin, ih, iw] += dy[n,k,i,j] * w[k,c,wr,ws] and
-// dw[k,c,wr,ws] += dy[n,k,i,j] * x[n,cin,ih,iw] over the same index set.
-template <typename F>
-void for_each_term(const Shape& p, F f) {
-    const int64_t P = p.out_h(), Q = p.out_w(), cg = p.c / p.groups, kg = p.k / p.groups;
-    for (int64_t n = 0; n < p.n; ++n)
-        for (int64_t k = 0; k < p.k; ++k)
-            for (int64_t i = 0; i < P; ++i)
-                for (int64_t j = 0; j < Q; ++j)
-                    for (int64_t c = 0; c < cg; ++c)
-                        for (int64_t r = 0; r < p.r; ++r)
-                            for (int64_t s = 0; s < p.s; ++s) {
-                                const int64_t ih = i * p.stride_h - p.pad_h + r * p.dil_h;
-                                const int64_t iw = j * p.stride_w - p.pad_w + s * p.dil_w;
-                                if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w) continue;
-                                const int64_t wr = p.flip ? p.r - 1 - r : r;
-                                const int64_t ws = p.flip ? p.s - 1 - s : s;
-                                const int64_t cin = (k / kg) * cg + c;
-                                f(((n * p.k + k) * P + i) * Q + j, ((n * p.c + cin) * p.h + ih) * p.w + iw,
-                                  ((k * cg + c) * p.r + wr) * p.s + ws);
-                            }
-}
-
-std::vector<double> reference_bwd_data(const Shape& p, const std::vector<double>& w,
-                                       const std::vector<double>& dy) {
-    std::vector<double> dx(size_t(p.n * p.c * p.h * p.w), 0.0);
-    for_each_term(p, [&](int64_t yi, int64_t xi, int64_t wi) { dx[xi] += dy[yi] * w[wi]; });
-    return dx;
-}
-
-std::vector<double> reference_bwd_filter(const Shape& p, const std::vector<double>& x,
-                                         const std::vector<double>& dy) {
-    std::vector<double> dw(size_t(p.k * (p.c / p.groups) * p.r * p.s), 0.0);
-    for_each_term(p, [&](int64_t yi, int64_t xi, int64_t wi) { dw[wi] += dy[yi] * x[xi]; });
-    return dw;
-}
-
 // ---- the algorithms, their applicability and bounds ---------------------------------------------
 
 struct Bound {

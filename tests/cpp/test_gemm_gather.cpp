@@ -22,6 +22,8 @@ namespace {
 
 using convcore::GemmGeom;
 using convcore_test::Shape;
+using convcore_test::reference_bwd_data;
+using convcore_test::reference_bwd_filter;
 
 struct Problem {  // the field names gemm_geom reads
     int64_t n, c, h, w, k, r, s, groups, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, p, q;
@@ -31,54 +33,6 @@ struct Problem {  // the field names gemm_geom reads
 Problem problem_of(const Shape& s) {
     return {s.n, s.c, s.h, s.w, s.k, s.r, s.s, s.groups, s.pad_h, s.pad_w, s.stride_h,
             s.stride_w, s.dil_h, s.dil_w, s.out_h(), s.out_w(), s.flip};
-}
-
-// dx of the reference loops (the adjoint of reference_conv), written out independently.
-std::vector<double> reference_bwd_data(const Shape& p, const std::vector<double>& w,
-                                       const std::vector<double>& dy) {
-    const int64_t P = p.out_h(), Q = p.out_w(), cg = p.c / p.groups, kg = p.k / p.groups;
-    std::vector<double> dx(size_t(p.n * p.c * p.h * p.w), 0.0);
-    for (int64_t n = 0; n < p.n; ++n)
-        for (int64_t k = 0; k < p.k; ++k)
-            for (int64_t i = 0; i < P; ++i)
-                for (int64_t j = 0; j < Q; ++j)
-                    for (int64_t c = 0; c < cg; ++c)
-                        for (int64_t r = 0; r < p.r; ++r)
-                            for (int64_t s = 0; s < p.s; ++s) {
-                                const int64_t ih = i * p.stride_h - p.pad_h + r * p.dil_h;
-                                const int64_t iw = j * p.stride_w - p.pad_w + s * p.dil_w;
-                                if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w) continue;
-                                const int64_t wr = p.flip ? p.r - 1 - r : r;
-                                const int64_t ws = p.flip ? p.s - 1 - s : s;
-                                dx[((n * p.c + (k / kg) * cg + c) * p.h + ih) * p.w + iw] +=
-                                    dy[((n * p.k + k) * P + i) * Q + j] *
-                                    w[((k * cg + c) * p.r + wr) * p.s + ws];
-                            }
-    return dx;
-}
-
-// dw of the reference loops, written out independently.
-std::vector<double> reference_bwd_filter(const Shape& p, const std::vector<double>& x,
-                                         const std::vector<double>& dy) {
-    const int64_t P = p.out_h(), Q = p.out_w(), cg = p.c / p.groups, kg = p.k / p.groups;
-    std::vector<double> dw(size_t(p.k * cg * p.r * p.s), 0.0);
-    for (int64_t n = 0; n < p.n; ++n)
-        for (int64_t k = 0; k < p.k; ++k)
-            for (int64_t i = 0; i < P; ++i)
-                for (int64_t j = 0; j < Q; ++j)
-                    for (int64_t c = 0; c < cg; ++c)
-                        for (int64_t r = 0; r < p.r; ++r)
-                            for (int64_t s = 0; s < p.s; ++s) {
-                                const int64_t ih = i * p.stride_h - p.pad_h + r * p.dil_h;
-                                const int64_t iw = j * p.stride_w - p.pad_w + s * p.dil_w;
-                                if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w) continue;
-                                const int64_t wr = p.flip ? p.r - 1 - r : r;
-                                const int64_t ws = p.flip ? p.s - 1 - s : s;
-                                dw[size_t(((k * cg + c) * p.r + wr) * p.s + ws)] +=
-                                    dy[((n * p.k + k) * P + i) * Q + j] *
-                                    x[((n * p.c + (k / kg) * cg + c) * p.h + ih) * p.w + iw];
-                            }
-    return dw;
 }
 
 Shape random_shape(std::mt19937& rng) {

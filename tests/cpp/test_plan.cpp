@@ -24,47 +24,6 @@ namespace {
 #define CC_ASSERT_OK(call) \
     ASSERT_EQ((call), CONVCORE_STATUS_SUCCESS) << #call << ": " << convcoreGetLastErrorString()
 
-// The float64 gradients, straight from the definition (as reference_conv).
-std::vector<double> reference_grad_x(const Shape& p, const std::vector<double>& w, const std::vector<double>& dy) {
-    const int64_t P = p.out_h(), Q = p.out_w(), cg = p.c / p.groups, kg = p.k / p.groups;
-    std::vector<double> dx(size_t(p.n * p.c * p.h * p.w), 0.0);
-    for (int64_t n = 0; n < p.n; ++n)
-        for (int64_t k = 0; k < p.k; ++k)
-            for (int64_t i = 0; i < P; ++i)
-                for (int64_t j = 0; j < Q; ++j)
-                    for (int64_t c = 0; c < cg; ++c)
-                        for (int64_t r = 0; r < p.r; ++r)
-                            for (int64_t s = 0; s < p.s; ++s) {
-                                const int64_t ih = i * p.stride_h - p.pad_h + r * p.dil_h;
-                                const int64_t iw = j * p.stride_w - p.pad_w + s * p.dil_w;
-                                if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w) continue;
-                                const int64_t cin = (k / kg) * cg + c;
-                                dx[((n * p.c + cin) * p.h + ih) * p.w + iw] +=
-                                    dy[((n * p.k + k) * P + i) * Q + j] * w[((k * cg + c) * p.r + r) * p.s + s];
-                            }
-    return dx;
-}
-
-std::vector<double> reference_grad_w(const Shape& p, const std::vector<double>& x, const std::vector<double>& dy) {
-    const int64_t P = p.out_h(), Q = p.out_w(), cg = p.c / p.groups, kg = p.k / p.groups;
-    std::vector<double> dw(size_t(p.k * cg * p.r * p.s), 0.0);
-    for (int64_t n = 0; n < p.n; ++n)
-        for (int64_t k = 0; k < p.k; ++k)
-            for (int64_t i = 0; i < P; ++i)
-                for (int64_t j = 0; j < Q; ++j)
-                    for (int64_t c = 0; c < cg; ++c)
-                        for (int64_t r = 0; r < p.r; ++r)
-                            for (int64_t s = 0; s < p.s; ++s) {
-                                const int64_t ih = i * p.stride_h - p.pad_h + r * p.dil_h;
-                                const int64_t iw = j * p.stride_w - p.pad_w + s * p.dil_w;
-                                if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w) continue;
-                                const int64_t cin = (k / kg) * cg + c;
-                                dw[((k * cg + c) * p.r + r) * p.s + s] +=
-                                    dy[((n * p.k + k) * P + i) * Q + j] * x[((n * p.c + cin) * p.h + ih) * p.w + iw];
-                            }
-    return dw;
-}
-
 // A float32 problem; x and y are strided (a gap after each row) when `strided`.
 struct Problem {
     Shape shape;
@@ -182,28 +141,10 @@ TEST_P(PlanPasses, EveryAlgorithmMatchesTheReferenceAndTheDescriptorCall) {
                 expected = reference_conv(s, xr, wr);
                 out_size = p.y_size();
             } else if (pass == CONVCORE_PASS_BACKWARD_DATA) {
-                Shape cross = s;  // the gradient of a true convolution uses the flipped filter
-                std::vector<double> wf = wr;
-                if (s.flip) {
-                    const int64_t taps = s.r * s.s;
-                    for (size_t f = 0; f < wr.size() / size_t(taps); ++f)
-                        for (int64_t t = 0; t < taps; ++t) wf[f * size_t(taps) + size_t(t)] = wr[f * size_t(taps) + size_t(taps - 1 - t)];
-                }
-                cross.flip = false;
-                expected = reference_grad_x(cross, wf, yr);
+                expected = reference_bwd_data(s, wr, yr);
                 out_size = p.x_size();
             } else {
-                Shape cross = s;
-                cross.flip = false;
-                expected = reference_grad_w(cross, xr, yr);
-                if (s.flip) {
-                    const int64_t taps = s.r * s.s;
-                    std::vector<double> flipped = expected;
-                    for (size_t f = 0; f < expected.size() / size_t(taps); ++f)
-                        for (int64_t t = 0; t < taps; ++t)
-                            flipped[f * size_t(taps) + size_t(t)] = expected[f * size_t(taps) + size_t(taps - 1 - t)];
-                    expected = flipped;
-                }
+                expected = reference_bwd_filter(s, xr, yr);
                 out_size = p.w_size();
             }
             int ran = 0;
