@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <iomanip>
+#include <limits>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
@@ -118,6 +120,9 @@ Db merge_into_file(const std::string& file, const std::string& key, const Record
     const int fd = ::mkstemp(&tmp[0]);
     if (fd >= 0) {
         std::ostringstream out;
+        // Times round-trip exactly: a rounded time could tie two close algorithms and change
+        // Find's order once the db is read back.
+        out << std::setprecision(std::numeric_limits<double>::max_digits10);
         out << kHeader << "\n";
         out << "# version\tdevice\tdirection\tproblem\talgorithm\tstatus\ttime_ms\n";
         for (const auto& entry : db)

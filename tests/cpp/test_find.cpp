@@ -316,6 +316,31 @@ TEST_F(FindTest, SecondFindTimesNothingAndTheDbSurvivesTheProcessCache) {
     }
 }
 
+// The db keeps each time exactly when it rewrites the file: a time rounded to a few digits
+// could tie two close algorithms and change Find's order once the db is read back.
+TEST_F(FindTest, DbTimesRoundTripExactly) {
+    setenv("CONVCORE_DISABLE_ALGOS", "im2win", 1);
+    find();
+    unsetenv("CONVCORE_DISABLE_ALGOS");
+    std::istringstream in(read_text(db));
+    std::string line, edited;
+    while (std::getline(in, line)) {
+        const size_t last_tab = line.rfind('\t');
+        if (line.find("\tSUCCESS\t") != std::string::npos)
+            line = line.substr(0, last_tab + 1) +
+                   (line.find("\tDIRECT\t") != std::string::npos ? "1.2345678912345" : "1.2345679");
+        edited += line + "\n";
+    }
+    write_text(db, edited);
+    convcoreClearFindCache();
+    find();  // times IM2WIN, then rewrites the file with the records above
+    const std::string text = read_text(db);
+    const std::string field = "\tDIRECT\tSUCCESS\t";
+    const size_t at = text.find(field);
+    ASSERT_NE(at, std::string::npos) << text;
+    EXPECT_EQ(std::strtod(text.c_str() + at + field.size(), nullptr), 1.2345678912345) << text.substr(at, 60);
+}
+
 TEST_F(FindTest, FindUsesTheTimesInTheDb) {
     find();
     // Rewrite the times: DIRECT 0.25 ms, the others 7 ms. Find must report exactly those.
