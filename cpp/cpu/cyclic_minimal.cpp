@@ -44,11 +44,9 @@
 #include "common/shuffle.hpp"
 #include "core/error.hpp"
 #include "core/solver.hpp"
+#include "cpu/cpu_isa.hpp"
 #include "cpu/blas_threads.hpp"
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define CONVCORE_X86_DISPATCH 1
-#endif
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace convcore {
@@ -427,29 +425,12 @@ CYC_ENTRIES(avx2, __attribute__((target("avx2,fma"))), 32)
 CYC_ENTRIES(avx512, __attribute__((target("avx512f,avx512dq,fma"))), 64)
 #endif
 
-enum class Isa { baseline, avx2, avx512 };
-
-Isa pick_isa() {
-#ifdef CONVCORE_X86_DISPATCH
-    const char* env = std::getenv("CONVCORE_CPU_ISA");
-    const std::string cap = env ? env : "";
-    if (cap != "avx2" && cap != "baseline" && __builtin_cpu_supports("avx512f") &&
-        __builtin_cpu_supports("avx512dq"))
-        return Isa::avx512;
-    if (cap != "baseline" && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return Isa::avx2;
-#endif
-    return Isa::baseline;
-}
-
 template <class Tab, typename T>
 KernelSet<T> kernels() {
-    static const Isa isa = pick_isa();
 #ifdef CONVCORE_X86_DISPATCH
-    if (isa == Isa::avx512) return kernels_avx512<Tab, T>();
-    if (isa == Isa::avx2) return kernels_avx2<Tab, T>();
+    if (cpu_isa() == CpuIsa::avx512) return kernels_avx512<Tab, T>();
+    if (cpu_isa() == CpuIsa::avx2) return kernels_avx2<Tab, T>();
 #endif
-    (void)isa;
     return kernels_baseline<Tab, T>();
 }
 

@@ -17,10 +17,8 @@
 
 #include "common/shuffle.hpp"
 #include "core/error.hpp"
+#include "cpu/cpu_isa.hpp"
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define CONVCORE_X86_DISPATCH 1
-#endif
 
 namespace convcore {
 namespace cpu {
@@ -756,13 +754,10 @@ CONVCORE_FFT_KERNELS(avx512, __attribute__((target("avx512f,fma"))), 64, 8)
 
 const Kernels& pick() {
 #ifdef CONVCORE_X86_DISPATCH
-    const char* env = std::getenv("CONVCORE_CPU_ISA");
-    const std::string cap = env ? env : "";
-    if (cap != "avx2" && cap != "baseline" && __builtin_cpu_supports("avx512f")) return avx512;
-    if (cap != "baseline" && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return avx2;
-#endif
+    return for_cpu_isa(avx512, avx2, baseline);
+#else
     return baseline;
+#endif
 }
 
 const Kernels& kernels() {

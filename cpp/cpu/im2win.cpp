@@ -46,10 +46,8 @@
 #include "common/im2win_index.hpp"
 #include "core/error.hpp"
 #include "core/solver.hpp"
+#include "cpu/cpu_isa.hpp"
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define CONVCORE_X86_DISPATCH 1
-#endif
 #pragma GCC diagnostic ignored "-Wpsabi"
 
 namespace convcore {
@@ -340,12 +338,8 @@ struct Kernels {
 
 Kernels pick_kernels() {
 #ifdef CONVCORE_X86_DISPATCH
-    const char* env = std::getenv("CONVCORE_CPU_ISA");
-    const std::string cap = env ? env : "";
-    if (cap != "avx2" && cap != "baseline" && __builtin_cpu_supports("avx512f"))
-        return {avx512_f32, avx512_f32_narrow, avx512_f64, true};
-    if (cap != "baseline" && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return {avx2_f32, avx2_f32_narrow, avx2_f64, false};
+    if (cpu_isa() == CpuIsa::avx512) return {avx512_f32, avx512_f32_narrow, avx512_f64, true};
+    if (cpu_isa() == CpuIsa::avx2) return {avx2_f32, avx2_f32_narrow, avx2_f64, false};
 #endif
     return {baseline_f32, baseline_f32_narrow, baseline_f64, false};
 }

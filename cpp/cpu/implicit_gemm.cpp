@@ -36,10 +36,8 @@
 #include "common/conv_index.hpp"
 #include "core/error.hpp"
 #include "core/solver.hpp"
+#include "cpu/cpu_isa.hpp"
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define CONVCORE_X86_DISPATCH 1
-#endif
 
 namespace convcore {
 namespace cpu {
@@ -358,13 +356,10 @@ CONVCORE_KERNELS(avx512, __attribute__((target("avx512f,fma"))), 8, 2, 4, 64)
 // the narrower kernels on a wider machine).
 const Kernel& pick_kernel() {
 #ifdef CONVCORE_X86_DISPATCH
-    const char* env = std::getenv("CONVCORE_CPU_ISA");
-    const std::string cap = env ? env : "";
-    if (cap != "avx2" && cap != "baseline" && __builtin_cpu_supports("avx512f")) return avx512;
-    if (cap != "baseline" && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return avx2;
-#endif
+    return for_cpu_isa(avx512, avx2, baseline);
+#else
     return baseline;
+#endif
 }
 
 const Kernel& best_kernel() {

@@ -30,10 +30,8 @@
 #include "common/conv_index.hpp"
 #include "core/error.hpp"
 #include "core/solver.hpp"
+#include "cpu/cpu_isa.hpp"
 
-#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-#define CONVCORE_X86_DISPATCH 1
-#endif
 
 namespace convcore {
 namespace cpu {
@@ -120,13 +118,10 @@ CONVCORE_BWD_KERNELS(bwd_avx512, __attribute__((target("avx512f,fma"))), 8, 2, 6
 // The widest kernel this CPU runs; CONVCORE_CPU_ISA=avx2|baseline caps it.
 const Kernel& pick_kernel() {
 #ifdef CONVCORE_X86_DISPATCH
-    const char* env = std::getenv("CONVCORE_CPU_ISA");
-    const std::string cap = env ? env : "";
-    if (cap != "avx2" && cap != "baseline" && __builtin_cpu_supports("avx512f")) return bwd_avx512;
-    if (cap != "baseline" && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
-        return bwd_avx2;
-#endif
+    return for_cpu_isa(bwd_avx512, bwd_avx2, bwd_baseline);
+#else
     return bwd_baseline;
+#endif
 }
 
 const Kernel& best_kernel() {

@@ -1,0 +1,47 @@
+// Which of a solver's x86 kernels to run: the widest instruction set this CPU has, capped by the
+// environment variable CONVCORE_CPU_ISA=avx2|baseline (so the narrower kernels can be tested and
+// timed on a wider machine). Decided once per process. The solvers with hand-vectorised kernels
+// in several widths use it (IM2WIN, IMPLICIT_GEMM forward and backward, CYCLIC_MINIMAL, the FFT
+// family's products); Winograd's transforms are compiled per width by GCC's target_clones, which
+// picks by the CPU alone.
+#pragma once
+#include <cstdlib>
+#include <cstring>
+
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+#define CONVCORE_X86_DISPATCH 1
+#endif
+
+namespace convcore {
+namespace cpu {
+
+enum class CpuIsa { baseline, avx2, avx512 };
+
+inline CpuIsa detect_cpu_isa() {
+#ifdef CONVCORE_X86_DISPATCH
+    const char* cap = std::getenv("CONVCORE_CPU_ISA");
+    const bool to_avx2 = cap && std::strcmp(cap, "avx2") == 0, to_baseline = cap && std::strcmp(cap, "baseline") == 0;
+    if (!to_avx2 && !to_baseline && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq"))
+        return CpuIsa::avx512;
+    if (!to_baseline && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return CpuIsa::avx2;
+#endif
+    return CpuIsa::baseline;
+}
+
+inline CpuIsa cpu_isa() {
+    static const CpuIsa isa = detect_cpu_isa();
+    return isa;
+}
+
+// The one of three kernels (or kernel tables) for cpu_isa().
+template <typename K>
+const K& for_cpu_isa(const K& avx512, const K& avx2, const K& baseline) {
+    switch (cpu_isa()) {
+        case CpuIsa::avx512: return avx512;
+        case CpuIsa::avx2: return avx2;
+        default: return baseline;
+    }
+}
+
+}  // namespace cpu
+}  // namespace convcore
