@@ -3,7 +3,7 @@
 Per layer and run (the median of each contender's reps, or --stat min): convcore's fastest algorithm and PyTorch's time over it (> 1: convcore is
 faster), and what auto picked with its time over the fastest (and, where the bench re-timed
 auto's choice head to head against the first round's fastest, that ratio too). Then per run the number of layers
-where auto is within 10% of the fastest (issue 6's target), and how often two runs agree on the
+where auto is within 10% of the fastest (the selection target), and how often two runs agree on the
 fastest algorithm (the noise floor of that target). Layers timed while the two vCPUs did not
 share a cache (the bench's `round_trip_ns` above 200 ns, convcore.cli.SPLIT_NS) are marked
 "split", and each run's count is repeated over its other layers.

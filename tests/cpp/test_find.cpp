@@ -1,4 +1,4 @@
-// Find / FindEx, the find-db and the selection options (issue 6): sorted results, every
+// Find / FindEx, the find-db and the selection options: sorted results, every
 // algorithm's status, the workspace limit, deterministic-only, CONVCORE_DISABLE_ALGOS, the db
 // round trip (a shape in the db times nothing), hand-edited and corrupt db files, bad
 // arguments. Concurrent processes writing one db: tests/python/test_find.py. No timed assertions.

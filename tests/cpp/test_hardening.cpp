@@ -1,4 +1,4 @@
-// Regression tests for what fuzzing and the sanitizer builds found (issue 7): each test names
+// Regression tests for what fuzzing and the sanitizer builds found: each test names
 // the failure it guards against. The fuzz inputs that found them are in tests/fuzz/corpus
 // (regress-*), replayed by test_fuzz_corpus.
 #include <gtest/gtest.h>
