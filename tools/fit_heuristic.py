@@ -30,15 +30,12 @@ import numpy as np
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GRID_DATA = ["bench/data/grid_cpu.json"]
-# The suite runs in the fit: run 19 (2026-11-23, seventh session, commit cfc77fa; `convcore
-# bench` as by default: 2 threads, wall clock, median of 11), the first run after IMPLICIT_GEMM's
-# row path, IM2WIN's private schedule and narrow kernel and Winograd's private pieces made the
-# older runs' rankings stale (IM2WIN fastest on VGG conv1.1 and on PolyHankel's 16-channel
-# sweeps, IMPLICIT_GEMM on the fine-grained 1-channel layers). The nine runs fitted before
-# (04652fe-79db597) and runs 17-18 stay in bench/data/ and out of the fit. With the grid
-# re-collected at cfc77fa (600 layers, collect_selection_data.py at 1 thread), 5-fold held
-# out: 62/67 suite layers within 10% at weight 8 (4: 61, 11: 61, 15: 60; adding runs 17-18,
-# whose IM2WIN times predate the narrow kernel: 110/134 and 171/201, and a worse grid fit).
+# The suite runs in the fit: bench/data/suites_cpu_cfc77fa_r1 (`convcore bench` as by default:
+# 2 threads, wall clock, median of 11), measured with the current IM2WIN, IMPLICIT_GEMM and
+# Winograd schedules; older suite runs in bench/data/ rank those algorithms by kernels that no
+# longer exist and stay out of the fit. With the grid (bench/data/grid_cpu.json, 600 layers,
+# collect_selection_data.py at 1 thread), 5-fold held out: 62/67 suite layers within 10% at
+# SUITE_WEIGHT 8 (4: 61, 11: 61, 15: 60). How the fit got here: git log and bench/results.
 SUITE_DATA = ["bench/data/suites_cpu_cfc77fa_r1/*.json"]
 OUTPUT = "cpp/core/generated/heuristic_cpu.hpp"
 SUITE_WEIGHT = 8.0  # per suite run (the suites are the target)

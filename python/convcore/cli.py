@@ -52,7 +52,7 @@ mb1ic128ih56oc128kh3sh2ph1  stride2_3x3
 """
 
 # Relative error vs DIRECT above which a result is reported as a MISMATCH (float32, float64).
-WITHIN = 1.10  # issue 6: auto within 10% of the fastest algorithm
+WITHIN = 1.10  # the selection target: auto within 10% of the fastest algorithm
 MISMATCH_BOUNDS = {
     "winograd_4x4_3x3": (1e-3, 1e-9),
     "winograd_2x2_3x3": (1e-4, 1e-10),
@@ -273,7 +273,7 @@ class CpuTimer:
 
 class CudaTimer:
     """CUDA events on the current torch stream. With ``cache="cold"`` the L2 is
-    flushed before each rep by writing a buffer of twice its size (issue 4: every rep starts
+    flushed before each rep by writing a buffer of twice its size (every rep starts
     cold, as a layer of a network does, not with the previous rep's operands cached); with
     "warm" (the default) the contender runs once untimed right before instead."""
 

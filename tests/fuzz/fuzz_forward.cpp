@@ -1,4 +1,4 @@
-// libFuzzer target for the C API (issue 7): random bytes -> descriptors, pointers, workspace,
+// libFuzzer target for the C API: random bytes -> descriptors, pointers, workspace,
 // data and algorithm -> every call of the forward path. What it asserts:
 //   * every call returns a defined convcoreStatus_t, never INTERNAL_ERROR, and a reason string
 //     on failure; no crash, hang or out-of-bounds access (ASan + UBSan);

@@ -1,7 +1,7 @@
 """Every CUDA-registered algorithm, forward, backward data and backward filter, against the
 CPU float64 references (tests/python/reference.py, test_backward.py) on the CPU tests' problems,
 with outputs poisoned (NaN) before each run and each algorithm's documented bound; alpha/beta;
-strided (non-packed) tensors; the Python interface of issue 4 (DLPack from torch CUDA tensors on
+strided (non-packed) tensors; the Python interface (DLPack from torch CUDA tensors on
 the current stream, zero-copy results, out=, mixed devices). Skips without a GPU; FAILS on a GPU
 machine whose convcore lacks CUDA (conftest.py)."""
 import math
@@ -202,7 +202,7 @@ def test_strided_tensors(cc, torch_cuda, direction):
     assert not bad, "; ".join(bad)
 
 
-# ---- the Python interface of issue 4 -------------------------------------------------------------
+# ---- the Python interface --------------------------------------------------------------------
 
 def _probe_tensors(torch, dtype=None):
     dtype = dtype or torch.float32

@@ -1,4 +1,4 @@
-"""Convolution.find, algo="find", the find-db and the selection switches (issue 6): sorted
+"""Convolution.find, algo="find", the find-db and the selection switches: sorted
 results with every algorithm's status, the workspace limit, deterministic-only,
 CONVCORE_DISABLE_ALGOS, corrupt db files, several processes writing one db at once, and the
 second run of a program timing nothing. No timed assertions: timings only order results."""

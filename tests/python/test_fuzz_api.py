@@ -1,4 +1,4 @@
-"""Property-based fuzzing of the Python API (issue 7): random and adversarial shapes, values,
+"""Property-based fuzzing of the Python API: random and adversarial shapes, values,
 dtypes, layouts and parameters for ConvDesc and Convolution.forward. Every case ends either in
 a typed convcore error (BadParamError / NotSupportedError) or in a result equal to the float64
 NumPy reference; an independent model of the rules decides which, so a valid problem that is

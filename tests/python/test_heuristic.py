@@ -59,7 +59,7 @@ def test_committed_heuristic_is_up_to_date(tmp_path):
 
 
 def test_heuristic_reaches_the_target_on_the_suites():
-    """Issue 6's target measured on the committed suite data (every committed run of every suite
+    """The selection target measured on the committed suite data (every committed run of every suite
     layer): auto's first choice within 10% of the fastest algorithm on at least 90% of what
     any fixed choice per shape could reach on these runs. The runs disagree with each other (the
     same layer's fastest algorithm differs from run to run), so even a per-shape table of the

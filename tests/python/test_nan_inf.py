@@ -1,4 +1,4 @@
-"""NaN and Inf in x or w propagate as in torch.nn.functional.conv2d (issue 7): the same NaN
+"""NaN and Inf in x or w propagate as in torch.nn.functional.conv2d: the same NaN
 positions and the same infinities with the same signs, for DIRECT, IM2COL_GEMM, IMPLICIT_GEMM
 (and IM2WIN), float32 and float64.
 
