@@ -19,6 +19,7 @@
 
 #include "convcore/convcore.h"
 #include "convcore/convcore.hpp"
+#include "api_test_util.hpp"
 #include "reference.hpp"
 
 using namespace convcore_test;
@@ -38,16 +39,6 @@ int visible_gpus() {
 
 const char* kNoGpu = "no CUDA GPU is visible (convcoreGetCudaDeviceCount() == 0): GPU test skipped";
 
-int64_t timed_runs() {
-    int64_t t = -1;
-    EXPECT_EQ(convcoreGetFindStats(&t, nullptr), CONVCORE_STATUS_SUCCESS);
-    return t;
-}
-int64_t db_hits() {
-    int64_t h = -1;
-    EXPECT_EQ(convcoreGetFindStats(nullptr, &h), CONVCORE_STATUS_SUCCESS);
-    return h;
-}
 
 // A device buffer of `count` elements of T, freed with the handle's convcoreFree.
 template <typename T>
@@ -135,17 +126,6 @@ std::string describe(const std::vector<Row>& rows) {
     return s;
 }
 
-struct Descs {
-    convcore::TensorDesc x, y;
-    convcore::FilterDesc w;
-    convcore::ConvDesc conv;
-    Descs(const Shape& p, convcoreDataType_t dt)
-        : x(dt, p.n, p.c, p.h, p.w), y(dt, p.n, p.k, p.out_h(), p.out_w()), w(dt, p.k, p.c / p.groups, p.r, p.s) {
-        conv.set(p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h, p.dil_w,
-                 p.flip ? CONVCORE_CONVOLUTION : CONVCORE_CROSS_CORRELATION);
-        conv.set_groups(p.groups);
-    }
-};
 
 // 3x3, stride 1, padding 1: every algorithm family applies (Winograd, the FFT family, ...).
 Shape small_3x3() {

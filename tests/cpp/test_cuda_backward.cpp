@@ -16,6 +16,7 @@
 #include "convcore/convcore.h"
 #include "convcore/convcore.hpp"
 #include "reference.hpp"
+#include "api_test_util.hpp"
 
 using namespace convcore_test;
 
@@ -48,17 +49,6 @@ struct DeviceVec {
     }
 };
 
-struct Descs {
-    convcore::TensorDesc x, y;
-    convcore::FilterDesc w;
-    convcore::ConvDesc conv;
-    Descs(const Shape& p, convcoreDataType_t dt)
-        : x(dt, p.n, p.c, p.h, p.w), y(dt, p.n, p.k, p.out_h(), p.out_w()), w(dt, p.k, p.c / p.groups, p.r, p.s) {
-        conv.set(p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h, p.dil_w,
-                 p.flip ? CONVCORE_CONVOLUTION : CONVCORE_CROSS_CORRELATION);
-        conv.set_groups(p.groups);
-    }
-};
 
 template <typename T>
 void compare(const Shape& p, double alpha, double beta, std::mt19937& rng) {

@@ -19,6 +19,10 @@
 
 #include "convcore/convcore.h"
 #include "convcore/convcore.hpp"
+#include "api_test_util.hpp"
+
+using convcore_test::db_hits;
+using convcore_test::timed_runs;
 
 namespace {
 
@@ -36,17 +40,6 @@ void write_text(const std::string& path, const std::string& text) {
     out << text;
 }
 
-int64_t timed_runs() {
-    int64_t t = -1;
-    EXPECT_EQ(convcoreGetFindStats(&t, nullptr), CONVCORE_STATUS_SUCCESS);
-    return t;
-}
-
-int64_t db_hits() {
-    int64_t h = -1;
-    EXPECT_EQ(convcoreGetFindStats(nullptr, &h), CONVCORE_STATUS_SUCCESS);
-    return h;
-}
 
 // A small 3x3 problem (stride 1, padding 1) that every CPU algorithm can run, with its own
 // find-db file in a fresh temporary directory.
