@@ -572,26 +572,55 @@ class Convolution:
                     raise BadParamError(f"out: dtype {ot.dtype} does not match x: dtype {dtype}")
                 return out
         yt = _import_output(out, dlpack_stream)
-        workspace = getattr(self._local, "workspace", None)
-        if workspace is None:
-            workspace = self._local.workspace = _C.Workspace()
         self._local.last_algo = _C.forward(xt, wt, yt, self.desc._params, algo_id, alpha, beta,
-                                           workspace, stream)
+                                           self._plans(), stream)
         return out
 
     __call__ = forward
 
-    def _forward_torch_cpu(self, x, w, algo):
+    def _forward_torch_cpu(self, x, w, algo, filter_version=-1):
         """The common case of convcore.torch in inference, kept short (a layer pays it per call):
-        contiguous CPU torch tensors, float32/float64, a new output. None when the call is
-        anything else or looks wrong: the general path then handles it or says what is wrong."""
+        CPU torch tensors, a new output. None when the call is anything else or looks wrong: the
+        general path then handles it or says what is wrong. filter_version >= 0 identifies the
+        contents of w: the plan keeps w's transformed filters for as long as w's pointer and
+        filter_version stay the same (convcore.torch.Conv2d passes a number that changes with
+        the weight's version counter)."""
         torch = _torch_module()
         algo_id = _ALGO_IDS.get(algo) if type(algo) is str else None
         if (torch is None or algo_id is None or not isinstance(x, torch.Tensor)
-                or not isinstance(w, torch.Tensor) or x.device.type != "cpu"
-                or w.device.type != "cpu" or x.dtype not in (torch.float32, torch.float64)
-                or w.dtype != x.dtype or x.dim() != 4 or w.dim() != 4
-                or not x.is_contiguous() or not w.is_contiguous()):
+                or not isinstance(w, torch.Tensor) or not x.is_cpu or not w.is_cpu
+                or not w.is_contiguous()):
+            return None
+        local = self._local
+        try:
+            shapes = local.output_shapes
+        except AttributeError:
+            shapes = local.output_shapes = {}
+        key = (x.shape, w.shape)
+        y_shape = shapes.get(key)
+        if y_shape is None:
+            y_shape = self._torch_output_shape(x, w)
+            if y_shape is None:
+                return None
+            if len(shapes) >= 64:
+                shapes.clear()
+            shapes[key] = y_shape
+        to_dlpack = torch.utils.dlpack.to_dlpack
+        out = torch.empty(y_shape, dtype=x.dtype)
+        try:
+            xt, wt = _C.DLPackTensor(to_dlpack(x)), _C.DLPackTensor(to_dlpack(w))
+        except RuntimeError:  # e.g. a tensor with the negative bit: the general path copies it
+            return None
+        local.last_algo = _C.forward(xt, wt, _C.DLPackTensor(to_dlpack(out)), self.desc._params,
+                                     algo_id, 1.0, 0.0, self._plans(), 0, filter_version)
+        return out
+
+    def _torch_output_shape(self, x, w):
+        """The output shape for torch tensors x and w when the fast path can take them: 4-D
+        float32/float64 tensors of a non-empty problem whose channels match."""
+        torch = _torch_module()
+        if (x.dim() != 4 or w.dim() != 4 or x.dtype not in (torch.float32, torch.float64)
+                or w.dtype != x.dtype):
             return None
         n, c, h, wd = x.shape
         k, cg, r, s = w.shape
@@ -600,13 +629,7 @@ class Convolution:
         p, q = _output_size(h, ph, r, sh, dh), _output_size(wd, pw, s, sw, dw)
         if n < 1 or p < 1 or q < 1 or cg * g != c or k % g:
             return None
-        to_dlpack = torch.utils.dlpack.to_dlpack
-        out = torch.empty((n, k, p, q), dtype=x.dtype)
-        self._local.last_algo = _C.forward(
-            _C.DLPackTensor(to_dlpack(x.detach())), _C.DLPackTensor(to_dlpack(w.detach())),
-            _C.DLPackTensor(to_dlpack(out)), self.desc._params, algo_id, 1.0, 0.0,
-            self._workspace(), 0)
-        return out
+        return (n, k, p, q)
 
     @property
     def last_algo(self):
@@ -644,18 +667,21 @@ class Convolution:
         scratch = _allocate_output(x, y_shape, dtype, device)
         yt = _import_output(scratch, dlpack_stream)
         rows = _C.find(xt, wt, yt, self.desc._params, -1 if workspace_limit is None else workspace_limit,
-                       deterministic, self._workspace(), stream)
+                       deterministic, stream)
         return [FindResult(Algo(algo), _STATUS_NAMES.get(status, str(status)),
                            time_ms if status == 0 else None, workspace, det)
                 for algo, status, time_ms, workspace, det in rows]
 
     # ---- backward passes (training) ----
 
-    def _workspace(self):
-        workspace = getattr(self._local, "workspace", None)
-        if workspace is None:
-            workspace = self._local.workspace = _C.Workspace()
-        return workspace
+    def _plans(self):
+        """This thread's plans of this Convolution: one per problem seen (shapes, strides, dtype,
+        device, algo), each validated, chosen and sized once."""
+        try:
+            return self._local.plans
+        except AttributeError:
+            plans = self._local.plans = _C.PlanCache()
+            return plans
 
     def _prepare(self, first, first_name, second, second_name, out):
         """Device checks of two inputs (and out); the streams for CUDA tensors."""
@@ -713,7 +739,7 @@ class Convolution:
                 raise BadParamError(f"out: expected shape {x_shape}, got {tuple(out.shape)}")
             return out
         dxt = _import_output(out, dlpack_stream)
-        _C.backward_data(dyt, wt, dxt, self.desc._params, algo_id, alpha, beta, self._workspace(),
+        _C.backward_data(dyt, wt, dxt, self.desc._params, algo_id, alpha, beta, self._plans(),
                          stream)
         return out
 
@@ -746,7 +772,7 @@ class Convolution:
         if tuple(dwt.shape) != w_shape:
             raise BadParamError(f"out: expected shape {w_shape} (w_shape), got {tuple(dwt.shape)}")
         _C.backward_filter(xt, dyt, dwt, self.desc._params, algo_id, alpha, beta,
-                           self._workspace(), stream)
+                           self._plans(), stream)
         return out
 
     def backward_bias(self, dy, out=None, alpha=1.0, beta=0.0):

@@ -15,9 +15,11 @@
 #include <cstdint>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -190,6 +192,19 @@ class DLPackTensor {
     void* data() const { return static_cast<char*>(tensor_->data) + tensor_->byte_offset; }
     uintptr_t data_ptr() const { return reinterpret_cast<uintptr_t>(data()); }
     bool read_only() const { return read_only_; }
+    // Appends what a plan depends on: dtype, device, shape and strides (not the data).
+    void append_layout(std::vector<int64_t>& key) const {
+        const DLDataType t = tensor_->dtype;
+        key.push_back(int64_t(t.code) << 32 | int64_t(t.bits) << 16 | t.lanes);
+        key.push_back(int64_t(tensor_->device.device_type) << 32 | uint32_t(tensor_->device.device_id));
+        key.push_back(tensor_->ndim);
+        int64_t packed_stride = 1;
+        for (int i = tensor_->ndim - 1; i >= 0; --i) {
+            key.push_back(tensor_->shape[i]);
+            key.push_back(tensor_->strides ? tensor_->strides[i] : packed_stride);
+            packed_stride *= tensor_->shape[i];
+        }
+    }
     bool versioned() const { return versioned_ != nullptr; }
     // True when every axis longer than 1 has a positive stride (what the C API accepts).
     bool has_positive_strides() const {
@@ -407,19 +422,45 @@ size_t workspace_size(const std::vector<int64_t>& x_shape, const std::vector<int
     return bytes;
 }
 
-// ---- workspace ------------------------------------------------------------------------------
+// ---- plans and workspace of one Convolution ------------------------------------------------
 
-// Host workspace owned by one Convolution (per Python thread); grows to the largest request.
-// The mutex makes it safe even if two threads were to share one.
-class Workspace {
+// Bumped by clear_find_cache: plans chosen by "auto" or "find" before it are made again.
+std::atomic<uint64_t> g_plan_generation{0};
+
+// One convcore plan (convcore.h, "plans") and what it keeps between calls.
+struct CachedPlan {
+    convcoreConvolutionPlan_t plan = nullptr;
+    int algo = 0;          // the pass's algorithm the plan runs
+    size_t workspace = 0;  // its exact workspace size
+    // The filters prepared in the plan: their pointer and the caller's version of their contents.
+    const void* prepared_for = nullptr;
+    int64_t prepared_version = -1;
+    CachedPlan() = default;
+    CachedPlan(const CachedPlan&) = delete;
+    CachedPlan& operator=(const CachedPlan&) = delete;
+    ~CachedPlan() { convcoreDestroyConvolutionPlan(plan); }
+};
+
+// What identifies a problem: the pass, the requested algorithm, the convolution parameters and
+// each tensor's dtype, device, shape and strides. Equal keys mean equal descriptors, so a call
+// whose key is cached was validated when its plan was made.
+using PlanKey = std::vector<int64_t>;
+struct PlanKeyHash {
+    size_t operator()(const PlanKey& key) const {
+        uint64_t h = 1469598103934665603ull;  // FNV-1a over the values
+        for (int64_t v : key) h = (h ^ uint64_t(v)) * 1099511628211ull;
+        return size_t(h);
+    }
+};
+
+// Host workspace, one per thread, shared by all the calls the thread makes; grows to the largest
+// request and is kept (a network's layers reuse it).
+class HostWorkspace {
    public:
-    Workspace() = default;
-    Workspace(const Workspace&) = delete;
-    Workspace& operator=(const Workspace&) = delete;
-    ~Workspace() { std::free(ptr_); }
-
-    std::mutex& mutex() { return mutex_; }
-    // Call with mutex() held.
+    HostWorkspace() = default;
+    HostWorkspace(const HostWorkspace&) = delete;
+    HostWorkspace& operator=(const HostWorkspace&) = delete;
+    ~HostWorkspace() { std::free(ptr_); }
     void* reserve(size_t bytes) {
         if (bytes == 0) return nullptr;
         if (bytes > size_) {
@@ -436,12 +477,51 @@ class Workspace {
         }
         return ptr_;
     }
-    size_t size() const { return size_; }
+
+   private:
+    void* ptr_ = nullptr;
+    size_t size_ = 0;
+};
+thread_local HostWorkspace t_workspace;
+
+// The plans of one Convolution in one thread (convcore.Convolution keeps one per thread): a call
+// whose problem was seen before runs its plan with only the data pointers, without building
+// descriptors, validating or choosing again. At most kMaxPlans problems are kept; all are dropped
+// when that is exceeded. The mutex orders preparing a plan's filters and running it, should two
+// threads share one (each CUDA plan runs on the handle of the thread that made it).
+class PlanCache {
+   public:
+    static constexpr size_t kMaxPlans = 64;
+    PlanCache() = default;
+    PlanCache(const PlanCache&) = delete;
+    PlanCache& operator=(const PlanCache&) = delete;
+
+    std::mutex& mutex() { return mutex_; }
+
+    // Call with the GIL held (it orders the map's users).
+    std::shared_ptr<CachedPlan> find(const PlanKey& key) {
+        const uint64_t generation = g_plan_generation.load(std::memory_order_relaxed);
+        if (generation != generation_) {
+            plans_.clear();
+            generation_ = generation;
+        }
+        auto it = plans_.find(key);
+        return it == plans_.end() ? nullptr : it->second;
+    }
+    void insert(PlanKey key, std::shared_ptr<CachedPlan> plan) {
+        if (plans_.size() >= kMaxPlans) plans_.clear();
+        plans_.emplace(std::move(key), std::move(plan));
+    }
+    size_t plan_count() const { return plans_.size(); }
+    // How many times filters were prepared (transformed and kept) in this cache's plans.
+    void count_preparation() { ++preparations_; }
+    int64_t preparations() const { return preparations_; }
 
    private:
     std::mutex mutex_;
-    void* ptr_ = nullptr;
-    size_t size_ = 0;
+    int64_t preparations_ = 0;
+    std::unordered_map<PlanKey, std::shared_ptr<CachedPlan>, PlanKeyHash> plans_;
+    uint64_t generation_ = 0;
 };
 
 // Device workspace for one CUDA call, freed on scope exit.
@@ -530,55 +610,6 @@ void run_select(int algo, F call) {
     check(status, algo == kAlgoFind ? "algo=find: " : "");
 }
 
-// y = alpha * conv(x, w) + beta * y with algorithm `algo` (-1: "auto", -2: "find"; both
-// through convcoreSelectConvolutionForwardAlgorithm). `stream` is the CUDA stream to run on (ignored on the CPU). Returns the
-// algorithm used.
-int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
-            const ConvParams& p, int algo, double alpha, double beta, Workspace& workspace,
-            uintptr_t stream) {
-    Descriptors d;
-    const convcoreDataType_t t = set_forward_descriptors(d, x, w, y, p);
-    const bool on_cuda = x.device_type() == kDLCUDA;
-    convcoreHandle_t h = on_cuda ? cuda_handle(x.device_id()) : cpu_handle();
-    if (on_cuda) check(convcoreSetStream(h, reinterpret_cast<void*>(stream)), "stream: ");
-
-    if (algo < 0) {
-        // Timing may overwrite y: it is given as scratch only when its contents are not blended.
-        void* scratch = beta == 0.0 ? y.data() : nullptr;
-        convcoreConvolutionFwdAlgo_t chosen{};
-        run_select(algo, [&](convcoreSelectMode_t mode) {
-            return convcoreSelectConvolutionForwardAlgorithm(h, d.x, x.data(), d.w, w.data(), d.conv, d.y,
-                                                             scratch, mode, &chosen);
-        });
-        algo = int(chosen);
-    }
-    const auto c_algo = convcoreConvolutionFwdAlgo_t(algo);
-    size_t ws_bytes = 0;
-    check_algo_call(convcoreGetConvolutionForwardWorkspaceSize(h, d.x, d.w, d.conv, d.y, c_algo,
-                                                               &ws_bytes),
-                    algo);
-
-    const float alpha_f = float(alpha), beta_f = float(beta);
-    const void* alpha_p = t == CONVCORE_DATA_DOUBLE ? static_cast<const void*>(&alpha) : &alpha_f;
-    const void* beta_p = t == CONVCORE_DATA_DOUBLE ? static_cast<const void*>(&beta) : &beta_f;
-
-    convcoreStatus_t status;
-    if (on_cuda) {
-        py::gil_scoped_release release;
-        DeviceBuffer ws(h, ws_bytes);  // freed before the GIL is taken back
-        status = convcoreConvolutionForward(h, alpha_p, d.x, x.data(), d.w, w.data(), d.conv, c_algo,
-                                            ws.ptr, ws_bytes, beta_p, d.y, y.data());
-    } else {
-        py::gil_scoped_release release;
-        std::lock_guard<std::mutex> lock(workspace.mutex());
-        void* ws = workspace.reserve(ws_bytes);
-        status = convcoreConvolutionForward(h, alpha_p, d.x, x.data(), d.w, w.data(), d.conv, c_algo,
-                                            ws, ws_bytes, beta_p, d.y, y.data());
-    }
-    check_algo_call(status, algo);
-    return algo;
-}
-
 // ---- backward passes ------------------------------------------------------------------------
 // Directions as the Python API names them: 0 forward, 1 backward data, 2 backward filter.
 enum Direction { FORWARD = 0, BACKWARD_DATA = 1, BACKWARD_FILTER = 2 };
@@ -665,103 +696,156 @@ void check_dy_shape(const Descriptors& d, const DLPackTensor& dy, const std::vec
                   "), got " + shape_str(dy.shape()));
 }
 
-// Runs `call(workspace, bytes)` with the GIL released: a device buffer on CUDA, the
-// Convolution's host workspace on the CPU.
+// Runs `call(workspace, bytes)` with the GIL released: a device buffer on CUDA, the thread's
+// host workspace on the CPU.
 template <typename F>
-convcoreStatus_t with_workspace(convcoreHandle_t h, bool on_cuda, size_t bytes, Workspace& workspace, F call) {
+convcoreStatus_t with_workspace(convcoreHandle_t h, bool on_cuda, size_t bytes, F call) {
     py::gil_scoped_release release;
     if (on_cuda) {
         DeviceBuffer ws(h, bytes);
         return call(ws.ptr, bytes);
     }
-    std::lock_guard<std::mutex> lock(workspace.mutex());
-    return call(workspace.reserve(bytes), bytes);
+    return call(t_workspace.reserve(bytes), bytes);
+}
+
+// Runs one pass through the cache's plan for this problem: out = alpha * pass(in0, in1) + beta * out
+// (convcoreExecuteConvolutionPlan's operands). On the first call of a problem, `describe(d, h)`
+// validates the tensors (naming the user's arguments), fills the descriptors and returns the
+// algorithm (running Select with the data for "auto" and "find"); the plan is made then.
+// `check_status(status, algo)` turns a failed status into the pass's exception. With
+// filter_version >= 0, in1 holds filters whose contents that number identifies: the plan
+// prepares them (convcorePrepareConvolutionPlanFilters) once per pointer and version.
+// Returns the algorithm that ran.
+template <typename Describe, typename CheckStatus>
+int run_plan(convcoreConvolutionPass_t pass, const DLPackTensor& in0, const DLPackTensor& in1,
+             const DLPackTensor& out, const ConvParams& p, int algo, double alpha, double beta,
+             PlanCache& cache, uintptr_t stream, int64_t filter_version, Describe describe,
+             CheckStatus check_status) {
+    if (out.read_only()) bad_param("out: the array is read-only");
+    PlanKey key{int64_t(pass), algo, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h, p.dil_w, p.groups, p.mode};
+    for (const DLPackTensor* t : {&in0, &in1, &out}) t->append_layout(key);
+    const bool on_cuda = in0.device_type() == kDLCUDA;
+    convcoreHandle_t h = handle_on(in0, stream);
+    std::shared_ptr<CachedPlan> plan = cache.find(key);
+    if (!plan) {
+        Descriptors d;
+        const int chosen = describe(d, h);
+        plan = std::make_shared<CachedPlan>();
+        check_status(convcoreCreateConvolutionPlan(h, pass, d.x, d.w, d.conv, d.y, chosen, &plan->plan), chosen);
+        plan->algo = chosen;
+        check(convcoreGetConvolutionPlanWorkspaceSize(plan->plan, &plan->workspace));
+        cache.insert(std::move(key), plan);
+    }
+    const bool is_double = in0.is_float(64);
+    const float alpha_f = float(alpha), beta_f = float(beta);
+    const void* alpha_p = is_double ? static_cast<const void*>(&alpha) : &alpha_f;
+    const void* beta_p = is_double ? static_cast<const void*>(&beta) : &beta_f;
+    convcoreStatus_t status;
+    {
+        py::gil_scoped_release release;
+        std::lock_guard<std::mutex> lock(cache.mutex());
+        status = CONVCORE_STATUS_SUCCESS;
+        if (filter_version >= 0 && (plan->prepared_for != in1.data() || plan->prepared_version != filter_version)) {
+            size_t prepared_bytes = 0;
+            status = convcorePrepareConvolutionPlanFilters(plan->plan, in1.data(), &prepared_bytes);
+            plan->prepared_for = status == CONVCORE_STATUS_SUCCESS ? in1.data() : nullptr;
+            plan->prepared_version = filter_version;
+            if (prepared_bytes) cache.count_preparation();
+        }
+        if (status == CONVCORE_STATUS_SUCCESS) {
+            if (on_cuda) {
+                DeviceBuffer ws(h, plan->workspace);  // freed before the GIL is taken back
+                status = convcoreExecuteConvolutionPlan(plan->plan, alpha_p, in0.data(), in1.data(), beta_p,
+                                                        out.data(), ws.ptr, plan->workspace);
+            } else {
+                status = convcoreExecuteConvolutionPlan(plan->plan, alpha_p, in0.data(), in1.data(), beta_p,
+                                                        out.data(), t_workspace.reserve(plan->workspace), plan->workspace);
+            }
+        }
+    }
+    check_status(status, plan->algo);
+    return plan->algo;
+}
+
+// y = alpha * conv(x, w) + beta * y with algorithm `algo` (-1: "auto", -2: "find"; both
+// through convcoreSelectConvolutionForwardAlgorithm). `stream` is the CUDA stream to run on
+// (ignored on the CPU); filter_version as in run_plan. Returns the algorithm used.
+int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y, const ConvParams& p,
+            int algo, double alpha, double beta, PlanCache& cache, uintptr_t stream, int64_t filter_version) {
+    auto describe = [&](Descriptors& d, convcoreHandle_t h) {
+        set_forward_descriptors(d, x, w, y, p);
+        if (algo >= 0) return algo;
+        // Timing may overwrite y: it is given as scratch only when its contents are not blended.
+        void* scratch = beta == 0.0 ? y.data() : nullptr;
+        convcoreConvolutionFwdAlgo_t chosen{};
+        run_select(algo, [&](convcoreSelectMode_t mode) {
+            return convcoreSelectConvolutionForwardAlgorithm(h, d.x, x.data(), d.w, w.data(), d.conv, d.y,
+                                                             scratch, mode, &chosen);
+        });
+        return int(chosen);
+    };
+    return run_plan(CONVCORE_PASS_FORWARD, x, w, y, p, algo, alpha, beta, cache, stream, filter_version,
+                    describe, check_algo_call);
 }
 
 // dx = alpha * grad_x(w, dy) + beta * dx with backward-data algorithm `algo` (-1: "auto",
 // -2: "find"). Returns the algorithm used.
 int backward_data(const DLPackTensor& dy, const DLPackTensor& w, const DLPackTensor& dx,
-                  const ConvParams& p, int algo, double alpha, double beta, Workspace& workspace,
+                  const ConvParams& p, int algo, double alpha, double beta, PlanCache& cache,
                   uintptr_t stream) {
-    const std::string dtype = check_pair(dy, "dy", w, "w");
-    const convcoreDataType_t t = data_type_of(dtype);
-    check_output(dx, dy, dtype, "dy");
-    if (!dy.has_positive_strides()) bad_param("dy: strides must be positive");
-    if (!w.is_packed()) bad_param("w: must be contiguous (packed K x C/groups x R x S)");
-    Descriptors d;
-    d.set_conv(p);
-    set_tensor(d.x, dx.shape(), dx.strides_for_c(), t, "out: ");
-    d.set_w(w.shape(), t);
-    check_dy_shape(d, dy, dx.shape());
-    set_tensor(d.y, dy.shape(), dy.strides_for_c(), t, "dy: ");
-    const bool on_cuda = dy.device_type() == kDLCUDA;
-    convcoreHandle_t h = handle_on(dy, stream);
-    if (algo < 0) {
+    auto describe = [&](Descriptors& d, convcoreHandle_t h) {
+        const std::string dtype = check_pair(dy, "dy", w, "w");
+        const convcoreDataType_t t = data_type_of(dtype);
+        check_output(dx, dy, dtype, "dy");
+        if (!dy.has_positive_strides()) bad_param("dy: strides must be positive");
+        if (!w.is_packed()) bad_param("w: must be contiguous (packed K x C/groups x R x S)");
+        d.set_conv(p);
+        set_tensor(d.x, dx.shape(), dx.strides_for_c(), t, "out: ");
+        d.set_w(w.shape(), t);
+        check_dy_shape(d, dy, dx.shape());
+        set_tensor(d.y, dy.shape(), dy.strides_for_c(), t, "dy: ");
+        if (algo >= 0) return algo;
         void* scratch = beta == 0.0 ? dx.data() : nullptr;
         convcoreConvolutionBwdDataAlgo_t chosen{};
         run_select(algo, [&](convcoreSelectMode_t mode) {
             return convcoreSelectConvolutionBackwardDataAlgorithm(h, d.w, w.data(), d.y, dy.data(), d.conv, d.x,
                                                                   scratch, mode, &chosen);
         });
-        algo = int(chosen);
-    }
-    const auto a = convcoreConvolutionBwdDataAlgo_t(algo);
-    size_t bytes = 0;
-    check_bwd(convcoreGetConvolutionBackwardDataWorkspaceSize(h, d.w, d.y, d.conv, d.x, a, &bytes),
-              BACKWARD_DATA, algo, "dx");
-    const float alpha_f = float(alpha), beta_f = float(beta);
-    const void* alpha_p = t == CONVCORE_DATA_DOUBLE ? static_cast<const void*>(&alpha) : &alpha_f;
-    const void* beta_p = t == CONVCORE_DATA_DOUBLE ? static_cast<const void*>(&beta) : &beta_f;
-    const convcoreStatus_t status = with_workspace(h, on_cuda, bytes, workspace, [&](void* ws, size_t n) {
-        return convcoreConvolutionBackwardData(h, alpha_p, d.w, w.data(), d.y, dy.data(), d.conv, a, ws,
-                                               n, beta_p, d.x, dx.data());
-    });
-    check_bwd(status, BACKWARD_DATA, algo, "dx");
-    return algo;
+        return int(chosen);
+    };
+    return run_plan(CONVCORE_PASS_BACKWARD_DATA, dy, w, dx, p, algo, alpha, beta, cache, stream, -1, describe,
+                    [](convcoreStatus_t status, int a) { check_bwd(status, BACKWARD_DATA, a, "dx"); });
 }
 
 // dw = alpha * grad_w(x, dy) + beta * dw with backward-filter algorithm `algo` (-1: auto,
 // -2: Find's).
 int backward_filter(const DLPackTensor& x, const DLPackTensor& dy, const DLPackTensor& dw,
-                    const ConvParams& p, int algo, double alpha, double beta, Workspace& workspace,
+                    const ConvParams& p, int algo, double alpha, double beta, PlanCache& cache,
                     uintptr_t stream) {
-    const std::string dtype = check_pair(x, "x", dy, "dy");
-    const convcoreDataType_t t = data_type_of(dtype);
-    check_output(dw, x, dtype, "x");
-    if (!x.has_positive_strides()) bad_param("x: strides must be positive");
-    if (!dy.has_positive_strides()) bad_param("dy: strides must be positive");
-    if (!dw.is_packed()) bad_param("out: must be contiguous (packed K x C/groups x R x S)");
-    Descriptors d;
-    d.set_conv(p);
-    set_tensor(d.x, x.shape(), x.strides_for_c(), t, "x: ");
-    check(convcoreSetFilter4dDescriptor(d.w, t, dw.shape()[0], dw.shape()[1], dw.shape()[2], dw.shape()[3]),
-          "out: ");
-    check_dy_shape(d, dy, x.shape());
-    set_tensor(d.y, dy.shape(), dy.strides_for_c(), t, "dy: ");
-    const bool on_cuda = x.device_type() == kDLCUDA;
-    convcoreHandle_t h = handle_on(x, stream);
-    if (algo < 0) {
+    auto describe = [&](Descriptors& d, convcoreHandle_t h) {
+        const std::string dtype = check_pair(x, "x", dy, "dy");
+        const convcoreDataType_t t = data_type_of(dtype);
+        check_output(dw, x, dtype, "x");
+        if (!x.has_positive_strides()) bad_param("x: strides must be positive");
+        if (!dy.has_positive_strides()) bad_param("dy: strides must be positive");
+        if (!dw.is_packed()) bad_param("out: must be contiguous (packed K x C/groups x R x S)");
+        d.set_conv(p);
+        set_tensor(d.x, x.shape(), x.strides_for_c(), t, "x: ");
+        check(convcoreSetFilter4dDescriptor(d.w, t, dw.shape()[0], dw.shape()[1], dw.shape()[2], dw.shape()[3]),
+              "out: ");
+        check_dy_shape(d, dy, x.shape());
+        set_tensor(d.y, dy.shape(), dy.strides_for_c(), t, "dy: ");
+        if (algo >= 0) return algo;
         void* scratch = beta == 0.0 ? dw.data() : nullptr;
         convcoreConvolutionBwdFilterAlgo_t chosen{};
         run_select(algo, [&](convcoreSelectMode_t mode) {
             return convcoreSelectConvolutionBackwardFilterAlgorithm(h, d.x, x.data(), d.y, dy.data(), d.conv, d.w,
                                                                     scratch, mode, &chosen);
         });
-        algo = int(chosen);
-    }
-    const auto a = convcoreConvolutionBwdFilterAlgo_t(algo);
-    size_t bytes = 0;
-    check_bwd(convcoreGetConvolutionBackwardFilterWorkspaceSize(h, d.x, d.y, d.conv, d.w, a, &bytes),
-              BACKWARD_FILTER, algo, "dw");
-    const float alpha_f = float(alpha), beta_f = float(beta);
-    const void* alpha_p = t == CONVCORE_DATA_DOUBLE ? static_cast<const void*>(&alpha) : &alpha_f;
-    const void* beta_p = t == CONVCORE_DATA_DOUBLE ? static_cast<const void*>(&beta) : &beta_f;
-    const convcoreStatus_t status = with_workspace(h, on_cuda, bytes, workspace, [&](void* ws, size_t n) {
-        return convcoreConvolutionBackwardFilter(h, alpha_p, d.x, x.data(), d.y, dy.data(), d.conv, a, ws,
-                                                 n, beta_p, d.w, dw.data());
-    });
-    check_bwd(status, BACKWARD_FILTER, algo, "dw");
-    return algo;
+        return int(chosen);
+    };
+    return run_plan(CONVCORE_PASS_BACKWARD_FILTER, x, dy, dw, p, algo, alpha, beta, cache, stream, -1, describe,
+                    [](convcoreStatus_t status, int a) { check_bwd(status, BACKWARD_FILTER, a, "dw"); });
 }
 
 // db (K,) = alpha * sum of dy over n, p, q + beta * db.
@@ -896,7 +980,7 @@ double cache_line_round_trip_ns() {
 // largest size that an algorithm within `workspace_limit` (-1: no limit) needs.
 // [(algo, status, time_ms, workspace_bytes, deterministic)], fastest first, failures last.
 py::list find(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y, const ConvParams& p,
-              int64_t workspace_limit, bool deterministic, Workspace& workspace, uintptr_t stream) {
+              int64_t workspace_limit, bool deterministic, uintptr_t stream) {
     Descriptors d;
     set_forward_descriptors(d, x, w, y, p);
     const bool on_cuda = x.device_type() == kDLCUDA;
@@ -909,7 +993,7 @@ py::list find(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& 
     convcoreConvolutionFwdAlgoPerf_t perf[CONVCORE_FWD_ALGO_COUNT];
     int count = 0;
     check(convcoreSetDeterministicOnly(h, deterministic ? 1 : 0));
-    const convcoreStatus_t status = with_workspace(h, on_cuda, bytes, workspace, [&](void* ws, size_t n) {
+    const convcoreStatus_t status = with_workspace(h, on_cuda, bytes, [&](void* ws, size_t n) {
         return convcoreFindConvolutionForwardAlgorithmEx(h, d.x, x.data(), d.w, w.data(), d.conv, d.y,
                                                          y.data(), CONVCORE_FWD_ALGO_COUNT, &count, perf,
                                                          ws, n);
@@ -999,9 +1083,11 @@ PYBIND11_MODULE(_convcore, m) {
              py::arg("pad_h"), py::arg("pad_w"), py::arg("stride_h"), py::arg("stride_w"),
              py::arg("dil_h"), py::arg("dil_w"), py::arg("groups"), py::arg("mode"));
 
-    py::class_<Workspace>(m, "Workspace", "Host workspace memory reused across forward calls.")
+    py::class_<PlanCache>(m, "PlanCache",
+                          "The plans of one Convolution in one thread.")
         .def(py::init<>())
-        .def_property_readonly("size", &Workspace::size);
+        .def_property_readonly("plan_count", &PlanCache::plan_count)
+        .def_property_readonly("preparations", &PlanCache::preparations);
 
     m.def("output_shape", &output_shape, py::arg("x_shape"), py::arg("w_shape"), py::arg("params"));
     m.def("rank_algos",
@@ -1022,17 +1108,22 @@ PYBIND11_MODULE(_convcore, m) {
     m.def("check_inputs", &check_inputs, py::arg("x"), py::arg("w"),
           "Checks ndim, dtype and device of x and w; returns the dtype name.");
     m.def("forward", &forward, py::arg("x"), py::arg("w"), py::arg("y"), py::arg("params"),
-          py::arg("algo"), py::arg("alpha"), py::arg("beta"), py::arg("workspace"),
-          py::arg("stream"));
+          py::arg("algo"), py::arg("alpha"), py::arg("beta"), py::arg("plans"),
+          py::arg("stream"), py::arg("filter_version") = -1);
     m.attr("ALGO_FIND") = kAlgoFind;
     m.attr("SELECT_CANDIDATES") = CONVCORE_SELECT_CANDIDATES;
     m.def("find", &find, py::arg("x"), py::arg("w"), py::arg("y"), py::arg("params"),
-          py::arg("workspace_limit"), py::arg("deterministic"), py::arg("workspace"), py::arg("stream"),
+          py::arg("workspace_limit"), py::arg("deterministic"), py::arg("stream"),
           "FindEx on x and w (y: scratch): [(algo, status, time_ms, workspace, deterministic)], "
           "fastest first.");
     m.def("find_stats", &find_stats, "(timed_runs, db_hits) of Find in this process.");
-    m.def("clear_find_cache", [] { check(convcoreClearFindCache()); },
-          "Forget the in-process cache of find results (the find-db file is read again).");
+    m.def("clear_find_cache",
+          [] {
+              check(convcoreClearFindCache());
+              ++g_plan_generation;
+          },
+          "Forget the in-process cache of find results (the find-db file is read again) and the "
+          "plans made from them.");
 
     // ---- backward passes ----
     m.attr("BACKWARD_DATA") = int(BACKWARD_DATA);
@@ -1054,10 +1145,10 @@ PYBIND11_MODULE(_convcore, m) {
           py::arg("device_index"), py::arg("dtype"));
     m.def("backward_data", &backward_data, py::arg("dy"), py::arg("w"), py::arg("dx"),
           py::arg("params"), py::arg("algo"), py::arg("alpha"), py::arg("beta"),
-          py::arg("workspace"), py::arg("stream"));
+          py::arg("plans"), py::arg("stream"));
     m.def("backward_filter", &backward_filter, py::arg("x"), py::arg("dy"), py::arg("dw"),
           py::arg("params"), py::arg("algo"), py::arg("alpha"), py::arg("beta"),
-          py::arg("workspace"), py::arg("stream"));
+          py::arg("plans"), py::arg("stream"));
     m.def("backward_bias", &backward_bias, py::arg("dy"), py::arg("db"), py::arg("alpha"),
           py::arg("beta"), py::arg("stream"));
 }

@@ -25,6 +25,7 @@ This module imports torch; ``import convcore`` alone does not.
 
 import enum
 import functools
+import itertools
 from typing import List, Optional
 
 import torch
@@ -309,6 +310,9 @@ def _forward(x, w, bias, stride, padding, dilation, groups, fwd_algo):
 
 # ---- the module ------------------------------------------------------------------------------------
 
+_filter_versions = itertools.count()  # Conv2d._filter_version's numbers, unique in the process
+
+
 class Conv2d(nn.Conv2d):
     """``torch.nn.Conv2d`` computed by convcore: same constructor, parameters and state_dict, plus
     ``algo`` ("auto", an algorithm name, a convcore.Algo, or a (forward, backward data, backward
@@ -330,19 +334,64 @@ class Conv2d(nn.Conv2d):
         self._fwd_algo = _split_algo(_algo_spec(value))[0]  # BadParamError for an unknown name
         self._algo = value
 
+    def _own_convolution(self):
+        """This layer's own convcore.Convolution: its plans (and the filters they prepared) are
+        this layer's, not shared with other layers of the same shape."""
+        params = (self.stride, self.padding, self.dilation, self.groups)
+        own = self.__dict__.get("_convcore_conv")
+        if own is None or own[0] != params:
+            own = (params, Convolution(ConvDesc(padding=self.padding, stride=self.stride,
+                                                dilation=self.dilation, groups=self.groups)))
+            self.__dict__["_convcore_conv"] = own
+        return own[1]
+
+    def _filter_version(self, weight):
+        """A number that changes whenever the weight's contents may have: a new one each time
+        the weight is another tensor or its version counter moved (every in-place change through
+        autograd-visible ops does: optimizer steps, load_state_dict, ``with torch.no_grad():
+        w.mul_(2)``). The plan re-transforms the filters only then. -1 for a tensor without a
+        version counter (made under torch.inference_mode): transformed at every call."""
+        try:
+            version = weight._version
+        except RuntimeError:
+            return -1
+        held = self.__dict__.get("_prepared_weight")
+        if held is not None and held[0] is weight and held[1] == version:
+            return held[2]
+        token = next(_filter_versions)
+        self.__dict__["_prepared_weight"] = (weight, version, token)
+        return token
+
+    def __getstate__(self):
+        # copy.deepcopy and pickle: the layer's plans stay behind (a copy makes its own).
+        state = super().__getstate__()
+        state.pop("_convcore_conv", None)
+        state.pop("_prepared_weight", None)
+        return state
+
     def extra_repr(self):
         return super().extra_repr() + f", algo={self._algo!r}"
 
     def _conv_forward(self, input, weight, bias):
         if (self.padding_mode == "zeros" and type(self.padding) is tuple and
-                isinstance(input, Tensor) and input.dim() == 4 and not _needs_op(input, weight, bias)):
+                isinstance(input, Tensor) and not _needs_op(input, weight, bias)):
             # Inference, the common case, kept short: each microsecond here is paid per layer.
-            _check_tensors("convcore.torch.Conv2d", input, weight, bias)
-            conv = _conv_for(self.stride, self.padding, self.dilation, self.groups)
-            y = _forward(input, weight, bias, self.stride, self.padding, self.dilation, self.groups,
-                         self._fwd_algo)
-            self.__dict__["last_algo"] = conv.last_algo  # not nn.Module.__setattr__: it is slow
-            return y
+            conv = self._own_convolution()
+            y = conv._forward_torch_cpu(input, weight, self._fwd_algo, self._filter_version(weight))
+            if y is not None:
+                if bias is not None:
+                    if type(bias) is not nn.Parameter or bias.dtype != y.dtype or not bias.is_cpu:
+                        _check_tensors("convcore.torch.Conv2d", input, weight, bias)
+                    y.add_(bias.view(1, -1, 1, 1))
+                self.__dict__["last_algo"] = conv.last_algo  # not nn.Module.__setattr__: it is slow
+                return y
+            if input.dim() == 4:
+                _check_tensors("convcore.torch.Conv2d", input, weight, bias)
+                y = _forward(input, weight, bias, self.stride, self.padding, self.dilation, self.groups,
+                             self._fwd_algo)
+                self.__dict__["last_algo"] = _conv_for(self.stride, self.padding, self.dilation,
+                                                       self.groups).last_algo
+                return y
         padding = self.padding
         if self.padding_mode != "zeros":
             input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)

@@ -357,3 +357,55 @@ def test_dlpack_capsules_are_released(torch):
         conv.forward(xt, wt)
         conv.forward(LegacyProducer(x), w)
     assert [sys.getrefcount(a) for a in (x, w, out, xt, wt)] == before
+
+
+def test_plans_are_made_once_per_problem():
+    """A Convolution keeps one plan per problem (shapes, strides, dtype, algo): repeated calls
+    reuse it, a new shape, layout or algorithm makes another, each result is right, and
+    clear_find_cache() drops plans chosen from the find results."""
+    rng = np.random.default_rng(3)
+    conv = convcore.Convolution(padding=1)
+    x = rng.standard_normal((2, 4, 9, 7)).astype(np.float32)
+    w = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
+    plans = conv._plans()
+    for _ in range(3):
+        y = conv.forward(x, w, algo="im2col_gemm")
+    assert plans.plan_count == 1
+    ref = conv2d_reference(x, w, padding=(1, 1))
+    assert relative_error(y, ref) <= error_bound("im2col_gemm", np.float32)
+    conv.forward(x, w, algo="auto")
+    assert plans.plan_count == 2
+    strided = rng.standard_normal((2, 4, 9, 14)).astype(np.float32)[..., ::2]  # another layout
+    y = conv.forward(strided, w, algo="im2col_gemm")
+    assert plans.plan_count == 3
+    assert relative_error(y, conv2d_reference(strided, w, padding=(1, 1))) <= error_bound("im2col_gemm", np.float32)
+    small = x[:1, :, :5, :5].copy()
+    y = conv.forward(small, w, algo="im2col_gemm")
+    assert plans.plan_count == 4
+    assert relative_error(y, conv2d_reference(small, w, padding=(1, 1))) <= error_bound("im2col_gemm", np.float32)
+    # a cached problem still checks what its key does not hold: a read-only or wrong out
+    out = np.empty((2, 6, 9, 7), np.float32)
+    out.setflags(write=False)
+    with pytest.raises(convcore.BadParamError, match="out"):
+        conv.forward(x, w, algo="im2col_gemm", out=out)
+    with pytest.raises(convcore.BadParamError, match="out: expected shape"):
+        conv.forward(x, w, algo="im2col_gemm", out=np.empty((2, 6, 9, 8), np.float32))
+    convcore.clear_find_cache()
+    conv.forward(x, w, algo="im2col_gemm")
+    assert plans.plan_count == 1
+    for h in range(5, 5 + 70):  # a bounded cache
+        conv.forward(x[:1, :, :h % 9 + 1, :], w, algo="direct" if h % 2 else "im2col_gemm")
+    assert plans.plan_count <= 64
+
+
+def test_each_thread_has_its_own_plans():
+    conv = convcore.Convolution(padding=1)
+    x = np.ones((1, 2, 5, 5), np.float32)
+    w = np.ones((3, 2, 3, 3), np.float32)
+    conv.forward(x, w, algo="direct")
+    seen = []
+    thread = threading.Thread(target=lambda: (conv.forward(x, w, algo="direct"),
+                                              seen.append(conv._plans())))
+    thread.start()
+    thread.join()
+    assert seen[0] is not conv._plans() and seen[0].plan_count == 1

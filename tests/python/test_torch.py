@@ -472,3 +472,46 @@ def test_inference_calls_convcore_directly(monkeypatch):
     assert torch.equal(frozen(x), direct)      # nothing requires grad: no operator either
     monkeypatch.setattr(ct, "_conv2d_op", real_op)
     assert layer(x).requires_grad
+
+
+def test_inference_keeps_transformed_filters_until_the_weight_changes():
+    """In inference a layer's plan transforms its filters once (Winograd's U) and transforms
+    them again only when the weight may have changed: an in-place change (its version counter),
+    a new Parameter, load_state_dict, an optimizer step. Every output matches the reference of
+    the weights of the moment."""
+    torch.manual_seed(0)
+    layer = ct.Conv2d(8, 8, 3, padding=1, bias=False, algo="winograd_4x4_3x3").eval()
+    x = torch.randn(1, 8, 12, 12)
+    plans = layer._own_convolution()._plans()
+    limit = bound("winograd_4x4_3x3", "forward", x, layer.weight, {})
+
+    def check():
+        with torch.no_grad():
+            y = layer(x)
+        ref = F.conv2d(x.double(), layer.weight.detach().double(), padding=1)
+        assert rel_err(y, ref) <= limit
+        return y
+
+    first = check()
+    assert plans.preparations == 1
+    assert torch.equal(check(), first) and plans.preparations == 1  # nothing changed: kept
+    with torch.no_grad():
+        layer.weight.mul_(-2)
+    check()
+    assert plans.preparations == 2
+    layer.weight = nn.Parameter(torch.randn(8, 8, 3, 3))
+    check()
+    assert plans.preparations == 3
+    layer.load_state_dict({"weight": torch.randn(8, 8, 3, 3)})
+    check()
+    assert plans.preparations == 4
+    optimizer = torch.optim.SGD(layer.parameters(), lr=0.5)
+    layer.train()
+    layer(x).square().sum().backward()  # through the operator: nothing prepared
+    optimizer.step()
+    layer.eval()
+    check()
+    assert plans.preparations == 5
+    clone = __import__("copy").deepcopy(layer)  # the plans stay behind; the copy makes its own
+    with torch.no_grad():
+        assert torch.equal(clone(x), layer(x))
