@@ -475,8 +475,13 @@ void run_typed(const ConvArgs& a) {
     const Geometry gm = geometry(pr);
     T* ws = static_cast<T*>(a.workspace);
     T* win = ws;
-    T* wpk = ws + gm.band * gm.row_elems;
-    pack_filter<T>(pr, static_cast<const T*>(a.w), wpk, gm.kblocks, threads);
+    // The packed filter: prepared by the plan (prepare below), else packed into the workspace.
+    const T* wpk = static_cast<const T*>(a.prepared_filter);
+    if (!wpk) {
+        T* packed = ws + gm.band * gm.row_elems;
+        pack_filter<T>(pr, static_cast<const T*>(a.w), packed, gm.kblocks, threads);
+        wpk = packed;
+    }
 
     Job<T> jb{};
     jb.x = static_cast<const T*>(a.x);
@@ -549,11 +554,21 @@ void run(const ConvArgs& a) {
         run_typed<float>(a);
 }
 
+size_t prepared_bytes(const ConvProblem& pr) { return size_t(geometry(pr).filt) * pr.elem_size(); }
+
+void prepare(const ConvProblem& pr, const Context& ctx, const void* w, void* out) {
+    const Geometry gm = geometry(pr);
+    if (pr.dtype == CONVCORE_DATA_DOUBLE)
+        pack_filter<double>(pr, static_cast<const double*>(w), static_cast<double*>(out), gm.kblocks, ctx.threads());
+    else
+        pack_filter<float>(pr, static_cast<const float*>(w), static_cast<float*>(out), gm.kblocks, ctx.threads());
+}
+
 }  // namespace
 
 extern const Solver im2win_solver;
 const Solver im2win_solver = {CONVCORE_FWD_ALGO_IM2WIN, CONVCORE_DEVICE_CPU, /*deterministic=*/true,
-                              why_not, workspace_bytes, run};
+                              why_not, workspace_bytes, run, prepared_bytes, prepare};
 
 }  // namespace cpu
 }  // namespace convcore

@@ -380,8 +380,9 @@ TEST(Plan, OnePlanRunsFromSeveralThreads) {
     CC_ASSERT_OK(convcoreDestroyConvolutionPlan(plan));
 }
 
-// Winograd's filters prepared once: the same bits as transforming them in the call, in both
-// schedules that hold the whole U (private pieces: small U; blocks: larger), groups, both dtypes.
+// Filters prepared once (Winograd's U, IM2WIN's packed filter): the same bits as transforming
+// them in the call, in both Winograd schedules that hold the whole U (private pieces: small U;
+// blocks: larger), groups, both dtypes.
 template <typename T>
 void check_prepared(convcoreConvolutionFwdAlgo_t algo, const Shape& s, uint32_t seed) {
     const convcoreDataType_t t = sizeof(T) == 8 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT;
@@ -422,10 +423,11 @@ void check_prepared(convcoreConvolutionFwdAlgo_t algo, const Shape& s, uint32_t 
     EXPECT_EQ(run(other), unprepared);
 }
 
-TEST(Plan, PreparedWinogradFiltersMatchTheCall) {
+TEST(Plan, PreparedFiltersMatchTheCall) {
     const Shape small{1, 8, 10, 10, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, false};
     const Shape blocks{2, 64, 30, 30, 48, 3, 3, 1, 1, 1, 1, 1, 1, 2, false};
-    for (auto algo : {CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3, CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3}) {
+    for (auto algo : {CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3, CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3,
+                      CONVCORE_FWD_ALGO_IM2WIN}) {
         SCOPED_TRACE(convcoreGetFwdAlgoName(algo));
         check_prepared<float>(algo, small, 1);
         check_prepared<float>(algo, blocks, 2);

@@ -490,9 +490,10 @@ CONVCORE_API convcoreStatus_t convcoreExecuteConvolutionPlan(convcoreConvolution
                                                              const void* in0, const void* in1, const void* beta,
                                                              void* out, void* workspace,
                                                              size_t workspaceSizeInBytes);
-/* Prepares the filters w for the plan's algorithm once (Winograd's transformed filters U on the
- * CPU), kept in the plan: later executions whose in1 is this same pointer w use them instead of
- * transforming w on every call. For inference, where the weights do not change. The caller
+/* Prepares the filters w for the plan's algorithm once (on the CPU: Winograd's transformed
+ * filters U, IM2WIN's packed filter), kept in the plan: later executions whose in1 is this same
+ * pointer w use them instead of transforming w on every call. For inference, where the weights
+ * do not change. The caller
  * promises that the contents of w do not change while the plan uses them: after changing them,
  * call this again (the "filters changed" call), or pass another pointer, which transforms per
  * call as usual. Each call drops what an earlier one kept. Algorithms with nothing to prepare
