@@ -460,7 +460,7 @@ class Convolution:
     """A 2-D convolution: ``Convolution(ConvDesc(padding=1)).forward(x, w)``.
 
     ``x`` is N x C x H x W, ``w`` is K x C/groups x R x S, the output N x K x P x Q. One object
-    may be shared by several threads (each thread gets its own workspace and handle)."""
+    may be shared by several threads (each thread gets its own handle, workspace and plans)."""
 
     def __init__(self, desc=None, **kwargs):
         if desc is None:
@@ -470,10 +470,19 @@ class Convolution:
         elif not isinstance(desc, ConvDesc):
             raise BadParamError(f"desc: expected a convcore.ConvDesc, got {type(desc).__name__}")
         self.desc = desc
-        self._local = threading.local()  # per-thread workspace
+        self._local = threading.local()  # per-thread plans, last algorithm and output shapes
 
     def __repr__(self):
         return f"Convolution({self.desc!r})"
+
+    def _plans(self):
+        """This thread's plans of this Convolution: one per problem seen (shapes, strides, dtype,
+        device, algo), each validated, chosen and sized once."""
+        try:
+            return self._local.plans
+        except AttributeError:
+            plans = self._local.plans = _C.PlanCache()
+            return plans
 
     def output_shape(self, x_shape, w_shape):
         """The output shape (N, K, P, Q) for inputs of these shapes."""
@@ -673,15 +682,6 @@ class Convolution:
                 for algo, status, time_ms, workspace, det in rows]
 
     # ---- backward passes (training) ----
-
-    def _plans(self):
-        """This thread's plans of this Convolution: one per problem seen (shapes, strides, dtype,
-        device, algo), each validated, chosen and sized once."""
-        try:
-            return self._local.plans
-        except AttributeError:
-            plans = self._local.plans = _C.PlanCache()
-            return plans
 
     def _prepare(self, first, first_name, second, second_name, out):
         """Device checks of two inputs (and out); the streams for CUDA tensors."""
