@@ -10,6 +10,7 @@
 #include <string>
 
 #include "convcore/convcore.h"
+#include "core/algorithms.hpp"
 #include "core/api_util.hpp"
 #include "core/descriptors.hpp"
 #include "core/device.hpp"
@@ -50,10 +51,6 @@ size_t plan_workspace(const ConvProblem& prob, const Solver& s) {
     throw_not_supported("convcore was built without CUDA support (nvcc was not found at build time)");
 }
 #endif
-
-constexpr const char* kAlgoNames[CONVCORE_FWD_ALGO_COUNT] = {
-    "DIRECT", "IM2COL_GEMM", "IMPLICIT_GEMM", "IM2WIN", "WINOGRAD_2X2_3X3", "WINOGRAD_4X4_3X3",
-    "FFT", "FFT_TILING", "FINE_GRAINED_FFT", "POLY_HANKEL", "CYCLIC_MINIMAL"};
 
 }  // namespace
 
@@ -395,23 +392,15 @@ convcoreStatus_t convcoreGetConvolution2dForwardOutputDim(convcoreConvolutionDes
 
 // ---- algorithms ----
 const char* convcoreGetFwdAlgoName(convcoreConvolutionFwdAlgo_t algo) {
-    if (enum_int(algo) < 0 || enum_int(algo) >= CONVCORE_FWD_ALGO_COUNT) return nullptr;
-    return kAlgoNames[algo];
+    const AlgorithmInfo* info = algorithm_info(CONVCORE_PASS_FORWARD, enum_int(algo));
+    return info ? info->name : nullptr;
 }
 
 convcoreStatus_t convcoreGetFwdAlgoByName(const char* name, convcoreConvolutionFwdAlgo_t* algo) {
     return guard([&] {
         require(name, "name");
         require(algo, "algo");
-        for (int i = 0; i < CONVCORE_FWD_ALGO_COUNT; ++i) {
-            if (strcasecmp(name, kAlgoNames[i]) == 0) {
-                *algo = convcoreConvolutionFwdAlgo_t(i);
-                return;
-            }
-        }
-        std::string names;
-        for (const char* n : kAlgoNames) names += std::string(names.empty() ? "" : ", ") + n;
-        throw_bad_param(std::string("unknown algorithm '") + name + "': expected one of " + names);
+        *algo = convcoreConvolutionFwdAlgo_t(algorithm_by_name(CONVCORE_PASS_FORWARD, name));
     });
 }
 

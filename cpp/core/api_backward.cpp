@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "convcore/convcore.h"
+#include "core/algorithms.hpp"
 #include "core/api_util.hpp"
 #include "core/descriptors.hpp"
 #include "core/device.hpp"
@@ -35,29 +36,8 @@ void backward_bias(const Context& ctx, convcoreDataType_t dtype, const void* dy,
 
 namespace {
 
-constexpr const char* kBwdDataNames[CONVCORE_BWD_DATA_ALGO_COUNT] = {
-    "DIRECT", "IM2COL_GEMM", "IMPLICIT_GEMM", "WINOGRAD_2X2_3X3",
-    "FFT", "FFT_TILING", "FINE_GRAINED_FFT", "POLY_HANKEL"};
-constexpr const char* kBwdFilterNames[CONVCORE_BWD_FILTER_ALGO_COUNT] = {
-    "DIRECT", "IM2COL_GEMM", "IMPLICIT_GEMM", "WINOGRAD_3X3_2X2",
-    "FFT", "FFT_TILING", "FINE_GRAINED_FFT", "POLY_HANKEL"};
-
 const char* device_name(convcoreDeviceType_t d) { return d == CONVCORE_DEVICE_CPU ? "the CPU" : "CUDA"; }
 
-template <int Count>
-void by_name(const char* name, const char* const (&names)[Count], int* out) {
-    require(name, "name");
-    require(out, "algo");
-    for (int i = 0; i < Count; ++i) {
-        if (strcasecmp(name, names[i]) == 0) {
-            *out = i;
-            return;
-        }
-    }
-    std::string all;
-    for (const char* n : names) all += std::string(all.empty() ? "" : ", ") + n;
-    throw_bad_param(std::string("unknown algorithm '") + name + "': expected one of " + all);
-}
 
 // make_problem's reasons speak of the forward pass's x, w and y; say dx, dw, dy instead
 // where the caller passed gradients. Renames whole identifiers only ("x", "xDesc", ...).
@@ -121,7 +101,7 @@ const BwdDataSolver& data_solver_for(const ConvProblem& prob,
     if (enum_int(algo) < 0 || enum_int(algo) >= CONVCORE_BWD_DATA_ALGO_COUNT)
         throw_bad_param("algo " + std::to_string(enum_int(algo)) + " is not a convcoreConvolutionBwdDataAlgo_t");
     const BwdDataSolver* s = find_bwd_data_solver(algo, prob.device);
-    const std::string why = not_applicable(s, prob, kBwdDataNames[algo], "backward data");
+    const std::string why = not_applicable(s, prob, convcoreGetBwdDataAlgoName(algo), "backward data");
     if (!why.empty()) throw_not_supported(why);
     return *s;
 }
@@ -132,7 +112,7 @@ const BwdFilterSolver& filter_solver_for(const ConvProblem& prob,
         throw_bad_param("algo " + std::to_string(enum_int(algo)) +
                         " is not a convcoreConvolutionBwdFilterAlgo_t");
     const BwdFilterSolver* s = find_bwd_filter_solver(algo, prob.device);
-    const std::string why = not_applicable(s, prob, kBwdFilterNames[algo], "backward filter");
+    const std::string why = not_applicable(s, prob, convcoreGetBwdFilterAlgoName(algo), "backward filter");
     if (!why.empty()) throw_not_supported(why);
     return *s;
 }
@@ -172,29 +152,29 @@ extern "C" {
 
 // ---- names ----
 const char* convcoreGetBwdDataAlgoName(convcoreConvolutionBwdDataAlgo_t algo) {
-    if (enum_int(algo) < 0 || enum_int(algo) >= CONVCORE_BWD_DATA_ALGO_COUNT) return nullptr;
-    return kBwdDataNames[algo];
+    const AlgorithmInfo* info = algorithm_info(CONVCORE_PASS_BACKWARD_DATA, enum_int(algo));
+    return info ? info->name : nullptr;
 }
 
 const char* convcoreGetBwdFilterAlgoName(convcoreConvolutionBwdFilterAlgo_t algo) {
-    if (enum_int(algo) < 0 || enum_int(algo) >= CONVCORE_BWD_FILTER_ALGO_COUNT) return nullptr;
-    return kBwdFilterNames[algo];
+    const AlgorithmInfo* info = algorithm_info(CONVCORE_PASS_BACKWARD_FILTER, enum_int(algo));
+    return info ? info->name : nullptr;
 }
 
 convcoreStatus_t convcoreGetBwdDataAlgoByName(const char* name, convcoreConvolutionBwdDataAlgo_t* algo) {
     return guard([&] {
-        int i = 0;
-        by_name(name, kBwdDataNames, algo ? &i : nullptr);
-        *algo = convcoreConvolutionBwdDataAlgo_t(i);
+        require(name, "name");
+        require(algo, "algo");
+        *algo = convcoreConvolutionBwdDataAlgo_t(algorithm_by_name(CONVCORE_PASS_BACKWARD_DATA, name));
     });
 }
 
 convcoreStatus_t convcoreGetBwdFilterAlgoByName(const char* name,
                                                 convcoreConvolutionBwdFilterAlgo_t* algo) {
     return guard([&] {
-        int i = 0;
-        by_name(name, kBwdFilterNames, algo ? &i : nullptr);
-        *algo = convcoreConvolutionBwdFilterAlgo_t(i);
+        require(name, "name");
+        require(algo, "algo");
+        *algo = convcoreConvolutionBwdFilterAlgo_t(algorithm_by_name(CONVCORE_PASS_BACKWARD_FILTER, name));
     });
 }
 

@@ -38,11 +38,13 @@ _errors.register(_convcore)
 
 from ._api import (  # noqa: E402  (the error classes must be registered first)
     Algo,
+    AlgorithmInfo,
     BwdDataAlgo,
     BwdFilterAlgo,
     ConvDesc,
     Convolution,
     FindResult,
+    algorithm_info,
     build_info,
     clear_find_cache,
     cmake_prefix_path,
@@ -55,7 +57,8 @@ from ._api import (  # noqa: E402  (the error classes must be registered first)
 __version__ = _convcore.version()
 
 __all__ = [
-    "Algo", "BwdDataAlgo", "BwdFilterAlgo", "ConvDesc", "Convolution", "FindResult", "conv2d",
+    "Algo", "BwdDataAlgo", "BwdFilterAlgo", "AlgorithmInfo", "algorithm_info", "ConvDesc",
+    "Convolution", "FindResult", "conv2d",
     "find_stats", "clear_find_cache",
     "Error", "BadParamError", "NotSupportedError", "ExecutionError",
     "build_info", "cuda_device_count", "cmake_prefix_path", "set_num_threads", "__version__",

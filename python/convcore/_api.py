@@ -5,6 +5,7 @@ read in place through DLPack. The output has the type of ``x``: NumPy in -> NumP
 in -> PyTorch out, other DLPack producers -> NumPy out (CPU).
 """
 
+import collections
 import enum
 import math
 import operator
@@ -17,7 +18,7 @@ import numpy as np
 from . import _convcore as _C
 from ._errors import BadParamError, NotSupportedError
 
-__all__ = ["Algo", "BwdDataAlgo", "BwdFilterAlgo", "ConvDesc", "Convolution", "FindResult", "conv2d", "build_info",
+__all__ = ["Algo", "BwdDataAlgo", "BwdFilterAlgo", "AlgorithmInfo", "algorithm_info", "ConvDesc", "Convolution", "FindResult", "conv2d", "build_info",
            "cuda_device_count", "cmake_prefix_path", "set_num_threads", "find_stats", "clear_find_cache"]
 
 SUPPORTED_DTYPES = ("float32", "float64")
@@ -107,6 +108,28 @@ def _enum_algo_id(algo, enum_cls):
             return enum_cls[key].value
     valid = ", ".join(["auto", "find"] + [a.name.lower() for a in enum_cls])
     raise BadParamError(f"algo: unknown {enum_cls.__name__} algorithm {algo!r}; valid names: {valid}")
+
+
+class AlgorithmInfo(collections.namedtuple(
+        "AlgorithmInfo", "name direction on_cpu on_cuda error_bound_float32 error_bound_float64 deterministic")):
+    """What convcore declares about one algorithm of one direction (the library's one list of
+    algorithms): the devices it runs on, the relative error ||out - ref|| / ||ref|| against a
+    float64 reference that convcore's tests hold it to, per dtype, and whether it is deterministic."""
+
+    def error_bound(self, dtype):
+        """The bound for ``dtype`` ("float32", "float64" or a NumPy dtype)."""
+        return self.error_bound_float64 if np.dtype(dtype) == np.float64 else self.error_bound_float32
+
+
+def algorithm_info(algo, direction="forward"):
+    """The AlgorithmInfo of ``algo`` (a name or enum member) in ``direction`` ("forward",
+    "backward_data" or "backward_filter")."""
+    enum_cls, code = _direction_arg(direction)
+    algo_id = _enum_algo_id(algo, enum_cls)
+    if algo_id < 0:
+        raise BadParamError(f"algo: {algo!r} chooses an algorithm; name one")
+    name, on_cpu, on_cuda, f32, f64, deterministic = _C.algorithm_info(code, algo_id)
+    return AlgorithmInfo(name.lower(), direction, on_cpu, on_cuda, f32, f64, deterministic)
 
 
 # ---- argument parsing ------------------------------------------------------------------------------

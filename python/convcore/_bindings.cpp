@@ -1053,6 +1053,17 @@ PYBIND11_MODULE(_convcore, m) {
     m.def("build_info", [] { return std::string(convcoreGetBuildInfo()); });
     m.def("cuda_device_count", &cuda_device_count);
     m.def("algo_names", &algo_names, "Algorithm names in enum order (uppercase, as the C API).");
+    m.def(
+        "algorithm_info",
+        [](int pass, int algo) {
+            convcoreAlgorithmInfo_t info{};
+            check(convcoreGetAlgorithmInfo(convcoreConvolutionPass_t(pass), algo, &info), "algo: ");
+            return py::make_tuple(std::string(info.name), info.onCpu != 0, info.onCuda != 0,
+                                  info.errorBoundFloat, info.errorBoundDouble,
+                                  info.determinism == CONVCORE_DETERMINISTIC);
+        },
+        py::arg("pass"), py::arg("algo"),
+        "(name, on_cpu, on_cuda, error_bound_float32, error_bound_float64, deterministic) of an algorithm.");
     m.def("algo_by_name", &algo_by_name, py::arg("name"));
     m.def("set_num_threads", &set_num_threads, py::arg("n"),
           "CPU threads for this Python thread's convcore calls (0: OpenMP's default).");

@@ -6,7 +6,18 @@
 #include <random>
 #include <vector>
 
+#include "convcore/convcore.h"
+
 namespace convcore_test {
+
+// The bound ||out - ref|| / ||ref|| that convcore declares for an algorithm of a pass (its one
+// list of algorithms, through convcoreGetAlgorithmInfo); 0, which fails every comparison, for
+// an algorithm the list does not have.
+inline double declared_bound(convcoreConvolutionPass_t pass, int algo, bool f64) {
+    convcoreAlgorithmInfo_t info{};
+    if (convcoreGetAlgorithmInfo(pass, algo, &info) != CONVCORE_STATUS_SUCCESS) return 0.0;
+    return f64 ? info.errorBoundDouble : info.errorBoundFloat;
+}
 
 struct Shape {
     int64_t n, c, h, w, k, r, s;

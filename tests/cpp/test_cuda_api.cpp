@@ -84,25 +84,12 @@ int algo_count(Dir d) {
 }
 bool is_classic(int algo) { return algo == 0 || algo == 1 || algo == 2; }  // DIRECT, IM2COL_GEMM, IMPLICIT_GEMM
 
-// ||gpu - cpu DIRECT|| / ||cpu DIRECT|| allowed per algorithm (docs/algorithms.md's bounds, as in
-// test_cuda_direct and test_cuda_backward).
+// ||gpu - cpu DIRECT|| / ||cpu DIRECT|| allowed per algorithm: the bound convcore declares.
 double bound(Dir d, int algo, bool f64) {
-    if (d == Dir::Fwd) {
-        switch (algo) {
-            case CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3: return f64 ? 1e-11 : 5e-5;
-            case CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3: return f64 ? 1e-10 : 5e-4;
-            case CONVCORE_FWD_ALGO_FFT:
-            case CONVCORE_FWD_ALGO_FFT_TILING:
-            case CONVCORE_FWD_ALGO_FINE_GRAINED_FFT:
-            case CONVCORE_FWD_ALGO_POLY_HANKEL:
-            case CONVCORE_FWD_ALGO_CYCLIC_MINIMAL: return f64 ? 1e-10 : 1e-4;
-            default: return f64 ? 1e-12 : 1e-5;
-        }
-    }
-    if (algo <= 2) return f64 ? 1e-12 : 1e-5;
-    const bool winograd = d == Dir::BwdData ? algo == CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3
-                                            : algo == CONVCORE_BWD_FILTER_ALGO_WINOGRAD_3X3_2X2;
-    return winograd ? (f64 ? 1e-11 : 5e-5) : (f64 ? 1e-10 : 1e-4);
+    const convcoreConvolutionPass_t pass = d == Dir::Fwd       ? CONVCORE_PASS_FORWARD
+                                           : d == Dir::BwdData ? CONVCORE_PASS_BACKWARD_DATA
+                                                               : CONVCORE_PASS_BACKWARD_FILTER;
+    return convcore_test::declared_bound(pass, algo, f64);
 }
 
 // One entry of a ranking, whatever the pass.

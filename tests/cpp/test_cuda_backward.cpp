@@ -127,13 +127,9 @@ TEST(CudaBackward, DirectMatchesCpu) {
 
 namespace {
 
-// ||gpu - cpu DIRECT|| / ||cpu DIRECT|| allowed (float32, float64): test_backward.py's bounds.
+// ||gpu - cpu DIRECT|| / ||cpu DIRECT|| allowed: the bound convcore declares.
 double bwd_bound(int algo, bool data, bool f64) {
-    const bool exact = algo == 0 || algo == 1 || algo == 2;  // DIRECT, IM2COL_GEMM, IMPLICIT_GEMM
-    if (exact) return f64 ? 1e-12 : 1e-5;
-    const bool winograd = data ? algo == CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3
-                               : algo == CONVCORE_BWD_FILTER_ALGO_WINOGRAD_3X3_2X2;
-    return winograd ? (f64 ? 1e-11 : 5e-5) : (f64 ? 1e-10 : 1e-4);
+    return convcore_test::declared_bound(data ? CONVCORE_PASS_BACKWARD_DATA : CONVCORE_PASS_BACKWARD_FILTER, algo, f64);
 }
 
 // Runs every backward-data and backward-filter algorithm that accepts p on the GPU (NaN-poisoned

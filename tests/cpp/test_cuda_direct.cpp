@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "convcore/convcore.h"
+#include "reference.hpp"
 
 namespace {
 
@@ -214,19 +215,9 @@ class CudaDirect : public ::testing::Test {
     convcoreHandle_t cpu_ = nullptr, gpu_ = nullptr;
 };
 
-// max |gpu - cpu| / max |cpu| allowed per algorithm (float32, float64): the bounds of
-// tests/python/reference.py ERROR_BOUNDS / docs/algorithms.md.
+// max |gpu - cpu| / max |cpu| allowed per algorithm: the bound convcore declares.
 double error_bound(convcoreConvolutionFwdAlgo_t algo, bool f64) {
-    switch (algo) {
-        case CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3: return f64 ? 1e-11 : 5e-5;
-        case CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3: return f64 ? 1e-10 : 5e-4;
-        case CONVCORE_FWD_ALGO_FFT:
-        case CONVCORE_FWD_ALGO_FFT_TILING:
-        case CONVCORE_FWD_ALGO_FINE_GRAINED_FFT:
-        case CONVCORE_FWD_ALGO_POLY_HANKEL:
-        case CONVCORE_FWD_ALGO_CYCLIC_MINIMAL: return f64 ? 1e-10 : 1e-4;
-        default: return f64 ? 1e-12 : 1e-5;  // DIRECT, IM2COL_GEMM, IMPLICIT_GEMM, IM2WIN
-    }
+    return convcore_test::declared_bound(CONVCORE_PASS_FORWARD, algo, f64);
 }
 
 bool is_classic(convcoreConvolutionFwdAlgo_t algo) {

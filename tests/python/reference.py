@@ -6,33 +6,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Relative error ||y - ref|| / ||ref|| allowed per algorithm, (float32, float64), against the
-# float64 reference below. Keep in step with docs/algorithms.md. An algorithm missing here makes
-# the tests fail: a new algorithm must state its bound.
-ERROR_BOUNDS = {
-    "direct": (1e-5, 1e-12),
-    "im2col_gemm": (1e-5, 1e-12),
-    "implicit_gemm": (1e-5, 1e-12),
-    "im2win": (1e-5, 1e-12),
-    "winograd_2x2_3x3": (5e-5, 1e-11),
-    "winograd_4x4_3x3": (5e-4, 1e-10),  # Lavin & Gray Table 4: ~1e-3 max abs on VGG layers
-    "fft": (1e-4, 1e-10),
-    "fft_tiling": (1e-4, 1e-10),
-    "fine_grained_fft": (1e-4, 1e-10),
-    "poly_hankel": (1e-4, 1e-10),
-    "cyclic_minimal": (1e-4, 1e-10),
-}
-
 # DIRECT, IM2COL_GEMM and IMPLICIT_GEMM support every problem on the CPU: applicable_algos must
 # always list them.
 CLASSIC_ALGOS = ("direct", "im2col_gemm", "implicit_gemm")
 
 
-def error_bound(algo, dtype):
-    assert algo in ERROR_BOUNDS, (
-        f"no error bound for algorithm {algo!r}: add it to ERROR_BOUNDS in tests/python/reference.py")
-    f32, f64 = ERROR_BOUNDS[algo]
-    return f32 if np.dtype(dtype) == np.float32 else f64
+def error_bound(algo, dtype, direction="forward"):
+    """The bound ||out - ref|| / ||ref|| that convcore declares for ``algo`` (its one list of
+    algorithms, read through convcore.algorithm_info)."""
+    import convcore  # here, not at the top: tests/gpu import this module before their GPU gate
+    return convcore.algorithm_info(algo, direction).error_bound(dtype)
 
 
 def relative_error(y, ref):

@@ -14,27 +14,12 @@ from reference import PROBLEMS, Problem, relative_error
 DTYPES = [np.float32, np.float64]
 SOME_PROBLEMS = PROBLEMS[::3]
 
-# ||grad - ref|| / ||ref|| allowed per direction and algorithm, (float32, float64), against a
-# float64 reference. Keep in step with docs/algorithms.md ("Backward passes").
-BWD_ERROR_BOUNDS = {
-    "backward_data": {
-        "direct": (1e-5, 1e-12), "im2col_gemm": (1e-5, 1e-12), "implicit_gemm": (1e-5, 1e-12),
-        "winograd_2x2_3x3": (5e-5, 1e-11), "fft": (1e-4, 1e-10), "fft_tiling": (1e-4, 1e-10),
-        "fine_grained_fft": (1e-4, 1e-10), "poly_hankel": (1e-4, 1e-10),
-    },
-    "backward_filter": {
-        "direct": (1e-5, 1e-12), "im2col_gemm": (1e-5, 1e-12), "implicit_gemm": (1e-5, 1e-12),
-        "winograd_3x3_2x2": (5e-5, 1e-11), "fft": (1e-4, 1e-10), "fft_tiling": (1e-4, 1e-10),
-        "fine_grained_fft": (1e-4, 1e-10), "poly_hankel": (1e-4, 1e-10),
-    },
-}
 CLASSIC = ("direct", "im2col_gemm", "implicit_gemm")
 
 
 def bound(direction, algo, dtype):
-    table = BWD_ERROR_BOUNDS[direction]
-    assert algo in table, f"no {direction} error bound for {algo!r}: add it to BWD_ERROR_BOUNDS"
-    return table[algo][0 if np.dtype(dtype) == np.float32 else 1]
+    """The bound ||grad - ref|| / ||ref|| convcore declares for ``algo`` of ``direction``."""
+    return convcore.algorithm_info(algo, direction).error_bound(dtype)
 
 
 def pid(p):

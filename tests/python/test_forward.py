@@ -409,3 +409,21 @@ def test_each_thread_has_its_own_plans():
     thread.start()
     thread.join()
     assert seen[0] is not conv._plans() and seen[0].plan_count == 1
+
+
+@pytest.mark.parametrize("direction, enum_cls", [("forward", convcore.Algo),
+                                                 ("backward_data", convcore.BwdDataAlgo),
+                                                 ("backward_filter", convcore.BwdFilterAlgo)])
+def test_algorithm_info_declares_every_algorithm(direction, enum_cls):
+    for member in enum_cls:
+        info = convcore.algorithm_info(member, direction)
+        assert info == convcore.algorithm_info(member.name.lower(), direction)
+        assert info.name == member.name.lower() and info.direction == direction
+        assert info.on_cpu and isinstance(info.deterministic, bool)
+        assert 0 < info.error_bound("float64") < info.error_bound(np.float32) <= 1e-3
+    with pytest.raises(convcore.BadParamError, match="algo: unknown"):
+        convcore.algorithm_info("no_such_algorithm", direction)
+    with pytest.raises(convcore.BadParamError, match="chooses an algorithm"):
+        convcore.algorithm_info("auto", direction)
+    with pytest.raises(convcore.BadParamError, match="direction"):
+        convcore.algorithm_info("direct", "sideways")

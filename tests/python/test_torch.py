@@ -40,13 +40,6 @@ def rel_err(y, ref):
     return float((y - ref).norm() / max(float(ref.norm()), 1e-300))
 
 
-# ||y - ref|| / ||ref|| bounds, float32, per pass and algorithm (docs/algorithms.md; the forward
-# ones are reference.py's, the backward ones those of test_backward.py).
-BWD_BOUNDS_F32 = {"direct": 1e-5, "im2col_gemm": 1e-5, "implicit_gemm": 1e-5,
-                  "winograd_2x2_3x3": 5e-5, "winograd_3x3_2x2": 5e-5, "fft": 1e-4,
-                  "fft_tiling": 1e-4, "fine_grained_fft": 1e-4, "poly_hankel": 1e-4}
-
-
 def bound(algo, direction, x, w, kw):
     """The float32 bound of ``algo`` in ``direction``; for "auto", the largest bound among the
     candidates it times (the heuristic's first SELECT_CANDIDATES)."""
@@ -55,9 +48,7 @@ def bound(algo, direction, x, w, kw):
                                     dilation=kw["dilation"], groups=kw["groups"])
         top = conv.applicable_algos(x.shape, w.shape, direction=direction)
         return max(bound(a, direction, x, w, kw) for a in top[:convcore._convcore.SELECT_CANDIDATES])
-    if direction == "forward":
-        return error_bound(algo, "float32")
-    return BWD_BOUNDS_F32[algo]
+    return error_bound(algo, "float32", direction)
 
 
 # (n, c, h, w, k, r, s, stride, padding, dilation, groups, bias)

@@ -503,6 +503,23 @@ CONVCORE_API convcoreStatus_t convcorePrepareConvolutionPlanFilters(convcoreConv
                                                                     size_t* preparedBytes);
 /* ==== end of plans ============================================================================== */
 
+/* ==== what convcore declares about each algorithm =================================================
+ * One list in the library declares every algorithm of every pass; this reads it. */
+typedef struct {
+    const char* name;                  /* as convcoreGet{Fwd,BwdData,BwdFilter}AlgoName */
+    int onCpu;                         /* 1 when the algorithm runs on the CPU */
+    int onCuda;                        /* 1 when it runs on CUDA devices (in a build with CUDA) */
+    double errorBoundFloat;            /* ||out - ref|| / ||ref|| against a float64 reference on */
+    double errorBoundDouble;           /* random data, that convcore's tests hold it to (float32, */
+                                       /* float64); docs/algorithms.md has the measurements */
+    convcoreDeterminism_t determinism; /* the same bits for the same inputs on every run */
+} convcoreAlgorithmInfo_t;
+
+/* algo: the pass's enum value. BAD_PARAM for an unknown pass or algo, or a NULL info. */
+CONVCORE_API convcoreStatus_t convcoreGetAlgorithmInfo(convcoreConvolutionPass_t pass, int algo,
+                                                       convcoreAlgorithmInfo_t* info);
+/* ==== end of algorithm information ============================================================== */
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,93 @@
+// The one list of algorithms (cpp/core/algorithms.def) through the public API: every enum value
+// of every pass is declared, with its name, devices, bounds and determinism; the solvers agree
+// with it; bad arguments are named.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "convcore/convcore.h"
+#include "convcore/convcore.hpp"
+
+namespace {
+
+struct Pass {
+    convcoreConvolutionPass_t pass;
+    int count;
+    const char* (*name)(int);
+};
+
+const Pass kPasses[] = {
+    {CONVCORE_PASS_FORWARD, CONVCORE_FWD_ALGO_COUNT,
+     [](int a) { return convcoreGetFwdAlgoName(convcoreConvolutionFwdAlgo_t(a)); }},
+    {CONVCORE_PASS_BACKWARD_DATA, CONVCORE_BWD_DATA_ALGO_COUNT,
+     [](int a) { return convcoreGetBwdDataAlgoName(convcoreConvolutionBwdDataAlgo_t(a)); }},
+    {CONVCORE_PASS_BACKWARD_FILTER, CONVCORE_BWD_FILTER_ALGO_COUNT,
+     [](int a) { return convcoreGetBwdFilterAlgoName(convcoreConvolutionBwdFilterAlgo_t(a)); }},
+};
+
+TEST(AlgorithmList, EveryAlgorithmIsDeclared) {
+    for (const Pass& p : kPasses) {
+        for (int a = 0; a < p.count; ++a) {
+            SCOPED_TRACE("pass " + std::to_string(int(p.pass)) + " algo " + std::to_string(a));
+            convcoreAlgorithmInfo_t info{};
+            ASSERT_EQ(convcoreGetAlgorithmInfo(p.pass, a, &info), CONVCORE_STATUS_SUCCESS);
+            ASSERT_NE(info.name, nullptr);
+            EXPECT_STREQ(info.name, p.name(a));
+            EXPECT_TRUE(info.onCpu) << "every algorithm runs on the CPU";
+            EXPECT_GT(info.errorBoundDouble, 0.0);
+            EXPECT_LT(info.errorBoundDouble, info.errorBoundFloat);
+            EXPECT_LE(info.errorBoundFloat, 1e-3);
+        }
+    }
+}
+
+TEST(AlgorithmList, BadArgumentsAreNamed) {
+    convcoreAlgorithmInfo_t info{};
+    EXPECT_EQ(convcoreGetAlgorithmInfo(CONVCORE_PASS_FORWARD, CONVCORE_FWD_ALGO_COUNT, &info),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_NE(std::string(convcoreGetLastErrorString()).find("algo 11"), std::string::npos);
+    EXPECT_EQ(convcoreGetAlgorithmInfo(CONVCORE_PASS_BACKWARD_DATA, -1, &info), CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_EQ(convcoreGetAlgorithmInfo(convcoreConvolutionPass_t(3), 0, &info), CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_NE(std::string(convcoreGetLastErrorString()).find("pass 3"), std::string::npos);
+    EXPECT_EQ(convcoreGetAlgorithmInfo(CONVCORE_PASS_FORWARD, 0, nullptr), CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_STREQ(convcoreGetLastErrorString(), "info is NULL");
+    convcoreConvolutionFwdAlgo_t fwd{};
+    EXPECT_EQ(convcoreGetFwdAlgoByName("winograd_4x4_3x3", &fwd), CONVCORE_STATUS_SUCCESS);
+    EXPECT_EQ(fwd, CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3);
+    EXPECT_EQ(convcoreGetFwdAlgoByName("no_such", &fwd), CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_NE(std::string(convcoreGetLastErrorString()).find("CYCLIC_MINIMAL"), std::string::npos);
+}
+
+// The rankings report each CPU solver's own determinism: it must be what the list declares.
+TEST(AlgorithmList, SolversAgreeWithTheList) {
+    convcore::Handle h;
+    convcore::TensorDesc x(CONVCORE_DATA_FLOAT, 1, 4, 8, 8), y(CONVCORE_DATA_FLOAT, 1, 4, 8, 8);
+    convcore::FilterDesc w(CONVCORE_DATA_FLOAT, 4, 4, 3, 3);
+    convcore::ConvDesc conv(1);
+    auto declared = [](convcoreConvolutionPass_t pass, int algo) {
+        convcoreAlgorithmInfo_t info{};
+        EXPECT_EQ(convcoreGetAlgorithmInfo(pass, algo, &info), CONVCORE_STATUS_SUCCESS);
+        return info.determinism;
+    };
+    convcoreConvolutionFwdAlgoPerf_t fwd[CONVCORE_FWD_ALGO_COUNT];
+    int n = 0;
+    ASSERT_EQ(convcoreGetConvolutionForwardAlgorithm(h, x, w, conv, y, CONVCORE_FWD_ALGO_COUNT, &n, fwd),
+              CONVCORE_STATUS_SUCCESS);
+    ASSERT_EQ(n, CONVCORE_FWD_ALGO_COUNT);
+    for (int i = 0; i < n; ++i) EXPECT_EQ(fwd[i].determinism, declared(CONVCORE_PASS_FORWARD, fwd[i].algo));
+    convcoreConvolutionBwdDataAlgoPerf_t data[CONVCORE_BWD_DATA_ALGO_COUNT];
+    ASSERT_EQ(convcoreGetConvolutionBackwardDataAlgorithm(h, w, y, conv, x, CONVCORE_BWD_DATA_ALGO_COUNT, &n, data),
+              CONVCORE_STATUS_SUCCESS);
+    ASSERT_EQ(n, CONVCORE_BWD_DATA_ALGO_COUNT);
+    for (int i = 0; i < n; ++i)
+        EXPECT_EQ(data[i].determinism, declared(CONVCORE_PASS_BACKWARD_DATA, data[i].algo));
+    convcoreConvolutionBwdFilterAlgoPerf_t filter[CONVCORE_BWD_FILTER_ALGO_COUNT];
+    ASSERT_EQ(convcoreGetConvolutionBackwardFilterAlgorithm(h, x, y, conv, w, CONVCORE_BWD_FILTER_ALGO_COUNT, &n,
+                                                            filter),
+              CONVCORE_STATUS_SUCCESS);
+    ASSERT_EQ(n, CONVCORE_BWD_FILTER_ALGO_COUNT);
+    for (int i = 0; i < n; ++i)
+        EXPECT_EQ(filter[i].determinism, declared(CONVCORE_PASS_BACKWARD_FILTER, filter[i].algo));
+}
+
+}  // namespace
