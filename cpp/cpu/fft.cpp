@@ -17,7 +17,10 @@
 // depend on the filter's extent.
 //
 // Filters are processed in blocks of KB (an ~8 MiB slab of filter spectra), so that a block's
-// spectra are consumed by the product while still in cache. Workspace (bytes, T = float or
+// spectra are consumed by the product while still in cache. For the same reason a plan keeps no
+// filter spectra between calls (Solver::prepare_filter): all of them are 2*Fp/(R*S) times the
+// filters (about 32x for 3x3 taps in a 16x16 plane), to be read from memory on every call,
+// where a block's direct DFT writes them into the cache. Workspace (bytes, T = float or
 // double, Fp = Lh*(Lw/2+1) rounded up to 64 bytes / sizeof(T) complex numbers):
 //   64 + 2*sizeof(T)*Fp * (N*C + KB*C/g + N*KB).
 #include <omp.h>

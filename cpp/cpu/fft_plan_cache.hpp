@@ -30,6 +30,7 @@
 //    16-byte aligned: the solvers ask for 64 bytes of slack and align the base themselves), and
 //    the workspace cap.
 #pragma once
+#include "core/fft_sizes.hpp"
 #include <cstddef>
 #include <algorithm>
 #include <cstdint>
@@ -41,17 +42,13 @@ namespace convcore {
 namespace cpu {
 namespace fftc {
 
-// ---- sizes ------------------------------------------------------------------------------
+// The transform sizes and the workspace cap, shared with the CUDA FFT family (core/fft_sizes.hpp).
+using fft::good_size;
+using fft::good_size_multiple;
+using fft::kWorkspaceCap;
+using fft::size_weight;
+using fft::too_big;
 
-// A size m >= n of the form 2^a 3^b 5^c 7^d (even when `even`), chosen in [n, 2n] to
-// minimise m * log2(m) weighted by how well FFTW_ESTIMATE plans it (powers of two best; factors
-// 3, 5 and above all 7 cost extra; measured on this machine's FFTW 3.3.10).
-int64_t good_size(int64_t n, bool even = false);
-// The smallest size >= n that good_size would consider and that is a multiple of `multiple`
-// (0 when there is none up to 2n + 2).
-int64_t good_size_multiple(int64_t n, int64_t multiple);
-// Estimated FFTW_ESTIMATE time of a transform of m points relative to a power of two (>= 1).
-double size_weight(int64_t m);
 // Cost model (ns on one core of this machine): an FFTW r2c or c2r per point and log2(points)
 // (times size_weight), the direct filter DFT per frequency and filter row (after the split),
 // the product per complex multiply-add; and a fixed cost per transform of a tile (the FFTW call
@@ -96,10 +93,6 @@ struct Layout {
     double set_elems(double spectra) const { return double(np) * double(pu) * spectra; }
 };
 
-// Above this many bytes of workspace the FFT solvers say NOT_SUPPORTED.
-constexpr size_t kWorkspaceCap = size_t(4) << 30;  // 4 GiB
-// "<ALGO> would need 12.3 GB of workspace for this problem (the cap is 4 GiB)".
-std::string too_big(const char* algo, double bytes);
 
 // Carves 64-byte-aligned sections; total() includes 64 bytes of slack for aligning the base.
 class Carver {

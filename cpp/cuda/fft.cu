@@ -32,7 +32,7 @@
 
 #include "common/blend.hpp"
 #include "common/fft_geometry.hpp"
-#include "cpu/fft_plan_cache.hpp"
+#include "core/fft_sizes.hpp"
 #endif
 
 namespace convcore {
@@ -42,7 +42,7 @@ namespace {
 
 #if defined(CONVCORE_CUDA_FFT_FAMILY)
 
-constexpr double kCap = double(cpu::fftc::kWorkspaceCap);
+constexpr double kCap = double(fft::kWorkspaceCap);
 
 struct Geometry {
     int64_t hu, wu, lh, lw, f;
@@ -70,8 +70,8 @@ Geometry geometry(const ConvProblem& p, bool with_work) {
         g.fits = false;
         return g;
     }
-    g.lh = cpu::fftc::good_size(g.hu);
-    g.lw = cpu::fftc::good_size(g.wu, true);
+    g.lh = fft::good_size(g.hu);
+    g.lw = fft::good_size(g.wu, true);
     g.f = g.lh * (g.lw / 2 + 1);
     g.x_off = g.ws.add(double(g.f) * double(g.nc), 2 * t);
     g.w_off = g.ws.add(double(g.f) * double(g.kc), 2 * t);
@@ -90,7 +90,7 @@ std::string why_not(const ConvProblem& p) {
     if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
         return "FFT runs float32 and float64 only";
     const Geometry g = geometry(p, false);
-    if (!g.fits) return cpu::fftc::too_big("FFT", g.ws.total());
+    if (!g.fits) return fft::too_big("FFT", g.ws.total());
     return "";
 }
 

@@ -31,7 +31,7 @@
 
 #include "common/blend.hpp"
 #include "common/fft_geometry.hpp"
-#include "cpu/fft_plan_cache.hpp"
+#include "core/fft_sizes.hpp"
 #endif
 
 namespace convcore {
@@ -41,7 +41,7 @@ namespace {
 
 #if defined(CONVCORE_CUDA_FFT_FAMILY)
 
-constexpr double kCap = double(cpu::fftc::kWorkspaceCap);
+constexpr double kCap = double(fft::kWorkspaceCap);
 constexpr double kChunkBytes = 256.0 * (1 << 20);
 
 struct Geometry {
@@ -78,8 +78,8 @@ Geometry geometry(const ConvProblem& p, bool with_work) {
         g.fits = false;
         return g;
     }
-    const int64_t th = fftg::gpu_tile_size(g.rd, cpu::fftc::good_size(g.ah + g.rd - 1));
-    const int64_t tw = fftg::gpu_tile_size(g.sd, cpu::fftc::good_size(g.aw + g.sd - 1, true));
+    const int64_t th = fftg::gpu_tile_size(g.rd, fft::good_size(g.ah + g.rd - 1));
+    const int64_t tw = fftg::gpu_tile_size(g.sd, fft::good_size(g.aw + g.sd - 1, true));
     g.tg = fftg::tile_grid(th, tw, g.rd, g.sd, g.ah, g.aw);
     g.f = th * (tw / 2 + 1);
     g.jobs = p.n * g.tg.nth * g.tg.ntw;
@@ -110,7 +110,7 @@ std::string why_not(const ConvProblem& p) {
                std::to_string(int64_t(stride1 / (double(p.p) * double(p.q)))) +
                " times the outputs (the limit is 64)";
     const Geometry g = geometry(p, false);
-    if (!g.fits) return cpu::fftc::too_big("FFT_TILING", g.ws.total());
+    if (!g.fits) return fft::too_big("FFT_TILING", g.ws.total());
     return "";
 }
 

@@ -30,7 +30,7 @@
 
 #include "common/blend.hpp"
 #include "common/fft_geometry.hpp"
-#include "cpu/fft_plan_cache.hpp"
+#include "core/fft_sizes.hpp"
 #endif
 
 namespace convcore {
@@ -40,7 +40,7 @@ namespace {
 
 #if defined(CONVCORE_CUDA_FFT_FAMILY)
 
-constexpr double kCap = double(cpu::fftc::kWorkspaceCap);
+constexpr double kCap = double(fft::kWorkspaceCap);
 constexpr double kChunkBytes = 256.0 * (1 << 20);
 constexpr int kFilters = 4;  // filters per thread of the product kernel
 
@@ -73,7 +73,7 @@ Geometry geometry(const ConvProblem& p, bool with_work) {
         g.fits = false;
         return g;
     }
-    g.len = cpu::fftc::good_size(g.wu, true);
+    g.len = fft::good_size(g.wu, true);
     g.f = g.len / 2 + 1;
     const double in_rows = double(p.c) * double(g.hu), out_rows = double(p.k) * double(p.p);
     const double per_image = 2.0 * t * double(g.f) * (in_rows + out_rows) + t * double(g.len) * std::max(in_rows, out_rows);
@@ -95,7 +95,7 @@ std::string why_not(const ConvProblem& p) {
     if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
         return "FINE_GRAINED_FFT runs float32 and float64 only";
     const Geometry g = geometry(p, false);
-    if (!g.fits) return cpu::fftc::too_big("FINE_GRAINED_FFT", g.ws.total());
+    if (!g.fits) return fft::too_big("FINE_GRAINED_FFT", g.ws.total());
     return "";
 }
 

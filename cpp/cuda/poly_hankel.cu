@@ -27,7 +27,7 @@
 
 #include "common/blend.hpp"
 #include "common/fft_geometry.hpp"
-#include "cpu/fft_plan_cache.hpp"
+#include "core/fft_sizes.hpp"
 #endif
 
 namespace convcore {
@@ -37,7 +37,7 @@ namespace {
 
 #if defined(CONVCORE_CUDA_FFT_FAMILY)
 
-constexpr double kCap = double(cpu::fftc::kWorkspaceCap);
+constexpr double kCap = double(fft::kWorkspaceCap);
 
 struct Geometry {
     int64_t kh, kw;    // dilated filter extent
@@ -69,7 +69,7 @@ Geometry geometry(const ConvProblem& p, bool with_work) {
         g.fits = false;
         return g;
     }
-    g.len = cpu::fftc::good_size(g.hu * g.iw, true);
+    g.len = fft::good_size(g.hu * g.iw, true);
     g.f = g.len / 2 + 1;
     g.x_off = g.ws.add(double(g.f) * double(g.nc), 2 * t);
     g.w_off = g.ws.add(double(g.f) * double(g.kc), 2 * t);
@@ -88,7 +88,7 @@ std::string why_not(const ConvProblem& p) {
     if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
         return "POLY_HANKEL runs float32 and float64 only";
     const Geometry g = geometry(p, false);
-    if (!g.fits) return cpu::fftc::too_big("POLY_HANKEL", g.ws.total());
+    if (!g.fits) return fft::too_big("POLY_HANKEL", g.ws.total());
     return "";
 }
 
