@@ -49,11 +49,9 @@ struct StatusError : std::exception {
 }
 
 // Throws StatusError for a failed status; `context` (e.g. "x: ") is put before the C reason.
-// The C API calls the output y; Python users call it out.
 void check(convcoreStatus_t status, const std::string& context = "") {
     if (status == CONVCORE_STATUS_SUCCESS) return;
     std::string reason = convcoreGetLastErrorString();
-    if (reason.rfind("y:", 0) == 0 || reason.rfind("y ", 0) == 0) reason = "out" + reason.substr(1);
     throw StatusError(status, context + reason);
 }
 
@@ -192,6 +190,22 @@ class DLPackTensor {
     void* data() const { return static_cast<char*>(tensor_->data) + tensor_->byte_offset; }
     uintptr_t data_ptr() const { return reinterpret_cast<uintptr_t>(data()); }
     bool read_only() const { return read_only_; }
+    // The bytes [first, end) that the elements span, for positive strides (empty for an empty tensor).
+    std::pair<uintptr_t, uintptr_t> byte_span() const {
+        int64_t last = 0, packed_stride = 1;
+        for (int i = tensor_->ndim - 1; i >= 0; --i) {
+            const int64_t n = tensor_->shape[i];
+            if (n == 0) return {0, 0};
+            last += (n - 1) * (tensor_->strides ? tensor_->strides[i] : packed_stride);
+            packed_stride *= n;
+        }
+        const uintptr_t first = data_ptr();
+        return {first, first + uintptr_t(last + 1) * uintptr_t(tensor_->dtype.bits / 8)};
+    }
+    bool overlaps(const DLPackTensor& other) const {
+        const auto a = byte_span(), b = other.byte_span();
+        return a.first < a.second && b.first < b.second && a.first < b.second && b.first < a.second;
+    }
     // Appends what a plan depends on: dtype, device, shape and strides (not the data).
     void append_layout(std::vector<int64_t>& key) const {
         const DLDataType t = tensor_->dtype;
@@ -623,13 +637,10 @@ std::string bwd_algo_name_lower(int direction, int algo) {
     return s;
 }
 
-// check() for a backward call: the C API names the output dx / dw, Python users call it out;
-// failures other than bad arguments are prefixed with "algo=<name>: ".
-void check_bwd(convcoreStatus_t status, int direction, int algo, const char* out_name) {
+// check() for a backward call: failures other than bad arguments are prefixed with "algo=<name>: ".
+void check_bwd(convcoreStatus_t status, int direction, int algo) {
     if (status == CONVCORE_STATUS_SUCCESS) return;
     std::string reason = convcoreGetLastErrorString();
-    const std::string o = out_name;
-    if (reason.rfind(o + ":", 0) == 0 || reason.rfind(o + " ", 0) == 0) reason = "out" + reason.substr(o.size());
     const std::string context =
         status == CONVCORE_STATUS_BAD_PARAM || algo < 0 ? "" : "algo=" + bwd_algo_name_lower(direction, algo) + ": ";
     throw StatusError(status, context + reason);
@@ -708,6 +719,14 @@ convcoreStatus_t with_workspace(convcoreHandle_t h, bool on_cuda, size_t bytes, 
     return call(t_workspace.reserve(bytes), bytes);
 }
 
+// Data must be aligned to its element size (the C API's rule), checked here to name the argument.
+void check_aligned(const DLPackTensor& t, const char* name) {
+    const uintptr_t elem = uintptr_t(t.is_float(64) ? 8 : 4);
+    if (t.data_ptr() % elem != 0)
+        bad_param(std::string(name) + " is not aligned to its " + std::to_string(elem) + "-byte elements (address " +
+                  std::to_string(t.data_ptr()) + ")");
+}
+
 // Runs one pass through the cache's plan for this problem: out = alpha * pass(in0, in1) + beta * out
 // (convcoreExecuteConvolutionPlan's operands). On the first call of a problem, `describe(d, h)`
 // validates the tensors (naming the user's arguments), fills the descriptors and returns the
@@ -717,11 +736,17 @@ convcoreStatus_t with_workspace(convcoreHandle_t h, bool on_cuda, size_t bytes, 
 // prepares them (convcorePrepareConvolutionPlanFilters) once per pointer and version.
 // Returns the algorithm that ran.
 template <typename Describe, typename CheckStatus>
-int run_plan(convcoreConvolutionPass_t pass, const DLPackTensor& in0, const DLPackTensor& in1,
-             const DLPackTensor& out, const ConvParams& p, int algo, double alpha, double beta,
-             PlanCache& cache, uintptr_t stream, int64_t filter_version, Describe describe,
-             CheckStatus check_status) {
+int run_plan(convcoreConvolutionPass_t pass, const DLPackTensor& in0, const char* in0_name,
+             const DLPackTensor& in1, const char* in1_name, const DLPackTensor& out, const ConvParams& p,
+             int algo, double alpha, double beta, PlanCache& cache, uintptr_t stream,
+             int64_t filter_version, Describe describe, CheckStatus check_status) {
     if (out.read_only()) bad_param("out: the array is read-only");
+    // What a plan cannot know ahead: where the buffers are (before Select, which may time on out).
+    check_aligned(in0, in0_name);
+    check_aligned(in1, in1_name);
+    check_aligned(out, "out");
+    if (out.overlaps(in0)) bad_param(std::string("out overlaps ") + in0_name + ": the output must be a separate buffer");
+    if (out.overlaps(in1)) bad_param(std::string("out overlaps ") + in1_name + ": the output must be a separate buffer");
     PlanKey key{int64_t(pass), algo, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h, p.dil_w, p.groups, p.mode};
     for (const DLPackTensor* t : {&in0, &in1, &out}) t->append_layout(key);
     const bool on_cuda = in0.device_type() == kDLCUDA;
@@ -784,8 +809,8 @@ int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
         });
         return int(chosen);
     };
-    return run_plan(CONVCORE_PASS_FORWARD, x, w, y, p, algo, alpha, beta, cache, stream, filter_version,
-                    describe, check_algo_call);
+    return run_plan(CONVCORE_PASS_FORWARD, x, "x", w, "w", y, p, algo, alpha, beta, cache, stream,
+                    filter_version, describe, check_algo_call);
 }
 
 // dx = alpha * grad_x(w, dy) + beta * dx with backward-data algorithm `algo` (-1: "auto",
@@ -813,8 +838,9 @@ int backward_data(const DLPackTensor& dy, const DLPackTensor& w, const DLPackTen
         });
         return int(chosen);
     };
-    return run_plan(CONVCORE_PASS_BACKWARD_DATA, dy, w, dx, p, algo, alpha, beta, cache, stream, -1, describe,
-                    [](convcoreStatus_t status, int a) { check_bwd(status, BACKWARD_DATA, a, "dx"); });
+    return run_plan(CONVCORE_PASS_BACKWARD_DATA, dy, "dy", w, "w", dx, p, algo, alpha, beta, cache, stream, -1,
+                    describe,
+                    [](convcoreStatus_t status, int a) { check_bwd(status, BACKWARD_DATA, a); });
 }
 
 // dw = alpha * grad_w(x, dy) + beta * dw with backward-filter algorithm `algo` (-1: auto,
@@ -844,8 +870,9 @@ int backward_filter(const DLPackTensor& x, const DLPackTensor& dy, const DLPackT
         });
         return int(chosen);
     };
-    return run_plan(CONVCORE_PASS_BACKWARD_FILTER, x, dy, dw, p, algo, alpha, beta, cache, stream, -1, describe,
-                    [](convcoreStatus_t status, int a) { check_bwd(status, BACKWARD_FILTER, a, "dw"); });
+    return run_plan(CONVCORE_PASS_BACKWARD_FILTER, x, "x", dy, "dy", dw, p, algo, alpha, beta, cache, stream, -1,
+                    describe,
+                    [](convcoreStatus_t status, int a) { check_bwd(status, BACKWARD_FILTER, a); });
 }
 
 // db (K,) = alpha * sum of dy over n, p, q + beta * db.
@@ -859,6 +886,9 @@ void backward_bias(const DLPackTensor& dy, const DLPackTensor& db, double alpha,
     if (db.shape()[0] != k)
         bad_param("out: expected shape (" + std::to_string(k) + ",) (one value per channel of dy), got " +
                   shape_str(db.shape()));
+    check_aligned(dy, "dy");
+    check_aligned(db, "out");
+    if (db.overlaps(dy)) bad_param("out overlaps dy: the output must be a separate buffer");
     Descriptors d;
     set_tensor(d.y, dy.shape(), dy.strides_for_c(), t, "dy: ");
     const int64_t st = db.strides_for_c()[0];
@@ -872,11 +902,7 @@ void backward_bias(const DLPackTensor& dy, const DLPackTensor& db, double alpha,
         py::gil_scoped_release release;
         status = convcoreConvolutionBackwardBias(h, alpha_p, d.y, dy.data(), beta_p, d.x, db.data());
     }
-    if (status != CONVCORE_STATUS_SUCCESS) {
-        std::string reason = convcoreGetLastErrorString();
-        if (reason.rfind("db", 0) == 0) reason = "out" + reason.substr(2);
-        throw StatusError(status, reason);
-    }
+    check(status);
 }
 
 // Ranking and workspace size of a backward direction, for a problem given by shapes.
@@ -920,11 +946,11 @@ size_t workspace_size_bwd(const std::vector<int64_t>& x_shape, const std::vector
     if (direction == BACKWARD_DATA)
         check_bwd(convcoreGetConvolutionBackwardDataWorkspaceSize(
                       h, d.w, d.y, d.conv, d.x, convcoreConvolutionBwdDataAlgo_t(algo), &bytes),
-                  direction, algo, "dx");
+                  direction, algo);
     else
         check_bwd(convcoreGetConvolutionBackwardFilterWorkspaceSize(
                       h, d.x, d.y, d.conv, d.w, convcoreConvolutionBwdFilterAlgo_t(algo), &bytes),
-                  direction, algo, "dw");
+                  direction, algo);
     return bytes;
 }
 

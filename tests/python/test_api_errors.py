@@ -254,3 +254,20 @@ def test_cuda_inputs_without_cuda():
         conv().forward(FakeDeviceArray(X.shape), FakeDeviceArray(W.shape))
     with pytest.raises(NotSupportedError):
         conv().applicable_algos(X.shape, W.shape, device="cuda")
+
+
+def test_backward_buffers_are_named_as_the_caller_names_them():
+    c = convcore.Convolution(padding=1)
+    dy = np.ones((1, 4, 5, 5), np.float32)
+    w = np.ones((4, 3, 3, 3), np.float32)
+    with raises(BadParamError, "out overlaps dy"):
+        c.backward_data(dy, w, (1, 3, 5, 5), out=dy.reshape(-1)[:75].reshape(1, 3, 5, 5))
+    x = np.ones((2, 3, 5, 5), np.float32)
+    with raises(BadParamError, "out overlaps x"):
+        c.backward_filter(x, np.ones((2, 4, 5, 5), np.float32), (4, 3, 3, 3),
+                          out=x.reshape(-1)[:108].reshape(4, 3, 3, 3))
+    buffer = bytearray(4 * 75 + 1)
+    unaligned = np.frombuffer(buffer, np.float32, count=75, offset=1).reshape(1, 3, 5, 5)
+    assert not unaligned.flags.aligned
+    with raises(BadParamError, "out is not aligned"):
+        c.backward_data(dy, w, (1, 3, 5, 5), out=unaligned)
