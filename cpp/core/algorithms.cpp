@@ -1,4 +1,4 @@
-// Tables of the one list of algorithms (core/algorithms.def), checked against convcore.h's enums.
+// Tables of the one list of algorithms (convcore/algorithms.def), checked against convcore.h's enums.
 #include "core/algorithms.hpp"
 
 #include <strings.h>
@@ -17,60 +17,60 @@ namespace {
 #define CONVCORE_DEVICES_CUDA false, true
 
 constexpr AlgorithmInfo kForward[] = {
-#define FORWARD(NAME, solver, devices, f32, f64, det) {#NAME, CONVCORE_DEVICES_##devices, f32, f64, det},
-#define BACKWARD_DATA(...)
-#define BACKWARD_FILTER(...)
-#include "core/algorithms.def"
-#undef FORWARD
-#undef BACKWARD_DATA
-#undef BACKWARD_FILTER
+#define CONVCORE_FORWARD(NAME, value, solver, devices, f32, f64, det) {#NAME, CONVCORE_DEVICES_##devices, f32, f64, det},
+#define CONVCORE_BACKWARD_DATA(...)
+#define CONVCORE_BACKWARD_FILTER(...)
+#include "convcore/algorithms.def"
+#undef CONVCORE_FORWARD
+#undef CONVCORE_BACKWARD_DATA
+#undef CONVCORE_BACKWARD_FILTER
 };
 constexpr AlgorithmInfo kBackwardData[] = {
-#define FORWARD(...)
-#define BACKWARD_DATA(NAME, how, code, devices, f32, f64, det) {#NAME, CONVCORE_DEVICES_##devices, f32, f64, det},
-#define BACKWARD_FILTER(...)
-#include "core/algorithms.def"
-#undef FORWARD
-#undef BACKWARD_DATA
-#undef BACKWARD_FILTER
+#define CONVCORE_FORWARD(...)
+#define CONVCORE_BACKWARD_DATA(NAME, value, how, code, devices, f32, f64, det) {#NAME, CONVCORE_DEVICES_##devices, f32, f64, det},
+#define CONVCORE_BACKWARD_FILTER(...)
+#include "convcore/algorithms.def"
+#undef CONVCORE_FORWARD
+#undef CONVCORE_BACKWARD_DATA
+#undef CONVCORE_BACKWARD_FILTER
 };
 constexpr AlgorithmInfo kBackwardFilter[] = {
-#define FORWARD(...)
-#define BACKWARD_DATA(...)
-#define BACKWARD_FILTER(NAME, how, code, devices, f32, f64, det) {#NAME, CONVCORE_DEVICES_##devices, f32, f64, det},
-#include "core/algorithms.def"
-#undef FORWARD
-#undef BACKWARD_DATA
-#undef BACKWARD_FILTER
+#define CONVCORE_FORWARD(...)
+#define CONVCORE_BACKWARD_DATA(...)
+#define CONVCORE_BACKWARD_FILTER(NAME, value, how, code, devices, f32, f64, det) {#NAME, CONVCORE_DEVICES_##devices, f32, f64, det},
+#include "convcore/algorithms.def"
+#undef CONVCORE_FORWARD
+#undef CONVCORE_BACKWARD_DATA
+#undef CONVCORE_BACKWARD_FILTER
 };
 
-// Each list's line i is the enum value i of its pass, and every enum value has a line.
+// Line i of each pass has the value i (so that the tables above are indexed by the enum).
 constexpr int kForwardOrder[] = {
-#define FORWARD(NAME, ...) CONVCORE_FWD_ALGO_##NAME,
-#define BACKWARD_DATA(...)
-#define BACKWARD_FILTER(...)
-#include "core/algorithms.def"
-#undef FORWARD
-#undef BACKWARD_DATA
-#undef BACKWARD_FILTER
+#define CONVCORE_FORWARD(NAME, ...) CONVCORE_FWD_ALGO_##NAME,
+#define CONVCORE_BACKWARD_DATA(...)
+#define CONVCORE_BACKWARD_FILTER(...)
+#include "convcore/algorithms.def"
+#undef CONVCORE_FORWARD
+#undef CONVCORE_BACKWARD_DATA
+#undef CONVCORE_BACKWARD_FILTER
 };
 constexpr int kBackwardDataOrder[] = {
-#define FORWARD(...)
-#define BACKWARD_DATA(NAME, ...) CONVCORE_BWD_DATA_ALGO_##NAME,
-#define BACKWARD_FILTER(...)
-#include "core/algorithms.def"
-#undef FORWARD
-#undef BACKWARD_DATA
-#undef BACKWARD_FILTER
+#define CONVCORE_FORWARD(...)
+#define CONVCORE_BACKWARD_DATA(NAME, ...) CONVCORE_BWD_DATA_ALGO_##NAME,
+#define CONVCORE_BACKWARD_FILTER(...)
+#include "convcore/algorithms.def"
+#undef CONVCORE_FORWARD
+#undef CONVCORE_BACKWARD_DATA
+#undef CONVCORE_BACKWARD_FILTER
 };
 constexpr int kBackwardFilterOrder[] = {
-#define FORWARD(...)
-#define BACKWARD_DATA(...)
-#define BACKWARD_FILTER(NAME, ...) CONVCORE_BWD_FILTER_ALGO_##NAME,
-#include "core/algorithms.def"
-#undef FORWARD
-#undef BACKWARD_DATA
-#undef BACKWARD_FILTER
+#define CONVCORE_FORWARD(...)
+#define CONVCORE_BACKWARD_DATA(...)
+#define CONVCORE_BACKWARD_FILTER(NAME, ...) CONVCORE_BWD_FILTER_ALGO_##NAME,
+#include "convcore/algorithms.def"
+#undef CONVCORE_FORWARD
+#undef CONVCORE_BACKWARD_DATA
+#undef CONVCORE_BACKWARD_FILTER
 };
 
 template <int N>
@@ -80,12 +80,12 @@ constexpr bool in_enum_order(const int (&order)[N]) {
     return true;
 }
 static_assert(in_enum_order(kForwardOrder) && std::size(kForwardOrder) == CONVCORE_FWD_ALGO_COUNT,
-              "core/algorithms.def: the FORWARD lines must follow convcoreConvolutionFwdAlgo_t, one per value");
+              "convcore/algorithms.def: the CONVCORE_FORWARD lines must have the values 0, 1, 2, ... in order");
 static_assert(in_enum_order(kBackwardDataOrder) && std::size(kBackwardDataOrder) == CONVCORE_BWD_DATA_ALGO_COUNT,
-              "core/algorithms.def: the BACKWARD_DATA lines must follow convcoreConvolutionBwdDataAlgo_t");
+              "convcore/algorithms.def: the CONVCORE_BACKWARD_DATA lines must have the values 0, 1, 2, ... in order");
 static_assert(in_enum_order(kBackwardFilterOrder) &&
                   std::size(kBackwardFilterOrder) == CONVCORE_BWD_FILTER_ALGO_COUNT,
-              "core/algorithms.def: the BACKWARD_FILTER lines must follow convcoreConvolutionBwdFilterAlgo_t");
+              "convcore/algorithms.def: the CONVCORE_BACKWARD_FILTER lines must have the values 0, 1, 2, ... in order");
 
 struct Table {
     const AlgorithmInfo* rows;

@@ -1,4 +1,4 @@
-// The one list of algorithms (core/algorithms.def) as tables per pass: names, devices, error
+// The one list of algorithms (convcore/algorithms.def) as tables per pass: names, devices, error
 // bounds, determinism. The C API's names and convcoreGetAlgorithmInfo read them.
 #pragma once
 #include "convcore/convcore.h"

@@ -1,4 +1,4 @@
-// The solver registry, generated from the one list of algorithms (core/algorithms.def): for each
+// The solver registry, generated from the one list of algorithms (convcore/algorithms.def): for each
 // line, the solver of each device it names. Adding an algorithm adds nothing here.
 #include "core/backward_via_forward.hpp"
 #include "core/solver.hpp"
@@ -17,24 +17,24 @@
 namespace convcore {
 
 // The solvers each device's files define (declared for both devices; only the listed ones are used).
-#define FORWARD(NAME, solver, devices, f32, f64, det) extern const Solver solver##_solver;
-#define BACKWARD_DATA(NAME, how, code, devices, f32, f64, det) CONVCORE_DECLARE_DATA_##how(code)
-#define BACKWARD_FILTER(NAME, how, code, devices, f32, f64, det) CONVCORE_DECLARE_FILTER_##how(code)
+#define CONVCORE_FORWARD(NAME, value, solver, devices, f32, f64, det) extern const Solver solver##_solver;
+#define CONVCORE_BACKWARD_DATA(NAME, value, how, code, devices, f32, f64, det) CONVCORE_DECLARE_DATA_##how(code)
+#define CONVCORE_BACKWARD_FILTER(NAME, value, how, code, devices, f32, f64, det) CONVCORE_DECLARE_FILTER_##how(code)
 #define CONVCORE_DECLARE_DATA_OWN(solver) extern const BwdDataSolver solver##_bwd_data_solver;
 #define CONVCORE_DECLARE_FILTER_OWN(solver) extern const BwdFilterSolver solver##_bwd_filter_solver;
 #define CONVCORE_DECLARE_DATA_VIA_FORWARD(fwd)
 #define CONVCORE_DECLARE_FILTER_VIA_FORWARD(fwd)
 namespace cpu {
-#include "core/algorithms.def"
+#include "convcore/algorithms.def"
 }  // namespace cpu
 #ifdef CONVCORE_WITH_CUDA
 namespace cuda {
-#include "core/algorithms.def"
+#include "convcore/algorithms.def"
 }  // namespace cuda
 #endif
-#undef FORWARD
-#undef BACKWARD_DATA
-#undef BACKWARD_FILTER
+#undef CONVCORE_FORWARD
+#undef CONVCORE_BACKWARD_DATA
+#undef CONVCORE_BACKWARD_FILTER
 
 // The entries of one line. A reduction to a forward solver is a via_forward template instance
 // (core/backward_via_forward.hpp), parenthesised for the commas of its arguments.
@@ -52,39 +52,39 @@ namespace cuda {
 
 const std::vector<const Solver*>& all_solvers() {
     static const std::vector<const Solver*> solvers = {
-#define FORWARD(NAME, solver, devices, f32, f64, det) CONVCORE_ON_##devices(&cpu::solver##_solver, &cuda::solver##_solver)
-#define BACKWARD_DATA(...)
-#define BACKWARD_FILTER(...)
-#include "core/algorithms.def"
-#undef FORWARD
-#undef BACKWARD_DATA
-#undef BACKWARD_FILTER
+#define CONVCORE_FORWARD(NAME, value, solver, devices, f32, f64, det) CONVCORE_ON_##devices(&cpu::solver##_solver, &cuda::solver##_solver)
+#define CONVCORE_BACKWARD_DATA(...)
+#define CONVCORE_BACKWARD_FILTER(...)
+#include "convcore/algorithms.def"
+#undef CONVCORE_FORWARD
+#undef CONVCORE_BACKWARD_DATA
+#undef CONVCORE_BACKWARD_FILTER
     };
     return solvers;
 }
 
 const std::vector<const BwdDataSolver*>& all_bwd_data_solvers() {
     static const std::vector<const BwdDataSolver*> solvers = {
-#define FORWARD(...)
-#define BACKWARD_DATA(NAME, how, code, devices, f32, f64, det) CONVCORE_DATA_##how(NAME, code, devices)
-#define BACKWARD_FILTER(...)
-#include "core/algorithms.def"
-#undef FORWARD
-#undef BACKWARD_DATA
-#undef BACKWARD_FILTER
+#define CONVCORE_FORWARD(...)
+#define CONVCORE_BACKWARD_DATA(NAME, value, how, code, devices, f32, f64, det) CONVCORE_DATA_##how(NAME, code, devices)
+#define CONVCORE_BACKWARD_FILTER(...)
+#include "convcore/algorithms.def"
+#undef CONVCORE_FORWARD
+#undef CONVCORE_BACKWARD_DATA
+#undef CONVCORE_BACKWARD_FILTER
     };
     return solvers;
 }
 
 const std::vector<const BwdFilterSolver*>& all_bwd_filter_solvers() {
     static const std::vector<const BwdFilterSolver*> solvers = {
-#define FORWARD(...)
-#define BACKWARD_DATA(...)
-#define BACKWARD_FILTER(NAME, how, code, devices, f32, f64, det) CONVCORE_FILTER_##how(NAME, code, devices)
-#include "core/algorithms.def"
-#undef FORWARD
-#undef BACKWARD_DATA
-#undef BACKWARD_FILTER
+#define CONVCORE_FORWARD(...)
+#define CONVCORE_BACKWARD_DATA(...)
+#define CONVCORE_BACKWARD_FILTER(NAME, value, how, code, devices, f32, f64, det) CONVCORE_FILTER_##how(NAME, code, devices)
+#include "convcore/algorithms.def"
+#undef CONVCORE_FORWARD
+#undef CONVCORE_BACKWARD_DATA
+#undef CONVCORE_BACKWARD_FILTER
     };
     return solvers;
 }

@@ -1,5 +1,5 @@
 // A solver is one algorithm on one device (MIOpen's model): can it run a problem (and if not,
-// why), how much workspace it needs, and the run itself. core/registry.cpp registers them all, from core/algorithms.def.
+// why), how much workspace it needs, and the run itself. core/registry.cpp registers them all, from convcore/algorithms.def.
 #pragma once
 #include <cstddef>
 #include <string>

@@ -1,7 +1,7 @@
 // WINOGRAD_3X3_2X2 backward filter on the CPU (paper 001, Lavin & Gray section 4.2): the
 // 3x3 filter gradient with Winograd's F(3x3,2x2). (Backward data with F(2x2,3x3) is the
 // reduction of core/backward_via_forward.cpp to the forward WINOGRAD_2X2_3X3 solver, one
-// line in core/algorithms.def: it is a forward convolution of dy with the flipped, transposed
+// line in convcore/algorithms.def: it is a forward convolution of dy with the flipped, transposed
 // filter, as the paper says.)
 //
 // For stride 1 and dilation 1 the correlation gradient is

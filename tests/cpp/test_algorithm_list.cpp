@@ -1,4 +1,4 @@
-// The one list of algorithms (cpp/core/algorithms.def) through the public API: every enum value
+// The one list of algorithms (cpp/include/convcore/algorithms.def) through the public API: every enum value
 // of every pass is declared, with its name, devices, bounds and determinism; the solvers agree
 // with it; bad arguments are named.
 #include <gtest/gtest.h>

@@ -28,3 +28,6 @@ def test_find_package_consumer_builds_and_runs(tmp_path):
     run = subprocess.run([str(build / "consumer")], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "centre 18.0" in run.stdout
+    run_c = subprocess.run([str(build / "consumer_c")], capture_output=True, text=True)
+    assert run_c.returncode == 0, run_c.stdout + run_c.stderr
+    assert "WINOGRAD_4X4_3X3 0.0005" in run_c.stdout

@@ -61,21 +61,21 @@ typedef enum {
     CONVCORE_CONVOLUTION = 1        /* true convolution: the filter is flipped in both axes */
 } convcoreConvolutionMode_t;
 
-/* Forward algorithms. Each line states the algorithm's limits; a problem outside them gets
- * NOT_SUPPORTED with the reason. docs/algorithms.md has the details and error bounds. */
+/* Forward algorithms: CONVCORE_FWD_ALGO_DIRECT = 0, _IM2COL_GEMM = 1, _IMPLICIT_GEMM = 2, _IM2WIN = 3,
+ * _WINOGRAD_2X2_3X3 = 4, _WINOGRAD_4X4_3X3 = 5, _FFT = 6, _FFT_TILING = 7, _FINE_GRAINED_FFT = 8,
+ * _POLY_HANKEL = 9, _CYCLIC_MINIMAL = 10: the CONVCORE_FORWARD lines of convcore/algorithms.def,
+ * the library's one list of algorithms, which states each one's limits, devices and error bound.
+ * A problem outside an algorithm's limits gets NOT_SUPPORTED with the reason. docs/algorithms.md
+ * has the details. */
 typedef enum {
-    CONVCORE_FWD_ALGO_DIRECT = 0,           /* reference loops; everything */
-    CONVCORE_FWD_ALGO_IM2COL_GEMM = 1,      /* im2col buffer + BLAS GEMM; everything */
-    CONVCORE_FWD_ALGO_IMPLICIT_GEMM = 2,    /* GEMM tiling without the im2col buffer; everything */
-    CONVCORE_FWD_ALGO_IM2WIN = 3,           /* im2win window layout (paper 002) */
-    CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3 = 4, /* Winograd F(2x2,3x3) (paper 001): 3x3, stride 1 */
-    CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3 = 5, /* Winograd F(4x4,3x3) (paper 001): 3x3, stride 1 */
-    CONVCORE_FWD_ALGO_FFT = 6,              /* whole-image 2D FFT */
-    CONVCORE_FWD_ALGO_FFT_TILING = 7,       /* tiled 2D FFT, overlap-save */
-    CONVCORE_FWD_ALGO_FINE_GRAINED_FFT = 8, /* row-wise 1D FFTs (paper 003) */
-    CONVCORE_FWD_ALGO_POLY_HANKEL = 9,      /* one 1D polynomial product via FFT (paper 000) */
-    CONVCORE_FWD_ALGO_CYCLIC_MINIMAL = 10,  /* minimal 2D cyclic convolution tiles (paper 004) */
-    CONVCORE_FWD_ALGO_COUNT = 11
+#define CONVCORE_FORWARD(NAME, value, ...) CONVCORE_FWD_ALGO_##NAME = value,
+#define CONVCORE_BACKWARD_DATA(...)
+#define CONVCORE_BACKWARD_FILTER(...)
+#include "convcore/algorithms.def"
+#undef CONVCORE_FORWARD
+#undef CONVCORE_BACKWARD_DATA
+#undef CONVCORE_BACKWARD_FILTER
+    CONVCORE_FWD_ALGO_COUNT  /* the number of algorithms: their values are 0 .. COUNT - 1 */
 } convcoreConvolutionFwdAlgo_t;
 
 typedef enum {
@@ -312,30 +312,32 @@ CONVCORE_API convcoreStatus_t convcoreSynchronize(convcoreHandle_t handle);
  * is flipped, so its gradients are too. docs/algorithms.md ("Backward passes") has the details
  * and error bounds. */
 
-/* Backward-data algorithms (dx from w and dy). */
+/* Backward-data algorithms (dx from w and dy): DIRECT = 0, IM2COL_GEMM = 1, IMPLICIT_GEMM = 2,
+ * WINOGRAD_2X2_3X3 = 3, FFT = 4, FFT_TILING = 5, FINE_GRAINED_FFT = 6, POLY_HANKEL = 7 (the
+ * CONVCORE_BACKWARD_DATA lines of convcore/algorithms.def). */
 typedef enum {
-    CONVCORE_BWD_DATA_ALGO_DIRECT = 0,           /* reference loops; everything */
-    CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM = 1,      /* BLAS GEMM W^T dy + col2im; everything */
-    CONVCORE_BWD_DATA_ALGO_IMPLICIT_GEMM = 2,    /* GEMM tiling, dy gathered on the fly; everything */
-    CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3 = 3, /* forward F(2x2,3x3) on dy: 3x3, stride 1, dilation 1, pad <= 2 */
-    CONVCORE_BWD_DATA_ALGO_FFT = 4,              /* forward FFT on dy: stride 1, pad <= dil*(R-1) */
-    CONVCORE_BWD_DATA_ALGO_FFT_TILING = 5,       /* forward FFT_TILING on dy: stride 1, pad <= dil*(R-1) */
-    CONVCORE_BWD_DATA_ALGO_FINE_GRAINED_FFT = 6, /* forward FINE_GRAINED_FFT on dy: stride 1, pad <= dil*(R-1) */
-    CONVCORE_BWD_DATA_ALGO_POLY_HANKEL = 7,      /* forward POLY_HANKEL on dy: stride 1, pad <= dil*(R-1) */
-    CONVCORE_BWD_DATA_ALGO_COUNT = 8
+#define CONVCORE_BACKWARD_DATA(NAME, value, ...) CONVCORE_BWD_DATA_ALGO_##NAME = value,
+#define CONVCORE_FORWARD(...)
+#define CONVCORE_BACKWARD_FILTER(...)
+#include "convcore/algorithms.def"
+#undef CONVCORE_FORWARD
+#undef CONVCORE_BACKWARD_DATA
+#undef CONVCORE_BACKWARD_FILTER
+    CONVCORE_BWD_DATA_ALGO_COUNT  /* the number of algorithms: their values are 0 .. COUNT - 1 */
 } convcoreConvolutionBwdDataAlgo_t;
 
-/* Backward-filter algorithms (dw from x and dy). */
+/* Backward-filter algorithms (dw from x and dy): DIRECT = 0, IM2COL_GEMM = 1, IMPLICIT_GEMM = 2,
+ * WINOGRAD_3X3_2X2 = 3, FFT = 4, FFT_TILING = 5, FINE_GRAINED_FFT = 6, POLY_HANKEL = 7 (the
+ * CONVCORE_BACKWARD_FILTER lines of convcore/algorithms.def). */
 typedef enum {
-    CONVCORE_BWD_FILTER_ALGO_DIRECT = 0,           /* reference loops; everything */
-    CONVCORE_BWD_FILTER_ALGO_IM2COL_GEMM = 1,      /* im2col + BLAS GEMM dy col^T; everything */
-    CONVCORE_BWD_FILTER_ALGO_IMPLICIT_GEMM = 2,    /* GEMM tiling, x gathered on the fly; everything */
-    CONVCORE_BWD_FILTER_ALGO_WINOGRAD_3X3_2X2 = 3, /* Winograd F(3x3,2x2) (paper 001, 4.2): 3x3, stride 1, dilation 1 */
-    CONVCORE_BWD_FILTER_ALGO_FFT = 4,              /* forward FFT of x by dy: stride 1 */
-    CONVCORE_BWD_FILTER_ALGO_FFT_TILING = 5,       /* forward FFT_TILING of x by dy: stride 1 */
-    CONVCORE_BWD_FILTER_ALGO_FINE_GRAINED_FFT = 6, /* forward FINE_GRAINED_FFT of x by dy: stride 1 */
-    CONVCORE_BWD_FILTER_ALGO_POLY_HANKEL = 7,      /* forward POLY_HANKEL of x by dy: stride 1 */
-    CONVCORE_BWD_FILTER_ALGO_COUNT = 8
+#define CONVCORE_BACKWARD_FILTER(NAME, value, ...) CONVCORE_BWD_FILTER_ALGO_##NAME = value,
+#define CONVCORE_FORWARD(...)
+#define CONVCORE_BACKWARD_DATA(...)
+#include "convcore/algorithms.def"
+#undef CONVCORE_FORWARD
+#undef CONVCORE_BACKWARD_DATA
+#undef CONVCORE_BACKWARD_FILTER
+    CONVCORE_BWD_FILTER_ALGO_COUNT  /* the number of algorithms: their values are 0 .. COUNT - 1 */
 } convcoreConvolutionBwdFilterAlgo_t;
 
 /* One entry of a backward ranking (same fields as convcoreConvolutionFwdAlgoPerf_t). */
@@ -504,7 +506,7 @@ CONVCORE_API convcoreStatus_t convcorePrepareConvolutionPlanFilters(convcoreConv
 /* ==== end of plans ============================================================================== */
 
 /* ==== what convcore declares about each algorithm =================================================
- * One list in the library declares every algorithm of every pass; this reads it. */
+ * convcore/algorithms.def declares every algorithm of every pass; this reads it. */
 typedef struct {
     const char* name;                  /* as convcoreGet{Fwd,BwdData,BwdFilter}AlgoName */
     int onCpu;                         /* 1 when the algorithm runs on the CPU */
