@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "core/algo_filter.hpp"
 #include "core/generated/heuristic_cpu.hpp"
@@ -58,10 +59,11 @@ static_assert(heuristic_cpu::kFeatureCount == 1 + 7 + 4 + 7 * 8 / 2,
 // Algorithms it does not model come last: DIRECT, the reference, 30-200x slower than the best
 // on the suites; timed on the 286 smallest grid layers only, it beat the others by > 10% on
 // 2 of them (tiny depthwise layers, tens of microseconds).
-double cpu_model_cost(convcoreConvolutionFwdAlgo_t algo, const ConvProblem& p) {
+using Features = std::array<double, heuristic_cpu::kFeatureCount>;
+
+double cpu_model_cost(convcoreConvolutionFwdAlgo_t algo, const Features& x) {
     for (const auto& m : heuristic_cpu::kModels) {
         if (m.algo != algo) continue;
-        const auto x = heuristic_features(p);
         double cost = 0;
         for (int i = 0; i < heuristic_cpu::kFeatureCount; ++i) cost += m.coef[i] * x[i];
         return cost;
@@ -69,28 +71,27 @@ double cpu_model_cost(convcoreConvolutionFwdAlgo_t algo, const ConvProblem& p) {
     return std::numeric_limits<double>::max();
 }
 
-double heuristic_cost(convcoreConvolutionFwdAlgo_t algo, const ConvProblem& p) {
-    return p.device == CONVCORE_DEVICE_CPU ? cpu_model_cost(algo, p) : cuda_rule_cost(algo, p);
-}
-
 }  // namespace
 
 std::vector<RankedAlgo> rank_algorithms(const ConvProblem& prob) {
     const ConvProblem packed = prob.packed();
-    std::vector<RankedAlgo> ok, not_ok;
+    const bool on_cpu = prob.device == CONVCORE_DEVICE_CPU;
+    const Features features = on_cpu ? heuristic_features(prob) : Features{};
+    std::vector<std::pair<double, RankedAlgo>> ok;  // (heuristic cost, algorithm)
+    std::vector<RankedAlgo> not_ok;
     for (int i = 0; i < CONVCORE_FWD_ALGO_COUNT; ++i) {
         const auto algo = convcoreConvolutionFwdAlgo_t(i);
         const Solver* s = find_solver(algo, prob.device);
         if (s && !disabled_by_env(algo) && s->why_not(packed).empty())
-            ok.push_back({algo, s});
+            ok.push_back({on_cpu ? cpu_model_cost(algo, features) : cuda_rule_cost(algo, prob), {algo, s}});
         else
             not_ok.push_back({algo, nullptr});
     }
-    std::stable_sort(ok.begin(), ok.end(), [&](const RankedAlgo& a, const RankedAlgo& b) {
-        return heuristic_cost(a.algo, prob) < heuristic_cost(b.algo, prob);
-    });
-    ok.insert(ok.end(), not_ok.begin(), not_ok.end());
-    return ok;
+    std::stable_sort(ok.begin(), ok.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<RankedAlgo> ranked;
+    for (const auto& entry : ok) ranked.push_back(entry.second);
+    ranked.insert(ranked.end(), not_ok.begin(), not_ok.end());
+    return ranked;
 }
 
 }  // namespace convcore
