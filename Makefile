@@ -118,7 +118,7 @@ fuzz: deps venv  ## libFuzzer on the C API for FUZZ_TIME seconds (clang; build/f
 # the no-GPU path.
 EMU_DIR ?= build/cuda-emulated
 EMU_TSAN_DIR ?= build/cuda-tsan
-EMU_CUDA_TESTS := test_cuda_direct test_cuda_backward test_cuda_fft_family test_cuda_winograd_family test_cuda_api
+EMU_CUDA_TESTS := test_cuda_direct test_cuda_backward test_cuda_fft_family test_cuda_winograd_family test_cuda_api test_cuda_layouts
 EMU_NO_GPU_TESTS := CudaDevice.CreateWithoutGpuIsNotSupported:CudaWinogradFamilyNoGpu.*
 EMU_CMAKE := CC=clang CXX=clang++ $(VENV)/bin/cmake -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) \
              -DCMAKE_BUILD_TYPE=None -DCONVCORE_CUDA=EMULATE -DCONVCORE_BUILD_TESTS=ON -DCONVCORE_CUDA_EMULATOR_TESTS=ON

@@ -38,6 +38,12 @@ void check_algo(const convcoreConvolutionFwdAlgo_t& algo) {
         throw_bad_param("algo " + std::to_string(v) + " is not a convcoreConvolutionFwdAlgo_t");
 }
 
+void check_format(const convcoreTensorFormat_t& format) {
+    const int v = enum_int(format);
+    if (v != CONVCORE_TENSOR_NCHW && v != CONVCORE_TENSOR_NHWC)
+        throw_bad_param("format " + std::to_string(v) + " is not CONVCORE_TENSOR_NCHW or CONVCORE_TENSOR_NHWC");
+}
+
 void check_positive(const char* what, const char* name, int64_t v) {
     if (v < 1) throw_bad_param(std::string(what) + ": " + name + "=" + std::to_string(v) + " must be >= 1");
 }
@@ -211,6 +217,29 @@ convcoreStatus_t convcoreSetTensor4dDescriptor(convcoreTensorDescriptor_t desc,
     });
 }
 
+convcoreStatus_t convcoreSetTensor4dDescriptorWithFormat(convcoreTensorDescriptor_t desc, convcoreTensorFormat_t format,
+                                                         convcoreDataType_t dataType, int64_t n, int64_t c, int64_t h,
+                                                         int64_t w) {
+    return guard([&] {
+        require(desc, "desc");
+        check_format(format);
+        if (enum_int(format) == CONVCORE_TENSOR_NCHW) {
+            if (convcoreSetTensor4dDescriptor(desc, dataType, n, c, h, w) != CONVCORE_STATUS_SUCCESS)
+                throw Error(CONVCORE_STATUS_BAD_PARAM, last_error);
+            return;
+        }
+        check_dtype(dataType);
+        check_positive("tensor descriptor", "n", n);
+        check_positive("tensor descriptor", "c", c);
+        check_positive("tensor descriptor", "h", h);
+        check_positive("tensor descriptor", "w", w);
+        checked_mul(checked_mul(checked_mul(n, c, "n*c*h*w"), h, "n*c*h*w"), w, "n*c*h*w");
+        if (convcoreSetTensor4dDescriptorEx(desc, dataType, n, c, h, w, h * w * c, 1, w * c, c) !=
+            CONVCORE_STATUS_SUCCESS)
+            throw Error(CONVCORE_STATUS_BAD_PARAM, last_error);
+    });
+}
+
 convcoreStatus_t convcoreSetTensor4dDescriptorEx(convcoreTensorDescriptor_t desc,
                                                  convcoreDataType_t dataType, int64_t n, int64_t c,
                                                  int64_t h, int64_t w, int64_t nStride,
@@ -261,26 +290,59 @@ convcoreStatus_t convcoreDestroyFilterDescriptor(convcoreFilterDescriptor_t desc
     return guard([&] { delete desc; });
 }
 
-convcoreStatus_t convcoreSetFilter4dDescriptor(convcoreFilterDescriptor_t desc,
-                                               convcoreDataType_t dataType, int64_t k,
-                                               int64_t cPerGroup, int64_t r, int64_t s) {
+convcoreStatus_t convcoreSetFilter4dDescriptorEx(convcoreFilterDescriptor_t desc, convcoreDataType_t dataType,
+                                                 int64_t k, int64_t cPerGroup, int64_t r, int64_t s, int64_t kStride,
+                                                 int64_t cStride, int64_t rStride, int64_t sStride) {
     return guard([&] {
         require(desc, "desc");
         check_dtype(dataType);
-        check_positive("filter descriptor", "k", k);
-        check_positive("filter descriptor", "cPerGroup", cPerGroup);
-        check_positive("filter descriptor", "r", r);
-        check_positive("filter descriptor", "s", s);
-        checked_mul(checked_mul(checked_mul(checked_mul(k, cPerGroup, "k*c*r*s"), r, "k*c*r*s"), s,
-                                "k*c*r*s"),
-                    8, "filter bytes");
+        const int64_t dims[4] = {k, cPerGroup, r, s};
+        const int64_t strides[4] = {kStride, cStride, rStride, sStride};
+        const char* dim_names[4] = {"k", "cPerGroup", "r", "s"};
+        const char* stride_names[4] = {"kStride", "cStride", "rStride", "sStride"};
+        for (int i = 0; i < 4; ++i) check_positive("filter descriptor", dim_names[i], dims[i]);
+        for (int i = 0; i < 4; ++i) check_positive("filter descriptor", stride_names[i], strides[i]);
+        checked_mul(checked_mul(checked_mul(checked_mul(k, cPerGroup, "k*c*r*s"), r, "k*c*r*s"), s, "k*c*r*s"), 8,
+                    "filter bytes");
+        extent_bytes(dims, strides, 8);
         desc->dtype = dataType;
         desc->k = k;
         desc->c_per_group = cPerGroup;
         desc->r = r;
         desc->s = s;
+        std::copy(strides, strides + 4, desc->strides);
         desc->set = true;
     });
+}
+
+convcoreStatus_t convcoreSetFilter4dDescriptorWithFormat(convcoreFilterDescriptor_t desc, convcoreTensorFormat_t format,
+                                                         convcoreDataType_t dataType, int64_t k, int64_t cPerGroup,
+                                                         int64_t r, int64_t s) {
+    return guard([&] {
+        require(desc, "desc");
+        check_format(format);
+        check_dtype(dataType);
+        check_positive("filter descriptor", "k", k);
+        check_positive("filter descriptor", "cPerGroup", cPerGroup);
+        check_positive("filter descriptor", "r", r);
+        check_positive("filter descriptor", "s", s);
+        checked_mul(checked_mul(checked_mul(checked_mul(k, cPerGroup, "k*c*r*s"), r, "k*c*r*s"), s, "k*c*r*s"), 8,
+                    "filter bytes");
+        int64_t st[4];  // of K, C/groups, R, S
+        if (enum_int(format) == CONVCORE_TENSOR_NHWC) {
+            st[0] = r * s * cPerGroup, st[1] = 1, st[2] = s * cPerGroup, st[3] = cPerGroup;
+        } else {
+            packed_strides(k, cPerGroup, r, s, st);
+        }
+        if (convcoreSetFilter4dDescriptorEx(desc, dataType, k, cPerGroup, r, s, st[0], st[1], st[2], st[3]) !=
+            CONVCORE_STATUS_SUCCESS)
+            throw Error(CONVCORE_STATUS_BAD_PARAM, last_error);
+    });
+}
+
+convcoreStatus_t convcoreSetFilter4dDescriptor(convcoreFilterDescriptor_t desc, convcoreDataType_t dataType, int64_t k,
+                                               int64_t cPerGroup, int64_t r, int64_t s) {
+    return convcoreSetFilter4dDescriptorWithFormat(desc, CONVCORE_TENSOR_NCHW, dataType, k, cPerGroup, r, s);
 }
 
 convcoreStatus_t convcoreGetFilter4dDescriptor(convcoreFilterDescriptor_t desc,

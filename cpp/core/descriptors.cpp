@@ -91,6 +91,7 @@ ConvProblem make_problem(convcoreDeviceType_t device, const convcoreTensorStruct
     p.k = w->k;
     p.r = w->r;
     p.s = w->s;
+    for (int i = 0; i < 4; ++i) p.w_strides[i] = w->strides[i];
     p.groups = conv->groups;
     p.pad_h = conv->pad_h;
     p.pad_w = conv->pad_w;

@@ -17,6 +17,7 @@ struct convcoreFilterStruct {
     bool set = false;
     convcoreDataType_t dtype = CONVCORE_DATA_FLOAT;
     int64_t k = 0, c_per_group = 0, r = 0, s = 0;
+    int64_t strides[4] = {0, 0, 0, 0};  // of K, C/groups, R, S
 };
 
 struct convcoreConvolutionStruct {

@@ -429,6 +429,10 @@ Buffers callers_buffers(const void* in0, const char* in0_name, const void* in1, 
 }
 
 int64_t extent(const convcoreTensorStruct* t, size_t elem) { return extent_bytes(t->dims, t->strides, elem); }
+int64_t filter_extent(const ConvProblem& p) {
+    const int64_t dims[4] = {p.k, p.c_per_group(), p.r, p.s};
+    return extent_bytes(dims, p.w_strides, p.elem_size());
+}
 
 // alpha = 1 and beta = 0 in the problem's type.
 struct Scalars {
@@ -454,7 +458,7 @@ Pass forward_pass(convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, con
     pass.prob = make_problem(handle->device, xDesc, wDesc, convDesc, yDesc);
     const size_t elem = pass.prob.elem_size();
     pass.bytes[0] = extent(xDesc, elem);
-    pass.bytes[1] = pass.prob.w_elems() * int64_t(elem);
+    pass.bytes[1] = filter_extent(pass.prob);
     pass.bytes[2] = extent(yDesc, elem);
     auto scalars = std::make_shared<Scalars>(pass.prob);
     pass.run = [=](int algo, const void* x, const void* w, void* y, void* ws, size_t bytes) {
@@ -478,7 +482,7 @@ Pass bwd_data_pass(convcoreHandle_t handle, convcoreFilterDescriptor_t wDesc, co
         });
     pass.prob = make_problem(handle->device, dxDesc, wDesc, convDesc, dyDesc);
     const size_t elem = pass.prob.elem_size();
-    pass.bytes[0] = pass.prob.w_elems() * int64_t(elem);
+    pass.bytes[0] = filter_extent(pass.prob);
     pass.bytes[1] = extent(dyDesc, elem);
     pass.bytes[2] = extent(dxDesc, elem);
     auto scalars = std::make_shared<Scalars>(pass.prob);
@@ -505,7 +509,7 @@ Pass bwd_filter_pass(convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, 
     const size_t elem = pass.prob.elem_size();
     pass.bytes[0] = extent(xDesc, elem);
     pass.bytes[1] = extent(dyDesc, elem);
-    pass.bytes[2] = pass.prob.w_elems() * int64_t(elem);
+    pass.bytes[2] = filter_extent(pass.prob);
     auto scalars = std::make_shared<Scalars>(pass.prob);
     pass.run = [=](int algo, const void* x, const void* dy, void* dw, void* ws, size_t bytes) {
         return convcoreConvolutionBackwardFilter(handle, scalars->alpha(), xDesc, x, dyDesc, dy, convDesc,

@@ -18,7 +18,7 @@ using namespace convcore;
 using namespace convcore::api;
 
 size_t convcoreConvolutionPlanStruct::workspace_bytes() const {
-    return align_up(solver_bytes) + align_up(first_bytes) + second_bytes;
+    return align_up(solver_bytes) + align_up(first_bytes) + align_up(second_bytes) + filter_bytes;
 }
 
 namespace {
@@ -57,6 +57,7 @@ Strided4d view(int64_t n, int64_t c, int64_t h, int64_t w, const int64_t strides
 }
 Strided4d x_view(const ConvProblem& p) { return view(p.n, p.c, p.h, p.w, p.x_strides); }
 Strided4d y_view(const ConvProblem& p) { return view(p.n, p.k, p.p, p.q, p.y_strides); }
+Strided4d w_view(const ConvProblem& p) { return view(p.k, p.c_per_group(), p.r, p.s, p.w_strides); }
 
 // Packs a strided tensor into dst (packed NCHW).
 void stage_in(const Context& ctx, size_t elem, const void* src, const Strided4d& sv, void* dst) {
@@ -76,6 +77,10 @@ void stage_out(const Context& ctx, size_t elem, const void* src, void* dst, cons
 int64_t x_extent(const ConvProblem& p) {
     const int64_t dims[4] = {p.n, p.c, p.h, p.w};
     return extent_bytes(dims, p.x_strides, p.elem_size());
+}
+int64_t w_extent(const ConvProblem& p) {
+    const int64_t dims[4] = {p.k, p.c_per_group(), p.r, p.s};
+    return extent_bytes(dims, p.w_strides, p.elem_size());
 }
 int64_t y_extent(const ConvProblem& p) {
     const int64_t dims[4] = {p.n, p.k, p.p, p.q};
@@ -118,21 +123,23 @@ convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolu
         default:
             throw_bad_param("pass " + std::to_string(enum_int(pass)) + " is not a convcoreConvolutionPass_t");
     }
-    staged_bytes(prob, pass, &plan.first_bytes, &plan.second_bytes);
+    staged_bytes(prob, pass, &plan.first_bytes, &plan.second_bytes, &plan.filter_bytes);
     return plan;
 }
 
-void staged_bytes(const ConvProblem& prob, convcoreConvolutionPass_t pass, size_t* first, size_t* second) {
+void staged_bytes(const ConvProblem& prob, convcoreConvolutionPass_t pass, size_t* first, size_t* second,
+                  size_t* filter) {
     const size_t x_bytes = prob.x_packed() ? 0 : size_t(prob.x_elems()) * prob.elem_size();
     const size_t y_bytes = prob.y_packed() ? 0 : size_t(prob.y_elems()) * prob.elem_size();
     *first = pass == CONVCORE_PASS_BACKWARD_DATA ? y_bytes : x_bytes;
     *second = pass == CONVCORE_PASS_BACKWARD_DATA ? x_bytes : y_bytes;
+    *filter = prob.w_packed() ? 0 : size_t(prob.w_elems()) * prob.elem_size();
 }
 
 size_t workspace_with_staging(const ConvProblem& prob, convcoreConvolutionPass_t pass, size_t solver_bytes) {
     convcoreConvolutionPlanStruct plan;
     plan.solver_bytes = solver_bytes;
-    staged_bytes(prob, pass, &plan.first_bytes, &plan.second_bytes);
+    staged_bytes(prob, pass, &plan.first_bytes, &plan.second_bytes, &plan.filter_bytes);
     return plan.workspace_bytes();
 }
 
@@ -158,14 +165,14 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
     if (total > 0) check_aligned(workspace, elem, "workspace");
 
     // The byte extents of the pass's tensors, and the output's distinct elements.
-    const int64_t w_extent = prob.w_elems() * int64_t(elem);
-    int64_t in0_extent = x_extent(prob), in1_extent = w_extent, out_extent = y_extent(prob);
+    const int64_t filter_extent = w_extent(prob);
+    int64_t in0_extent = x_extent(prob), in1_extent = filter_extent, out_extent = y_extent(prob);
     if (plan.pass == CONVCORE_PASS_BACKWARD_DATA) {
         in0_extent = y_extent(prob);
         out_extent = x_extent(prob);
     } else if (plan.pass == CONVCORE_PASS_BACKWARD_FILTER) {
         in1_extent = y_extent(prob);
-        out_extent = w_extent;
+        out_extent = filter_extent;
     }
     if (plan.pass == CONVCORE_PASS_FORWARD) {
         const int64_t dims[4] = {prob.n, prob.k, prob.p, prob.q};
@@ -175,6 +182,10 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
         const int64_t dims[4] = {prob.n, prob.c, prob.h, prob.w};
         if (!has_distinct_elements(dims, prob.x_strides))
             throw_bad_param("dx: its strides make elements overlap (an output needs distinct elements)");
+    } else {
+        const int64_t dims[4] = {prob.k, prob.c_per_group(), prob.r, prob.s};
+        if (!has_distinct_elements(dims, prob.w_strides))
+            throw_bad_param("dw: its strides make elements overlap (an output needs distinct elements)");
     }
     if (ranges_overlap(out, out_extent, in0, in0_extent))
         throw_bad_param(std::string(names.out) + " overlaps " + names.in0 + ": the output must be a separate buffer");
@@ -193,6 +204,7 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
     const Context& ctx = *plan.handle;
     char* first = static_cast<char*>(workspace) + align_up(plan.solver_bytes);
     char* second = first + align_up(plan.first_bytes);
+    char* staged_filter = second + align_up(plan.second_bytes);
     void* solver_ws = plan.solver_bytes ? workspace : nullptr;
     const ConvProblem packed = prob.packed();
     switch (plan.pass) {
@@ -205,7 +217,12 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
             // A strided y: the solver writes a packed result, blended into y afterwards.
             void* y = plan.second_bytes ? static_cast<void*>(second) : out;
             const void* prepared = in1 == plan.prepared_for ? plan.prepared.get() : nullptr;
-            plan.forward->run(ConvArgs{packed, ctx, x, in1, y, plan.second_bytes ? 1.0 : a,
+            const void* w = in1;
+            if (plan.filter_bytes && !prepared) {  // prepared filters are transformed already
+                stage_in(ctx, elem, in1, w_view(prob), staged_filter);
+                w = staged_filter;
+            }
+            plan.forward->run(ConvArgs{packed, ctx, x, w, y, plan.second_bytes ? 1.0 : a,
                                        plan.second_bytes ? 0.0 : b, solver_ws, prepared});
             if (plan.second_bytes) stage_out(ctx, elem, second, out, y_view(prob), a, b);
             break;
@@ -217,7 +234,12 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
                 dy = first;
             }
             void* dx = plan.second_bytes ? static_cast<void*>(second) : out;
-            plan.data->run(BwdDataArgs{packed, ctx, in1, dy, dx, plan.second_bytes ? 1.0 : a,
+            const void* w = in1;
+            if (plan.filter_bytes) {
+                stage_in(ctx, elem, in1, w_view(prob), staged_filter);
+                w = staged_filter;
+            }
+            plan.data->run(BwdDataArgs{packed, ctx, w, dy, dx, plan.second_bytes ? 1.0 : a,
                                        plan.second_bytes ? 0.0 : b, solver_ws});
             if (plan.second_bytes) stage_out(ctx, elem, second, out, x_view(prob), a, b);
             break;
@@ -233,7 +255,11 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
                 stage_in(ctx, elem, in1, y_view(prob), second);
                 dy = second;
             }
-            plan.filter->run(BwdFilterArgs{packed, ctx, x, dy, out, a, b, solver_ws});
+            // dw in another layout than packed KCRS: computed packed, then blended into dw.
+            void* dw = plan.filter_bytes ? static_cast<void*>(staged_filter) : out;
+            plan.filter->run(BwdFilterArgs{packed, ctx, x, dy, dw, plan.filter_bytes ? 1.0 : a,
+                                           plan.filter_bytes ? 0.0 : b, solver_ws});
+            if (plan.filter_bytes) stage_out(ctx, elem, staged_filter, out, w_view(prob), a, b);
             break;
         }
     }
@@ -342,11 +368,20 @@ convcoreStatus_t convcorePrepareConvolutionPlanFilters(convcoreConvolutionPlan_t
         const ConvProblem packed = plan->prob.packed();
         const size_t bytes = solver->prepared_filter_bytes(packed);
         if (bytes == 0) return;
+        // A filter in another layout than packed KCRS is packed first, as an execution would.
+        std::unique_ptr<void, decltype(&std::free)> staged(nullptr, std::free);
+        if (plan->filter_bytes) {
+            staged.reset(std::aligned_alloc(64, (plan->filter_bytes + 63) / 64 * 64));
+            if (!staged) throw Error(CONVCORE_STATUS_ALLOC_FAILED, "could not allocate " +
+                                                                  std::to_string(plan->filter_bytes) +
+                                                                  " bytes to pack the filters");
+            stage_in(*plan->handle, plan->prob.elem_size(), w, w_view(plan->prob), staged.get());
+        }
         void* storage = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
         if (!storage) throw Error(CONVCORE_STATUS_ALLOC_FAILED, "could not allocate " + std::to_string(bytes) +
                                                                     " bytes for the prepared filters");
         std::shared_ptr<void> prepared(storage, std::free);
-        solver->prepare_filter(packed, *plan->handle, w, prepared.get());
+        solver->prepare_filter(packed, *plan->handle, staged ? staged.get() : w, prepared.get());
         plan->prepared = std::move(prepared);
         plan->prepared_bytes = bytes;
         plan->prepared_for = w;

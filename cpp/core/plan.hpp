@@ -19,10 +19,11 @@ struct convcoreConvolutionPlanStruct {
     const convcore::Solver* forward = nullptr;
     const convcore::BwdDataSolver* data = nullptr;
     const convcore::BwdFilterSolver* filter = nullptr;
-    // Workspace layout: [solver's own][first staged tensor][second staged tensor]. The staged
-    // tensors are packed copies of strided ones: forward x and y, backward data dy and dx,
-    // backward filter x and dy.
-    size_t solver_bytes = 0, first_bytes = 0, second_bytes = 0;
+    // Workspace layout: [solver's own][first staged tensor][second staged tensor][staged filter].
+    // The staged tensors are packed copies of strided ones: forward x and y, backward data dy and
+    // dx, backward filter x and dy; the staged filter is a packed KCRS copy of w (or dw) in any
+    // other layout.
+    size_t solver_bytes = 0, first_bytes = 0, second_bytes = 0, filter_bytes = 0;
     size_t workspace_bytes() const;
     // The filters at prepared_for, transformed by the solver (convcorePrepareConvolutionPlanFilters):
     // executions with in1 == prepared_for use them instead of transforming w again.
@@ -41,9 +42,10 @@ convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolu
                                         convcoreConvolutionDescriptor_t convDesc,
                                         convcoreTensorDescriptor_t yDesc, int algo);
 
-// The bytes of the two staged tensors of a pass (zero for a packed one), and a pass's whole
-// workspace for a solver that needs solver_bytes.
-void staged_bytes(const ConvProblem& prob, convcoreConvolutionPass_t pass, size_t* first, size_t* second);
+// The bytes of the two staged tensors of a pass and of the staged filter (zero for a packed one),
+// and a pass's whole workspace for a solver that needs solver_bytes.
+void staged_bytes(const ConvProblem& prob, convcoreConvolutionPass_t pass, size_t* first, size_t* second,
+                  size_t* filter);
 size_t workspace_with_staging(const ConvProblem& prob, convcoreConvolutionPass_t pass, size_t solver_bytes);
 
 // Runs a plan: out = alpha * pass(in0, in1) + beta * out. Forward: (x, w) -> y; backward data:

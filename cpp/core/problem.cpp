@@ -30,6 +30,11 @@ bool ConvProblem::y_packed() const {
     return is_packed(dims, y_strides);
 }
 
+bool ConvProblem::w_packed() const {
+    const int64_t dims[4] = {k, c_per_group(), r, s};
+    return is_packed(dims, w_strides);
+}
+
 double ConvProblem::flops() const {
     return 2.0 * double(n) * double(k) * double(c_per_group()) * double(r) * double(s) *
            double(p) * double(q);
@@ -48,6 +53,7 @@ ConvProblem ConvProblem::packed() const {
     ConvProblem out = *this;
     packed_strides(n, c, h, w, out.x_strides);
     packed_strides(n, k, p, q, out.y_strides);
+    packed_strides(k, c_per_group(), r, s, out.w_strides);
     return out;
 }
 

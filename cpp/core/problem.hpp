@@ -20,6 +20,7 @@ struct ConvProblem {
     int64_t p = 0, q = 0;                // output y: N x K x P x Q
     int64_t x_strides[4] = {0, 0, 0, 0}; // element strides of x (N, C, H, W)
     int64_t y_strides[4] = {0, 0, 0, 0}; // element strides of y
+    int64_t w_strides[4] = {0, 0, 0, 0}; // element strides of w (K, C/groups, R, S)
 
     int64_t c_per_group() const { return c / groups; }
     int64_t k_per_group() const { return k / groups; }
@@ -29,6 +30,7 @@ struct ConvProblem {
     int64_t y_elems() const { return n * k * p * q; }
     bool x_packed() const;
     bool y_packed() const;
+    bool w_packed() const;
     bool is_1x1() const { return r == 1 && s == 1; }
     bool unit_stride() const { return stride_h == 1 && stride_w == 1; }
     bool unit_dilation() const { return dil_h == 1 && dil_w == 1; }
@@ -36,7 +38,7 @@ struct ConvProblem {
     double flops() const;
     // Compact benchdnn-style key, e.g. "g1mb1ic3ih224iw224oc64kh3kw3sh1sw1ph1pw1dh1dw1_f32_xcorr".
     std::string key() const;
-    // The same problem with packed NCHW strides for x and y.
+    // The same problem with packed NCHW strides for x and y and packed KCRS ones for w.
     ConvProblem packed() const;
 };
 

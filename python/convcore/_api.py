@@ -308,7 +308,7 @@ def _contiguous_copy(obj, name):
     raise BadParamError(f"{name}: must be contiguous (no copy is made for this type of GPU array)")
 
 
-def _import_input(obj, name, dlpack_stream, need_packed):
+def _import_input(obj, name, dlpack_stream):
     """The DLPackTensor of an input: in place when possible, else of a packed copy."""
     if type(obj) is np.ndarray and obj.dtype in _NATIVE_FLOAT_DTYPES:
         flags = obj.flags
@@ -334,7 +334,7 @@ def _import_input(obj, name, dlpack_stream, need_packed):
             raise
         obj = obj.copy()  # e.g. an old NumPy that cannot export read-only arrays
         tensor = _export(obj, name, dlpack_stream)
-    if tensor.ndim == 4 and (not tensor.has_positive_strides or (need_packed and not tensor.is_packed)):
+    if tensor.ndim == 4 and not tensor.has_positive_strides:
         tensor = _export(_contiguous_copy(obj, name), name, dlpack_stream)
     return tensor
 
@@ -585,8 +585,8 @@ class Convolution:
         if device[0] == _C.DLPACK_CUDA:
             dlpack_stream, stream = _cuda_streams(x, device)
 
-        xt = _import_input(x, "x", dlpack_stream, need_packed=False)
-        wt = _import_input(w, "w", dlpack_stream, need_packed=True)
+        xt = _import_input(x, "x", dlpack_stream)
+        wt = _import_input(w, "w", dlpack_stream)
         dtype = _C.check_inputs(xt, wt)
         # With out given, _C.forward checks its shape (the output shape is not computed here
         # too: a call's fixed cost matters on small layers).
@@ -620,8 +620,7 @@ class Convolution:
         torch = _torch_module()
         algo_id = _ALGO_IDS.get(algo) if type(algo) is str else None
         if (torch is None or algo_id is None or not isinstance(x, torch.Tensor)
-                or not isinstance(w, torch.Tensor) or not x.is_cpu or not w.is_cpu
-                or not w.is_contiguous()):
+                or not isinstance(w, torch.Tensor) or not x.is_cpu or not w.is_cpu):
             return None
         local = self._local
         try:
@@ -690,8 +689,8 @@ class Convolution:
         dlpack_stream, stream = None, 0
         if device[0] == _C.DLPACK_CUDA:
             dlpack_stream, stream = _cuda_streams(x, device)
-        xt = _import_input(x, "x", dlpack_stream, need_packed=False)
-        wt = _import_input(w, "w", dlpack_stream, need_packed=True)
+        xt = _import_input(x, "x", dlpack_stream)
+        wt = _import_input(w, "w", dlpack_stream)
         dtype = _C.check_inputs(xt, wt)
         y_shape = self.output_shape(xt.shape, wt.shape)
         if y_shape[0] == 0:
@@ -744,8 +743,8 @@ class Convolution:
         if len(x_shape) != 4:
             raise BadParamError(f"x_shape: expected 4 sizes (N, C, H, W), got {x_shape}")
         device, dlpack_stream, stream = self._prepare(dy, "dy", w, "w", out)
-        dyt = _import_input(dy, "dy", dlpack_stream, need_packed=False)
-        wt = _import_input(w, "w", dlpack_stream, need_packed=True)
+        dyt = _import_input(dy, "dy", dlpack_stream)
+        wt = _import_input(w, "w", dlpack_stream)
         dtype = dyt.dtype
         if out is None:
             if beta != 0.0:
@@ -777,8 +776,8 @@ class Convolution:
         if len(w_shape) != 4:
             raise BadParamError(f"w_shape: expected 4 sizes (K, C/groups, R, S), got {w_shape}")
         device, dlpack_stream, stream = self._prepare(x, "x", dy, "dy", out)
-        xt = _import_input(x, "x", dlpack_stream, need_packed=False)
-        dyt = _import_input(dy, "dy", dlpack_stream, need_packed=False)
+        xt = _import_input(x, "x", dlpack_stream)
+        dyt = _import_input(dy, "dy", dlpack_stream)
         if out is None:
             if beta != 0.0:
                 raise BadParamError(f"beta: beta={beta} blends into an existing output; pass out=")
@@ -804,7 +803,7 @@ class Convolution:
         alpha = _scalar_arg("alpha", alpha)
         beta = _scalar_arg("beta", beta)
         device, dlpack_stream, stream = self._prepare(dy, "dy", dy, "dy", out)
-        dyt = _import_input(dy, "dy", dlpack_stream, need_packed=False)
+        dyt = _import_input(dy, "dy", dlpack_stream)
         if len(dyt.shape) != 4:
             raise BadParamError(f"dy: expected a 4-D array (N, K, P, Q), got shape {tuple(dyt.shape)}")
         if out is None:

@@ -348,6 +348,12 @@ struct Descriptors {
     void set_w(const std::vector<int64_t>& s, convcoreDataType_t t) {
         check(convcoreSetFilter4dDescriptor(w, t, s[0], s[1], s[2], s[3]), "w: ");
     }
+    // w with its strides (KCRS, KRSC or any positive ones: the library packs it when needed).
+    void set_w(const DLPackTensor& t, convcoreDataType_t dtype, const char* name) {
+        const auto s = t.shape(), st = t.strides_for_c();
+        check(convcoreSetFilter4dDescriptorEx(w, dtype, s[0], s[1], s[2], s[3], st[0], st[1], st[2], st[3]),
+              std::string(name) + ": ");
+    }
     // The output shape; sets y (packed unless strides are given).
     std::vector<int64_t> set_y(convcoreDataType_t t, const std::vector<int64_t>* strides = nullptr) {
         std::vector<int64_t> o(4);
@@ -587,14 +593,14 @@ convcoreDataType_t set_forward_descriptors(Descriptors& d, const DLPackTensor& x
         bad_param("out is not on the device of x");
     if (y.read_only()) bad_param("out: the array is read-only");
     if (!x.has_positive_strides()) bad_param("x: strides must be positive");
-    if (!w.is_packed()) bad_param("w: must be contiguous (packed K x C/groups x R x S)");
+    if (!w.has_positive_strides()) bad_param("w: strides must be positive");
     if (!y.has_positive_strides() || !y.has_distinct_elements())
         bad_param("out: strides must be positive and must not make elements overlap");
 
     d.set_conv(p);
     const auto x_strides = x.strides_for_c(), y_strides = y.strides_for_c();
     d.set_x(x.shape(), t, &x_strides);
-    d.set_w(w.shape(), t);
+    d.set_w(w, t, "w");
     std::vector<int64_t> expect(4);
     check(convcoreGetConvolution2dForwardOutputDim(d.conv, d.x, d.w, &expect[0], &expect[1],
                                                    &expect[2], &expect[3]));
@@ -823,10 +829,10 @@ int backward_data(const DLPackTensor& dy, const DLPackTensor& w, const DLPackTen
         const convcoreDataType_t t = data_type_of(dtype);
         check_output(dx, dy, dtype, "dy");
         if (!dy.has_positive_strides()) bad_param("dy: strides must be positive");
-        if (!w.is_packed()) bad_param("w: must be contiguous (packed K x C/groups x R x S)");
+        if (!w.has_positive_strides()) bad_param("w: strides must be positive");
         d.set_conv(p);
         set_tensor(d.x, dx.shape(), dx.strides_for_c(), t, "out: ");
-        d.set_w(w.shape(), t);
+        d.set_w(w, t, "w");
         check_dy_shape(d, dy, dx.shape());
         set_tensor(d.y, dy.shape(), dy.strides_for_c(), t, "dy: ");
         if (algo >= 0) return algo;
@@ -854,11 +860,9 @@ int backward_filter(const DLPackTensor& x, const DLPackTensor& dy, const DLPackT
         check_output(dw, x, dtype, "x");
         if (!x.has_positive_strides()) bad_param("x: strides must be positive");
         if (!dy.has_positive_strides()) bad_param("dy: strides must be positive");
-        if (!dw.is_packed()) bad_param("out: must be contiguous (packed K x C/groups x R x S)");
         d.set_conv(p);
         set_tensor(d.x, x.shape(), x.strides_for_c(), t, "x: ");
-        check(convcoreSetFilter4dDescriptor(d.w, t, dw.shape()[0], dw.shape()[1], dw.shape()[2], dw.shape()[3]),
-              "out: ");
+        d.set_w(dw, t, "out");
         check_dy_shape(d, dy, x.shape());
         set_tensor(d.y, dy.shape(), dy.strides_for_c(), t, "dy: ");
         if (algo >= 0) return algo;

@@ -178,8 +178,7 @@ TEST_P(PlanPasses, EveryAlgorithmMatchesTheReferenceAndTheDescriptorCall) {
                     result = gather(first, expected.size(), &Problem::x_at, p);
                 else
                     result = std::vector<double>(first.begin(), first.end());
-                // The loosest float32 bound among the algorithms (the FFT family's, docs/accuracy.md).
-                EXPECT_LT(relative_error(result, expected), 1e-4) << "algo " << algo;
+                EXPECT_LE(relative_error(result, expected), declared_bound(pass, algo, false)) << "algo " << algo;
                 for (size_t i = 0; i < out_size; ++i) {
                     if (std::isnan(first[i]) && std::isnan(direct[i])) continue;  // a gap of a strided output
                     ASSERT_EQ(first[i], second[i]) << "algo " << algo << ": a second run differs at " << i;

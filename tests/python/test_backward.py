@@ -293,6 +293,19 @@ def test_strided_numpy_views_in_and_out():
         np.testing.assert_allclose(dw, backward_filter_reference(problem, x, dy, w.shape), rtol=1e-10,
                                    atol=1e-10)
     np.testing.assert_allclose(conv.backward_bias(big_dy[..., ::2]), dy.sum(axis=(0, 2, 3)), rtol=1e-12)
+    # KRSC filters (channels-last weights): w read and dw written in place, with alpha/beta
+    w_krsc = np.ascontiguousarray(w.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    dw_base = np.full((w.shape[0], w.shape[2], w.shape[3], w.shape[1]), 2.0)
+    dw_krsc = dw_base.transpose(0, 3, 1, 2)
+    for data_algo, algo in (("direct", "direct"), ("implicit_gemm", "implicit_gemm"),
+                            ("winograd_2x2_3x3", "winograd_3x3_2x2"), ("fft", "fft")):
+        conv.backward_data(dy, w_krsc, x.shape, algo=data_algo, out=out)
+        np.testing.assert_allclose(out, backward_data_reference(problem, dy, w, x.shape), rtol=1e-10,
+                                   atol=1e-10)
+        dw_krsc[...] = 2.0
+        conv.backward_filter(x, dy, w.shape, algo=algo, out=dw_krsc, alpha=0.5, beta=-1.0)
+        np.testing.assert_allclose(dw_krsc, 0.5 * backward_filter_reference(problem, x, dy, w.shape) - 2.0,
+                                   rtol=1e-10, atol=1e-10)
 
 
 def test_auto_and_empty_batch(monkeypatch):

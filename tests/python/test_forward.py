@@ -129,22 +129,22 @@ def test_torch_cpu_tensor_is_read_in_place(torch):
     """The binding reads the producer's own data pointer (no copy) for contiguous and for
     positively strided tensors."""
     x = torch.randn(2, 3, 8, 8)
-    tensor = _api._import_input(x, "x", None, need_packed=False)
+    tensor = _api._import_input(x, "x", None)
     assert tensor.data_ptr == x.data_ptr()
     assert tensor.shape == (2, 3, 8, 8) and tensor.dtype == "float32"
     sliced = torch.randn(2, 3, 8, 16)[..., ::2]
-    assert _api._import_input(sliced, "x", None, need_packed=False).data_ptr == sliced.data_ptr()
+    assert _api._import_input(sliced, "x", None).data_ptr == sliced.data_ptr()
     channels_last = x.to(memory_format=torch.channels_last)
-    tensor = _api._import_input(channels_last, "x", None, need_packed=False)
+    tensor = _api._import_input(channels_last, "x", None)
     assert tensor.data_ptr == channels_last.data_ptr()
     assert tensor.strides == channels_last.stride()
 
 
 def test_numpy_array_is_read_in_place():
     x = np.random.default_rng(0).standard_normal((2, 3, 8, 8)).astype(np.float32)
-    assert _api._import_input(x, "x", None, need_packed=False).data_ptr == x.ctypes.data
+    assert _api._import_input(x, "x", None).data_ptr == x.ctypes.data
     x.flags.writeable = False  # read-only inputs are fine (DLPack 1.0 read-only flag)
-    tensor = _api._import_input(x, "x", None, need_packed=False)
+    tensor = _api._import_input(x, "x", None)
     assert tensor.data_ptr == x.ctypes.data and tensor.read_only
 
 
@@ -255,7 +255,7 @@ def test_other_dlpack_producers_give_numpy():
     conv = convcore.Convolution(convcore.ConvDesc(**p.desc_kwargs()))
     x, w = p.inputs(np.float32)
     legacy = LegacyProducer(x)
-    tensor = _api._import_input(legacy, "x", None, need_packed=False)
+    tensor = _api._import_input(legacy, "x", None)
     assert not tensor.versioned and tensor.data_ptr == x.ctypes.data
     y = conv.forward(legacy, LegacyProducer(w))
     assert type(y) is np.ndarray

@@ -465,6 +465,23 @@ def test_inference_calls_convcore_directly(monkeypatch):
     assert layer(x).requires_grad
 
 
+def test_channels_last_weights_are_read_in_place():
+    """A channels_last model (KRSC weights) in inference and in training, against float64."""
+    torch.manual_seed(1)
+    layer = ct.Conv2d(6, 8, 3, padding=1, algo="winograd_4x4_3x3").to(memory_format=torch.channels_last)
+    assert not layer.weight.is_contiguous()
+    x = torch.randn(2, 6, 9, 7).to(memory_format=torch.channels_last).requires_grad_(True)
+    ref = F.conv2d(x.double(), layer.weight.double(), layer.bias.double(), padding=1)
+    limit = bound("winograd_4x4_3x3", "forward", x, layer.weight, {})
+    with torch.no_grad():
+        assert rel_err(layer(x), ref) <= limit
+        assert rel_err(layer(x), ref) <= limit  # the kept (prepared) KRSC filters
+    layer(x).square().sum().backward()
+    x64, w64 = x.detach().double().requires_grad_(True), layer.weight.detach().double().requires_grad_(True)
+    F.conv2d(x64, w64, layer.bias.detach().double(), padding=1).square().sum().backward()
+    assert rel_err(layer.weight.grad, w64.grad) <= 1e-4 and rel_err(x.grad, x64.grad) <= 1e-4
+
+
 def test_inference_keeps_transformed_filters_until_the_weight_changes():
     """In inference a layer's plan transforms its filters once (Winograd's U) and transforms
     them again only when the weight may have changed: an in-place change (its version counter),

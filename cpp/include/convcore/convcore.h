@@ -124,13 +124,25 @@ CONVCORE_API convcoreStatus_t convcoreGetStream(convcoreHandle_t handle, void** 
 /* CPU threads used by this handle's calls (0: OpenMP's default). */
 CONVCORE_API convcoreStatus_t convcoreSetNumThreads(convcoreHandle_t handle, int numThreads);
 
-/* ---- tensor descriptors: 4-D NCHW ---- */
+/* Memory layouts of packed 4-D tensors, as cuDNN's tensor formats. For filters, NCHW means
+ * K x C/groups x R x S (KCRS) and NHWC means K x R x S x C/groups (KRSC). */
+typedef enum {
+    CONVCORE_TENSOR_NCHW = 0,
+    CONVCORE_TENSOR_NHWC = 1
+} convcoreTensorFormat_t;
+
+/* ---- tensor descriptors: 4-D, dimensions always given as N, C, H, W ---- */
 CONVCORE_API convcoreStatus_t convcoreCreateTensorDescriptor(convcoreTensorDescriptor_t* desc);
 CONVCORE_API convcoreStatus_t convcoreDestroyTensorDescriptor(convcoreTensorDescriptor_t desc);
 /* Packed NCHW. */
 CONVCORE_API convcoreStatus_t convcoreSetTensor4dDescriptor(convcoreTensorDescriptor_t desc,
                                                             convcoreDataType_t dataType,
                                                             int64_t n, int64_t c, int64_t h, int64_t w);
+/* Packed in `format`: NCHW as above, NHWC with strides (H*W*C, 1, W*C, C). */
+CONVCORE_API convcoreStatus_t convcoreSetTensor4dDescriptorWithFormat(convcoreTensorDescriptor_t desc,
+                                                                      convcoreTensorFormat_t format,
+                                                                      convcoreDataType_t dataType, int64_t n,
+                                                                      int64_t c, int64_t h, int64_t w);
 /* Explicit strides, in elements; must be positive (no overlapping or broadcast outputs). */
 CONVCORE_API convcoreStatus_t convcoreSetTensor4dDescriptorEx(
     convcoreTensorDescriptor_t desc, convcoreDataType_t dataType, int64_t n, int64_t c, int64_t h,
@@ -139,13 +151,27 @@ CONVCORE_API convcoreStatus_t convcoreGetTensor4dDescriptor(
     convcoreTensorDescriptor_t desc, convcoreDataType_t* dataType, int64_t* n, int64_t* c,
     int64_t* h, int64_t* w, int64_t* nStride, int64_t* cStride, int64_t* hStride, int64_t* wStride);
 
-/* ---- filter descriptors: K x (C/groups) x R x S, packed ---- */
+/* ---- filter descriptors: K x (C/groups) x R x S ----
+ * Packed KCRS (convcoreSetFilter4dDescriptor), packed in a format (KRSC for NHWC), or with
+ * explicit strides. The algorithms run on packed KCRS filters: any other layout is converted
+ * through the workspace, which the workspace queries count. */
 CONVCORE_API convcoreStatus_t convcoreCreateFilterDescriptor(convcoreFilterDescriptor_t* desc);
 CONVCORE_API convcoreStatus_t convcoreDestroyFilterDescriptor(convcoreFilterDescriptor_t desc);
 CONVCORE_API convcoreStatus_t convcoreSetFilter4dDescriptor(convcoreFilterDescriptor_t desc,
                                                             convcoreDataType_t dataType,
                                                             int64_t k, int64_t cPerGroup,
                                                             int64_t r, int64_t s);
+CONVCORE_API convcoreStatus_t convcoreSetFilter4dDescriptorWithFormat(convcoreFilterDescriptor_t desc,
+                                                                      convcoreTensorFormat_t format,
+                                                                      convcoreDataType_t dataType, int64_t k,
+                                                                      int64_t cPerGroup, int64_t r, int64_t s);
+/* Explicit strides of the K, C/groups, R and S axes, in elements; must be positive, and a
+ * filter gradient's (dw's) must not make elements overlap. */
+CONVCORE_API convcoreStatus_t convcoreSetFilter4dDescriptorEx(convcoreFilterDescriptor_t desc,
+                                                              convcoreDataType_t dataType, int64_t k,
+                                                              int64_t cPerGroup, int64_t r, int64_t s,
+                                                              int64_t kStride, int64_t cStride,
+                                                              int64_t rStride, int64_t sStride);
 CONVCORE_API convcoreStatus_t convcoreGetFilter4dDescriptor(convcoreFilterDescriptor_t desc,
                                                             convcoreDataType_t* dataType,
                                                             int64_t* k, int64_t* cPerGroup,

@@ -53,6 +53,11 @@ class TensorDesc {
         check(convcoreCreateTensorDescriptor(&d_));
         set(t, n, c, h, w);
     }
+    // Packed in `format` (CONVCORE_TENSOR_NCHW or CONVCORE_TENSOR_NHWC); dimensions N, C, H, W.
+    TensorDesc(convcoreTensorFormat_t format, convcoreDataType_t t, int64_t n, int64_t c, int64_t h, int64_t w) {
+        check(convcoreCreateTensorDescriptor(&d_));
+        check(convcoreSetTensor4dDescriptorWithFormat(d_, format, t, n, c, h, w));
+    }
     ~TensorDesc() { convcoreDestroyTensorDescriptor(d_); }
     TensorDesc(const TensorDesc&) = delete;
     TensorDesc& operator=(const TensorDesc&) = delete;
@@ -74,6 +79,12 @@ class FilterDesc {
     FilterDesc(convcoreDataType_t t, int64_t k, int64_t c_per_group, int64_t r, int64_t s) {
         check(convcoreCreateFilterDescriptor(&d_));
         check(convcoreSetFilter4dDescriptor(d_, t, k, c_per_group, r, s));
+    }
+    // Packed KCRS (CONVCORE_TENSOR_NCHW) or KRSC (CONVCORE_TENSOR_NHWC).
+    FilterDesc(convcoreTensorFormat_t format, convcoreDataType_t t, int64_t k, int64_t c_per_group, int64_t r,
+               int64_t s) {
+        check(convcoreCreateFilterDescriptor(&d_));
+        check(convcoreSetFilter4dDescriptorWithFormat(d_, format, t, k, c_per_group, r, s));
     }
     ~FilterDesc() { convcoreDestroyFilterDescriptor(d_); }
     FilterDesc(const FilterDesc&) = delete;

@@ -1,0 +1,120 @@
+// Tensor formats and filter layouts in the C API on the CPU: every pass in NHWC / KRSC and mixed
+// layouts (layout_check.hpp); the workspace queries count the filter's conversion; prepared
+// filters in KRSC; bad formats and strides named.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <string>
+#include <vector>
+
+#include "convcore/convcore.h"
+#include "convcore/convcore.hpp"
+#include "layout_check.hpp"
+#include "reference.hpp"
+
+using namespace convcore_test;
+
+namespace {
+
+#define CC_ASSERT_OK(call) \
+    ASSERT_EQ((call), CONVCORE_STATUS_SUCCESS) << #call << ": " << convcoreGetLastErrorString()
+
+class LayoutPasses : public ::testing::TestWithParam<convcoreConvolutionPass_t> {};
+
+TEST_P(LayoutPasses, EveryAlgorithmInEveryLayoutMatchesTheReference) {
+    convcore::Handle h;
+    check_layouts(h, GetParam());
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, LayoutPasses,
+                         ::testing::Values(CONVCORE_PASS_FORWARD, CONVCORE_PASS_BACKWARD_DATA,
+                                           CONVCORE_PASS_BACKWARD_FILTER),
+                         [](const auto& info) {
+                             return info.param == CONVCORE_PASS_FORWARD         ? std::string("Forward")
+                                    : info.param == CONVCORE_PASS_BACKWARD_DATA ? std::string("BackwardData")
+                                                                                : std::string("BackwardFilter");
+                         });
+
+// The workspace queries count the conversion of a KRSC filter (and nothing for KCRS).
+TEST(Layouts, WorkspaceCountsTheFilterConversion) {
+    convcore::Handle h;
+    convcore::TensorDesc x(CONVCORE_DATA_FLOAT, 1, 8, 6, 6), y(CONVCORE_DATA_FLOAT, 1, 4, 6, 6);
+    convcore::FilterDesc kcrs(CONVCORE_DATA_FLOAT, 4, 8, 3, 3);
+    convcoreFilterDescriptor_t krsc;
+    CC_ASSERT_OK(convcoreCreateFilterDescriptor(&krsc));
+    CC_ASSERT_OK(convcoreSetFilter4dDescriptorWithFormat(krsc, CONVCORE_TENSOR_NHWC, CONVCORE_DATA_FLOAT, 4, 8, 3, 3));
+    convcore::ConvDesc conv(1);
+    size_t packed = 1, converted = 0;
+    CC_ASSERT_OK(convcoreGetConvolutionForwardWorkspaceSize(h, x, kcrs, conv, y, CONVCORE_FWD_ALGO_DIRECT, &packed));
+    CC_ASSERT_OK(convcoreGetConvolutionForwardWorkspaceSize(h, x, krsc, conv, y, CONVCORE_FWD_ALGO_DIRECT, &converted));
+    EXPECT_EQ(packed, 0u);
+    EXPECT_EQ(converted, 4u * 8 * 3 * 3 * sizeof(float));
+    CC_ASSERT_OK(convcoreGetConvolutionBackwardFilterWorkspaceSize(h, x, y, conv, krsc, CONVCORE_BWD_FILTER_ALGO_DIRECT,
+                                                                   &converted));
+    EXPECT_EQ(converted, 4u * 8 * 3 * 3 * sizeof(float));
+    convcoreDestroyFilterDescriptor(krsc);
+}
+
+// Filters prepared from a KRSC buffer give the bits of converting them in every call.
+TEST(Layouts, PreparedKrscFiltersMatchTheCall) {
+    convcore::Handle h;
+    convcoreTensorDescriptor_t x;
+    convcoreFilterDescriptor_t w;
+    CC_ASSERT_OK(convcoreCreateTensorDescriptor(&x));
+    CC_ASSERT_OK(convcoreCreateFilterDescriptor(&w));
+    CC_ASSERT_OK(convcoreSetTensor4dDescriptorWithFormat(x, CONVCORE_TENSOR_NHWC, CONVCORE_DATA_FLOAT, 1, 8, 10, 10));
+    CC_ASSERT_OK(convcoreSetFilter4dDescriptorWithFormat(w, CONVCORE_TENSOR_NHWC, CONVCORE_DATA_FLOAT, 8, 8, 3, 3));
+    convcore::TensorDesc y(CONVCORE_DATA_FLOAT, 1, 8, 10, 10);
+    convcore::ConvDesc conv(1);
+    std::mt19937 rng(5);
+    const auto x64 = random_vector(800, rng), w64 = random_vector(576, rng);
+    const std::vector<float> xv(x64.begin(), x64.end()), wv(w64.begin(), w64.end());
+    for (auto algo : {CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3, CONVCORE_FWD_ALGO_IM2WIN}) {
+        convcore::Plan plan(h, CONVCORE_PASS_FORWARD, x, w, conv, y, algo);
+        std::vector<double> ws(plan.workspace_size() / sizeof(double) + 1);
+        const float one = 1, zero = 0;
+        std::vector<float> per_call(800), prepared(800);
+        plan.execute(&one, xv.data(), wv.data(), &zero, per_call.data(), ws.data(), ws.size() * sizeof(double));
+        size_t bytes = 0;
+        CC_ASSERT_OK(convcorePrepareConvolutionPlanFilters(plan, wv.data(), &bytes));
+        EXPECT_GT(bytes, 0u);
+        plan.execute(&one, xv.data(), wv.data(), &zero, prepared.data(), ws.data(), ws.size() * sizeof(double));
+        EXPECT_EQ(prepared, per_call) << convcoreGetFwdAlgoName(algo);
+    }
+    convcoreDestroyTensorDescriptor(x);
+    convcoreDestroyFilterDescriptor(w);
+}
+
+TEST(Layouts, BadFormatsAndStridesAreNamed) {
+    convcoreTensorDescriptor_t x;
+    convcoreFilterDescriptor_t w;
+    CC_ASSERT_OK(convcoreCreateTensorDescriptor(&x));
+    CC_ASSERT_OK(convcoreCreateFilterDescriptor(&w));
+    EXPECT_EQ(convcoreSetTensor4dDescriptorWithFormat(x, convcoreTensorFormat_t(7), CONVCORE_DATA_FLOAT, 1, 2, 3, 4),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_NE(std::string(convcoreGetLastErrorString()).find("format 7"), std::string::npos);
+    EXPECT_EQ(convcoreSetFilter4dDescriptorWithFormat(w, convcoreTensorFormat_t(-1), CONVCORE_DATA_FLOAT, 1, 2, 3, 3),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_EQ(convcoreSetFilter4dDescriptorEx(w, CONVCORE_DATA_FLOAT, 4, 2, 3, 3, 18, 0, 3, 1),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_NE(std::string(convcoreGetLastErrorString()).find("cStride"), std::string::npos);
+    EXPECT_EQ(convcoreSetTensor4dDescriptorWithFormat(x, CONVCORE_TENSOR_NHWC, CONVCORE_DATA_FLOAT, 1, 0, 3, 4),
+              CONVCORE_STATUS_BAD_PARAM);
+    // A dw whose strides alias elements is refused at execution, naming dw.
+    convcore::Handle h;
+    convcore::TensorDesc xd(CONVCORE_DATA_FLOAT, 1, 2, 5, 5), yd(CONVCORE_DATA_FLOAT, 1, 4, 5, 5);
+    CC_ASSERT_OK(convcoreSetFilter4dDescriptorEx(w, CONVCORE_DATA_FLOAT, 4, 2, 3, 3, 9, 9, 3, 1));
+    convcore::ConvDesc conv(1);
+    convcore::Plan plan(h, CONVCORE_PASS_BACKWARD_FILTER, xd, w, conv, yd, CONVCORE_BWD_FILTER_ALGO_DIRECT);
+    std::vector<float> xv(50, 1.0f), dy(100, 1.0f), dw(64, 0.0f);
+    std::vector<double> ws(plan.workspace_size() / sizeof(double) + 1);
+    const float one = 1, zero = 0;
+    EXPECT_EQ(convcoreExecuteConvolutionPlan(plan, &one, xv.data(), dy.data(), &zero, dw.data(), ws.data(),
+                                             ws.size() * sizeof(double)),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_NE(std::string(convcoreGetLastErrorString()).find("dw"), std::string::npos);
+    convcoreDestroyTensorDescriptor(x);
+    convcoreDestroyFilterDescriptor(w);
+}
+
+}  // namespace
