@@ -10,6 +10,11 @@
 
 namespace convcore_test {
 
+// A pass's name for test names: "Forward", "BackwardData", "BackwardFilter".
+inline const char* pass_test_name(convcoreConvolutionPass_t pass) {
+    return pass == CONVCORE_PASS_FORWARD ? "Forward" : pass == CONVCORE_PASS_BACKWARD_DATA ? "BackwardData" : "BackwardFilter";
+}
+
 // The bound ||out - ref|| / ||ref|| that convcore declares for an algorithm of a pass (its one
 // list of algorithms, through convcoreGetAlgorithmInfo); 0, which fails every comparison, for
 // an algorithm the list does not have.

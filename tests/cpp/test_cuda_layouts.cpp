@@ -2,6 +2,8 @@
 // KRSC and mixed layouts, every applicable CUDA algorithm, against the float64 reference.
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "convcore/convcore.h"
 #include "layout_check.hpp"
 
@@ -22,10 +24,6 @@ TEST_P(CudaLayoutPasses, EveryAlgorithmInEveryLayoutMatchesTheReference) {
 INSTANTIATE_TEST_SUITE_P(CudaLayouts, CudaLayoutPasses,
                          ::testing::Values(CONVCORE_PASS_FORWARD, CONVCORE_PASS_BACKWARD_DATA,
                                            CONVCORE_PASS_BACKWARD_FILTER),
-                         [](const auto& info) {
-                             return info.param == CONVCORE_PASS_FORWARD         ? std::string("Forward")
-                                    : info.param == CONVCORE_PASS_BACKWARD_DATA ? std::string("BackwardData")
-                                                                                : std::string("BackwardFilter");
-                         });
+                         [](const auto& info) { return std::string(convcore_test::pass_test_name(info.param)); });
 
 }  // namespace

@@ -29,11 +29,7 @@ TEST_P(LayoutPasses, EveryAlgorithmInEveryLayoutMatchesTheReference) {
 INSTANTIATE_TEST_SUITE_P(Layouts, LayoutPasses,
                          ::testing::Values(CONVCORE_PASS_FORWARD, CONVCORE_PASS_BACKWARD_DATA,
                                            CONVCORE_PASS_BACKWARD_FILTER),
-                         [](const auto& info) {
-                             return info.param == CONVCORE_PASS_FORWARD         ? std::string("Forward")
-                                    : info.param == CONVCORE_PASS_BACKWARD_DATA ? std::string("BackwardData")
-                                                                                : std::string("BackwardFilter");
-                         });
+                         [](const auto& info) { return std::string(convcore_test::pass_test_name(info.param)); });
 
 // The workspace queries count the conversion of a KRSC filter (and nothing for KCRS).
 TEST(Layouts, WorkspaceCountsTheFilterConversion) {

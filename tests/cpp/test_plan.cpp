@@ -194,11 +194,7 @@ TEST_P(PlanPasses, EveryAlgorithmMatchesTheReferenceAndTheDescriptorCall) {
 INSTANTIATE_TEST_SUITE_P(Plan, PlanPasses,
                          ::testing::Values(CONVCORE_PASS_FORWARD, CONVCORE_PASS_BACKWARD_DATA,
                                            CONVCORE_PASS_BACKWARD_FILTER),
-                         [](const auto& info) {
-                             return info.param == CONVCORE_PASS_FORWARD         ? std::string("Forward")
-                                    : info.param == CONVCORE_PASS_BACKWARD_DATA ? std::string("BackwardData")
-                                                                                : std::string("BackwardFilter");
-                         });
+                         [](const auto& info) { return std::string(convcore_test::pass_test_name(info.param)); });
 
 const Shape kSmall{1, 3, 8, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, false};
 
