@@ -627,7 +627,7 @@ class Convolution:
             shapes = local.output_shapes
         except AttributeError:
             shapes = local.output_shapes = {}
-        key = (x.shape, w.shape)
+        key = (x.shape, w.shape, x.dtype, w.dtype)
         y_shape = shapes.get(key)
         if y_shape is None:
             y_shape = self._torch_output_shape(x, w)

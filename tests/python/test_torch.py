@@ -175,6 +175,12 @@ def test_mixed_dtypes_and_devices_are_rejected():
         ct.conv2d(x.to("meta"), w.float().to("meta"))
     with pytest.raises(convcore.BadParamError, match="bias"):
         ct.conv2d(x, w.float(), torch.randn(3))
+    layer = ct.Conv2d(2, 2, 3, bias=False)
+    with torch.no_grad():
+        layer(x)  # the shapes are known to the layer now; a weight of another dtype is still refused
+        layer.weight = nn.Parameter(w)
+        with pytest.raises(TypeError, match="must be equal"):
+            layer(x)
 
 
 def test_unknown_algo_is_a_bad_param():
