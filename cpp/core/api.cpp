@@ -223,12 +223,12 @@ convcoreStatus_t convcoreSetTensor4dDescriptorWithFormat(convcoreTensorDescripto
     return guard([&] {
         require(desc, "desc");
         check_format(format);
+        check_dtype(dataType);  // before passing dataType on (see enum_int)
         if (enum_int(format) == CONVCORE_TENSOR_NCHW) {
             if (convcoreSetTensor4dDescriptor(desc, dataType, n, c, h, w) != CONVCORE_STATUS_SUCCESS)
                 throw Error(CONVCORE_STATUS_BAD_PARAM, last_error);
             return;
         }
-        check_dtype(dataType);
         check_positive("tensor descriptor", "n", n);
         check_positive("tensor descriptor", "c", c);
         check_positive("tensor descriptor", "h", h);
@@ -342,6 +342,9 @@ convcoreStatus_t convcoreSetFilter4dDescriptorWithFormat(convcoreFilterDescripto
 
 convcoreStatus_t convcoreSetFilter4dDescriptor(convcoreFilterDescriptor_t desc, convcoreDataType_t dataType, int64_t k,
                                                int64_t cPerGroup, int64_t r, int64_t s) {
+    // dataType is checked before it is passed on by value (see enum_int).
+    const convcoreStatus_t status = guard([&] { check_dtype(dataType); });
+    if (status != CONVCORE_STATUS_SUCCESS) return status;
     return convcoreSetFilter4dDescriptorWithFormat(desc, CONVCORE_TENSOR_NCHW, dataType, k, cPerGroup, r, s);
 }
 
