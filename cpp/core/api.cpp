@@ -49,7 +49,8 @@ void check_positive(const char* what, const char* name, int64_t v) {
 }
 
 size_t plan_workspace(const ConvProblem& prob, const Solver& s) {
-    return workspace_with_staging(prob, CONVCORE_PASS_FORWARD, s.workspace_bytes(prob.packed()));
+    const ConvProblem run = run_problem(prob, s.runs_nhwc);
+    return workspace_with_staging(prob, run, CONVCORE_PASS_FORWARD, s.workspace_bytes(run));
 }
 
 #ifndef CONVCORE_WITH_CUDA

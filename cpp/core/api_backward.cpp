@@ -123,11 +123,13 @@ const BwdFilterSolver& filter_solver_for(const ConvProblem& prob,
 namespace {
 
 size_t data_workspace(const ConvProblem& prob, const BwdDataSolver& s) {
-    return workspace_with_staging(prob, CONVCORE_PASS_BACKWARD_DATA, s.workspace_bytes(prob.packed()));
+    const ConvProblem run = run_problem(prob, s.runs_nhwc);
+    return workspace_with_staging(prob, run, CONVCORE_PASS_BACKWARD_DATA, s.workspace_bytes(run));
 }
 
 size_t filter_workspace(const ConvProblem& prob, const BwdFilterSolver& s) {
-    return workspace_with_staging(prob, CONVCORE_PASS_BACKWARD_FILTER, s.workspace_bytes(prob.packed()));
+    const ConvProblem run = run_problem(prob, s.runs_nhwc);
+    return workspace_with_staging(prob, run, CONVCORE_PASS_BACKWARD_FILTER, s.workspace_bytes(run));
 }
 
 template <typename T>

@@ -1,6 +1,6 @@
 // Convolution plans (core/plan.hpp, convcore.h "plans"): creation validates the descriptors and
-// binds the solver once; execution checks only the pointers, stages strided tensors through the
-// workspace (solvers see packed ones) and runs the solver.
+// binds the solver once; execution checks only the pointers, stages tensors in another layout
+// than the solver runs through the workspace (solvers see packed ones) and runs the solver.
 #include "core/plan.hpp"
 
 #include <algorithm>
@@ -59,21 +59,6 @@ Strided4d x_view(const ConvProblem& p) { return view(p.n, p.c, p.h, p.w, p.x_str
 Strided4d y_view(const ConvProblem& p) { return view(p.n, p.k, p.p, p.q, p.y_strides); }
 Strided4d w_view(const ConvProblem& p) { return view(p.k, p.c_per_group(), p.r, p.s, p.w_strides); }
 
-// Packs a strided tensor into dst (packed NCHW).
-void stage_in(const Context& ctx, size_t elem, const void* src, const Strided4d& sv, void* dst) {
-    Strided4d dv = sv;
-    packed_strides(sv.dims[0], sv.dims[1], sv.dims[2], sv.dims[3], dv.strides);
-    copy_strided(ctx, elem, src, sv, dst, dv);
-}
-
-// dst (strided) = alpha * src (packed) + beta * dst.
-void stage_out(const Context& ctx, size_t elem, const void* src, void* dst, const Strided4d& dv, double alpha,
-               double beta) {
-    Strided4d sv = dv;
-    packed_strides(dv.dims[0], dv.dims[1], dv.dims[2], dv.dims[3], sv.strides);
-    blend_strided(ctx, elem, src, sv, dst, dv, alpha, beta);
-}
-
 int64_t x_extent(const ConvProblem& p) {
     const int64_t dims[4] = {p.n, p.c, p.h, p.w};
     return extent_bytes(dims, p.x_strides, p.elem_size());
@@ -105,41 +90,50 @@ convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolu
         case CONVCORE_PASS_FORWARD: {
             prob = forward_problem(handle, xDesc, wDesc, convDesc, yDesc);
             plan.forward = &forward_solver(prob, convcoreConvolutionFwdAlgo_t(algo));
-            plan.solver_bytes = plan.forward->workspace_bytes(prob.packed());
+            plan.run_prob = run_problem(prob, plan.forward->runs_nhwc);
+            plan.solver_bytes = plan.forward->workspace_bytes(plan.run_prob);
             break;
         }
         case CONVCORE_PASS_BACKWARD_DATA: {
             prob = backward_problem(handle, xDesc, wDesc, convDesc, yDesc, true);
             plan.data = &data_solver_for(prob, convcoreConvolutionBwdDataAlgo_t(algo));
-            plan.solver_bytes = plan.data->workspace_bytes(prob.packed());
+            plan.run_prob = run_problem(prob, plan.data->runs_nhwc);
+            plan.solver_bytes = plan.data->workspace_bytes(plan.run_prob);
             break;
         }
         case CONVCORE_PASS_BACKWARD_FILTER: {
             prob = backward_problem(handle, xDesc, wDesc, convDesc, yDesc, false);
             plan.filter = &filter_solver_for(prob, convcoreConvolutionBwdFilterAlgo_t(algo));
-            plan.solver_bytes = plan.filter->workspace_bytes(prob.packed());
+            plan.run_prob = run_problem(prob, plan.filter->runs_nhwc);
+            plan.solver_bytes = plan.filter->workspace_bytes(plan.run_prob);
             break;
         }
         default:
             throw_bad_param("pass " + std::to_string(enum_int(pass)) + " is not a convcoreConvolutionPass_t");
     }
-    staged_bytes(prob, pass, &plan.first_bytes, &plan.second_bytes, &plan.filter_bytes);
+    staged_bytes(prob, plan.run_prob, pass, &plan.first_bytes, &plan.second_bytes, &plan.filter_bytes);
     return plan;
 }
 
-void staged_bytes(const ConvProblem& prob, convcoreConvolutionPass_t pass, size_t* first, size_t* second,
-                  size_t* filter) {
-    const size_t x_bytes = prob.x_packed() ? 0 : size_t(prob.x_elems()) * prob.elem_size();
-    const size_t y_bytes = prob.y_packed() ? 0 : size_t(prob.y_elems()) * prob.elem_size();
+void staged_bytes(const ConvProblem& prob, const ConvProblem& run_prob, convcoreConvolutionPass_t pass,
+                  size_t* first, size_t* second, size_t* filter) {
+    const size_t elem = prob.elem_size();
+    const auto bytes_unless_same = [&](const Strided4d& given, const Strided4d& run) {
+        return same_layout(given.dims, given.strides, run.strides) ? size_t(0)
+                                                                   : size_t(given.dims[0] * given.dims[1] * given.dims[2] * given.dims[3]) * elem;
+    };
+    const size_t x_bytes = bytes_unless_same(x_view(prob), x_view(run_prob));
+    const size_t y_bytes = bytes_unless_same(y_view(prob), y_view(run_prob));
     *first = pass == CONVCORE_PASS_BACKWARD_DATA ? y_bytes : x_bytes;
     *second = pass == CONVCORE_PASS_BACKWARD_DATA ? x_bytes : y_bytes;
-    *filter = prob.w_packed() ? 0 : size_t(prob.w_elems()) * prob.elem_size();
+    *filter = bytes_unless_same(w_view(prob), w_view(run_prob));
 }
 
-size_t workspace_with_staging(const ConvProblem& prob, convcoreConvolutionPass_t pass, size_t solver_bytes) {
+size_t workspace_with_staging(const ConvProblem& prob, const ConvProblem& run_prob, convcoreConvolutionPass_t pass,
+                              size_t solver_bytes) {
     convcoreConvolutionPlanStruct plan;
     plan.solver_bytes = solver_bytes;
-    staged_bytes(prob, pass, &plan.first_bytes, &plan.second_bytes, &plan.filter_bytes);
+    staged_bytes(prob, run_prob, pass, &plan.first_bytes, &plan.second_bytes, &plan.filter_bytes);
     return plan.workspace_bytes();
 }
 
@@ -206,60 +200,60 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
     char* second = first + align_up(plan.first_bytes);
     char* staged_filter = second + align_up(plan.second_bytes);
     void* solver_ws = plan.solver_bytes ? workspace : nullptr;
-    const ConvProblem packed = prob.packed();
+    const ConvProblem& run = plan.run_prob;
     switch (plan.pass) {
         case CONVCORE_PASS_FORWARD: {
             const void* x = in0;
             if (plan.first_bytes) {
-                stage_in(ctx, elem, in0, x_view(prob), first);
+                copy_strided(ctx, elem, in0, x_view(prob), first, x_view(run));
                 x = first;
             }
-            // A strided y: the solver writes a packed result, blended into y afterwards.
+            // y in another layout: the solver writes a packed result, blended into y afterwards.
             void* y = plan.second_bytes ? static_cast<void*>(second) : out;
             const void* prepared = in1 == plan.prepared_for ? plan.prepared.get() : nullptr;
             const void* w = in1;
             if (plan.filter_bytes && !prepared) {  // prepared filters are transformed already
-                stage_in(ctx, elem, in1, w_view(prob), staged_filter);
+                copy_strided(ctx, elem, in1, w_view(prob), staged_filter, w_view(run));
                 w = staged_filter;
             }
-            plan.forward->run(ConvArgs{packed, ctx, x, w, y, plan.second_bytes ? 1.0 : a,
+            plan.forward->run(ConvArgs{run, ctx, x, w, y, plan.second_bytes ? 1.0 : a,
                                        plan.second_bytes ? 0.0 : b, solver_ws, prepared});
-            if (plan.second_bytes) stage_out(ctx, elem, second, out, y_view(prob), a, b);
+            if (plan.second_bytes) blend_strided(ctx, elem, second, y_view(run), out, y_view(prob), a, b);
             break;
         }
         case CONVCORE_PASS_BACKWARD_DATA: {
             const void* dy = in0;
             if (plan.first_bytes) {
-                stage_in(ctx, elem, in0, y_view(prob), first);
+                copy_strided(ctx, elem, in0, y_view(prob), first, y_view(run));
                 dy = first;
             }
             void* dx = plan.second_bytes ? static_cast<void*>(second) : out;
             const void* w = in1;
             if (plan.filter_bytes) {
-                stage_in(ctx, elem, in1, w_view(prob), staged_filter);
+                copy_strided(ctx, elem, in1, w_view(prob), staged_filter, w_view(run));
                 w = staged_filter;
             }
-            plan.data->run(BwdDataArgs{packed, ctx, w, dy, dx, plan.second_bytes ? 1.0 : a,
+            plan.data->run(BwdDataArgs{run, ctx, w, dy, dx, plan.second_bytes ? 1.0 : a,
                                        plan.second_bytes ? 0.0 : b, solver_ws});
-            if (plan.second_bytes) stage_out(ctx, elem, second, out, x_view(prob), a, b);
+            if (plan.second_bytes) blend_strided(ctx, elem, second, x_view(run), out, x_view(prob), a, b);
             break;
         }
         case CONVCORE_PASS_BACKWARD_FILTER: {
             const void* x = in0;
             const void* dy = in1;
             if (plan.first_bytes) {
-                stage_in(ctx, elem, in0, x_view(prob), first);
+                copy_strided(ctx, elem, in0, x_view(prob), first, x_view(run));
                 x = first;
             }
             if (plan.second_bytes) {
-                stage_in(ctx, elem, in1, y_view(prob), second);
+                copy_strided(ctx, elem, in1, y_view(prob), second, y_view(run));
                 dy = second;
             }
             // dw in another layout than packed KCRS: computed packed, then blended into dw.
             void* dw = plan.filter_bytes ? static_cast<void*>(staged_filter) : out;
-            plan.filter->run(BwdFilterArgs{packed, ctx, x, dy, dw, plan.filter_bytes ? 1.0 : a,
+            plan.filter->run(BwdFilterArgs{run, ctx, x, dy, dw, plan.filter_bytes ? 1.0 : a,
                                            plan.filter_bytes ? 0.0 : b, solver_ws});
-            if (plan.filter_bytes) stage_out(ctx, elem, staged_filter, out, w_view(prob), a, b);
+            if (plan.filter_bytes) blend_strided(ctx, elem, staged_filter, w_view(run), out, w_view(prob), a, b);
             break;
         }
     }
@@ -365,8 +359,8 @@ convcoreStatus_t convcorePrepareConvolutionPlanFilters(convcoreConvolutionPlan_t
         const Solver* solver = plan->forward;
         if (!solver || !solver->prepare_filter || plan->handle->device != CONVCORE_DEVICE_CPU) return;
         check_aligned(w, plan->prob.elem_size(), "w");
-        const ConvProblem packed = plan->prob.packed();
-        const size_t bytes = solver->prepared_filter_bytes(packed);
+        const ConvProblem& run = plan->run_prob;
+        const size_t bytes = solver->prepared_filter_bytes(run);
         if (bytes == 0) return;
         // A filter in another layout than packed KCRS is packed first, as an execution would.
         std::unique_ptr<void, decltype(&std::free)> staged(nullptr, std::free);
@@ -375,13 +369,13 @@ convcoreStatus_t convcorePrepareConvolutionPlanFilters(convcoreConvolutionPlan_t
             if (!staged) throw Error(CONVCORE_STATUS_ALLOC_FAILED, "could not allocate " +
                                                                   std::to_string(plan->filter_bytes) +
                                                                   " bytes to pack the filters");
-            stage_in(*plan->handle, plan->prob.elem_size(), w, w_view(plan->prob), staged.get());
+            copy_strided(*plan->handle, plan->prob.elem_size(), w, w_view(plan->prob), staged.get(), w_view(run));
         }
         void* storage = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
         if (!storage) throw Error(CONVCORE_STATUS_ALLOC_FAILED, "could not allocate " + std::to_string(bytes) +
                                                                     " bytes for the prepared filters");
         std::shared_ptr<void> prepared(storage, std::free);
-        solver->prepare_filter(packed, *plan->handle, staged ? staged.get() : w, prepared.get());
+        solver->prepare_filter(run, *plan->handle, staged ? staged.get() : w, prepared.get());
         plan->prepared = std::move(prepared);
         plan->prepared_bytes = bytes;
         plan->prepared_for = w;

@@ -14,15 +14,16 @@ struct convcoreConvolutionPlanStruct {
     convcoreHandle_t handle = nullptr;
     convcoreConvolutionPass_t pass = CONVCORE_PASS_FORWARD;
     convcore::ConvProblem prob;  // the descriptors' problem, with the caller's strides
+    convcore::ConvProblem run_prob;  // the problem the solver runs (run_problem: packed tensors)
     int algo = 0;                // the pass's algorithm enum value
     // Exactly one is set, by pass.
     const convcore::Solver* forward = nullptr;
     const convcore::BwdDataSolver* data = nullptr;
     const convcore::BwdFilterSolver* filter = nullptr;
     // Workspace layout: [solver's own][first staged tensor][second staged tensor][staged filter].
-    // The staged tensors are packed copies of strided ones: forward x and y, backward data dy and
-    // dx, backward filter x and dy; the staged filter is a packed KCRS copy of w (or dw) in any
-    // other layout.
+    // The staged tensors are copies, in run_prob's layout, of those in another: forward x and y,
+    // backward data dy and dx, backward filter x and dy; the staged filter is a packed KCRS copy
+    // of w (or dw) in any other layout.
     size_t solver_bytes = 0, first_bytes = 0, second_bytes = 0, filter_bytes = 0;
     size_t workspace_bytes() const;
     // The filters at prepared_for, transformed by the solver (convcorePrepareConvolutionPlanFilters):
@@ -42,11 +43,12 @@ convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolu
                                         convcoreConvolutionDescriptor_t convDesc,
                                         convcoreTensorDescriptor_t yDesc, int algo);
 
-// The bytes of the two staged tensors of a pass and of the staged filter (zero for a packed one),
-// and a pass's whole workspace for a solver that needs solver_bytes.
-void staged_bytes(const ConvProblem& prob, convcoreConvolutionPass_t pass, size_t* first, size_t* second,
-                  size_t* filter);
-size_t workspace_with_staging(const ConvProblem& prob, convcoreConvolutionPass_t pass, size_t solver_bytes);
+// The bytes of the two staged tensors of a pass and of the staged filter (zero for one already in
+// run_prob's layout), and a pass's whole workspace for a solver that needs solver_bytes.
+void staged_bytes(const ConvProblem& prob, const ConvProblem& run_prob, convcoreConvolutionPass_t pass,
+                  size_t* first, size_t* second, size_t* filter);
+size_t workspace_with_staging(const ConvProblem& prob, const ConvProblem& run_prob, convcoreConvolutionPass_t pass,
+                              size_t solver_bytes);
 
 // Runs a plan: out = alpha * pass(in0, in1) + beta * out. Forward: (x, w) -> y; backward data:
 // (dy, w) -> dx; backward filter: (x, dy) -> dw. Checks the pointers, the workspace, alignment

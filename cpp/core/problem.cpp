@@ -12,12 +12,30 @@ void packed_strides(int64_t n, int64_t c, int64_t h, int64_t w, int64_t out[4]) 
     out[0] = c * h * w;
 }
 
+void packed_nhwc_strides(int64_t n, int64_t c, int64_t h, int64_t w, int64_t out[4]) {
+    (void)n;
+    out[1] = 1;
+    out[3] = c;
+    out[2] = w * c;
+    out[0] = h * w * c;
+}
+
+bool same_layout(const int64_t dims[4], const int64_t a[4], const int64_t b[4]) {
+    for (int i = 0; i < 4; ++i)
+        if (dims[i] > 1 && a[i] != b[i]) return false;  // size-1 axes: any stride
+    return true;
+}
+
 static bool is_packed(const int64_t dims[4], const int64_t strides[4]) {
     int64_t expect[4];
     packed_strides(dims[0], dims[1], dims[2], dims[3], expect);
-    for (int i = 0; i < 4; ++i)
-        if (dims[i] > 1 && strides[i] != expect[i]) return false;  // size-1 axes: any stride
-    return true;
+    return same_layout(dims, strides, expect);
+}
+
+static bool is_packed_nhwc(const int64_t dims[4], const int64_t strides[4]) {
+    int64_t expect[4];
+    packed_nhwc_strides(dims[0], dims[1], dims[2], dims[3], expect);
+    return same_layout(dims, strides, expect);
 }
 
 bool ConvProblem::x_packed() const {
@@ -33,6 +51,11 @@ bool ConvProblem::y_packed() const {
 bool ConvProblem::w_packed() const {
     const int64_t dims[4] = {k, c_per_group(), r, s};
     return is_packed(dims, w_strides);
+}
+
+bool ConvProblem::activations_nhwc() const {
+    const int64_t xd[4] = {n, c, h, w}, yd[4] = {n, k, p, q};
+    return is_packed_nhwc(xd, x_strides) && is_packed_nhwc(yd, y_strides);
 }
 
 double ConvProblem::flops() const {
@@ -54,6 +77,18 @@ ConvProblem ConvProblem::packed() const {
     packed_strides(n, c, h, w, out.x_strides);
     packed_strides(n, k, p, q, out.y_strides);
     packed_strides(k, c_per_group(), r, s, out.w_strides);
+    out.nhwc = false;
+    return out;
+}
+
+ConvProblem run_problem(const ConvProblem& prob, bool (*runs_nhwc)(const ConvProblem&)) {
+    ConvProblem out = prob.packed();
+    // Packed NCHW tensors (or ones packed both ways, with unit axes) stay NCHW.
+    if (!runs_nhwc || (prob.x_packed() && prob.y_packed()) || !prob.activations_nhwc() || !runs_nhwc(out))
+        return out;
+    packed_nhwc_strides(out.n, out.c, out.h, out.w, out.x_strides);
+    packed_nhwc_strides(out.n, out.k, out.p, out.q, out.y_strides);
+    out.nhwc = true;
     return out;
 }
 

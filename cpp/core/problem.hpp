@@ -21,6 +21,8 @@ struct ConvProblem {
     int64_t x_strides[4] = {0, 0, 0, 0}; // element strides of x (N, C, H, W)
     int64_t y_strides[4] = {0, 0, 0, 0}; // element strides of y
     int64_t w_strides[4] = {0, 0, 0, 0}; // element strides of w (K, C/groups, R, S)
+    // Set only in the problem a solver runs (run_problem): x and y are packed NHWC, not NCHW.
+    bool nhwc = false;
 
     int64_t c_per_group() const { return c / groups; }
     int64_t k_per_group() const { return k / groups; }
@@ -31,6 +33,8 @@ struct ConvProblem {
     bool x_packed() const;
     bool y_packed() const;
     bool w_packed() const;
+    // x and y (dx and dy in the backward passes) both packed NHWC: N x H x W x C.
+    bool activations_nhwc() const;
     bool is_1x1() const { return r == 1 && s == 1; }
     bool unit_stride() const { return stride_h == 1 && stride_w == 1; }
     bool unit_dilation() const { return dil_h == 1 && dil_w == 1; }
@@ -42,12 +46,21 @@ struct ConvProblem {
     ConvProblem packed() const;
 };
 
+// The problem a solver runs: x and y (dx, dy) packed NHWC when the caller's are and the solver
+// runs this problem in NHWC natively (runs_nhwc, asked with the packed NCHW problem; null: the
+// solver runs NCHW only), otherwise packed NCHW; w always packed KCRS. The core stages every
+// tensor whose layout differs from this problem's (core/plan.cpp).
+ConvProblem run_problem(const ConvProblem& prob, bool (*runs_nhwc)(const ConvProblem&));
+
 // Why the Winograd family (forward F(m x m, 3x3) and the F(3x3, 2x2) filter gradient, CPU and
 // CUDA) refuses p, "" when its shape rules hold: float32/float64, a 3x3 filter, stride 1,
 // dilation 1. `name` starts the reason.
 std::string winograd_shape_why_not(const std::string& name, const ConvProblem& p);
 
-// Packed NCHW strides of an N x C x H x W tensor.
+// Packed NCHW strides of an N x C x H x W tensor, and packed NHWC ones (still in N, C, H, W order).
 void packed_strides(int64_t n, int64_t c, int64_t h, int64_t w, int64_t out[4]);
+void packed_nhwc_strides(int64_t n, int64_t c, int64_t h, int64_t w, int64_t out[4]);
+// The same elements at the same offsets: the strides agree on every axis longer than 1.
+bool same_layout(const int64_t dims[4], const int64_t a[4], const int64_t b[4]);
 
 }  // namespace convcore

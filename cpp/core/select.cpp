@@ -62,6 +62,9 @@ static_assert(heuristic_cpu::kFeatureCount == 1 + 7 + 4 + 7 * 8 / 2,
 using Features = std::array<double, heuristic_cpu::kFeatureCount>;
 
 double cpu_model_cost(convcoreConvolutionFwdAlgo_t algo, const Features& x) {
+    // DEPTHWISE, made for the only layers it applies to (groups == C), ranks first there; the
+    // model's algorithms follow it as timing candidates.
+    if (algo == CONVCORE_FWD_ALGO_DEPTHWISE) return -std::numeric_limits<double>::infinity();
     for (const auto& m : heuristic_cpu::kModels) {
         if (m.algo != algo) continue;
         double cost = 0;

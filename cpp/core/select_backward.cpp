@@ -10,6 +10,7 @@ namespace {
 // Rough cost models (lower is better); see docs/algorithms.md "Backward passes".
 double data_cost(convcoreConvolutionBwdDataAlgo_t algo, const ConvProblem& p) {
     switch (algo) {
+        case CONVCORE_BWD_DATA_ALGO_DEPTHWISE: return 0.0;  // made for the layers it applies to
         case CONVCORE_BWD_DATA_ALGO_IMPLICIT_GEMM: return 1.0;
         case CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM: return 2.0;
         case CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3: return 3.0;
@@ -20,6 +21,7 @@ double data_cost(convcoreConvolutionBwdDataAlgo_t algo, const ConvProblem& p) {
 
 double filter_cost(convcoreConvolutionBwdFilterAlgo_t algo, const ConvProblem& p) {
     switch (algo) {
+        case CONVCORE_BWD_FILTER_ALGO_DEPTHWISE: return 0.0;  // made for the layers it applies to
         case CONVCORE_BWD_FILTER_ALGO_IMPLICIT_GEMM: return 1.0;
         case CONVCORE_BWD_FILTER_ALGO_IM2COL_GEMM: return 2.0;
         case CONVCORE_BWD_FILTER_ALGO_WINOGRAD_3X3_2X2: return 3.0;

@@ -11,7 +11,8 @@
 namespace convcore {
 
 // What a solver's run receives. The core has already validated the problem and made x and y
-// packed NCHW (the problem's strides say so): solvers only see packed tensors.
+// packed: NCHW, or NHWC (prob.nhwc) when the caller's tensors are NHWC and the solver runs that
+// problem natively (runs_nhwc); w is always packed KCRS. Solvers only see packed tensors.
 struct ConvArgs {
     const ConvProblem& prob;
     const Context& ctx;
@@ -40,6 +41,9 @@ struct Solver {
     // problem), and the transform of w into `out` (64-byte aligned), as run would make it.
     size_t (*prepared_filter_bytes)(const ConvProblem& prob) = nullptr;
     void (*prepare_filter)(const ConvProblem& prob, const Context& ctx, const void* w, void* out) = nullptr;
+    // Optional: true when the solver runs this problem (given packed NCHW) with x and y in NHWC
+    // as they are; null: NCHW only. See run_problem.
+    bool (*runs_nhwc)(const ConvProblem& prob) = nullptr;
 };
 
 // Every solver compiled in, for every device.
@@ -50,7 +54,8 @@ const Solver* find_solver(convcoreConvolutionFwdAlgo_t algo, convcoreDeviceType_
 // ---- backward passes ----------------------------------------------------------------------
 // The same model for training's two other passes. The problem is still the forward one
 // (x: N x C x H x W, w: K x C/groups x R x S, y: N x K x P x Q); dx has x's shape, dw w's, dy
-// y's. As in the forward pass, the core has made every tensor packed before the run.
+// y's. As in the forward pass, the core has made every tensor packed before the run (NHWC
+// activations when prob.nhwc).
 // An algorithm's backward code sits next to its forward code: cpu/<algo>_backward.cpp.
 
 struct BwdDataArgs {
@@ -80,6 +85,7 @@ struct BwdDataSolver {
     std::string (*why_not)(const ConvProblem& prob);  // "" when applicable, else the reason
     size_t (*workspace_bytes)(const ConvProblem& prob);
     void (*run)(const BwdDataArgs& args);
+    bool (*runs_nhwc)(const ConvProblem& prob) = nullptr;  // as Solver's: dx and dy in NHWC
 };
 
 struct BwdFilterSolver {
@@ -89,6 +95,7 @@ struct BwdFilterSolver {
     std::string (*why_not)(const ConvProblem& prob);
     size_t (*workspace_bytes)(const ConvProblem& prob);
     void (*run)(const BwdFilterArgs& args);
+    bool (*runs_nhwc)(const ConvProblem& prob) = nullptr;  // as Solver's: x and dy in NHWC
 };
 
 const std::vector<const BwdDataSolver*>& all_bwd_data_solvers();

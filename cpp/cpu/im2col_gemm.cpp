@@ -3,9 +3,17 @@
 //   Y[n, group] (Kg x PQ) = alpha * W[group] (Kg x Cg*R*S) * col + beta * Y[n, group].
 // The GEMM's beta == 0 does not read C, which gives the "beta == 0: y is never read" rule.
 // 1x1 filters with stride 1 and no padding need no unfolding: x itself is the matrix.
+//
+// NHWC runs natively, transposed: per image and group, col[(p, q)][(r, s, c)] (P*Q rows of
+// R*S*Cg) and
+//   Y[n, group] (PQ x Kg, row stride K) = alpha * col * Wt[group]^T + beta * Y[n, group],
+// with Wt the filter as K x R x S x Cg (KRSC, the workspace or the prepared filter; a 1x1 filter
+// is KRSC already). A 1x1 stride-1 unpadded layer is one GEMM over every image at once, straight
+// on x (N*H*W rows, row stride C).
 #include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <string>
@@ -36,10 +44,19 @@ std::string why_not(const ConvProblem& p) {
     return "";
 }
 
-size_t workspace_bytes(const ConvProblem& p) {
-    if (direct_1x1(p)) return 0;
-    return size_t(p.c_per_group() * p.r * p.s) * size_t(p.p * p.q) * p.elem_size();
+// NHWC: the filter as KRSC, unless it is 1x1 (KCRS and KRSC agree).
+size_t krsc_filter_bytes(const ConvProblem& p) {
+    return p.nhwc && !p.is_1x1() ? size_t(p.w_elems()) * p.elem_size() : 0;
 }
+
+size_t workspace_bytes(const ConvProblem& p) {
+    const size_t filter = (krsc_filter_bytes(p) + 63) / 64 * 64;
+    if (direct_1x1(p)) return 0;
+    return filter + size_t(p.c_per_group() * p.r * p.s) * size_t(p.p * p.q) * p.elem_size();
+}
+
+// Leading dimensions of the NHWC GEMMs (C and K) fit the BLAS interface.
+bool runs_nhwc(const ConvProblem& p) { return p.c <= INT_MAX && p.k <= INT_MAX; }
 
 // Fills col (Cg*R*S x P*Q) from one image's group (Cg x H x W). Row (c, fr, fs) holds the
 // inputs that filter element w[.][c][fr][fs] multiplies: those at tap conv_filter_tap(fr),
@@ -73,16 +90,100 @@ void im2col(const ConvProblem& p, const T* x, T* col, int threads) {
     }
 }
 
-void gemm(int m, int n, int k, float alpha, const float* a, const float* b, float beta, float* c) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, alpha, a, k, b, n, beta, c, n);
+// NHWC: col (P*Q x R*S*Cg) of one image's group; row (p, q) holds, for each tap in
+// correlation order, the Cg channels that tap reads (zeros in the padding).
+template <typename T>
+void im2col_nhwc(const ConvProblem& p, const T* x, int64_t n, int64_t g, T* col, int threads) {
+    const int64_t cg = p.c_per_group(), row_len = p.r * p.s * cg;
+#pragma omp parallel for collapse(2) num_threads(threads) schedule(static)
+    for (int64_t oh = 0; oh < p.p; ++oh) {
+        for (int64_t ow = 0; ow < p.q; ++ow) {
+            T* d = col + (oh * p.q + ow) * row_len;
+            for (int64_t r = 0; r < p.r; ++r) {
+                const int64_t ih = conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h);
+                for (int64_t s = 0; s < p.s; ++s, d += cg) {
+                    const int64_t iw = conv_input_coord(ow, s, p.pad_w, p.stride_w, p.dil_w);
+                    if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w) {
+                        std::fill(d, d + cg, T(0));
+                        continue;
+                    }
+                    const T* xs = x + ((n * p.h + ih) * p.w + iw) * p.c + g * cg;
+                    std::copy(xs, xs + cg, d);
+                }
+            }
+        }
+    }
 }
-void gemm(int m, int n, int k, double alpha, const double* a, const double* b, double beta,
-          double* c) {
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, alpha, a, k, b, n, beta, c, n);
+
+// Wt[k][r][s][c] = w[k][c] at the filter element of correlation tap (r, s).
+template <typename T>
+void filter_to_krsc(const ConvProblem& p, const T* w, T* wt) {
+    const int64_t cg = p.c_per_group();
+    for (int64_t k = 0; k < p.k; ++k)
+        for (int64_t r = 0; r < p.r; ++r)
+            for (int64_t s = 0; s < p.s; ++s)
+                for (int64_t c = 0; c < cg; ++c)
+                    wt[((k * p.r + r) * p.s + s) * cg + c] =
+                        w[((k * cg + c) * p.r + conv_filter_tap(r, p.r, p.flip)) * p.s + conv_filter_tap(s, p.s, p.flip)];
+}
+
+// C (m x n, row stride ldc) = alpha * A (m x k, row stride lda) * op(B) + beta * C, op(B) = B
+// (k x n, row stride n) or, with b_trans, B^T for B (n x k, row stride ldb).
+void gemm(int m, int n, int k, float alpha, const float* a, int lda, const float* b, int ldb, bool b_trans,
+          float beta, float* c, int ldc) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, b_trans ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
+                beta, c, ldc);
+}
+void gemm(int m, int n, int k, double alpha, const double* a, int lda, const double* b, int ldb, bool b_trans,
+          double beta, double* c, int ldc) {
+    cblas_dgemm(CblasRowMajor, CblasNoTrans, b_trans ? CblasTrans : CblasNoTrans, m, n, k, alpha, a, lda, b, ldb,
+                beta, c, ldc);
+}
+void gemm(int m, int n, int k, float alpha, const float* a, const float* b, float beta, float* c) {
+    gemm(m, n, k, alpha, a, k, b, n, false, beta, c, n);
+}
+void gemm(int m, int n, int k, double alpha, const double* a, const double* b, double beta, double* c) {
+    gemm(m, n, k, alpha, a, k, b, n, false, beta, c, n);
+}
+
+template <typename T>
+void run_nhwc(const ConvArgs& a) {
+    const ConvProblem& p = a.prob;
+    const int threads = a.ctx.threads();
+    const int64_t cg = p.c_per_group(), kg = p.k_per_group(), rsc = p.r * p.s * cg, pq = p.p * p.q;
+    const T* x = static_cast<const T*>(a.x);
+    T* y = static_cast<T*>(a.y);
+    char* ws = static_cast<char*>(a.workspace);
+    const T* wt = static_cast<const T*>(a.w);
+    if (a.prepared_filter) {
+        wt = static_cast<const T*>(a.prepared_filter);
+    } else if (krsc_filter_bytes(p)) {
+        filter_to_krsc(p, static_cast<const T*>(a.w), reinterpret_cast<T*>(ws));
+        wt = reinterpret_cast<const T*>(ws);
+    }
+    T* col = reinterpret_cast<T*>(ws + (krsc_filter_bytes(p) + 63) / 64 * 64);
+    BlasThreads blas_threads(threads);
+    const int lda_x = int(p.c), ldc = int(p.k);
+    if (direct_1x1(p) && p.n * pq <= INT_MAX) {  // every image in one GEMM, on x itself
+        for (int64_t g = 0; g < p.groups; ++g)
+            gemm(int(p.n * pq), int(kg), int(cg), T(a.alpha), x + g * cg, lda_x, wt + g * kg * cg, int(cg), true,
+                 T(a.beta), y + g * kg, ldc);
+        return;
+    }
+    for (int64_t n = 0; n < p.n; ++n) {
+        for (int64_t g = 0; g < p.groups; ++g) {
+            const bool no_unfold = direct_1x1(p);
+            if (!no_unfold) im2col_nhwc(p, x, n, g, col, threads);
+            const T* am = no_unfold ? x + n * pq * p.c + g * cg : col;
+            gemm(int(pq), int(kg), int(rsc), T(a.alpha), am, no_unfold ? lda_x : int(rsc), wt + g * kg * rsc,
+                 int(rsc), true, T(a.beta), y + n * pq * p.k + g * kg, ldc);
+        }
+    }
 }
 
 template <typename T>
 void run_typed(const ConvArgs& a) {
+    if (a.prob.nhwc) return run_nhwc<T>(a);
     const ConvProblem& p = a.prob;
     const int threads = a.ctx.threads();
     const int64_t cg = p.c_per_group(), kg = p.k_per_group(), crs = cg * p.r * p.s;
@@ -110,11 +211,22 @@ void run(const ConvArgs& a) {
         run_typed<float>(a);
 }
 
+// A plan prepares the KRSC filter of an NHWC problem.
+size_t prepared_filter_bytes(const ConvProblem& p) { return krsc_filter_bytes(p); }
+
+void prepare_filter(const ConvProblem& p, const Context&, const void* w, void* out) {
+    if (p.dtype == CONVCORE_DATA_DOUBLE)
+        filter_to_krsc(p, static_cast<const double*>(w), static_cast<double*>(out));
+    else
+        filter_to_krsc(p, static_cast<const float*>(w), static_cast<float*>(out));
+}
+
 }  // namespace
 
 extern const Solver im2col_gemm_solver;
 const Solver im2col_gemm_solver = {CONVCORE_FWD_ALGO_IM2COL_GEMM, CONVCORE_DEVICE_CPU,
-                                   /*deterministic=*/true, why_not, workspace_bytes, run};
+                                   /*deterministic=*/true, why_not, workspace_bytes, run,
+                                   prepared_filter_bytes, prepare_filter, runs_nhwc};
 
 }  // namespace cpu
 }  // namespace convcore

@@ -134,11 +134,13 @@ inline void check_pass(convcoreHandle_t h, convcoreConvolutionPass_t pass, const
     convcoreDestroyFilterDescriptor(w);
 }
 
-// Every pass on the handle's device, for two shapes and four mixes of layouts.
+// Every pass on the handle's device, for four shapes and four mixes of layouts.
 inline void check_layouts(convcoreHandle_t h, convcoreConvolutionPass_t pass) {
     const Shape shapes[] = {
         {2, 6, 9, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},  // 3x3 stride 1: every family applies
         {1, 4, 11, 10, 6, 3, 3, 2, 2, 2, 2, 1, 1, 2, true},  // stride, groups, true convolution
+        {2, 8, 7, 5, 6, 1, 1, 0, 0, 1, 1, 1, 1, 2, false},   // pointwise: x itself is the GEMM's matrix
+        {1, 6, 9, 8, 10, 1, 1, 0, 0, 2, 2, 1, 1, 1, false},  // strided pointwise
     };
     const Layouts layouts[] = {{true, true, true}, {true, false, false}, {false, true, false}, {false, false, true}};
     uint32_t seed = 7;

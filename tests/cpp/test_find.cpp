@@ -304,7 +304,7 @@ TEST_F(FindTest, SecondFindTimesNothingAndTheDbSurvivesTheProcessCache) {
         for (size_t i = 0; i < first.size(); ++i) {
             EXPECT_EQ((*again)[i].algo, first[i].algo);
             EXPECT_EQ((*again)[i].status, first[i].status);
-            EXPECT_NEAR((*again)[i].time, first[i].time, 1e-3 * first[i].time + 1e-6);
+            EXPECT_NEAR((*again)[i].time, first[i].time, 1e-3 * std::abs(first[i].time) + 1e-6);
         }
     }
 }

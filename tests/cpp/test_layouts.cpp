@@ -114,3 +114,21 @@ TEST(Layouts, BadFormatsAndStridesAreNamed) {
 }
 
 }  // namespace
+
+// IM2COL_GEMM runs NHWC natively: no staged x or y in the workspace. A pointwise layer needs
+// none at all (one GEMM on x); a 3x3 one its KRSC filter and one image's col matrix.
+TEST(Layouts, Im2colGemmRunsNhwcNatively) {
+    convcore::Handle h;
+    const int64_t n = 2, c = 8, k = 6, hw = 10;
+    const size_t f = sizeof(float);
+    convcore::TensorDesc x(CONVCORE_TENSOR_NHWC, CONVCORE_DATA_FLOAT, n, c, hw, hw);
+    convcore::TensorDesc y(CONVCORE_TENSOR_NHWC, CONVCORE_DATA_FLOAT, n, k, hw, hw);
+    convcore::FilterDesc w1(CONVCORE_DATA_FLOAT, k, c, 1, 1), w3(CONVCORE_DATA_FLOAT, k, c, 3, 3);
+    convcore::ConvDesc none, pad1(1);
+    size_t bytes = 1;
+    CC_ASSERT_OK(convcoreGetConvolutionForwardWorkspaceSize(h, x, w1, none, y, CONVCORE_FWD_ALGO_IM2COL_GEMM, &bytes));
+    EXPECT_EQ(bytes, 0u);
+    CC_ASSERT_OK(convcoreGetConvolutionForwardWorkspaceSize(h, x, w3, pad1, y, CONVCORE_FWD_ALGO_IM2COL_GEMM, &bytes));
+    const size_t filter = (size_t(k * c * 9) * f + 63) / 64 * 64, col = size_t(hw * hw * c * 9) * f;
+    EXPECT_EQ(bytes, filter + col);
+}

@@ -1,0 +1,67 @@
+// DEPTHWISE's pieces shared by its forward and backward solvers (cpu/depthwise.cpp,
+// cpu/depthwise_backward.cpp).
+//
+// A depthwise convolution has one input channel per group (C/groups == 1), so output channel k
+// reads input channel c = k / m only, with m = K / C the channel multiplier. Each output is a
+// sum of R*S products: no reduction over channels, nothing for a GEMM to block. The kernels
+// therefore run over channels in NHWC (the same tap for consecutive channels is contiguous in
+// x, y and the transposed taps) and along the width in NCHW (consecutive outputs of one tap
+// read consecutive inputs), and keep the few input rows a row of outputs needs in cache, so each
+// input element comes from memory once.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "common/conv_index.hpp"
+#include "core/problem.hpp"
+
+namespace convcore {
+namespace cpu {
+namespace depthwise {
+
+inline std::string why_not(const ConvProblem& p) {
+    if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
+        return "DEPTHWISE runs float32 and float64 only";
+    if (p.c_per_group() != 1)
+        return "DEPTHWISE needs one input channel per group (groups == C), got C=" + std::to_string(p.c) +
+               " in " + std::to_string(p.groups) + " groups";
+    return "";
+}
+
+// Both layouts natively.
+inline bool runs_nhwc(const ConvProblem&) { return true; }
+
+// The taps of output channel k in the order the kernels read them: correlation order (the filter
+// mirrored for true convolution), as [k][r][s] for NCHW and [r][s][k] for NHWC. NCHW
+// cross-correlation reads w itself and needs none.
+inline bool needs_taps(const ConvProblem& p) { return p.nhwc || p.flip; }
+inline size_t taps_bytes(const ConvProblem& p) {
+    return needs_taps(p) ? size_t(p.k * p.r * p.s) * p.elem_size() : 0;
+}
+
+template <typename T>
+void make_taps(const ConvProblem& p, const T* w, T* taps) {
+    for (int64_t k = 0; k < p.k; ++k)
+        for (int64_t r = 0; r < p.r; ++r)
+            for (int64_t s = 0; s < p.s; ++s) {
+                const T v = w[(k * p.r + conv_filter_tap(r, p.r, p.flip)) * p.s + conv_filter_tap(s, p.s, p.flip)];
+                taps[p.nhwc ? (r * p.s + s) * p.k + k : (k * p.r + r) * p.s + s] = v;
+            }
+}
+
+// The taps for a run: the prepared ones, w itself, or made in `scratch`.
+template <typename T>
+const T* taps_for(const ConvProblem& p, const void* w, const void* prepared, void* scratch) {
+    if (prepared) return static_cast<const T*>(prepared);
+    if (!needs_taps(p)) return static_cast<const T*>(w);
+    make_taps(p, static_cast<const T*>(w), static_cast<T*>(scratch));
+    return static_cast<const T*>(scratch);
+}
+
+// Channels one NHWC step handles together: a few vector registers of accumulators.
+constexpr int64_t kChannelBlock = 64;
+
+}  // namespace depthwise
+}  // namespace cpu
+}  // namespace convcore
