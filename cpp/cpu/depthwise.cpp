@@ -16,87 +16,285 @@ namespace {
 
 size_t workspace_bytes(const ConvProblem& p) { return depthwise::taps_bytes(p); }
 
-// NCHW: one task per output row (n, k, oh). The row accumulates in a buffer of Q elements, one
-// tap at a time, each tap a unit-stride (stride 1) pass along the input row.
 template <typename T>
-void forward_nchw(const ConvProblem& p, const T* x, const T* taps, T* y, T alpha, T beta, int threads) {
-    const int64_t m = p.k / p.c;
-#pragma omp parallel num_threads(threads)
-    {
-        std::vector<T> acc(size_t(p.q));
-#pragma omp for collapse(2) schedule(static)
-        for (int64_t nk = 0; nk < p.n * p.k; ++nk) {
-            for (int64_t oh = 0; oh < p.p; ++oh) {
-                const int64_t n = nk / p.k, k = nk % p.k;
-                const T* xp = x + (n * p.c + k / m) * p.h * p.w;
-                const T* t = taps + k * p.r * p.s;
-                std::fill(acc.begin(), acc.end(), T(0));
-                T* a = acc.data();
-                const TapRange rr = conv_valid_taps(oh, p.h, p.r, p.pad_h, p.stride_h, p.dil_h);
-                for (int64_t r = rr.begin; r < rr.end; ++r) {
-                    const T* xr = xp + conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h) * p.w;
-                    for (int64_t s = 0; s < p.s; ++s) {
-                        const TapRange qv = conv_valid_outputs(s, p.w, p.q, p.pad_w, p.stride_w, p.dil_w);
-                        const int64_t w0 = conv_input_coord(0, s, p.pad_w, p.stride_w, p.dil_w);
-                        const T wt = t[r * p.s + s];
-                        if (p.stride_w == 1) {
-                            const T* xs = xr + w0;
-                            for (int64_t q = qv.begin; q < qv.end; ++q) a[q] += wt * xs[q];
-                        } else {
-                            for (int64_t q = qv.begin; q < qv.end; ++q) a[q] += wt * xr[q * p.stride_w + w0];
-                        }
-                    }
-                }
-                T* yr = y + (nk * p.p + oh) * p.q;
-                if (beta == T(0))
-                    for (int64_t q = 0; q < p.q; ++q) yr[q] = alpha * a[q];
-                else
-                    for (int64_t q = 0; q < p.q; ++q) yr[q] = alpha * a[q] + beta * yr[q];
+struct Rows {
+    const ConvProblem& p;
+    const T* x;
+    const T* taps;
+    T* y;
+    T alpha, beta;
+};
+
+template <typename T>
+CONVCORE_DW_INLINE void store(T* out, const T* acc, int64_t len, T alpha, T beta) {
+    if (beta == T(0))
+        for (int64_t i = 0; i < len; ++i) out[i] = alpha * acc[i];
+    else
+        for (int64_t i = 0; i < len; ++i) out[i] = alpha * acc[i] + beta * out[i];
+}
+
+// NCHW works on one input plane (n, c) at a time, copied first into a zero-padded buffer split
+// by column phase (column j of phase f holds padded input column j * stride_w + f), so that
+// every tap reads whole vectors of consecutive outputs with no bounds tests: output (oh, q) at
+// tap (r, s) reads phase (s*dil_w) % stride_w, row oh*stride_h + r*dil_h, column
+// q + (s*dil_w) / stride_w. Rows and columns past the padded input (read by the register
+// blocks' overhang) are zero too.
+struct PlaneGeometry {
+    int64_t rows, cols, phases;  // per phase: rows x cols
+    int64_t row_block, vecs;     // register block: row_block output rows x vecs vectors
+};
+
+inline PlaneGeometry plane_geometry(const ConvProblem& p, int64_t lanes, int64_t acc_vectors) {
+    PlaneGeometry g;
+    g.vecs = p.q > lanes ? 2 : 1;
+    g.row_block = std::min<int64_t>(8, acc_vectors / g.vecs);
+    const int64_t out_rows = (p.p + g.row_block - 1) / g.row_block * g.row_block;
+    const int64_t out_cols = (p.q + g.vecs * lanes - 1) / (g.vecs * lanes) * (g.vecs * lanes);
+    g.rows = (out_rows - 1) * p.stride_h + (p.r - 1) * p.dil_h + 1;
+    g.cols = out_cols + (p.s - 1) * p.dil_w / p.stride_w;
+    g.phases = p.stride_w;
+    return g;
+}
+
+template <typename T>
+CONVCORE_DW_INLINE void fill_plane(const ConvProblem& p, const PlaneGeometry& g, const T* xp, T* buf) {
+    for (int64_t f = 0; f < g.phases; ++f)
+        for (int64_t row = 0; row < g.rows; ++row) {
+            T* d = buf + (f * g.rows + row) * g.cols;
+            const int64_t ih = row - p.pad_h;
+            if (ih < 0 || ih >= p.h) {
+                for (int64_t j = 0; j < g.cols; ++j) d[j] = T(0);
+                continue;
             }
+            // Columns j with input column j * stride_w + f - pad_w inside the row: [lo, hi).
+            const int64_t sw = p.stride_w, w0 = f - p.pad_w;
+            const int64_t lo = std::min(g.cols, w0 >= 0 ? 0 : (-w0 + sw - 1) / sw);
+            const int64_t hi = std::max(lo, std::min(g.cols, (p.w - w0 + sw - 1) / sw));
+            const T* xr = xp + ih * p.w + w0;
+            for (int64_t j = 0; j < lo; ++j) d[j] = T(0);
+            if (sw == 1)
+                for (int64_t j = lo; j < hi; ++j) d[j] = xr[j];
+            else if (sw == 2)  // a constant stride the compiler deinterleaves with shuffles
+                for (int64_t j = lo; j < hi; ++j) d[j] = xr[2 * j];
+            else
+                for (int64_t j = lo; j < hi; ++j) d[j] = xr[j * sw];
+            for (int64_t j = hi; j < g.cols; ++j) d[j] = T(0);
         }
+}
+
+// One register block of output plane k: rows [oh0, oh0 + RB) x columns [q0, q0 + NV vectors).
+template <typename T, int VB, int NV, int RB>
+CONVCORE_DW_INLINE void nchw_block(const Rows<T>& a, const PlaneGeometry& g, const T* buf, int64_t k, T* yp,
+                                   int64_t oh0, int64_t q0) {
+    typedef T V __attribute__((vector_size(VB)));
+    constexpr int L = VB / sizeof(T);
+    const ConvProblem& p = a.p;
+    const T* t = a.taps + k * p.r * p.s;
+    V acc[RB][NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < RB; ++i)
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; ++v) acc[i][v] = V{};
+    for (int64_t r = 0; r < p.r; ++r)
+        for (int64_t s = 0; s < p.s; ++s) {
+            const T wt = t[r * p.s + s];
+            const int64_t f = s * p.dil_w % p.stride_w;
+            const T* src = buf + (f * g.rows + oh0 * p.stride_h + r * p.dil_h) * g.cols + q0 + s * p.dil_w / p.stride_w;
+#pragma GCC unroll 16
+            for (int i = 0; i < RB; ++i)
+#pragma GCC unroll 16
+                for (int v = 0; v < NV; ++v) {
+                    V xv;
+                    __builtin_memcpy(&xv, src + i * p.stride_h * g.cols + v * L, VB);
+                    acc[i][v] += wt * xv;
+                }
+        }
+    for (int i = 0; i < RB && oh0 + i < p.p; ++i)
+        for (int v = 0; v < NV; ++v) {
+            const int64_t q = q0 + v * L;
+            if (q >= p.q) break;
+            T o[L];
+            __builtin_memcpy(o, &acc[i][v], VB);
+            store(yp + (oh0 + i) * p.q + q, o, std::min<int64_t>(L, p.q - q), a.alpha, a.beta);
+        }
+}
+
+// NCHW: input plane (n, c) into `buf`, then its m output planes in register blocks.
+template <typename T, int VB, int kAccVectors>
+CONVCORE_DW_INLINE void nchw_plane(const Rows<T>& a, int64_t nc, T* buf) {
+    constexpr int L = VB / sizeof(T);
+    const ConvProblem& p = a.p;
+    const PlaneGeometry g = plane_geometry(p, L, kAccVectors);
+    const int64_t m = p.k / p.c, n = nc / p.c, c = nc % p.c;
+    fill_plane(p, g, a.x + nc * p.h * p.w, buf);
+    for (int64_t k = c * m; k < (c + 1) * m; ++k) {
+        T* yp = a.y + (n * p.k + k) * p.p * p.q;
+        for (int64_t oh0 = 0; oh0 < p.p; oh0 += g.row_block)
+            for (int64_t q0 = 0; q0 < p.q; q0 += g.vecs * L) {
+                if (g.vecs == 2)
+                    nchw_block<T, VB, 2, std::min(8, kAccVectors / 2)>(a, g, buf, k, yp, oh0, q0);
+                else
+                    nchw_block<T, VB, 1, std::min(8, kAccVectors)>(a, g, buf, k, yp, oh0, q0);
+            }
     }
 }
 
-// NHWC: one task per output row (n, oh); each output pixel runs over its channels in blocks,
-// the accumulators in registers, the taps [r][s][k] contiguous along k like x and y.
-template <typename T>
-void forward_nhwc(const ConvProblem& p, const T* x, const T* taps, T* y, T alpha, T beta, int threads) {
-    constexpr int64_t B = depthwise::kChannelBlock;
+// NHWC, one output pixel, channels [k0, k0 + N) (N = 0: kb of them): the accumulators stay in
+// registers.
+template <typename T, int64_t N>
+CONVCORE_DW_INLINE void nhwc_block(const Rows<T>& a, int64_t n, int64_t oh, int64_t ow, int64_t k0,
+                                   const TapRange& rr, const TapRange& sr, int64_t kb) {
+    const ConvProblem& p = a.p;
     const int64_t m = p.k / p.c;
-#pragma omp parallel for collapse(2) num_threads(threads) schedule(static)
-    for (int64_t n = 0; n < p.n; ++n) {
-        for (int64_t oh = 0; oh < p.p; ++oh) {
-            const TapRange rr = conv_valid_taps(oh, p.h, p.r, p.pad_h, p.stride_h, p.dil_h);
-            for (int64_t ow = 0; ow < p.q; ++ow) {
-                const TapRange sr = conv_valid_taps(ow, p.w, p.s, p.pad_w, p.stride_w, p.dil_w);
-                T* yo = y + ((n * p.p + oh) * p.q + ow) * p.k;
-                for (int64_t k0 = 0; k0 < p.k; k0 += B) {
-                    const int64_t kb = std::min(B, p.k - k0);
-                    T acc[B] = {};
-                    for (int64_t r = rr.begin; r < rr.end; ++r) {
-                        const int64_t ih = conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h);
-                        for (int64_t s = sr.begin; s < sr.end; ++s) {
-                            const int64_t iw = conv_input_coord(ow, s, p.pad_w, p.stride_w, p.dil_w);
-                            const T* xi = x + ((n * p.h + ih) * p.w + iw) * p.c;
-                            const T* wt = taps + (r * p.s + s) * p.k + k0;
-                            if (m == 1) {
-                                const T* xk = xi + k0;
-                                for (int64_t j = 0; j < kb; ++j) acc[j] += wt[j] * xk[j];
-                            } else {
-                                for (int64_t j = 0; j < kb; ++j) acc[j] += wt[j] * xi[(k0 + j) / m];
-                            }
-                        }
-                    }
-                    T* yk = yo + k0;
-                    if (beta == T(0))
-                        for (int64_t j = 0; j < kb; ++j) yk[j] = alpha * acc[j];
-                    else
-                        for (int64_t j = 0; j < kb; ++j) yk[j] = alpha * acc[j] + beta * yk[j];
-                }
+    T acc[N ? N : depthwise::kChannelBlock] = {};
+    for (int64_t r = rr.begin; r < rr.end; ++r) {
+        const int64_t ih = conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h);
+        for (int64_t s = sr.begin; s < sr.end; ++s) {
+            const int64_t iw = conv_input_coord(ow, s, p.pad_w, p.stride_w, p.dil_w);
+            const T* xi = a.x + ((n * p.h + ih) * p.w + iw) * p.c;
+            const T* wt = a.taps + (r * p.s + s) * p.k + k0;
+            if (m == 1) {
+                const T* xk = xi + k0;
+                for (int64_t j = 0; j < (N ? N : kb); ++j) acc[j] += wt[j] * xk[j];
+            } else {
+                for (int64_t j = 0; j < (N ? N : kb); ++j) acc[j] += wt[j] * xi[(k0 + j) / m];
             }
         }
     }
+    store(a.y + ((n * p.p + oh) * p.q + ow) * p.k + k0, acc, N ? N : kb, a.alpha, a.beta);
 }
+
+// NHWC, m == 1: channels [k0, k0 + NV vectors) of PB consecutive output pixels from ow, over the
+// column taps sr (all of them inside the input for every pixel of the block). The PB x NV
+// accumulators stay in registers and each tap's weights are loaded once for the PB pixels. GCC
+// vector types spell out the vectorisation (acc += w * x contracts to an FMA where the target
+// has one).
+template <typename T, int VB, int NV, int PB>
+CONVCORE_DW_INLINE void nhwc_pixels(const Rows<T>& a, int64_t n, int64_t oh, int64_t ow, int64_t k0,
+                                    const TapRange& rr, const TapRange& sr) {
+    typedef T V __attribute__((vector_size(VB)));
+    constexpr int L = VB / sizeof(T);
+    const ConvProblem& p = a.p;
+    const int64_t step = p.stride_w * p.c;  // from one output pixel's input to the next one's
+    V acc[PB][NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < PB; ++i)
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; ++v) acc[i][v] = V{};
+    for (int64_t r = rr.begin; r < rr.end; ++r) {
+        const int64_t ih = conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h);
+        const T* xr = a.x + (n * p.h + ih) * p.w * p.c + k0;
+        const T* wr = a.taps + r * p.s * p.k + k0;
+        for (int64_t s = sr.begin; s < sr.end; ++s) {
+            const T* xs = xr + conv_input_coord(ow, s, p.pad_w, p.stride_w, p.dil_w) * p.c;
+            V wv[NV];
+#pragma GCC unroll 16
+            for (int v = 0; v < NV; ++v) __builtin_memcpy(&wv[v], wr + s * p.k + v * L, VB);
+#pragma GCC unroll 16
+            for (int i = 0; i < PB; ++i)
+#pragma GCC unroll 16
+                for (int v = 0; v < NV; ++v) {
+                    V xv;
+                    __builtin_memcpy(&xv, xs + i * step + v * L, VB);
+                    acc[i][v] += wv[v] * xv;
+                }
+        }
+    }
+    T* yo = a.y + ((n * p.p + oh) * p.q + ow) * p.k + k0;
+#pragma GCC unroll 16
+    for (int i = 0; i < PB; ++i)
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; ++v) {
+            T* out = yo + i * p.k + v * L;
+            V o = a.alpha * acc[i][v];
+            if (a.beta != T(0)) {
+                V prev;
+                __builtin_memcpy(&prev, out, VB);
+                o += a.beta * prev;
+            }
+            __builtin_memcpy(out, &o, VB);
+        }
+}
+
+// Channels [k0, k0 + NV vectors) of one output row: the interior pixels [begin, end) in blocks
+// of as many pixels as kAccVectors accumulators hold, the ends one pixel at a time over their
+// valid column taps.
+template <typename T, int VB, int NV, int kAccVectors>
+CONVCORE_DW_INLINE void nhwc_channels(const Rows<T>& a, int64_t n, int64_t oh, int64_t begin, int64_t end,
+                                      int64_t k0, const TapRange& rr) {
+    constexpr int PB = kAccVectors / NV < 1 ? 1 : kAccVectors / NV;
+    const ConvProblem& p = a.p;
+    const TapRange all{0, p.s};
+    const auto edge = [&](int64_t ow) {
+        const TapRange sr = conv_valid_taps(ow, p.w, p.s, p.pad_w, p.stride_w, p.dil_w);
+        nhwc_pixels<T, VB, NV, 1>(a, n, oh, ow, k0, rr, sr);
+    };
+    for (int64_t ow = 0; ow < begin; ++ow) edge(ow);
+    int64_t ow = begin;
+    for (; ow + PB <= end; ow += PB) nhwc_pixels<T, VB, NV, PB>(a, n, oh, ow, k0, rr, all);
+    for (; ow < end; ++ow) nhwc_pixels<T, VB, NV, 1>(a, n, oh, ow, k0, rr, all);
+    for (ow = std::max(begin, end); ow < p.q; ++ow) edge(ow);
+}
+
+// NHWC: output row oh of image n, the taps [r][s][k] contiguous along k like x and y. With one
+// output channel per input channel (m == 1), channels in blocks of 4, 2, then 1 vector, over
+// register blocks of pixels; the channels left (fewer than a vector), and every channel when
+// m > 1, one pixel at a time.
+template <typename T, int VB, int kAccVectors>
+CONVCORE_DW_INLINE void nhwc_row(const Rows<T>& a, int64_t n, int64_t oh) {
+    constexpr int64_t L = VB / sizeof(T), B = depthwise::kChannelBlock;
+    const ConvProblem& p = a.p;
+    const TapRange rr = conv_valid_taps(oh, p.h, p.r, p.pad_h, p.stride_h, p.dil_h);
+    int64_t k0 = 0;
+    if (p.k == p.c) {
+        // Interior: output columns whose taps 0 and S-1 both read inside the row.
+        const int64_t last = p.w - 1 + p.pad_w - (p.s - 1) * p.dil_w;
+        const int64_t begin = std::min(p.q, (p.pad_w + p.stride_w - 1) / p.stride_w);
+        const int64_t end = last < 0 ? begin : std::max(begin, std::min(p.q, last / p.stride_w + 1));
+        for (; k0 + 4 * L <= p.k; k0 += 4 * L) nhwc_channels<T, VB, 4, kAccVectors>(a, n, oh, begin, end, k0, rr);
+        if (k0 + 2 * L <= p.k) nhwc_channels<T, VB, 2, kAccVectors>(a, n, oh, begin, end, k0, rr), k0 += 2 * L;
+        if (k0 + L <= p.k) nhwc_channels<T, VB, 1, kAccVectors>(a, n, oh, begin, end, k0, rr), k0 += L;
+    }
+    for (int64_t ow = 0; ow < p.q && k0 < p.k; ++ow) {
+        const TapRange sr = conv_valid_taps(ow, p.w, p.s, p.pad_w, p.stride_w, p.dil_w);
+        for (int64_t c0 = k0; c0 < p.k; c0 += B) nhwc_block<T, 0>(a, n, oh, ow, c0, rr, sr, std::min(B, p.k - c0));
+    }
+}
+
+template <typename T>
+struct Kernels {
+    void (*nchw_plane)(const Rows<T>&, int64_t, T*);
+    size_t (*plane_elements)(const ConvProblem&);
+    void (*nhwc_row)(const Rows<T>&, int64_t, int64_t);
+};
+
+// VB: vector bytes; ACC: accumulator vectors a kernel keeps in registers (of 32 or 16).
+#define CONVCORE_DW_FORWARD(ISA, ATTR, VB, ACC)                                           \
+    template <typename T>                                                                 \
+    ATTR void nchw_plane_##ISA(const Rows<T>& a, int64_t nc, T* buf) {                   \
+        nchw_plane<T, VB, ACC>(a, nc, buf);                                               \
+    }                                                                                     \
+    template <typename T>                                                                 \
+    size_t plane_elements_##ISA(const ConvProblem& p) {                                   \
+        const PlaneGeometry g = plane_geometry(p, VB / sizeof(T), ACC);                   \
+        return size_t(g.phases * g.rows * g.cols);                                        \
+    }                                                                                     \
+    template <typename T>                                                                 \
+    ATTR void nhwc_row_##ISA(const Rows<T>& a, int64_t n, int64_t oh) {                  \
+        nhwc_row<T, VB, ACC>(a, n, oh);                                                       \
+    }                                                                                     \
+    template <typename T>                                                                 \
+    constexpr Kernels<T> kernels_##ISA = {nchw_plane_##ISA<T>, plane_elements_##ISA<T>, nhwc_row_##ISA<T>};
+CONVCORE_DW_FORWARD(baseline, , 16, 8)
+#ifdef CONVCORE_X86_DISPATCH
+CONVCORE_DW_FORWARD(avx2, CONVCORE_DW_AVX2, 32, 8)
+CONVCORE_DW_FORWARD(avx512, CONVCORE_DW_AVX512, 64, 16)
+#else
+template <typename T>
+constexpr Kernels<T> kernels_avx2 = kernels_baseline<T>;
+template <typename T>
+constexpr Kernels<T> kernels_avx512 = kernels_baseline<T>;
+#endif
 
 template <typename T>
 void run_t(const ConvArgs& a) {
@@ -104,10 +302,20 @@ void run_t(const ConvArgs& a) {
     const T* taps = depthwise::taps_for<T>(p, a.w, a.prepared_filter, a.workspace);
     const T* x = static_cast<const T*>(a.x);
     T* y = static_cast<T*>(a.y);
-    if (p.nhwc)
-        forward_nhwc(p, x, taps, y, T(a.alpha), T(a.beta), a.ctx.threads());
-    else
-        forward_nchw(p, x, taps, y, T(a.alpha), T(a.beta), a.ctx.threads());
+    const Kernels<T>& kern = for_cpu_isa(kernels_avx512<T>, kernels_avx2<T>, kernels_baseline<T>);
+    const Rows<T> rows{p, x, taps, y, T(a.alpha), T(a.beta)};
+    if (p.nhwc) {
+#pragma omp parallel for collapse(2) num_threads(a.ctx.threads()) schedule(static)
+        for (int64_t n = 0; n < p.n; ++n)
+            for (int64_t oh = 0; oh < p.p; ++oh) kern.nhwc_row(rows, n, oh);
+        return;
+    }
+#pragma omp parallel num_threads(a.ctx.threads())
+    {
+        std::vector<T> buf(kern.plane_elements(p));
+#pragma omp for schedule(static)
+        for (int64_t nc = 0; nc < p.n * p.c; ++nc) kern.nchw_plane(rows, nc, buf.data());
+    }
 }
 
 void run(const ConvArgs& a) {

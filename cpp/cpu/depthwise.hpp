@@ -15,6 +15,7 @@
 
 #include "common/conv_index.hpp"
 #include "core/problem.hpp"
+#include "cpu/cpu_isa.hpp"
 
 namespace convcore {
 namespace cpu {
@@ -61,6 +62,22 @@ const T* taps_for(const ConvProblem& p, const void* w, const void* prepared, voi
 
 // Channels one NHWC step handles together: a few vector registers of accumulators.
 constexpr int64_t kChannelBlock = 64;
+
+}  // namespace depthwise
+}  // namespace cpu
+}  // namespace convcore
+
+// The kernels are templates inlined into one entry per instruction set (the attribute below),
+// chosen at run time by cpu_isa(); the OpenMP loops stay outside, in the solvers.
+#define CONVCORE_DW_INLINE inline __attribute__((always_inline))
+#ifdef CONVCORE_X86_DISPATCH
+#define CONVCORE_DW_AVX2 __attribute__((target("avx2,fma")))
+#define CONVCORE_DW_AVX512 __attribute__((target("avx512f,avx512dq,fma")))
+#endif
+
+namespace convcore {
+namespace cpu {
+namespace depthwise {
 
 }  // namespace depthwise
 }  // namespace cpu

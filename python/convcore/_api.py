@@ -362,12 +362,23 @@ def _is_cupy_array(obj):
     return type(obj).__module__.split(".")[0] == "cupy"
 
 
-def _allocate_output(x, shape, dtype, device):
+def _torch_memory_format(t):
+    """torch.channels_last for a 4-D tensor laid out NHWC (and not NCHW-contiguous too, as a
+    tensor with one channel or one pixel is), else torch.contiguous_format."""
+    torch = _torch_module()
+    if t.dim() == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last):
+        return torch.channels_last
+    return torch.contiguous_format
+
+
+def _allocate_output(x, shape, dtype, device, follow_layout=False):
     """A new output of the producer's kind: a torch tensor, a CuPy array on x's device, or a
     NumPy array (both CUDA kinds export __dlpack__, so torch/cupy.from_dlpack take them
-    without a copy)."""
+    without a copy). follow_layout: a torch output takes x's memory format (PyTorch's rule for
+    a convolution's output and input gradient: channels_last in, channels_last out)."""
     if _is_torch_tensor(x):
-        return _torch_module().empty(shape, dtype=x.dtype, device=x.device)
+        fmt = _torch_memory_format(x) if follow_layout else _torch_module().contiguous_format
+        return _torch_module().empty(shape, dtype=x.dtype, device=x.device, memory_format=fmt)
     if device[0] == _C.DLPACK_CPU:
         return np.empty(shape, dtype=dtype)
     if _is_cupy_array(x):
@@ -595,7 +606,7 @@ class Convolution:
             if out is None:
                 if beta != 0.0:
                     raise BadParamError(f"beta: beta={beta} blends into an existing output; pass out=")
-                out = _allocate_output(x, y_shape, dtype, device)
+                out = _allocate_output(x, y_shape, dtype, device, follow_layout=True)
             if y_shape[0] == 0:  # an empty batch: nothing to compute, only check out
                 if tuple(out.shape) != y_shape:
                     raise BadParamError(f"out: expected shape {y_shape}, got {tuple(out.shape)}")
@@ -637,7 +648,10 @@ class Convolution:
                 shapes.clear()
             shapes[key] = y_shape
         to_dlpack = torch.utils.dlpack.to_dlpack
-        out = torch.empty(y_shape, dtype=x.dtype)
+        if x.is_contiguous():
+            out = torch.empty(y_shape, dtype=x.dtype)
+        else:  # channels_last in, channels_last out
+            out = torch.empty(y_shape, dtype=x.dtype, memory_format=_torch_memory_format(x))
         try:
             xt, wt = _C.DLPackTensor(to_dlpack(x)), _C.DLPackTensor(to_dlpack(w))
         except RuntimeError:  # e.g. a tensor with the negative bit: the general path copies it
@@ -752,7 +766,7 @@ class Convolution:
             if dtype not in SUPPORTED_DTYPES:
                 raise BadParamError(f"dy: dtype {dtype} is not supported; convcore supports "
                                     f"float32 and float64")
-            out = _allocate_output(dy, x_shape, dtype, device)
+            out = _allocate_output(dy, x_shape, dtype, device, follow_layout=True)
         if x_shape[0] == 0:  # an empty batch: nothing to compute, only check the shapes
             y_shape = self.output_shape(x_shape, wt.shape)
             if tuple(dyt.shape) != y_shape:

@@ -452,10 +452,17 @@ def bench_problem(problem, args, torch, log):
     x = rng.uniform(-1, 1, problem.x_shape).astype(dtype)
     w = rng.uniform(-1, 1, problem.w_shape).astype(dtype)
     y_shape = conv.output_shape(problem.x_shape, problem.w_shape)
+    nhwc = getattr(args, "layout", "nchw") == "nhwc"  # convcore's x and y; w stays KCRS
     if on_cuda:
-        x, w = torch.from_numpy(x).to(args.device), torch.from_numpy(w).to(args.device)
-        new_out = lambda: torch.empty(y_shape, dtype=x.dtype, device=x.device)  # noqa: E731
+        fmt = torch.channels_last if nhwc else torch.contiguous_format
+        x, w = torch.from_numpy(x).to(args.device).contiguous(memory_format=fmt), torch.from_numpy(w).to(args.device)
+        new_out = lambda: torch.empty(y_shape, dtype=x.dtype, device=x.device, memory_format=fmt)  # noqa: E731
         to_numpy = lambda t: t.cpu().numpy()  # noqa: E731
+    elif nhwc:  # NHWC arrays seen as N x C x H x W views
+        x = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+        n, k, p, q = y_shape
+        new_out = lambda: np.empty((n, p, q, k), dtype).transpose(0, 3, 1, 2)  # noqa: E731
+        to_numpy = np.asarray
     else:
         new_out = lambda: np.empty(y_shape, dtype)  # noqa: E731
         to_numpy = np.asarray
@@ -488,7 +495,7 @@ def bench_problem(problem, args, torch, log):
                       "flops": problem.flops(), "check": "not applicable"}
 
     if torch is not None:
-        xt = x if on_cuda else torch.from_numpy(x)
+        xt = x if on_cuda else torch.from_numpy(np.ascontiguousarray(x))
         wt = w if on_cuda else torch.from_numpy(w)
         kwargs = dict(stride=(problem.sh, problem.sw), padding=(problem.ph, problem.pw),
                       dilation=(problem.dh, problem.dw), groups=problem.g)
@@ -743,7 +750,8 @@ def cmd_bench(args):
 
     print(f"convcore {convcore.__version__} bench: {len(problems)} layers, device {args.device}, "
           f"{args.dtype}, {args.reps} reps (median{', CPU time' if args.cpu_time else ''}), "
-          f"{args.cache} cache, threads {args.threads or 'default'}, "
+          f"{args.cache} cache, threads {args.threads or 'default'}, convcore in "
+          f"{getattr(args, 'layout', 'nchw').upper()}, "
           f"torch {torch.__version__ if torch is not None else 'not timed'} (NCHW and channels_last; "
           f"ratios against the faster), CPU: {cpu_model_name()}", flush=True)
     if args.device == "cpu":
@@ -787,7 +795,7 @@ def cmd_bench(args):
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "host": platform.node(), "machine": platform.machine(), "cpu": cpu_model_name(),
             "cpu_count": os.cpu_count(),
-            "device": args.device, "dtype": args.dtype, "threads": args.threads, "reps": args.reps,
+            "device": args.device, "dtype": args.dtype, "layout": getattr(args, "layout", "nchw"), "threads": args.threads, "reps": args.reps,
             "clock": "process CPU time" if args.cpu_time else "wall", "cache": args.cache,
             "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
             "openblas_coretype_chosen_by_convcore": bool(convcore.openblas_coretype_chosen),
@@ -841,6 +849,9 @@ def build_parser():
                        "written): run the contender once untimed right before each timed run; "
                        "cold: flush the caches (CPU: the L3; GPU: the L2) before each timed run")
     bench.add_argument("--dtype", choices=["float32", "float64"], default="float32")
+    bench.add_argument("--layout", choices=["nchw", "nhwc"], default="nchw",
+                       help="convcore's x and y in the suite: packed NCHW (default) or NHWC (channels_last); "
+                            "PyTorch runs both layouts either way")
     bench.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N")
     bench.add_argument("--no-torch", action="store_true", help="do not time torch conv2d")
     bench.add_argument("--json", metavar="PATH", help="also write the results as JSON (with "

@@ -34,7 +34,7 @@ from torch import Tensor, nn
 from torch.nn.modules.utils import _pair
 
 from . import _api
-from ._api import Algo, ConvDesc, Convolution, _output_size
+from ._api import Algo, ConvDesc, Convolution, _output_size, _torch_memory_format
 from ._errors import BadParamError, NotSupportedError
 
 __all__ = ["conv2d", "Conv2d", "convert", "SUPPORTED_DTYPES"]
@@ -162,7 +162,7 @@ def _conv2d_fake(x, w, bias, stride, padding, dilation, groups, algo):
                                            f"expects {cg} x {groups} groups")
     p = _output_size(h, padding[0], r, stride[0], dilation[0])
     q = _output_size(wd, padding[1], s, stride[1], dilation[1])
-    return x.new_empty((n, k, p, q))
+    return torch.empty((n, k, p, q), dtype=x.dtype, device=x.device, memory_format=_torch_memory_format(x))
 
 
 def _backward_method(conv, name):
@@ -185,7 +185,7 @@ def _conv2d_backward_data_op(dy: Tensor, w: Tensor, x_shape: List[int], stride: 
 
 @_conv2d_backward_data_op.register_fake
 def _conv2d_backward_data_fake(dy, w, x_shape, stride, padding, dilation, groups, algo):
-    return dy.new_empty(tuple(x_shape))
+    return torch.empty(tuple(x_shape), dtype=dy.dtype, device=dy.device, memory_format=_torch_memory_format(dy))
 
 
 @torch.library.custom_op("convcore::conv2d_backward_filter", mutates_args=())

@@ -149,7 +149,9 @@ def test_unbatched_input():
 def test_channels_last_and_empty_batch():
     x = torch.randn(2, 4, 6, 6).to(memory_format=torch.channels_last)
     w = torch.randn(4, 4, 3, 3)
-    assert rel_err(ct.conv2d(x, w, padding=1), F.conv2d(x, w, padding=1)) <= 1e-5
+    y = ct.conv2d(x, w, padding=1)
+    assert rel_err(y, F.conv2d(x, w, padding=1)) <= 1e-5
+    assert y.is_contiguous(memory_format=torch.channels_last) and not y.is_contiguous()
     y = ct.conv2d(torch.randn(0, 4, 6, 6), w, torch.randn(4))
     assert y.shape == (0, 4, 4, 4)
 
@@ -529,3 +531,32 @@ def test_inference_keeps_transformed_filters_until_the_weight_changes():
     clone = __import__("copy").deepcopy(layer)  # the plans stay behind; the copy makes its own
     with torch.no_grad():
         assert torch.equal(clone(x), layer(x))
+
+
+@pytest.mark.parametrize("algo", ["auto", "depthwise", "im2col_gemm", "direct"])
+def test_output_follows_the_input_memory_format(algo):
+    """PyTorch's rule: channels_last in, channels_last out (forward and the input gradient),
+    NCHW in, NCHW out; the values against float64, for depthwise and pointwise layers (which run
+    NHWC natively) and a grouped 3x3 one (converted)."""
+    torch.manual_seed(3)
+    layers = [ct.Conv2d(6, 12, 3, padding=1, stride=2, groups=6, algo=algo),
+              ct.Conv2d(6, 10, 1, algo=algo), ct.Conv2d(6, 8, 3, padding=1, groups=2, algo=algo)]
+    for layer in layers:
+        if algo == "depthwise" and layer.groups != layer.in_channels:
+            continue
+        for fmt in (torch.channels_last, torch.contiguous_format):
+            x = torch.randn(2, 6, 9, 7).to(memory_format=fmt).requires_grad_(True)
+            with torch.no_grad():
+                y = layer(x)
+            assert y.is_contiguous(memory_format=fmt), (layer, fmt)
+            x64, w64 = x.detach().double().requires_grad_(True), layer.weight.detach().double().requires_grad_(True)
+            ref = F.conv2d(x64, w64, layer.bias.detach().double(), layer.stride, layer.padding,
+                           groups=layer.groups)
+            assert rel_err(y, ref) <= 1e-5
+            y = layer(x)
+            assert y.is_contiguous(memory_format=fmt)
+            y.square().sum().backward()
+            ref.square().sum().backward()
+            assert x.grad.is_contiguous(memory_format=fmt), (layer, fmt)
+            assert rel_err(x.grad, x64.grad) <= 1e-4 and rel_err(layer.weight.grad, w64.grad) <= 1e-4
+            layer.weight.grad = None
