@@ -65,6 +65,10 @@ double cpu_model_cost(convcoreConvolutionFwdAlgo_t algo, const Features& x) {
     // DEPTHWISE, made for the only layers it applies to (groups == C), ranks first there; the
     // model's algorithms follow it as timing candidates.
     if (algo == CONVCORE_FWD_ALGO_DEPTHWISE) return -std::numeric_limits<double>::infinity();
+    // POINTWISE (1x1 layers) beats the BLAS GEMM on small channel counts and loses on large ones
+    // (bench/results): rank_algorithms puts it right after the first choice, among the
+    // candidates "auto" times.
+    if (algo == CONVCORE_FWD_ALGO_POINTWISE) return std::numeric_limits<double>::lowest();
     for (const auto& m : heuristic_cpu::kModels) {
         if (m.algo != algo) continue;
         double cost = 0;
@@ -93,6 +97,7 @@ std::vector<RankedAlgo> rank_algorithms(const ConvProblem& prob) {
     std::stable_sort(ok.begin(), ok.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
     std::vector<RankedAlgo> ranked;
     for (const auto& entry : ok) ranked.push_back(entry.second);
+    if (ranked.size() > 1 && ranked[0].algo == CONVCORE_FWD_ALGO_POINTWISE) std::swap(ranked[0], ranked[1]);
     ranked.insert(ranked.end(), not_ok.begin(), not_ok.end());
     return ranked;
 }

@@ -2,7 +2,7 @@
 // environment variable CONVCORE_CPU_ISA=avx2|baseline (so the narrower kernels can be tested and
 // timed on a wider machine). Decided once per process. The solvers with hand-vectorised kernels
 // in several widths use it (IM2WIN, IMPLICIT_GEMM forward and backward, CYCLIC_MINIMAL, the FFT
-// family's products, DEPTHWISE forward); Winograd's transforms are compiled per width by GCC's target_clones, which
+// family's products, DEPTHWISE forward, POINTWISE); Winograd's transforms are compiled per width by GCC's target_clones, which
 // picks by the CPU alone.
 #pragma once
 #include <cstdlib>

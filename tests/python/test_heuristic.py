@@ -104,7 +104,8 @@ def _problems():
 def test_auto_ranks_by_the_committed_model():
     """The library ranks the applicable CPU algorithms exactly as the fitter's Python model does
     with the committed coefficients (so select.cpp computes the same features), DIRECT last;
-    DEPTHWISE, made for the layers it applies to, first on those."""
+    DEPTHWISE, made for the layers it applies to, first on those, and POINTWISE second on 1x1
+    layers (right after the first choice)."""
     fit = _fitter()
     models = _committed_models()
     assert set(models) >= {"im2win", "implicit_gemm", "im2col_gemm", "fft_tiling",
@@ -112,8 +113,12 @@ def test_auto_ranks_by_the_committed_model():
     assert "direct" not in models
     for p in _problems():
         ranked = convcore.Convolution(p.desc()).applicable_algos(p.x_shape, p.w_shape)
-        depthwise = p.g == p.ic
+        depthwise, pointwise = p.g == p.ic, p.kh == p.kw == 1
         assert ("depthwise" in ranked) == depthwise, p.descriptor()
+        assert ("pointwise" in ranked) == pointwise, p.descriptor()
+        if pointwise:  # right after the first choice
+            assert ranked[1] == "pointwise", p.descriptor()
+            ranked = ranked[:1] + ranked[2:]
         if depthwise:
             assert ranked[0] == "depthwise", p.descriptor()
             ranked = ranked[1:]
