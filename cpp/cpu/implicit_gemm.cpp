@@ -22,6 +22,10 @@
 // for true convolution), so the error bound is the same. Single-channel images (Pitas'
 // 512x512) and depthwise layers take this path.
 //
+// NHWC runs natively: the GEMM of cpu/nhwc_gemm.hpp (output pixels x output channels, A read
+// in place tap by tap, the filter transposed once to Wt in the workspace or a plan's prepared
+// filters), with vectors along the output channels, narrowed for groups of few channels.
+//
 // The micro-kernels are written with GCC/Clang vector types; on x86-64 they are compiled three
 // times (AVX-512, AVX2+FMA, baseline SSE2) and the widest one the CPU runs is picked.
 #include <omp.h>
@@ -37,6 +41,7 @@
 #include "core/error.hpp"
 #include "core/solver.hpp"
 #include "cpu/cpu_isa.hpp"
+#include "cpu/nhwc_gemm.hpp"
 
 
 namespace convcore {
@@ -373,7 +378,54 @@ std::string why_not(const ConvProblem& p) {
     return "";
 }
 
-size_t workspace_bytes(const ConvProblem&) { return 0; }
+// NHWC (cpu/nhwc_gemm.hpp): the transposed filter Wt and a zero row for the padding.
+size_t round64(size_t b) { return (b + 63) / 64 * 64; }
+size_t workspace_bytes(const ConvProblem& p) {
+    return p.nhwc ? round64(nhwc_gemm::wt_bytes(p)) + size_t(p.c_per_group()) * p.elem_size() : 0;
+}
+bool runs_nhwc(const ConvProblem&) { return true; }
+size_t prepared_filter_bytes(const ConvProblem& p) { return p.nhwc ? nhwc_gemm::wt_bytes(p) : 0; }
+void prepare_filter(const ConvProblem& p, const Context&, const void* w, void* out) {
+    if (p.dtype == CONVCORE_DATA_DOUBLE)
+        nhwc_gemm::make_wt(p, static_cast<const double*>(w), static_cast<double*>(out));
+    else
+        nhwc_gemm::make_wt(p, static_cast<const float*>(w), static_cast<float*>(out));
+}
+
+// The NHWC task of cpu/nhwc_gemm.hpp per instruction set (VB: vector bytes; ACC: accumulator
+// vectors kept in registers).
+#define CONVCORE_NHWC_TASK(ISA, ATTR, VB, ACC)                                                              \
+    template <typename T>                                                                                  \
+    ATTR void nhwc_task_##ISA(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, int64_t g, \
+                              int64_t p0, int64_t p1, int64_t k0, int64_t k1, T alpha, T beta, const T** rows) { \
+        nhwc_gemm::task<T, VB, ACC>(p, x, wt, zeros, y, g, p0, p1, k0, k1, alpha, beta, rows);            \
+    }
+CONVCORE_NHWC_TASK(baseline, , 16, 8)
+#ifdef CONVCORE_X86_DISPATCH
+CONVCORE_NHWC_TASK(avx2, __attribute__((target("avx2,fma"))), 32, 8)
+CONVCORE_NHWC_TASK(avx512, __attribute__((target("avx512f,avx512dq,fma"))), 64, 16)
+#endif
+
+template <typename T>
+void run_nhwc(const ConvArgs& a) {
+    const ConvProblem& p = a.prob;
+#ifdef CONVCORE_X86_DISPATCH
+    const nhwc_gemm::TaskFn<T> task = for_cpu_isa<nhwc_gemm::TaskFn<T>>(nhwc_task_avx512<T>, nhwc_task_avx2<T>,
+                                                                          nhwc_task_baseline<T>);
+#else
+    const nhwc_gemm::TaskFn<T> task = nhwc_task_baseline<T>;
+#endif
+    char* ws = static_cast<char*>(a.workspace);
+    const T* wt = static_cast<const T*>(a.prepared_filter);
+    if (!wt) {
+        nhwc_gemm::make_wt(p, static_cast<const T*>(a.w), reinterpret_cast<T*>(ws));
+        wt = reinterpret_cast<const T*>(ws);
+    }
+    T* zeros = reinterpret_cast<T*>(ws + round64(nhwc_gemm::wt_bytes(p)));
+    std::fill(zeros, zeros + p.c_per_group(), T(0));
+    nhwc_gemm::run(p, static_cast<const T*>(a.x), wt, zeros, static_cast<T*>(a.y), T(a.alpha), T(a.beta),
+                   a.ctx.threads(), task);
+}
 
 // A run of output positions in one output row: columns [col, col + (q1 - q0)) of the tile
 // are outputs (p, q0..q1).
@@ -505,6 +557,7 @@ void run_typed(const ConvArgs& a, PanelGemm<T> gemm, int64_t nr) {
 void run(const ConvArgs& a) {
     const Kernel& k = best_kernel();
     const bool f64 = a.prob.dtype == CONVCORE_DATA_DOUBLE;
+    if (a.prob.nhwc) return f64 ? run_nhwc<double>(a) : run_nhwc<float>(a);
     if (rows_path_applies(a.prob, f64 ? k.rows_nr_f64 : k.rows_nr_f32) &&
         !std::getenv("CONVCORE_IMPLICIT_GEMM_NO_ROWS"))
         return f64 ? rows_run<double>(a, k.rows_f64, k.rows_nr_f64) : rows_run<float>(a, k.rows_f32, k.rows_nr_f32);
@@ -518,7 +571,8 @@ void run(const ConvArgs& a) {
 
 extern const Solver implicit_gemm_solver;
 const Solver implicit_gemm_solver = {CONVCORE_FWD_ALGO_IMPLICIT_GEMM, CONVCORE_DEVICE_CPU,
-                                     /*deterministic=*/true, why_not, workspace_bytes, run};
+                                     /*deterministic=*/true, why_not, workspace_bytes, run,
+                                     prepared_filter_bytes, prepare_filter, runs_nhwc};
 
 }  // namespace cpu
 }  // namespace convcore

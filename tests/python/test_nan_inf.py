@@ -123,3 +123,29 @@ def test_transform_algorithms_spread_nan_at_least_as_far(algo):
     y = conv.forward(x, w, algo=algo)
     expected = torch_conv(p, x, w)
     assert np.isnan(y[np.isnan(expected)]).all()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("special", list(SPECIALS))
+def test_pointwise_and_depthwise_specials(special, dtype):
+    """POINTWISE multiplies the padding like a GEMM: specials as PyTorch's float64 path.
+    DEPTHWISE skips the padding (as PyTorch's float32 oneDNN kernels do): specials in x exactly
+    as PyTorch; a special weight makes the same outputs non-finite, but Inf rather than NaN
+    where the window overlaps the padding."""
+    rng = np.random.default_rng(zlib.crc32(f"{special} {dtype}".encode()))
+    cases = [("pointwise", p) for p in PROBLEMS if p.w_shape[2:] == (1, 1)]
+    cases += [("pointwise", Problem(1, 4, 6, 6, 5, 1, 1, padding=(1, 1), stride=(2, 2)))]
+    cases += [("depthwise", p) for p in PROBLEMS if p.groups == p.x_shape[1]]
+    cases += [("depthwise", Problem(1, 4, 9, 8, 8, 5, 5, padding=(2, 2), groups=4))]
+    for algo, p in cases:
+        x, w = p.inputs(dtype, seed=1)
+        conv = convcore.Convolution(**p.desc_kwargs())
+        xs = poison(rng, x, SPECIALS[special])
+        assert_same_specials(conv.forward(xs, w, algo=algo), torch_conv(p, xs, w), f"{algo} {p} x")
+        ws = poison(rng, w, SPECIALS[special], count=1)
+        y, expected = conv.forward(x, ws, algo=algo), torch_conv(p, x, ws, "float64")
+        if algo == "pointwise":
+            assert_same_specials(y, expected, f"{algo} {p} w")
+        else:
+            np.testing.assert_array_equal(np.isfinite(y), np.isfinite(expected), err_msg=f"{algo} {p} w")
+            assert not np.isnan(y[~np.isnan(expected)]).any(), f"{algo} {p} w: a NaN PyTorch does not have"

@@ -1,0 +1,201 @@
+// The GEMM of a convolution on NHWC tensors, read in place (no im2col buffer), shared by
+// POINTWISE (1x1) and IMPLICIT_GEMM's NHWC path (any filter):
+//   Y[pixel][g*Kg + k] = sum over taps t = (r, s) and c < Cg of X[pixel at tap t][g*Cg + c] * Wt[g][t][c][k]
+// A's rows are the output pixels: for each tap, the Cg channels of the input pixel it reads
+// (contiguous in NHWC), or a zero row where it reads the padding. Wt is the filter transposed to
+// [group][tap][c][k] (taps in correlation order; rows padded to whole vectors), made once per
+// filter. A register block is MR pixels x NV vectors of output channels; vectors narrower than
+// the machine's serve groups with few output channels (ResNeXt's 4, RegNet's 8).
+#pragma once
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "common/conv_index.hpp"
+#include "core/problem.hpp"
+
+#define CONVCORE_GEMM_INLINE inline __attribute__((always_inline))
+
+namespace convcore {
+namespace cpu {
+namespace nhwc_gemm {
+
+// Wt's rows hold Kg values padded to whole 64-byte vectors of float32 (16 values), so a
+// kernel's vector loads never leave them.
+constexpr int64_t kRowPad = 16;
+inline int64_t wt_row(const ConvProblem& p) { return (p.k_per_group() + kRowPad - 1) / kRowPad * kRowPad; }
+inline size_t wt_bytes(const ConvProblem& p) {
+    return size_t(p.groups * p.r * p.s * p.c_per_group() * wt_row(p)) * p.elem_size();
+}
+
+template <typename T>
+void make_wt(const ConvProblem& p, const T* w, T* wt) {
+    const int64_t cg = p.c_per_group(), kg = p.k_per_group(), row = wt_row(p);
+    for (int64_t g = 0; g < p.groups; ++g)
+        for (int64_t r = 0; r < p.r; ++r)
+            for (int64_t s = 0; s < p.s; ++s)
+                for (int64_t c = 0; c < cg; ++c) {
+                    T* d = wt + (((g * p.r + r) * p.s + s) * cg + c) * row;
+                    const int64_t fr = conv_filter_tap(r, p.r, p.flip), fs = conv_filter_tap(s, p.s, p.flip);
+                    for (int64_t k = 0; k < row; ++k) d[k] = k < kg ? w[(((g * kg + k) * cg + c) * p.r + fr) * p.s + fs] : T(0);
+                }
+}
+
+// C rows [i] (MR of them) x columns [0, NV vectors) = alpha * sum over taps t and l < len of
+// A(i, t)[l] * B[t*len + l][columns] + beta * C, with A(i, t) = a[i*taps + t]; only the first
+// `cols` columns are stored. B's rows are ldb apart and hold NV whole vectors from b.
+template <typename T, int VB, int MR, int NV>
+CONVCORE_GEMM_INLINE void micro(const T* const* a, int64_t taps, int64_t len, const T* b, int64_t ldb, T* const* c,
+                                int64_t cols, T alpha, T beta) {
+    typedef T V __attribute__((vector_size(VB)));
+    constexpr int L = VB / sizeof(T);
+    V acc[MR][NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; ++v) acc[i][v] = V{};
+    for (int64_t t = 0; t < taps; ++t) {
+        const T* at[MR];
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; ++i) at[i] = a[i * taps + t];
+        const T* bt = b + t * len * ldb;
+        for (int64_t l = 0; l < len; ++l) {
+            V bv[NV];
+#pragma GCC unroll 16
+            for (int v = 0; v < NV; ++v) __builtin_memcpy(&bv[v], bt + l * ldb + v * L, VB);
+#pragma GCC unroll 16
+            for (int i = 0; i < MR; ++i) {
+                const T ai = at[i][l];
+#pragma GCC unroll 16
+                for (int v = 0; v < NV; ++v) acc[i][v] += ai * bv[v];
+            }
+        }
+    }
+    for (int i = 0; i < MR; ++i)
+        for (int v = 0; v < NV; ++v) {
+            const int64_t j0 = int64_t(v) * L;
+            if (j0 >= cols) break;
+            V o = alpha * acc[i][v];
+            T* out = c[i] + j0;
+            if (cols - j0 >= L) {
+                if (beta != T(0)) {
+                    V prev;
+                    __builtin_memcpy(&prev, out, VB);
+                    o += beta * prev;
+                }
+                __builtin_memcpy(out, &o, VB);
+            } else {
+                T lanes[L];
+                __builtin_memcpy(lanes, &o, VB);
+                for (int64_t j = 0; j < cols - j0; ++j) out[j] = beta == T(0) ? lanes[j] : lanes[j] + beta * out[j];
+            }
+        }
+}
+
+// The A rows of output pixel `pix` (flattened N*P*Q) in group g: for each tap, the Cg input
+// channels it reads, or `zeros` in the padding.
+template <typename T>
+CONVCORE_GEMM_INLINE void pixel_rows(const ConvProblem& p, const T* x, const T* zeros, int64_t g, int64_t pix,
+                                     const T** rows) {
+    const int64_t ow = pix % p.q, oh = pix / p.q % p.p, n = pix / (p.p * p.q);
+    const T* xg = x + n * p.h * p.w * p.c + g * p.c_per_group();
+    for (int64_t r = 0; r < p.r; ++r) {
+        const int64_t ih = conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h);
+        for (int64_t s = 0; s < p.s; ++s) {
+            const int64_t iw = conv_input_coord(ow, s, p.pad_w, p.stride_w, p.dil_w);
+            rows[r * p.s + s] = ih < 0 || ih >= p.h || iw < 0 || iw >= p.w ? zeros : xg + (ih * p.w + iw) * p.c;
+        }
+    }
+}
+
+// Output channels [k0, k0 + NV vectors) of group g (the first `cols` stored) for MR pixels whose
+// A rows are `rows` (MR x taps).
+template <typename T, int VB, int MR, int NV>
+CONVCORE_GEMM_INLINE void block(const ConvProblem& p, const T* const* rows, const T* wt, T* y, int64_t g,
+                                int64_t pix, int64_t k0, int64_t cols, T alpha, T beta) {
+    const int64_t cg = p.c_per_group(), kg = p.k_per_group(), taps = p.r * p.s;
+    T* c[MR];
+    for (int i = 0; i < MR; ++i) c[i] = y + (pix + i) * p.k + g * kg + k0;
+    micro<T, VB, MR, NV>(rows, taps, cg, wt + g * taps * cg * wt_row(p) + k0, wt_row(p), c, cols, alpha, beta);
+}
+
+// The pixels [p0, p1) and the group's output channels [k_begin, k_end) (k_begin a multiple of
+// the vector) of group g, in vectors of VB bytes: blocks of MR pixels (their A rows found once)
+// x 2 or 1 vectors of channels. `rows` holds MR * R * S pointers.
+template <typename T, int VB, int kAcc>
+CONVCORE_GEMM_INLINE void pixels(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, int64_t g,
+                                 int64_t p0, int64_t p1, int64_t k_begin, int64_t k_end, T alpha, T beta,
+                                 const T** rows) {
+    constexpr int L = VB / sizeof(T), MR = kAcc / 2 > 12 ? 12 : kAcc / 2;
+    const int64_t taps = p.r * p.s, kg = p.k_per_group();
+    int64_t pix = p0;
+    for (; pix < p1; pix += MR) {
+        const int64_t m = std::min<int64_t>(MR, p1 - pix);
+        for (int64_t i = 0; i < m; ++i) pixel_rows(p, x, zeros, g, pix + i, rows + i * taps);
+        int64_t k0 = k_begin;
+        for (; k0 + 2 * L <= k_end || (k0 + L < k_end && k_end == kg); k0 += 2 * L) {
+            const int64_t cols = std::min<int64_t>(2 * L, k_end - k0);
+            if (m == MR)
+                block<T, VB, MR, 2>(p, rows, wt, y, g, pix, k0, cols, alpha, beta);
+            else
+                for (int64_t i = 0; i < m; ++i) block<T, VB, 1, 2>(p, rows + i * taps, wt, y, g, pix + i, k0, cols, alpha, beta);
+        }
+        for (; k0 < k_end; k0 += L) {
+            const int64_t cols = std::min<int64_t>(L, k_end - k0);
+            if (m == MR)
+                block<T, VB, MR, 1>(p, rows, wt, y, g, pix, k0, cols, alpha, beta);
+            else
+                for (int64_t i = 0; i < m; ++i) block<T, VB, 1, 1>(p, rows + i * taps, wt, y, g, pix + i, k0, cols, alpha, beta);
+        }
+    }
+}
+
+// One task: pixels [p0, p1) x channels [k0, k1) of group g, with the narrowest vector (of VB,
+// VB/2, VB/4 bytes; at least 16) that holds the group's output channels, so that few channels
+// per group do not leave most lanes idle.
+template <typename T, int VB, int kAcc>
+CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, int64_t g,
+                               int64_t p0, int64_t p1, int64_t k0, int64_t k1, T alpha, T beta, const T** rows) {
+    const int64_t bytes = p.k_per_group() * int64_t(sizeof(T));
+    if (VB >= 64 && bytes <= VB / 4)
+        pixels<T, (VB >= 64 ? VB / 4 : VB), kAcc>(p, x, wt, zeros, y, g, p0, p1, k0, k1, alpha, beta, rows);
+    else if (VB >= 32 && bytes <= VB / 2)
+        pixels<T, (VB >= 32 ? VB / 2 : VB), kAcc>(p, x, wt, zeros, y, g, p0, p1, k0, k1, alpha, beta, rows);
+    else
+        pixels<T, VB, kAcc>(p, x, wt, zeros, y, g, p0, p1, k0, k1, alpha, beta, rows);
+}
+
+// A task: up to kPixelsPerTask output pixels by kChannelsPerTask output channels of one group:
+// a task's A rows stay in cache while Wt's panel is reused across them, and a small map still
+// makes a task per thread.
+constexpr int64_t kPixelsPerTask = 96, kChannelsPerTask = 64;
+
+template <typename T>
+using TaskFn = void (*)(const ConvProblem&, const T*, const T*, const T*, T*, int64_t, int64_t, int64_t, int64_t,
+                        int64_t, T, T, const T**);
+
+// y = alpha * conv(x, w) + beta * y on NHWC x and y, Wt made by make_wt, `zeros` at least Cg
+// zeros; `task_fn` is `task` compiled for the machine.
+template <typename T>
+void run(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, T alpha, T beta, int threads,
+         TaskFn<T> task_fn) {
+    const int64_t pixels = p.n * p.p * p.q, kg = p.k_per_group();
+    const int64_t pixel_tasks = (pixels + kPixelsPerTask - 1) / kPixelsPerTask;
+    const int64_t channel_tasks = (kg + kChannelsPerTask - 1) / kChannelsPerTask;
+#pragma omp parallel num_threads(threads)
+    {
+        std::vector<const T*> rows(size_t(12 * p.r * p.s));
+#pragma omp for collapse(3) schedule(static)
+        for (int64_t tp = 0; tp < pixel_tasks; ++tp)
+            for (int64_t g = 0; g < p.groups; ++g)
+                for (int64_t tk = 0; tk < channel_tasks; ++tk)
+                    task_fn(p, x, wt, zeros, y, g, tp * kPixelsPerTask, std::min(pixels, (tp + 1) * kPixelsPerTask),
+                            tk * kChannelsPerTask, std::min(kg, (tk + 1) * kChannelsPerTask), alpha, beta,
+                            rows.data());
+    }
+}
+
+}  // namespace nhwc_gemm
+}  // namespace cpu
+}  // namespace convcore
