@@ -381,7 +381,7 @@ std::string why_not(const ConvProblem& p) {
 // NHWC (cpu/nhwc_gemm.hpp): the transposed filter Wt and a zero row for the padding.
 size_t round64(size_t b) { return (b + 63) / 64 * 64; }
 size_t workspace_bytes(const ConvProblem& p) {
-    return p.nhwc ? round64(nhwc_gemm::wt_bytes(p)) + size_t(p.c_per_group()) * p.elem_size() : 0;
+    return p.nhwc ? round64(nhwc_gemm::wt_bytes(p)) + size_t(p.c) * p.elem_size() : 0;
 }
 bool runs_nhwc(const ConvProblem&) { return true; }
 size_t prepared_filter_bytes(const ConvProblem& p) { return p.nhwc ? nhwc_gemm::wt_bytes(p) : 0; }
@@ -396,9 +396,10 @@ void prepare_filter(const ConvProblem& p, const Context&, const void* w, void* o
 // vectors kept in registers).
 #define CONVCORE_NHWC_TASK(ISA, ATTR, VB, ACC)                                                              \
     template <typename T>                                                                                  \
-    ATTR void nhwc_task_##ISA(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, int64_t g, \
-                              int64_t p0, int64_t p1, int64_t k0, int64_t k1, T alpha, T beta, const T** rows) { \
-        nhwc_gemm::task<T, VB, ACC>(p, x, wt, zeros, y, g, p0, p1, k0, k1, alpha, beta, rows);            \
+    ATTR void nhwc_task_##ISA(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y,         \
+                              int64_t g0, int64_t g1, int64_t p0, int64_t p1, int64_t k0, int64_t k1, T alpha,   \
+                              T beta, const T** rows) {                                                          \
+        nhwc_gemm::task<T, VB, ACC>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1, alpha, beta, rows);            \
     }
 CONVCORE_NHWC_TASK(baseline, , 16, 8)
 #ifdef CONVCORE_X86_DISPATCH
@@ -422,7 +423,7 @@ void run_nhwc(const ConvArgs& a) {
         wt = reinterpret_cast<const T*>(ws);
     }
     T* zeros = reinterpret_cast<T*>(ws + round64(nhwc_gemm::wt_bytes(p)));
-    std::fill(zeros, zeros + p.c_per_group(), T(0));
+    std::fill(zeros, zeros + p.c, T(0));
     nhwc_gemm::run(p, static_cast<const T*>(a.x), wt, zeros, static_cast<T*>(a.y), T(a.alpha), T(a.beta),
                    a.ctx.threads(), task);
 }

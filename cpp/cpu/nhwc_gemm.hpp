@@ -43,11 +43,11 @@ void make_wt(const ConvProblem& p, const T* w, T* wt) {
 }
 
 // C rows [i] (MR of them) x columns [0, NV vectors) = alpha * sum over taps t and l < len of
-// A(i, t)[l] * B[t*len + l][columns] + beta * C, with A(i, t) = a[i*taps + t]; only the first
-// `cols` columns are stored. B's rows are ldb apart and hold NV whole vectors from b.
+// A(i, t)[l] * B[t*len + l][columns] + beta * C, with A(i, t) = a[i*taps + t] + a_off; only the
+// first `cols` columns are stored. B's rows are ldb apart and hold NV whole vectors from b.
 template <typename T, int VB, int MR, int NV>
-CONVCORE_GEMM_INLINE void micro(const T* const* a, int64_t taps, int64_t len, const T* b, int64_t ldb, T* const* c,
-                                int64_t cols, T alpha, T beta) {
+CONVCORE_GEMM_INLINE void micro(const T* const* a, int64_t a_off, int64_t taps, int64_t len, const T* b, int64_t ldb,
+                                T* const* c, int64_t cols, T alpha, T beta) {
     typedef T V __attribute__((vector_size(VB)));
     constexpr int L = VB / sizeof(T);
     V acc[MR][NV];
@@ -58,7 +58,7 @@ CONVCORE_GEMM_INLINE void micro(const T* const* a, int64_t taps, int64_t len, co
     for (int64_t t = 0; t < taps; ++t) {
         const T* at[MR];
 #pragma GCC unroll 16
-        for (int i = 0; i < MR; ++i) at[i] = a[i * taps + t];
+        for (int i = 0; i < MR; ++i) at[i] = a[i * taps + t] + a_off;
         const T* bt = b + t * len * ldb;
         for (int64_t l = 0; l < len; ++l) {
             V bv[NV];
@@ -93,18 +93,17 @@ CONVCORE_GEMM_INLINE void micro(const T* const* a, int64_t taps, int64_t len, co
         }
 }
 
-// The A rows of output pixel `pix` (flattened N*P*Q) in group g: for each tap, the Cg input
-// channels it reads, or `zeros` in the padding.
+// The A rows of output pixel `pix` (flattened N*P*Q) for group 0 (group g's are g*Cg further):
+// for each tap, the input pixel it reads, or `zeros` (C of them) in the padding.
 template <typename T>
-CONVCORE_GEMM_INLINE void pixel_rows(const ConvProblem& p, const T* x, const T* zeros, int64_t g, int64_t pix,
-                                     const T** rows) {
+CONVCORE_GEMM_INLINE void pixel_rows(const ConvProblem& p, const T* x, const T* zeros, int64_t pix, const T** rows) {
     const int64_t ow = pix % p.q, oh = pix / p.q % p.p, n = pix / (p.p * p.q);
-    const T* xg = x + n * p.h * p.w * p.c + g * p.c_per_group();
+    const T* xn = x + n * p.h * p.w * p.c;
     for (int64_t r = 0; r < p.r; ++r) {
         const int64_t ih = conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h);
         for (int64_t s = 0; s < p.s; ++s) {
             const int64_t iw = conv_input_coord(ow, s, p.pad_w, p.stride_w, p.dil_w);
-            rows[r * p.s + s] = ih < 0 || ih >= p.h || iw < 0 || iw >= p.w ? zeros : xg + (ih * p.w + iw) * p.c;
+            rows[r * p.s + s] = ih < 0 || ih >= p.h || iw < 0 || iw >= p.w ? zeros : xn + (ih * p.w + iw) * p.c;
         }
     }
 }
@@ -117,82 +116,94 @@ CONVCORE_GEMM_INLINE void block(const ConvProblem& p, const T* const* rows, cons
     const int64_t cg = p.c_per_group(), kg = p.k_per_group(), taps = p.r * p.s;
     T* c[MR];
     for (int i = 0; i < MR; ++i) c[i] = y + (pix + i) * p.k + g * kg + k0;
-    micro<T, VB, MR, NV>(rows, taps, cg, wt + g * taps * cg * wt_row(p) + k0, wt_row(p), c, cols, alpha, beta);
+    micro<T, VB, MR, NV>(rows, g * cg, taps, cg, wt + g * taps * cg * wt_row(p) + k0, wt_row(p), c, cols, alpha, beta);
 }
 
-// The pixels [p0, p1) and the group's output channels [k_begin, k_end) (k_begin a multiple of
-// the vector) of group g, in vectors of VB bytes: blocks of MR pixels (their A rows found once)
-// x 2 or 1 vectors of channels. `rows` holds MR * R * S pointers.
-template <typename T, int VB, int kAcc>
-CONVCORE_GEMM_INLINE void pixels(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, int64_t g,
-                                 int64_t p0, int64_t p1, int64_t k_begin, int64_t k_end, T alpha, T beta,
+// The pixels [p0, p1) x groups [g0, g1) x each group's output channels [k_begin, k_end)
+// (k_begin a multiple of the vector), in vectors of VB bytes: blocks of MR pixels (their A rows
+// found once for all the groups) x 2 or 1 vectors of channels. `rows` holds MR * R * S pointers
+// (MR <= 12).
+template <typename T, int VB, int kAcc, bool kOneVector>
+CONVCORE_GEMM_INLINE void pixels(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, int64_t g0,
+                                 int64_t g1, int64_t p0, int64_t p1, int64_t k_begin, int64_t k_end, T alpha, T beta,
                                  const T** rows) {
-    constexpr int L = VB / sizeof(T), MR = kAcc / 2 > 12 ? 12 : kAcc / 2;
+    constexpr int L = VB / sizeof(T);
+    // One vector of channels per block (kOneVector: the group's channels fit one) leaves room for
+    // twice the pixels.
+    constexpr int MR = kOneVector ? (kAcc > 12 ? 12 : kAcc) : (kAcc / 2 > 12 ? 12 : kAcc / 2);
     const int64_t taps = p.r * p.s, kg = p.k_per_group();
-    int64_t pix = p0;
-    for (; pix < p1; pix += MR) {
+    for (int64_t pix = p0; pix < p1; pix += MR) {
         const int64_t m = std::min<int64_t>(MR, p1 - pix);
-        for (int64_t i = 0; i < m; ++i) pixel_rows(p, x, zeros, g, pix + i, rows + i * taps);
-        int64_t k0 = k_begin;
-        for (; k0 + 2 * L <= k_end || (k0 + L < k_end && k_end == kg); k0 += 2 * L) {
-            const int64_t cols = std::min<int64_t>(2 * L, k_end - k0);
-            if (m == MR)
-                block<T, VB, MR, 2>(p, rows, wt, y, g, pix, k0, cols, alpha, beta);
-            else
-                for (int64_t i = 0; i < m; ++i) block<T, VB, 1, 2>(p, rows + i * taps, wt, y, g, pix + i, k0, cols, alpha, beta);
-        }
-        for (; k0 < k_end; k0 += L) {
-            const int64_t cols = std::min<int64_t>(L, k_end - k0);
-            if (m == MR)
-                block<T, VB, MR, 1>(p, rows, wt, y, g, pix, k0, cols, alpha, beta);
-            else
-                for (int64_t i = 0; i < m; ++i) block<T, VB, 1, 1>(p, rows + i * taps, wt, y, g, pix + i, k0, cols, alpha, beta);
+        for (int64_t i = 0; i < m; ++i) pixel_rows(p, x, zeros, pix + i, rows + i * taps);
+        for (int64_t g = g0; g < g1; ++g) {
+            int64_t k0 = k_begin;
+            for (; !kOneVector && (k0 + 2 * L <= k_end || (k0 + L < k_end && k_end == kg)); k0 += 2 * L) {
+                const int64_t cols = std::min<int64_t>(2 * L, k_end - k0);
+                if (m == MR)
+                    block<T, VB, MR, 2>(p, rows, wt, y, g, pix, k0, cols, alpha, beta);
+                else
+                    for (int64_t i = 0; i < m; ++i)
+                        block<T, VB, 1, 2>(p, rows + i * taps, wt, y, g, pix + i, k0, cols, alpha, beta);
+            }
+            for (; k0 < k_end; k0 += L) {
+                const int64_t cols = std::min<int64_t>(L, k_end - k0);
+                if (m == MR)
+                    block<T, VB, MR, 1>(p, rows, wt, y, g, pix, k0, cols, alpha, beta);
+                else
+                    for (int64_t i = 0; i < m; ++i)
+                        block<T, VB, 1, 1>(p, rows + i * taps, wt, y, g, pix + i, k0, cols, alpha, beta);
+            }
         }
     }
 }
 
-// One task: pixels [p0, p1) x channels [k0, k1) of group g, with the narrowest vector (of VB,
-// VB/2, VB/4 bytes; at least 16) that holds the group's output channels, so that few channels
-// per group do not leave most lanes idle.
+// One task: pixels [p0, p1) x groups [g0, g1) x channels [k0, k1) of each, with the narrowest
+// vector (of VB, VB/2, VB/4 bytes; at least 16) that holds a group's output channels, so that few
+// channels per group do not leave most lanes idle.
 template <typename T, int VB, int kAcc>
-CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, int64_t g,
-                               int64_t p0, int64_t p1, int64_t k0, int64_t k1, T alpha, T beta, const T** rows) {
+CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, int64_t g0,
+                               int64_t g1, int64_t p0, int64_t p1, int64_t k0, int64_t k1, T alpha, T beta,
+                               const T** rows) {
     const int64_t bytes = p.k_per_group() * int64_t(sizeof(T));
     if (VB >= 64 && bytes <= VB / 4)
-        pixels<T, (VB >= 64 ? VB / 4 : VB), kAcc>(p, x, wt, zeros, y, g, p0, p1, k0, k1, alpha, beta, rows);
+        pixels<T, (VB >= 64 ? VB / 4 : VB), kAcc, true>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1, alpha, beta, rows);
     else if (VB >= 32 && bytes <= VB / 2)
-        pixels<T, (VB >= 32 ? VB / 2 : VB), kAcc>(p, x, wt, zeros, y, g, p0, p1, k0, k1, alpha, beta, rows);
+        pixels<T, (VB >= 32 ? VB / 2 : VB), kAcc, true>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1, alpha, beta, rows);
+    else if (bytes <= VB)
+        pixels<T, VB, kAcc, true>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1, alpha, beta, rows);
     else
-        pixels<T, VB, kAcc>(p, x, wt, zeros, y, g, p0, p1, k0, k1, alpha, beta, rows);
+        pixels<T, VB, kAcc, false>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1, alpha, beta, rows);
 }
 
-// A task: up to kPixelsPerTask output pixels by kChannelsPerTask output channels of one group:
-// a task's A rows stay in cache while Wt's panel is reused across them, and a small map still
-// makes a task per thread.
+// A task: up to kPixelsPerTask output pixels by about kChannelsPerTask output channels (a part
+// of one group's, or several whole groups): its A rows stay in cache while Wt's panel is reused
+// across them, and a small map still makes a task per thread.
 constexpr int64_t kPixelsPerTask = 96, kChannelsPerTask = 64;
 
 template <typename T>
 using TaskFn = void (*)(const ConvProblem&, const T*, const T*, const T*, T*, int64_t, int64_t, int64_t, int64_t,
-                        int64_t, T, T, const T**);
+                        int64_t, int64_t, T, T, const T**);
 
-// y = alpha * conv(x, w) + beta * y on NHWC x and y, Wt made by make_wt, `zeros` at least Cg
+// y = alpha * conv(x, w) + beta * y on NHWC x and y, Wt made by make_wt, `zeros` at least C
 // zeros; `task_fn` is `task` compiled for the machine.
 template <typename T>
 void run(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, T alpha, T beta, int threads,
          TaskFn<T> task_fn) {
     const int64_t pixels = p.n * p.p * p.q, kg = p.k_per_group();
     const int64_t pixel_tasks = (pixels + kPixelsPerTask - 1) / kPixelsPerTask;
+    const int64_t per_task = std::max<int64_t>(1, kChannelsPerTask / kg);  // groups per task
+    const int64_t group_tasks = (p.groups + per_task - 1) / per_task;
     const int64_t channel_tasks = (kg + kChannelsPerTask - 1) / kChannelsPerTask;
 #pragma omp parallel num_threads(threads)
     {
         std::vector<const T*> rows(size_t(12 * p.r * p.s));
 #pragma omp for collapse(3) schedule(static)
         for (int64_t tp = 0; tp < pixel_tasks; ++tp)
-            for (int64_t g = 0; g < p.groups; ++g)
+            for (int64_t tg = 0; tg < group_tasks; ++tg)
                 for (int64_t tk = 0; tk < channel_tasks; ++tk)
-                    task_fn(p, x, wt, zeros, y, g, tp * kPixelsPerTask, std::min(pixels, (tp + 1) * kPixelsPerTask),
-                            tk * kChannelsPerTask, std::min(kg, (tk + 1) * kChannelsPerTask), alpha, beta,
-                            rows.data());
+                    task_fn(p, x, wt, zeros, y, tg * per_task, std::min(p.groups, (tg + 1) * per_task),
+                            tp * kPixelsPerTask, std::min(pixels, (tp + 1) * kPixelsPerTask), tk * kChannelsPerTask,
+                            std::min(kg, (tk + 1) * kChannelsPerTask), alpha, beta, rows.data());
     }
 }
 

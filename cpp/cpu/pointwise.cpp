@@ -42,7 +42,7 @@ size_t round64(size_t b) { return (b + 63) / 64 * 64; }
 
 size_t workspace_bytes(const ConvProblem& p) {
     if (p.nhwc)  // Wt, and one zero row that padded pixels read
-        return round64(nhwc_gemm::wt_bytes(p)) + size_t(p.c_per_group()) * p.elem_size();
+        return round64(nhwc_gemm::wt_bytes(p)) + size_t(p.c) * p.elem_size();
     return nchw_in_place(p) ? 0 : size_t(p.n * p.c * p.p * p.q) * p.elem_size();
 }
 
@@ -58,12 +58,12 @@ CONVCORE_GEMM_INLINE void nchw_vectors(const ConvProblem& p, const T* xq, int64_
         const T* a[MR];
         T* c[MR];
         for (int i = 0; i < MR; ++i) a[i] = wg + (k + i) * cg, c[i] = yq + (k + i) * pq;
-        nhwc_gemm::micro<T, VB, MR, NV>(a, 1, cg, xq, ldb, c, NV * L, alpha, beta);
+        nhwc_gemm::micro<T, VB, MR, NV>(a, 0, 1, cg, xq, ldb, c, NV * L, alpha, beta);
     }
     for (; k < k_end; ++k) {
         const T* a[1] = {wg + k * cg};
         T* c[1] = {yq + k * pq};
-        nhwc_gemm::micro<T, VB, 1, NV>(a, 1, cg, xq, ldb, c, NV * L, alpha, beta);
+        nhwc_gemm::micro<T, VB, 1, NV>(a, 0, 1, cg, xq, ldb, c, NV * L, alpha, beta);
     }
 }
 
@@ -96,9 +96,10 @@ struct Kernels {
 // VB: vector bytes; ACC: accumulator vectors kept in registers (of 32 or 16).
 #define CONVCORE_PW_KERNELS(ISA, ATTR, VB, ACC)                                                              \
     template <typename T>                                                                                    \
-    ATTR void nhwc_##ISA(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, int64_t g,    \
-                         int64_t p0, int64_t p1, int64_t k0, int64_t k1, T alpha, T beta, const T** rows) {  \
-        nhwc_gemm::task<T, VB, ACC>(p, x, wt, zeros, y, g, p0, p1, k0, k1, alpha, beta, rows);              \
+    ATTR void nhwc_##ISA(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, int64_t g0,   \
+                         int64_t g1, int64_t p0, int64_t p1, int64_t k0, int64_t k1, T alpha, T beta,         \
+                         const T** rows) {                                                                   \
+        nhwc_gemm::task<T, VB, ACC>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1, alpha, beta, rows);              \
     }                                                                                                        \
     template <typename T>                                                                                    \
     ATTR void nchw_##ISA(const ConvProblem& p, const T* xg, int64_t ldb, const T* wg, T* yg, int64_t q0,    \
@@ -140,7 +141,7 @@ void run_t(const ConvArgs& a) {
             wt = reinterpret_cast<const T*>(ws);
         }
         T* zeros = reinterpret_cast<T*>(ws + round64(nhwc_gemm::wt_bytes(p)));
-        std::fill(zeros, zeros + cg, T(0));
+        std::fill(zeros, zeros + p.c, T(0));
         nhwc_gemm::run(p, x, wt, zeros, y, alpha, beta, a.ctx.threads(), kern.nhwc);
         return;
     }
