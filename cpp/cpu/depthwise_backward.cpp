@@ -3,7 +3,8 @@
 //           window covers (ih, iw) of w[k][r][s] * dy[n][k] at the output that reads it;
 //   filter: dw[k][r][s] = sum over n and the outputs of dy[n][k] times the input tap (r, s) reads.
 // Both gather (every task owns its outputs, no atomics), so the results do not depend on the
-// thread count.
+// thread count. The loops are compiled per instruction set (the vectoriser's widths) and chosen
+// at run time, as the forward kernels.
 #include <omp.h>
 
 #include <algorithm>
@@ -17,7 +18,7 @@ namespace cpu {
 namespace {
 
 template <typename T>
-void store_row(T* out, const T* acc, int64_t len, T alpha, T beta) {
+CONVCORE_DW_INLINE void store_row(T* out, const T* acc, int64_t len, T alpha, T beta) {
     if (beta == T(0))
         for (int64_t i = 0; i < len; ++i) out[i] = alpha * acc[i];
     else
@@ -33,82 +34,200 @@ inline int64_t output_reading(int64_t i, int64_t t, int64_t pad, int64_t stride,
 
 // ---- backward data ------------------------------------------------------------------------
 
-// NCHW: one task per dx row (n, c, ih). Each (output channel, tap row) adds a dy row, scattered
-// with the tap's column offset into the row buffer.
+// NCHW: dx row ih of plane nc = (n, c). Each (output channel, tap row) adds a dy row, scattered
+// with the tap's column offset into the row buffer `a` (W elements).
 template <typename T>
-void data_nchw(const ConvProblem& p, const T* taps, const T* dy, T* dx, T alpha, T beta, int threads) {
+CONVCORE_DW_INLINE void data_nchw_row(const ConvProblem& p, const T* taps, const T* dy, T* dx, int64_t nc, int64_t ih,
+                                      T* a, T alpha, T beta) {
+    const int64_t m = p.k / p.c, n = nc / p.c, c = nc % p.c;
+    for (int64_t j = 0; j < p.w; ++j) a[j] = T(0);
+    for (int64_t k = c * m; k < (c + 1) * m; ++k) {
+        for (int64_t r = 0; r < p.r; ++r) {
+            const int64_t oh = output_reading(ih, r, p.pad_h, p.stride_h, p.dil_h, p.p);
+            if (oh < 0) continue;
+            const T* dyr = dy + ((n * p.k + k) * p.p + oh) * p.q;
+            for (int64_t s = 0; s < p.s; ++s) {
+                const T wt = taps[(k * p.r + r) * p.s + s];
+                // Output ow reads input iw = ow * stride + w0.
+                const TapRange qv = conv_valid_outputs(s, p.w, p.q, p.pad_w, p.stride_w, p.dil_w);
+                const int64_t w0 = conv_input_coord(0, s, p.pad_w, p.stride_w, p.dil_w);
+                if (p.stride_w == 1) {
+                    T* as = a + w0;
+                    for (int64_t q = qv.begin; q < qv.end; ++q) as[q] += wt * dyr[q];
+                } else {
+                    const int64_t sw = p.stride_w;
+                    for (int64_t q = qv.begin; q < qv.end; ++q) a[q * sw + w0] += wt * dyr[q];
+                }
+            }
+        }
+    }
+    store_row(dx + (nc * p.h + ih) * p.w, a, p.w, alpha, beta);
+}
+
+// NHWC: dx row ih of image n; each pixel gathers, over its channels in blocks, the dy pixels whose
+// windows cover it.
+template <typename T>
+CONVCORE_DW_INLINE void data_nhwc_row(const ConvProblem& p, const T* taps, const T* dy, T* dx, int64_t n, int64_t ih,
+                                      T alpha, T beta) {
+    constexpr int64_t B = depthwise::kChannelBlock;
     const int64_t m = p.k / p.c;
-#pragma omp parallel num_threads(threads)
-    {
-        std::vector<T> acc(size_t(p.w));
-#pragma omp for collapse(2) schedule(static)
-        for (int64_t nc = 0; nc < p.n * p.c; ++nc) {
-            for (int64_t ih = 0; ih < p.h; ++ih) {
-                const int64_t n = nc / p.c, c = nc % p.c;
-                std::fill(acc.begin(), acc.end(), T(0));
-                T* a = acc.data();
-                for (int64_t k = c * m; k < (c + 1) * m; ++k) {
-                    for (int64_t r = 0; r < p.r; ++r) {
-                        const int64_t oh = output_reading(ih, r, p.pad_h, p.stride_h, p.dil_h, p.p);
-                        if (oh < 0) continue;
-                        const T* dyr = dy + ((n * p.k + k) * p.p + oh) * p.q;
-                        for (int64_t s = 0; s < p.s; ++s) {
-                            const T wt = taps[(k * p.r + r) * p.s + s];
-                            // Output ow reads input iw = ow * stride + w0.
-                            const TapRange qv = conv_valid_outputs(s, p.w, p.q, p.pad_w, p.stride_w, p.dil_w);
-                            const int64_t w0 = conv_input_coord(0, s, p.pad_w, p.stride_w, p.dil_w);
-                            if (p.stride_w == 1) {
-                                T* as = a + w0;
-                                for (int64_t q = qv.begin; q < qv.end; ++q) as[q] += wt * dyr[q];
-                            } else {
-                                for (int64_t q = qv.begin; q < qv.end; ++q) a[q * p.stride_w + w0] += wt * dyr[q];
-                            }
-                        }
+    for (int64_t iw = 0; iw < p.w; ++iw) {
+        T* dxo = dx + ((n * p.h + ih) * p.w + iw) * p.c;
+        for (int64_t c0 = 0; c0 < p.c; c0 += B) {
+            const int64_t cb = std::min(B, p.c - c0);
+            T acc[B] = {};
+            for (int64_t r = 0; r < p.r; ++r) {
+                const int64_t oh = output_reading(ih, r, p.pad_h, p.stride_h, p.dil_h, p.p);
+                if (oh < 0) continue;
+                for (int64_t s = 0; s < p.s; ++s) {
+                    const int64_t ow = output_reading(iw, s, p.pad_w, p.stride_w, p.dil_w, p.q);
+                    if (ow < 0) continue;
+                    const T* dyo = dy + ((n * p.p + oh) * p.q + ow) * p.k;
+                    const T* wt = taps + (r * p.s + s) * p.k;
+                    if (m == 1) {
+                        for (int64_t j = 0; j < cb; ++j) acc[j] += wt[c0 + j] * dyo[c0 + j];
+                    } else {
+                        for (int64_t j = 0; j < cb; ++j)
+                            for (int64_t i = 0; i < m; ++i) acc[j] += wt[(c0 + j) * m + i] * dyo[(c0 + j) * m + i];
                     }
                 }
-                store_row(dx + (nc * p.h + ih) * p.w, a, p.w, alpha, beta);
             }
+            store_row(dxo + c0, acc, cb, alpha, beta);
         }
     }
 }
 
-// NHWC: one task per dx row (n, ih); each pixel gathers, over its channels in blocks, the dy
-// pixels whose windows cover it.
+
+// ---- backward filter ----------------------------------------------------------------------
+
+// dw[k] at filter element (fr, fs) gets the gradient of correlation tap (r, s); sums in double.
 template <typename T>
-void data_nhwc(const ConvProblem& p, const T* taps, const T* dy, T* dx, T alpha, T beta, int threads) {
-    constexpr int64_t B = depthwise::kChannelBlock;
+CONVCORE_DW_INLINE void store_filter(const ConvProblem& p, int64_t k, int64_t r, int64_t s, double g, T* dw, T alpha, T beta) {
+    T* d = dw + (k * p.r + conv_filter_tap(r, p.r, p.flip)) * p.s + conv_filter_tap(s, p.s, p.flip);
+    *d = beta == T(0) ? alpha * T(g) : alpha * T(g) + beta * *d;
+}
+
+// NCHW: output channel k; each (dy row, tap) is one dot product along the row. `g` holds R*S
+// doubles.
+template <typename T>
+CONVCORE_DW_INLINE void filter_nchw_channel(const ConvProblem& p, const T* x, const T* dy, T* dw, int64_t k, double* g,
+                                            T alpha, T beta) {
     const int64_t m = p.k / p.c;
-#pragma omp parallel for collapse(2) num_threads(threads) schedule(static)
+    for (int64_t i = 0; i < p.r * p.s; ++i) g[i] = 0.0;
     for (int64_t n = 0; n < p.n; ++n) {
-        for (int64_t ih = 0; ih < p.h; ++ih) {
-            for (int64_t iw = 0; iw < p.w; ++iw) {
-                T* dxo = dx + ((n * p.h + ih) * p.w + iw) * p.c;
-                for (int64_t c0 = 0; c0 < p.c; c0 += B) {
-                    const int64_t cb = std::min(B, p.c - c0);
-                    T acc[B] = {};
-                    for (int64_t r = 0; r < p.r; ++r) {
-                        const int64_t oh = output_reading(ih, r, p.pad_h, p.stride_h, p.dil_h, p.p);
-                        if (oh < 0) continue;
-                        for (int64_t s = 0; s < p.s; ++s) {
-                            const int64_t ow = output_reading(iw, s, p.pad_w, p.stride_w, p.dil_w, p.q);
-                            if (ow < 0) continue;
-                            const T* dyo = dy + ((n * p.p + oh) * p.q + ow) * p.k;
-                            const T* wt = taps + (r * p.s + s) * p.k;
-                            if (m == 1) {
-                                for (int64_t j = 0; j < cb; ++j) acc[j] += wt[c0 + j] * dyo[c0 + j];
-                            } else {
-                                for (int64_t j = 0; j < cb; ++j)
-                                    for (int64_t i = 0; i < m; ++i)
-                                        acc[j] += wt[(c0 + j) * m + i] * dyo[(c0 + j) * m + i];
-                            }
-                        }
+        const T* xp = x + (n * p.c + k / m) * p.h * p.w;
+        for (int64_t oh = 0; oh < p.p; ++oh) {
+            const T* dyr = dy + ((n * p.k + k) * p.p + oh) * p.q;
+            const TapRange rr = conv_valid_taps(oh, p.h, p.r, p.pad_h, p.stride_h, p.dil_h);
+            for (int64_t r = rr.begin; r < rr.end; ++r) {
+                const T* xr = xp + conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h) * p.w;
+                for (int64_t s = 0; s < p.s; ++s) {
+                    const TapRange qv = conv_valid_outputs(s, p.w, p.q, p.pad_w, p.stride_w, p.dil_w);
+                    const int64_t w0 = conv_input_coord(0, s, p.pad_w, p.stride_w, p.dil_w);
+                    const int64_t sw = p.stride_w;
+                    T dot = 0;
+                    if (sw == 1) {  // contiguous loads, not a gather
+                        const T* xs = xr + w0;
+#pragma omp simd reduction(+ : dot)
+                        for (int64_t q = qv.begin; q < qv.end; ++q) dot += dyr[q] * xs[q];
+                    } else {
+#pragma omp simd reduction(+ : dot)
+                        for (int64_t q = qv.begin; q < qv.end; ++q) dot += dyr[q] * xr[q * sw + w0];
                     }
-                    store_row(dxo + c0, acc, cb, alpha, beta);
+                    g[r * p.s + s] += double(dot);
                 }
             }
         }
     }
+    for (int64_t r = 0; r < p.r; ++r)
+        for (int64_t s = 0; s < p.s; ++s) store_filter(p, k, r, s, g[r * p.s + s], dw, alpha, beta);
 }
+
+// NHWC: output channels [b*16, b*16 + 16): every output pixel adds dy times the input pixel of
+// each tap, along the block. `g` holds R*S*16 doubles.
+constexpr int64_t kFilterBlock = 16;  // one 64-byte line of float32 per pixel and task
+
+template <typename T>
+CONVCORE_DW_INLINE void filter_nhwc_block(const ConvProblem& p, const T* x, const T* dy, T* dw, int64_t b, double* g,
+                                          T alpha, T beta) {
+    constexpr int64_t B = kFilterBlock;
+    const int64_t m = p.k / p.c, k0 = b * B, kb = std::min(B, p.k - k0);
+    for (int64_t i = 0; i < p.r * p.s * B; ++i) g[i] = 0.0;
+    for (int64_t n = 0; n < p.n; ++n) {
+        for (int64_t oh = 0; oh < p.p; ++oh) {
+            const TapRange rr = conv_valid_taps(oh, p.h, p.r, p.pad_h, p.stride_h, p.dil_h);
+            for (int64_t ow = 0; ow < p.q; ++ow) {
+                const TapRange sr = conv_valid_taps(ow, p.w, p.s, p.pad_w, p.stride_w, p.dil_w);
+                const T* dyo = dy + ((n * p.p + oh) * p.q + ow) * p.k + k0;
+                for (int64_t r = rr.begin; r < rr.end; ++r) {
+                    const int64_t ih = conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h);
+                    for (int64_t s = sr.begin; s < sr.end; ++s) {
+                        const int64_t iw = conv_input_coord(ow, s, p.pad_w, p.stride_w, p.dil_w);
+                        const T* xi = x + ((n * p.h + ih) * p.w + iw) * p.c;
+                        double* gt = g + (r * p.s + s) * B;
+                        if (m == 1 && kb == B)
+                            for (int64_t j = 0; j < B; ++j) gt[j] += double(dyo[j]) * double(xi[k0 + j]);
+                        else
+                            for (int64_t j = 0; j < kb; ++j) gt[j] += double(dyo[j]) * double(xi[(k0 + j) / m]);
+                    }
+                }
+            }
+        }
+    }
+    for (int64_t j = 0; j < kb; ++j)
+        for (int64_t r = 0; r < p.r; ++r)
+            for (int64_t s = 0; s < p.s; ++s) store_filter(p, k0 + j, r, s, g[(r * p.s + s) * B + j], dw, alpha, beta);
+}
+
+template <typename T>
+struct Kernels {
+    void (*data_nchw_row)(const ConvProblem&, const T*, const T*, T*, int64_t, int64_t, T*, T, T);
+    void (*data_nhwc_row)(const ConvProblem&, const T*, const T*, T*, int64_t, int64_t, T, T);
+    void (*filter_nchw_channel)(const ConvProblem&, const T*, const T*, T*, int64_t, double*, T, T);
+    void (*filter_nhwc_block)(const ConvProblem&, const T*, const T*, T*, int64_t, double*, T, T);
+};
+
+#define CONVCORE_DW_BACKWARD(ISA, ATTR)                                                                        \
+    template <typename T>                                                                                      \
+    ATTR void data_nchw_row_##ISA(const ConvProblem& p, const T* t, const T* dy, T* dx, int64_t nc, int64_t ih, \
+                                  T* a, T alpha, T beta) {                                                     \
+        data_nchw_row(p, t, dy, dx, nc, ih, a, alpha, beta);                                                   \
+    }                                                                                                          \
+    template <typename T>                                                                                      \
+    ATTR void data_nhwc_row_##ISA(const ConvProblem& p, const T* t, const T* dy, T* dx, int64_t n, int64_t ih,  \
+                                  T alpha, T beta) {                                                           \
+        data_nhwc_row(p, t, dy, dx, n, ih, alpha, beta);                                                       \
+    }                                                                                                          \
+    template <typename T>                                                                                      \
+    ATTR void filter_nchw_channel_##ISA(const ConvProblem& p, const T* x, const T* dy, T* dw, int64_t k,        \
+                                        double* g, T alpha, T beta) {                                          \
+        filter_nchw_channel(p, x, dy, dw, k, g, alpha, beta);                                                  \
+    }                                                                                                          \
+    template <typename T>                                                                                      \
+    ATTR void filter_nhwc_block_##ISA(const ConvProblem& p, const T* x, const T* dy, T* dw, int64_t b,          \
+                                      double* g, T alpha, T beta) {                                            \
+        filter_nhwc_block(p, x, dy, dw, b, g, alpha, beta);                                                    \
+    }                                                                                                          \
+    template <typename T>                                                                                      \
+    constexpr Kernels<T> kernels_##ISA = {data_nchw_row_##ISA<T>, data_nhwc_row_##ISA<T>,                     \
+                                          filter_nchw_channel_##ISA<T>, filter_nhwc_block_##ISA<T>};
+CONVCORE_DW_BACKWARD(baseline, )
+#ifdef CONVCORE_X86_DISPATCH
+CONVCORE_DW_BACKWARD(avx2, CONVCORE_DW_AVX2)
+CONVCORE_DW_BACKWARD(avx512, CONVCORE_DW_AVX512)
+#else
+template <typename T>
+constexpr Kernels<T> kernels_avx2 = kernels_baseline<T>;
+template <typename T>
+constexpr Kernels<T> kernels_avx512 = kernels_baseline<T>;
+#endif
+
+template <typename T>
+const Kernels<T>& kernels() {
+    return for_cpu_isa(kernels_avx512<T>, kernels_avx2<T>, kernels_baseline<T>);
+}
+
+// ---- the passes ---------------------------------------------------------------------------
 
 template <typename T>
 void data_t(const BwdDataArgs& a) {
@@ -116,10 +235,21 @@ void data_t(const BwdDataArgs& a) {
     const T* taps = depthwise::taps_for<T>(p, a.w, nullptr, a.workspace);
     const T* dy = static_cast<const T*>(a.dy);
     T* dx = static_cast<T*>(a.dx);
-    if (p.nhwc)
-        data_nhwc(p, taps, dy, dx, T(a.alpha), T(a.beta), a.ctx.threads());
-    else
-        data_nchw(p, taps, dy, dx, T(a.alpha), T(a.beta), a.ctx.threads());
+    const Kernels<T>& kern = kernels<T>();
+    const T alpha = T(a.alpha), beta = T(a.beta);
+    if (p.nhwc) {
+#pragma omp parallel for collapse(2) num_threads(a.ctx.threads()) schedule(static)
+        for (int64_t n = 0; n < p.n; ++n)
+            for (int64_t ih = 0; ih < p.h; ++ih) kern.data_nhwc_row(p, taps, dy, dx, n, ih, alpha, beta);
+        return;
+    }
+#pragma omp parallel num_threads(a.ctx.threads())
+    {
+        std::vector<T> acc(size_t(p.w));
+#pragma omp for collapse(2) schedule(static)
+        for (int64_t nc = 0; nc < p.n * p.c; ++nc)
+            for (int64_t ih = 0; ih < p.h; ++ih) kern.data_nchw_row(p, taps, dy, dx, nc, ih, acc.data(), alpha, beta);
+    }
 }
 
 void run_data(const BwdDataArgs& a) {
@@ -131,104 +261,26 @@ void run_data(const BwdDataArgs& a) {
 
 size_t data_workspace(const ConvProblem& p) { return depthwise::taps_bytes(p); }
 
-// ---- backward filter ----------------------------------------------------------------------
-
-// dw[k] at filter element (fr, fs) gets the gradient of correlation tap (r, s); sums in double.
-template <typename T>
-void store_filter(const ConvProblem& p, int64_t k, int64_t r, int64_t s, double g, T* dw, T alpha, T beta) {
-    T* d = dw + (k * p.r + conv_filter_tap(r, p.r, p.flip)) * p.s + conv_filter_tap(s, p.s, p.flip);
-    *d = beta == T(0) ? alpha * T(g) : alpha * T(g) + beta * *d;
-}
-
-// NCHW: one task per output channel k; each (dy row, tap) is one dot product along the row.
-template <typename T>
-void filter_nchw(const ConvProblem& p, const T* x, const T* dy, T* dw, T alpha, T beta, int threads) {
-    const int64_t m = p.k / p.c;
-#pragma omp parallel num_threads(threads)
-    {
-        std::vector<double> g(size_t(p.r * p.s));
-#pragma omp for schedule(static)
-        for (int64_t k = 0; k < p.k; ++k) {
-            std::fill(g.begin(), g.end(), 0.0);
-            for (int64_t n = 0; n < p.n; ++n) {
-                const T* xp = x + (n * p.c + k / m) * p.h * p.w;
-                for (int64_t oh = 0; oh < p.p; ++oh) {
-                    const T* dyr = dy + ((n * p.k + k) * p.p + oh) * p.q;
-                    const TapRange rr = conv_valid_taps(oh, p.h, p.r, p.pad_h, p.stride_h, p.dil_h);
-                    for (int64_t r = rr.begin; r < rr.end; ++r) {
-                        const T* xr = xp + conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h) * p.w;
-                        for (int64_t s = 0; s < p.s; ++s) {
-                            const TapRange qv = conv_valid_outputs(s, p.w, p.q, p.pad_w, p.stride_w, p.dil_w);
-                            const int64_t w0 = conv_input_coord(0, s, p.pad_w, p.stride_w, p.dil_w);
-                            const int64_t sw = p.stride_w;
-                            T dot = 0;
-#pragma omp simd reduction(+ : dot)
-                            for (int64_t q = qv.begin; q < qv.end; ++q) dot += dyr[q] * xr[q * sw + w0];
-                            g[size_t(r * p.s + s)] += double(dot);
-                        }
-                    }
-                }
-            }
-            for (int64_t r = 0; r < p.r; ++r)
-                for (int64_t s = 0; s < p.s; ++s) store_filter(p, k, r, s, g[size_t(r * p.s + s)], dw, alpha, beta);
-        }
-    }
-}
-
-// NHWC: one task per block of output channels; every output pixel adds dy times the input
-// pixel of each tap, along the block.
-template <typename T>
-void filter_nhwc(const ConvProblem& p, const T* x, const T* dy, T* dw, T alpha, T beta, int threads) {
-    constexpr int64_t B = 16;  // one 64-byte line of float32 per pixel and task
-    const int64_t m = p.k / p.c, rs = p.r * p.s;
-    const int64_t blocks = (p.k + B - 1) / B;
-#pragma omp parallel num_threads(threads)
-    {
-        std::vector<double> g(size_t(rs * B));
-#pragma omp for schedule(static)
-        for (int64_t b = 0; b < blocks; ++b) {
-            const int64_t k0 = b * B, kb = std::min(B, p.k - k0);
-            std::fill(g.begin(), g.end(), 0.0);
-            for (int64_t n = 0; n < p.n; ++n) {
-                for (int64_t oh = 0; oh < p.p; ++oh) {
-                    const TapRange rr = conv_valid_taps(oh, p.h, p.r, p.pad_h, p.stride_h, p.dil_h);
-                    for (int64_t ow = 0; ow < p.q; ++ow) {
-                        const TapRange sr = conv_valid_taps(ow, p.w, p.s, p.pad_w, p.stride_w, p.dil_w);
-                        const T* dyo = dy + ((n * p.p + oh) * p.q + ow) * p.k + k0;
-                        for (int64_t r = rr.begin; r < rr.end; ++r) {
-                            const int64_t ih = conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h);
-                            for (int64_t s = sr.begin; s < sr.end; ++s) {
-                                const int64_t iw = conv_input_coord(ow, s, p.pad_w, p.stride_w, p.dil_w);
-                                const T* xi = x + ((n * p.h + ih) * p.w + iw) * p.c;
-                                double* gt = g.data() + (r * p.s + s) * B;
-                                if (m == 1)
-                                    for (int64_t j = 0; j < kb; ++j) gt[j] += double(dyo[j]) * double(xi[k0 + j]);
-                                else
-                                    for (int64_t j = 0; j < kb; ++j)
-                                        gt[j] += double(dyo[j]) * double(xi[(k0 + j) / m]);
-                            }
-                        }
-                    }
-                }
-            }
-            for (int64_t j = 0; j < kb; ++j)
-                for (int64_t r = 0; r < p.r; ++r)
-                    for (int64_t s = 0; s < p.s; ++s)
-                        store_filter(p, k0 + j, r, s, g[size_t((r * p.s + s) * B + j)], dw, alpha, beta);
-        }
-    }
-}
-
 template <typename T>
 void filter_t(const BwdFilterArgs& a) {
     const ConvProblem& p = a.prob;
     const T* x = static_cast<const T*>(a.x);
     const T* dy = static_cast<const T*>(a.dy);
     T* dw = static_cast<T*>(a.dw);
-    if (p.nhwc)
-        filter_nhwc(p, x, dy, dw, T(a.alpha), T(a.beta), a.ctx.threads());
-    else
-        filter_nchw(p, x, dy, dw, T(a.alpha), T(a.beta), a.ctx.threads());
+    const Kernels<T>& kern = kernels<T>();
+    const T alpha = T(a.alpha), beta = T(a.beta);
+    const int64_t tasks = p.nhwc ? (p.k + kFilterBlock - 1) / kFilterBlock : p.k;
+#pragma omp parallel num_threads(a.ctx.threads())
+    {
+        std::vector<double> g(size_t(p.r * p.s * (p.nhwc ? kFilterBlock : 1)));
+#pragma omp for schedule(static)
+        for (int64_t t = 0; t < tasks; ++t) {
+            if (p.nhwc)
+                kern.filter_nhwc_block(p, x, dy, dw, t, g.data(), alpha, beta);
+            else
+                kern.filter_nchw_channel(p, x, dy, dw, t, g.data(), alpha, beta);
+        }
+    }
 }
 
 void run_filter(const BwdFilterArgs& a) {
