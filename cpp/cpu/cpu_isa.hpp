@@ -45,3 +45,16 @@ const K& for_cpu_isa(const K& avx512, const K& avx2, const K& baseline) {
 
 }  // namespace cpu
 }  // namespace convcore
+
+// Kernel sets compiled once per instruction set: CONVCORE_EACH_ISA(KERNELS) expands
+// KERNELS(name, attribute, vector bytes, accumulator vectors) for baseline (SSE2), avx2 and
+// avx512, whose sets for_cpu_isa then picks from. Without x86 dispatch the avx2 and avx512 sets
+// are baseline code too (for_cpu_isa never picks them there).
+#ifdef CONVCORE_X86_DISPATCH
+#define CONVCORE_EACH_ISA(KERNELS)                                 \
+    KERNELS(baseline, , 16, 8)                                     \
+    KERNELS(avx2, __attribute__((target("avx2,fma"))), 32, 8)      \
+    KERNELS(avx512, __attribute__((target("avx512f,avx512dq,fma"))), 64, 16)
+#else
+#define CONVCORE_EACH_ISA(KERNELS) KERNELS(baseline, , 16, 8) KERNELS(avx2, , 16, 8) KERNELS(avx512, , 16, 8)
+#endif

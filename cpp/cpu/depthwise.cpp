@@ -285,16 +285,7 @@ struct Kernels {
     }                                                                                     \
     template <typename T>                                                                 \
     constexpr Kernels<T> kernels_##ISA = {nchw_plane_##ISA<T>, plane_elements_##ISA<T>, nhwc_row_##ISA<T>};
-CONVCORE_DW_FORWARD(baseline, , 16, 8)
-#ifdef CONVCORE_X86_DISPATCH
-CONVCORE_DW_FORWARD(avx2, CONVCORE_DW_AVX2, 32, 8)
-CONVCORE_DW_FORWARD(avx512, CONVCORE_DW_AVX512, 64, 16)
-#else
-template <typename T>
-constexpr Kernels<T> kernels_avx2 = kernels_baseline<T>;
-template <typename T>
-constexpr Kernels<T> kernels_avx512 = kernels_baseline<T>;
-#endif
+CONVCORE_EACH_ISA(CONVCORE_DW_FORWARD)
 
 template <typename T>
 void run_t(const ConvArgs& a) {

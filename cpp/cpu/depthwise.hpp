@@ -67,13 +67,9 @@ constexpr int64_t kChannelBlock = 64;
 }  // namespace cpu
 }  // namespace convcore
 
-// The kernels are templates inlined into one entry per instruction set (the attribute below),
+// The kernels are templates inlined into one entry per instruction set (CONVCORE_EACH_ISA),
 // chosen at run time by cpu_isa(); the OpenMP loops stay outside, in the solvers.
 #define CONVCORE_DW_INLINE inline __attribute__((always_inline))
-#ifdef CONVCORE_X86_DISPATCH
-#define CONVCORE_DW_AVX2 __attribute__((target("avx2,fma")))
-#define CONVCORE_DW_AVX512 __attribute__((target("avx512f,avx512dq,fma")))
-#endif
 
 namespace convcore {
 namespace cpu {

@@ -102,7 +102,8 @@ CONVCORE_DW_INLINE void data_nhwc_row(const ConvProblem& p, const T* taps, const
 
 // dw[k] at filter element (fr, fs) gets the gradient of correlation tap (r, s); sums in double.
 template <typename T>
-CONVCORE_DW_INLINE void store_filter(const ConvProblem& p, int64_t k, int64_t r, int64_t s, double g, T* dw, T alpha, T beta) {
+CONVCORE_DW_INLINE void store_filter(const ConvProblem& p, int64_t k, int64_t r, int64_t s, double g, T* dw, T alpha,
+                                     T beta) {
     T* d = dw + (k * p.r + conv_filter_tap(r, p.r, p.flip)) * p.s + conv_filter_tap(s, p.s, p.flip);
     *d = beta == T(0) ? alpha * T(g) : alpha * T(g) + beta * *d;
 }
@@ -187,7 +188,7 @@ struct Kernels {
     void (*filter_nhwc_block)(const ConvProblem&, const T*, const T*, T*, int64_t, double*, T, T);
 };
 
-#define CONVCORE_DW_BACKWARD(ISA, ATTR)                                                                        \
+#define CONVCORE_DW_BACKWARD(ISA, ATTR, VB, ACC)                                                               \
     template <typename T>                                                                                      \
     ATTR void data_nchw_row_##ISA(const ConvProblem& p, const T* t, const T* dy, T* dx, int64_t nc, int64_t ih, \
                                   T* a, T alpha, T beta) {                                                     \
@@ -211,16 +212,7 @@ struct Kernels {
     template <typename T>                                                                                      \
     constexpr Kernels<T> kernels_##ISA = {data_nchw_row_##ISA<T>, data_nhwc_row_##ISA<T>,                     \
                                           filter_nchw_channel_##ISA<T>, filter_nhwc_block_##ISA<T>};
-CONVCORE_DW_BACKWARD(baseline, )
-#ifdef CONVCORE_X86_DISPATCH
-CONVCORE_DW_BACKWARD(avx2, CONVCORE_DW_AVX2)
-CONVCORE_DW_BACKWARD(avx512, CONVCORE_DW_AVX512)
-#else
-template <typename T>
-constexpr Kernels<T> kernels_avx2 = kernels_baseline<T>;
-template <typename T>
-constexpr Kernels<T> kernels_avx512 = kernels_baseline<T>;
-#endif
+CONVCORE_EACH_ISA(CONVCORE_DW_BACKWARD)
 
 template <typename T>
 const Kernels<T>& kernels() {

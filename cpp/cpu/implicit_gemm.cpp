@@ -401,21 +401,13 @@ void prepare_filter(const ConvProblem& p, const Context&, const void* w, void* o
                               T beta, const T** rows) {                                                          \
         nhwc_gemm::task<T, VB, ACC>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1, alpha, beta, rows);            \
     }
-CONVCORE_NHWC_TASK(baseline, , 16, 8)
-#ifdef CONVCORE_X86_DISPATCH
-CONVCORE_NHWC_TASK(avx2, __attribute__((target("avx2,fma"))), 32, 8)
-CONVCORE_NHWC_TASK(avx512, __attribute__((target("avx512f,avx512dq,fma"))), 64, 16)
-#endif
+CONVCORE_EACH_ISA(CONVCORE_NHWC_TASK)
 
 template <typename T>
 void run_nhwc(const ConvArgs& a) {
     const ConvProblem& p = a.prob;
-#ifdef CONVCORE_X86_DISPATCH
     const nhwc_gemm::TaskFn<T> task = for_cpu_isa<nhwc_gemm::TaskFn<T>>(nhwc_task_avx512<T>, nhwc_task_avx2<T>,
                                                                           nhwc_task_baseline<T>);
-#else
-    const nhwc_gemm::TaskFn<T> task = nhwc_task_baseline<T>;
-#endif
     char* ws = static_cast<char*>(a.workspace);
     const T* wt = static_cast<const T*>(a.prepared_filter);
     if (!wt) {

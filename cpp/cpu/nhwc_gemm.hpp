@@ -38,7 +38,8 @@ void make_wt(const ConvProblem& p, const T* w, T* wt) {
                 for (int64_t c = 0; c < cg; ++c) {
                     T* d = wt + (((g * p.r + r) * p.s + s) * cg + c) * row;
                     const int64_t fr = conv_filter_tap(r, p.r, p.flip), fs = conv_filter_tap(s, p.s, p.flip);
-                    for (int64_t k = 0; k < row; ++k) d[k] = k < kg ? w[(((g * kg + k) * cg + c) * p.r + fr) * p.s + fs] : T(0);
+                    for (int64_t k = 0; k < row; ++k)
+                        d[k] = k < kg ? w[(((g * kg + k) * cg + c) * p.r + fr) * p.s + fs] : T(0);
                 }
 }
 

@@ -76,7 +76,8 @@ CONVCORE_GEMM_INLINE void nchw_pixels(const ConvProblem& p, const T* xg, int64_t
     constexpr int L = VB / sizeof(T);
     const int64_t cg = p.c_per_group(), pq = p.p * p.q;
     int64_t q = q0;
-    for (; q + 2 * L <= q1; q += 2 * L) nchw_vectors<T, VB, kAcc, 2>(p, xg + q, ldb, wg, yg + q, k_begin, k_end, alpha, beta);
+    for (; q + 2 * L <= q1; q += 2 * L)
+        nchw_vectors<T, VB, kAcc, 2>(p, xg + q, ldb, wg, yg + q, k_begin, k_end, alpha, beta);
     for (; q + L <= q1; q += L) nchw_vectors<T, VB, kAcc, 1>(p, xg + q, ldb, wg, yg + q, k_begin, k_end, alpha, beta);
     for (; q < q1; ++q)  // less than a vector left: one output pixel at a time
         for (int64_t k = k_begin; k < k_end; ++k) {
@@ -108,16 +109,7 @@ struct Kernels {
     }                                                                                                        \
     template <typename T>                                                                                    \
     constexpr Kernels<T> kernels_##ISA = {nhwc_##ISA<T>, nchw_##ISA<T>};
-CONVCORE_PW_KERNELS(baseline, , 16, 8)
-#ifdef CONVCORE_X86_DISPATCH
-CONVCORE_PW_KERNELS(avx2, __attribute__((target("avx2,fma"))), 32, 8)
-CONVCORE_PW_KERNELS(avx512, __attribute__((target("avx512f,avx512dq,fma"))), 64, 16)
-#else
-template <typename T>
-constexpr Kernels<T> kernels_avx2 = kernels_baseline<T>;
-template <typename T>
-constexpr Kernels<T> kernels_avx512 = kernels_baseline<T>;
-#endif
+CONVCORE_EACH_ISA(CONVCORE_PW_KERNELS)
 
 // An NCHW task: up to kPixelsPerTask output pixels by kChannelsPerTask output channels of one
 // group (as nhwc_gemm's tasks).
