@@ -10,10 +10,12 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "common/conv_index.hpp"
 #include "core/problem.hpp"
+#include "cpu/cpu_isa.hpp"
 
 #define CONVCORE_GEMM_INLINE inline __attribute__((always_inline))
 
@@ -29,9 +31,40 @@ inline size_t wt_bytes(const ConvProblem& p) {
     return size_t(p.groups * p.r * p.s * p.c_per_group() * wt_row(p)) * p.elem_size();
 }
 
+// Groups with as many output as input channels, KC of them, a few times fewer than a vector's
+// lanes (ResNeXt's 4 and 8): G = lanes / KC whole groups share one vector, lane gl*KC + j holding
+// output channel j of group gl. The number of groups per vector, or 0 where this does not apply
+// (groups must come in whole vectors). `lanes`: the vector width this process's kernels use.
+inline int64_t groups_per_vector(const ConvProblem& p, int64_t lanes) {
+    const int64_t kc = p.k_per_group();
+    if (p.c_per_group() != kc || (kc != 2 && kc != 4 && kc != 8) || lanes % kc != 0 || lanes / kc < 2) return 0;
+    return p.groups % (lanes / kc) == 0 ? lanes / kc : 0;
+}
+inline int64_t isa_lanes(size_t elem) {
+    switch (cpu_isa()) {
+        case CpuIsa::avx512: return int64_t(64 / elem);
+        case CpuIsa::avx2: return int64_t(32 / elem);
+        default: return int64_t(16 / elem);
+    }
+}
+
 template <typename T>
 void make_wt(const ConvProblem& p, const T* w, T* wt) {
     const int64_t cg = p.c_per_group(), kg = p.k_per_group(), row = wt_row(p);
+    const int64_t gv = groups_per_vector(p, isa_lanes(sizeof(T)));
+    if (gv) {  // [group block][tap][c][lane]: lane gl*KC + j is output channel j of group gl
+        const int64_t lanes = gv * kg;
+        for (int64_t g = 0; g < p.groups; ++g)
+            for (int64_t r = 0; r < p.r; ++r)
+                for (int64_t s = 0; s < p.s; ++s)
+                    for (int64_t c = 0; c < cg; ++c)
+                        for (int64_t j = 0; j < kg; ++j) {
+                            const int64_t fr = conv_filter_tap(r, p.r, p.flip), fs = conv_filter_tap(s, p.s, p.flip);
+                            wt[(((g / gv * p.r + r) * p.s + s) * cg + c) * lanes + g % gv * kg + j] =
+                                w[(((g * kg + j) * cg + c) * p.r + fr) * p.s + fs];
+                        }
+        return;
+    }
     for (int64_t g = 0; g < p.groups; ++g)
         for (int64_t r = 0; r < p.r; ++r)
             for (int64_t s = 0; s < p.s; ++s)
@@ -158,6 +191,70 @@ CONVCORE_GEMM_INLINE void pixels(const ConvProblem& p, const T* x, const T* wt, 
     }
 }
 
+// Groups packed G = L / KC to a vector (groups_per_vector): MR pixels x one vector of G groups'
+// output channels. Per pixel and tap one vector load brings the G groups' input channels (KC
+// each, contiguous), and input channel c of every group is broadcast to its group's lanes by a
+// shuffle (lane gl*KC + j takes element gl*KC + c).
+template <typename T, int VB, int KC, int MR>
+CONVCORE_GEMM_INLINE void group_micro(const T* const* a, int64_t a_off, int64_t taps, const T* b, T* const* c,
+                                      T alpha, T beta) {
+    typedef T V __attribute__((vector_size(VB)));
+    typedef std::conditional_t<sizeof(T) == 8, int64_t, int32_t> I;
+    typedef I M __attribute__((vector_size(VB)));
+    constexpr int L = VB / sizeof(T);
+    M masks[KC];
+    for (int ch = 0; ch < KC; ++ch)
+        for (int lane = 0; lane < L; ++lane) masks[ch][lane] = I(lane / KC * KC + ch);
+    V acc[MR];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) acc[i] = V{};
+    for (int64_t t = 0; t < taps; ++t) {
+        V xv[MR];
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; ++i) __builtin_memcpy(&xv[i], a[i * taps + t] + a_off, VB);
+        const T* bt = b + t * KC * L;
+#pragma GCC unroll 8
+        for (int ch = 0; ch < KC; ++ch) {
+            V bv;
+            __builtin_memcpy(&bv, bt + ch * L, VB);
+#pragma GCC unroll 16
+            for (int i = 0; i < MR; ++i) acc[i] += __builtin_shuffle(xv[i], masks[ch]) * bv;
+        }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+        V o = alpha * acc[i];
+        if (beta != T(0)) {
+            V prev;
+            __builtin_memcpy(&prev, c[i], VB);
+            o += beta * prev;
+        }
+        __builtin_memcpy(c[i], &o, VB);
+    }
+}
+
+// The pixels [p0, p1) x groups [g0, g1) (whole vectors of groups) with groups packed per vector.
+template <typename T, int VB, int kAcc, int KC>
+CONVCORE_GEMM_INLINE void group_pixels(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y,
+                                       int64_t g0, int64_t g1, int64_t p0, int64_t p1, T alpha, T beta,
+                                       const T** rows) {
+    constexpr int L = VB / sizeof(T), G = L / KC, MR = kAcc / 2 > 12 ? 12 : kAcc / 2;
+    const int64_t taps = p.r * p.s;
+    for (int64_t pix = p0; pix < p1; pix += MR) {
+        const int64_t m = std::min<int64_t>(MR, p1 - pix);
+        for (int64_t i = 0; i < m; ++i) pixel_rows(p, x, zeros, pix + i, rows + i * taps);
+        for (int64_t g = g0; g < g1; g += G) {
+            const T* b = wt + g / G * taps * KC * L;
+            T* c[MR];
+            for (int64_t i = 0; i < m; ++i) c[i] = y + (pix + i) * p.k + g * KC;
+            if (m == MR)
+                group_micro<T, VB, KC, MR>(rows, g * KC, taps, b, c, alpha, beta);
+            else
+                for (int64_t i = 0; i < m; ++i) group_micro<T, VB, KC, 1>(rows + i * taps, g * KC, taps, b, c + i, alpha, beta);
+        }
+    }
+}
+
 // One task: pixels [p0, p1) x groups [g0, g1) x channels [k0, k1) of each, with the narrowest
 // vector (of VB, VB/2, VB/4 bytes; at least 16) that holds a group's output channels, so that few
 // channels per group do not leave most lanes idle.
@@ -166,6 +263,14 @@ CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const T* x, const T* wt, co
                                int64_t g1, int64_t p0, int64_t p1, int64_t k0, int64_t k1, T alpha, T beta,
                                const T** rows) {
     const int64_t bytes = p.k_per_group() * int64_t(sizeof(T));
+    constexpr int L = VB / sizeof(T);
+    if (groups_per_vector(p, L)) {  // several narrow groups per vector
+        switch (p.k_per_group()) {
+            case 2: return group_pixels<T, VB, kAcc, 2>(p, x, wt, zeros, y, g0, g1, p0, p1, alpha, beta, rows);
+            case 4: return group_pixels<T, VB, kAcc, (L >= 8 ? 4 : 2)>(p, x, wt, zeros, y, g0, g1, p0, p1, alpha, beta, rows);
+            default: return group_pixels<T, VB, kAcc, (L >= 16 ? 8 : 2)>(p, x, wt, zeros, y, g0, g1, p0, p1, alpha, beta, rows);
+        }
+    }
     if (VB >= 64 && bytes <= VB / 4)
         pixels<T, (VB >= 64 ? VB / 4 : VB), kAcc, true>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1, alpha, beta, rows);
     else if (VB >= 32 && bytes <= VB / 2)

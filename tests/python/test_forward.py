@@ -427,3 +427,31 @@ def test_algorithm_info_declares_every_algorithm(direction, enum_cls):
         convcore.algorithm_info("auto", direction)
     with pytest.raises(convcore.BadParamError, match="direction"):
         convcore.algorithm_info("direct", "sideways")
+
+
+NHWC_PROBLEMS = [
+    Problem(1, 16, 9, 8, 16, 3, 3, padding=(1, 1), groups=4),                   # 4 per group: packed groups
+    Problem(2, 16, 7, 7, 16, 3, 3, padding=(1, 1), stride=(2, 2), groups=8),    # 2 per group
+    Problem(1, 32, 6, 9, 32, 3, 3, padding=(2, 2), dilation=(2, 2), groups=4),  # 8 per group
+    Problem(1, 12, 8, 8, 36, 1, 1, groups=3),                                   # pointwise, grouped
+    Problem(1, 8, 10, 9, 16, 3, 3, padding=(1, 1), groups=8, mode="convolution"),  # depthwise, m = 2
+]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("problem", NHWC_PROBLEMS, ids=pid)
+def test_nhwc_arrays_every_algorithm(problem, dtype):
+    """x and out as NHWC NumPy arrays (N x C x H x W views of N x H x W x C memory): the
+    algorithms that run NHWC natively (DEPTHWISE, POINTWISE, IM2COL_GEMM, IMPLICIT_GEMM) and the
+    converted ones, float32 and float64, against the float64 reference."""
+    conv = convcore.Convolution(convcore.ConvDesc(**problem.desc_kwargs()))
+    x, w = problem.inputs(dtype, seed=7)
+    ref = conv2d_reference(x.astype(np.float64), w.astype(np.float64), **problem.desc_kwargs())
+    x_nhwc = np.ascontiguousarray(x.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
+    n, k, p, q = ref.shape
+    results = {}
+    for algo in applicable_algos(conv, problem, dtype):
+        out = np.empty((n, p, q, k), dtype).transpose(0, 3, 1, 2)
+        assert conv.forward(x_nhwc, w, algo=algo, out=out) is out
+        results[algo] = out
+    assert_all_close(results, ref, dtype, str(problem))
