@@ -32,14 +32,16 @@ inline size_t wt_bytes(const ConvProblem& p) {
 }
 
 // Groups with as many output as input channels, KC of them, a few times fewer than a vector's
-// lanes (ResNeXt's 4 and 8): G = lanes / KC whole groups share one vector, lane gl*KC + j holding
-// output channel j of group gl. The number of groups per vector, or 0 where this does not apply
-// (groups must come in whole vectors). `lanes`: the vector width this process's kernels use.
+// lanes (ResNeXt's 4 and 8, RegNet's 8): G = lanes / KC whole groups share one vector, lane
+// gl*KC + j holding output channel j of group gl. The number of groups per vector, or 0 where
+// this does not apply. `lanes`: the vector width this process's kernels use. The groups past the
+// last whole vector of them (packed_groups) run one per vector.
 inline int64_t groups_per_vector(const ConvProblem& p, int64_t lanes) {
     const int64_t kc = p.k_per_group();
     if (p.c_per_group() != kc || (kc != 2 && kc != 4 && kc != 8) || lanes % kc != 0 || lanes / kc < 2) return 0;
-    return p.groups % (lanes / kc) == 0 ? lanes / kc : 0;
+    return p.groups >= lanes / kc ? lanes / kc : 0;
 }
+inline int64_t packed_groups(const ConvProblem& p, int64_t gv) { return gv ? p.groups / gv * gv : 0; }
 inline int64_t isa_lanes(size_t elem) {
     switch (cpu_isa()) {
         case CpuIsa::avx512: return int64_t(64 / elem);
@@ -48,13 +50,16 @@ inline int64_t isa_lanes(size_t elem) {
     }
 }
 
+// Wt: for the packed groups (groups_per_vector), [group block][tap][c][lane] with lane gl*KC + j
+// output channel j of group gl; after them, and for every group otherwise, [group][tap][c][k]
+// with rows of wt_row values.
 template <typename T>
 void make_wt(const ConvProblem& p, const T* w, T* wt) {
     const int64_t cg = p.c_per_group(), kg = p.k_per_group(), row = wt_row(p);
-    const int64_t gv = groups_per_vector(p, isa_lanes(sizeof(T)));
-    if (gv) {  // [group block][tap][c][lane]: lane gl*KC + j is output channel j of group gl
+    const int64_t gv = groups_per_vector(p, isa_lanes(sizeof(T))), packed = packed_groups(p, gv);
+    if (gv) {
         const int64_t lanes = gv * kg;
-        for (int64_t g = 0; g < p.groups; ++g)
+        for (int64_t g = 0; g < packed; ++g)
             for (int64_t r = 0; r < p.r; ++r)
                 for (int64_t s = 0; s < p.s; ++s)
                     for (int64_t c = 0; c < cg; ++c)
@@ -63,13 +68,13 @@ void make_wt(const ConvProblem& p, const T* w, T* wt) {
                             wt[(((g / gv * p.r + r) * p.s + s) * cg + c) * lanes + g % gv * kg + j] =
                                 w[(((g * kg + j) * cg + c) * p.r + fr) * p.s + fs];
                         }
-        return;
+        wt += packed * p.r * p.s * cg * kg;
     }
-    for (int64_t g = 0; g < p.groups; ++g)
+    for (int64_t g = packed; g < p.groups; ++g)
         for (int64_t r = 0; r < p.r; ++r)
             for (int64_t s = 0; s < p.s; ++s)
                 for (int64_t c = 0; c < cg; ++c) {
-                    T* d = wt + (((g * p.r + r) * p.s + s) * cg + c) * row;
+                    T* d = wt + ((((g - packed) * p.r + r) * p.s + s) * cg + c) * row;
                     const int64_t fr = conv_filter_tap(r, p.r, p.flip), fs = conv_filter_tap(s, p.s, p.flip);
                     for (int64_t k = 0; k < row; ++k)
                         d[k] = k < kg ? w[(((g * kg + k) * cg + c) * p.r + fr) * p.s + fs] : T(0);
@@ -143,24 +148,25 @@ CONVCORE_GEMM_INLINE void pixel_rows(const ConvProblem& p, const T* x, const T* 
 }
 
 // Output channels [k0, k0 + NV vectors) of group g (the first `cols` stored) for MR pixels whose
-// A rows are `rows` (MR x taps).
+// A rows are `rows` (MR x taps); wt holds group g_base's rows first.
 template <typename T, int VB, int MR, int NV>
-CONVCORE_GEMM_INLINE void block(const ConvProblem& p, const T* const* rows, const T* wt, T* y, int64_t g,
-                                int64_t pix, int64_t k0, int64_t cols, T alpha, T beta) {
+CONVCORE_GEMM_INLINE void block(const ConvProblem& p, const T* const* rows, const T* wt, int64_t g_base, T* y,
+                                int64_t g, int64_t pix, int64_t k0, int64_t cols, T alpha, T beta) {
     const int64_t cg = p.c_per_group(), kg = p.k_per_group(), taps = p.r * p.s;
     T* c[MR];
     for (int i = 0; i < MR; ++i) c[i] = y + (pix + i) * p.k + g * kg + k0;
-    micro<T, VB, MR, NV>(rows, g * cg, taps, cg, wt + g * taps * cg * wt_row(p) + k0, wt_row(p), c, cols, alpha, beta);
+    micro<T, VB, MR, NV>(rows, g * cg, taps, cg, wt + (g - g_base) * taps * cg * wt_row(p) + k0, wt_row(p), c, cols,
+                         alpha, beta);
 }
 
 // The pixels [p0, p1) x groups [g0, g1) x each group's output channels [k_begin, k_end)
 // (k_begin a multiple of the vector), in vectors of VB bytes: blocks of MR pixels (their A rows
 // found once for all the groups) x 2 or 1 vectors of channels. `rows` holds MR * R * S pointers
-// (MR <= 12).
+// (MR <= 12); wt starts with group g_base's rows.
 template <typename T, int VB, int kAcc, bool kOneVector>
-CONVCORE_GEMM_INLINE void pixels(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, int64_t g0,
-                                 int64_t g1, int64_t p0, int64_t p1, int64_t k_begin, int64_t k_end, T alpha, T beta,
-                                 const T** rows) {
+CONVCORE_GEMM_INLINE void pixels(const ConvProblem& p, const T* x, const T* wt, int64_t g_base, const T* zeros, T* y,
+                                 int64_t g0, int64_t g1, int64_t p0, int64_t p1, int64_t k_begin, int64_t k_end,
+                                 T alpha, T beta, const T** rows) {
     constexpr int L = VB / sizeof(T);
     // One vector of channels per block (kOneVector: the group's channels fit one) leaves room for
     // twice the pixels.
@@ -174,18 +180,18 @@ CONVCORE_GEMM_INLINE void pixels(const ConvProblem& p, const T* x, const T* wt, 
             for (; !kOneVector && (k0 + 2 * L <= k_end || (k0 + L < k_end && k_end == kg)); k0 += 2 * L) {
                 const int64_t cols = std::min<int64_t>(2 * L, k_end - k0);
                 if (m == MR)
-                    block<T, VB, MR, 2>(p, rows, wt, y, g, pix, k0, cols, alpha, beta);
+                    block<T, VB, MR, 2>(p, rows, wt, g_base, y, g, pix, k0, cols, alpha, beta);
                 else
                     for (int64_t i = 0; i < m; ++i)
-                        block<T, VB, 1, 2>(p, rows + i * taps, wt, y, g, pix + i, k0, cols, alpha, beta);
+                        block<T, VB, 1, 2>(p, rows + i * taps, wt, g_base, y, g, pix + i, k0, cols, alpha, beta);
             }
             for (; k0 < k_end; k0 += L) {
                 const int64_t cols = std::min<int64_t>(L, k_end - k0);
                 if (m == MR)
-                    block<T, VB, MR, 1>(p, rows, wt, y, g, pix, k0, cols, alpha, beta);
+                    block<T, VB, MR, 1>(p, rows, wt, g_base, y, g, pix, k0, cols, alpha, beta);
                 else
                     for (int64_t i = 0; i < m; ++i)
-                        block<T, VB, 1, 1>(p, rows + i * taps, wt, y, g, pix + i, k0, cols, alpha, beta);
+                        block<T, VB, 1, 1>(p, rows + i * taps, wt, g_base, y, g, pix + i, k0, cols, alpha, beta);
             }
         }
     }
@@ -255,30 +261,48 @@ CONVCORE_GEMM_INLINE void group_pixels(const ConvProblem& p, const T* x, const T
     }
 }
 
-// One task: pixels [p0, p1) x groups [g0, g1) x channels [k0, k1) of each, with the narrowest
-// vector (of VB, VB/2, VB/4 bytes; at least 16) that holds a group's output channels, so that few
-// channels per group do not leave most lanes idle.
+// Groups [g0, g1) one at a time, with the narrowest vector (of VB, VB/2, VB/4 bytes; at least
+// 16) that holds a group's output channels, so that few channels per group do not leave most
+// lanes idle. wt starts with group g_base's rows.
+template <typename T, int VB, int kAcc>
+CONVCORE_GEMM_INLINE void group_by_group(const ConvProblem& p, const T* x, const T* wt, int64_t g_base,
+                                         const T* zeros, T* y, int64_t g0, int64_t g1, int64_t p0, int64_t p1,
+                                         int64_t k0, int64_t k1, T alpha, T beta, const T** rows) {
+    const int64_t bytes = p.k_per_group() * int64_t(sizeof(T));
+    if (VB >= 64 && bytes <= VB / 4)
+        pixels<T, (VB >= 64 ? VB / 4 : VB), kAcc, true>(p, x, wt, g_base, zeros, y, g0, g1, p0, p1, k0, k1, alpha,
+                                                        beta, rows);
+    else if (VB >= 32 && bytes <= VB / 2)
+        pixels<T, (VB >= 32 ? VB / 2 : VB), kAcc, true>(p, x, wt, g_base, zeros, y, g0, g1, p0, p1, k0, k1, alpha,
+                                                        beta, rows);
+    else if (bytes <= VB)
+        pixels<T, VB, kAcc, true>(p, x, wt, g_base, zeros, y, g0, g1, p0, p1, k0, k1, alpha, beta, rows);
+    else
+        pixels<T, VB, kAcc, false>(p, x, wt, g_base, zeros, y, g0, g1, p0, p1, k0, k1, alpha, beta, rows);
+}
+
+// One task: pixels [p0, p1) x groups [g0, g1) x channels [k0, k1) of each: the packed groups
+// (groups_per_vector) a vector of them at a time, the others group by group.
 template <typename T, int VB, int kAcc>
 CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, int64_t g0,
                                int64_t g1, int64_t p0, int64_t p1, int64_t k0, int64_t k1, T alpha, T beta,
                                const T** rows) {
-    const int64_t bytes = p.k_per_group() * int64_t(sizeof(T));
     constexpr int L = VB / sizeof(T);
-    if (groups_per_vector(p, L)) {  // several narrow groups per vector
-        switch (p.k_per_group()) {
-            case 2: return group_pixels<T, VB, kAcc, 2>(p, x, wt, zeros, y, g0, g1, p0, p1, alpha, beta, rows);
-            case 4: return group_pixels<T, VB, kAcc, (L >= 8 ? 4 : 2)>(p, x, wt, zeros, y, g0, g1, p0, p1, alpha, beta, rows);
-            default: return group_pixels<T, VB, kAcc, (L >= 16 ? 8 : 2)>(p, x, wt, zeros, y, g0, g1, p0, p1, alpha, beta, rows);
+    const int64_t gv = groups_per_vector(p, L), packed = packed_groups(p, gv), kg = p.k_per_group();
+    const int64_t g_mid = std::max(g0, std::min(g1, packed));
+    if (g0 < g_mid) {
+        switch (kg) {
+            case 2: group_pixels<T, VB, kAcc, 2>(p, x, wt, zeros, y, g0, g_mid, p0, p1, alpha, beta, rows); break;
+            case 4:
+                group_pixels<T, VB, kAcc, (L >= 8 ? 4 : 2)>(p, x, wt, zeros, y, g0, g_mid, p0, p1, alpha, beta, rows);
+                break;
+            default:
+                group_pixels<T, VB, kAcc, (L >= 16 ? 8 : 2)>(p, x, wt, zeros, y, g0, g_mid, p0, p1, alpha, beta, rows);
         }
     }
-    if (VB >= 64 && bytes <= VB / 4)
-        pixels<T, (VB >= 64 ? VB / 4 : VB), kAcc, true>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1, alpha, beta, rows);
-    else if (VB >= 32 && bytes <= VB / 2)
-        pixels<T, (VB >= 32 ? VB / 2 : VB), kAcc, true>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1, alpha, beta, rows);
-    else if (bytes <= VB)
-        pixels<T, VB, kAcc, true>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1, alpha, beta, rows);
-    else
-        pixels<T, VB, kAcc, false>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1, alpha, beta, rows);
+    if (g_mid < g1)  // after the packed groups' blocks come the rest's rows
+        group_by_group<T, VB, kAcc>(p, x, wt + packed * p.r * p.s * p.c_per_group() * kg, packed, zeros, y, g_mid, g1,
+                                    p0, p1, k0, k1, alpha, beta, rows);
 }
 
 // A task: up to kPixelsPerTask output pixels by about kChannelsPerTask output channels (a part

@@ -433,6 +433,7 @@ NHWC_PROBLEMS = [
     Problem(1, 16, 9, 8, 16, 3, 3, padding=(1, 1), groups=4),                   # 4 per group: packed groups
     Problem(2, 16, 7, 7, 16, 3, 3, padding=(1, 1), stride=(2, 2), groups=8),    # 2 per group
     Problem(1, 32, 6, 9, 32, 3, 3, padding=(2, 2), dilation=(2, 2), groups=4),  # 8 per group
+    Problem(1, 24, 7, 7, 24, 3, 3, padding=(1, 1), groups=3),                   # 8 per group, an odd count
     Problem(1, 12, 8, 8, 36, 1, 1, groups=3),                                   # pointwise, grouped
     Problem(1, 8, 10, 9, 16, 3, 3, padding=(1, 1), groups=8, mode="convolution"),  # depthwise, m = 2
 ]
