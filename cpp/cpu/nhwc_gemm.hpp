@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "common/conv_index.hpp"
+#include "common/shuffle.hpp"
 #include "core/problem.hpp"
 #include "cpu/cpu_isa.hpp"
 
@@ -224,7 +225,7 @@ CONVCORE_GEMM_INLINE void group_micro(const T* const* a, int64_t a_off, int64_t 
             V bv;
             __builtin_memcpy(&bv, bt + ch * L, VB);
 #pragma GCC unroll 16
-            for (int i = 0; i < MR; ++i) acc[i] += __builtin_shuffle(xv[i], masks[ch]) * bv;
+            for (int i = 0; i < MR; ++i) acc[i] += shuffle2(xv[i], xv[i], masks[ch]) * bv;
         }
     }
 #pragma GCC unroll 16
