@@ -12,6 +12,13 @@ void packed_strides(int64_t n, int64_t c, int64_t h, int64_t w, int64_t out[4]) 
     out[0] = c * h * w;
 }
 
+int64_t product_or_minus1(std::initializer_list<int64_t> factors) {
+    int64_t r = 1;
+    for (int64_t f : factors)
+        if (__builtin_mul_overflow(r, f, &r)) return -1;
+    return r;
+}
+
 void packed_nhwc_strides(int64_t n, int64_t c, int64_t h, int64_t w, int64_t out[4]) {
     (void)n;
     out[1] = 1;

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string>
 
 #include "convcore/convcore.h"
@@ -56,6 +57,10 @@ ConvProblem run_problem(const ConvProblem& prob, bool (*runs_nhwc)(const ConvPro
 // CUDA) refuses p, "" when its shape rules hold: float32/float64, a 3x3 filter, stride 1,
 // dilation 1. `name` starts the reason.
 std::string winograd_shape_why_not(const std::string& name, const ConvProblem& p);
+
+// The product of the factors (all >= 0) when it fits in int64, else -1: for buffer sizes that a
+// problem's valid extents can still make too large to count.
+int64_t product_or_minus1(std::initializer_list<int64_t> factors);
 
 // Packed NCHW strides of an N x C x H x W tensor, and packed NHWC ones (still in N, C, H, W order).
 void packed_strides(int64_t n, int64_t c, int64_t h, int64_t w, int64_t out[4]);

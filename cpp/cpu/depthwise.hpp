@@ -21,12 +21,26 @@ namespace convcore {
 namespace cpu {
 namespace depthwise {
 
+// The NCHW kernels copy an input plane, padded to their register blocks (at most 8 rows and 32
+// columns past the output, cpu/depthwise.cpp's plane_geometry), into a per-thread buffer: its
+// size must be countable.
+inline bool plane_fits(const ConvProblem& p) {
+    int64_t rows = 0, cols = 0;
+    const int64_t row_span = product_or_minus1({p.p + 8, p.stride_h}), row_taps = product_or_minus1({p.r, p.dil_h});
+    const int64_t col_taps = product_or_minus1({p.s, p.dil_w});
+    if (row_span < 0 || row_taps < 0 || col_taps < 0 || __builtin_add_overflow(row_span, row_taps, &rows) ||
+        __builtin_add_overflow(p.q + 32, col_taps / p.stride_w, &cols))
+        return false;
+    return product_or_minus1({rows, cols, p.stride_w, int64_t(p.elem_size())}) >= 0;
+}
+
 inline std::string why_not(const ConvProblem& p) {
     if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
         return "DEPTHWISE runs float32 and float64 only";
     if (p.c_per_group() != 1)
         return "DEPTHWISE needs one input channel per group (groups == C), got C=" + std::to_string(p.c) +
                " in " + std::to_string(p.groups) + " groups";
+    if (!plane_fits(p)) return "DEPTHWISE: the padded input plane it copies is too large to count in 64 bits";
     return "";
 }
 

@@ -383,7 +383,7 @@ size_t round64(size_t b) { return (b + 63) / 64 * 64; }
 size_t workspace_bytes(const ConvProblem& p) {
     return p.nhwc ? round64(nhwc_gemm::wt_bytes(p)) + size_t(p.c) * p.elem_size() : 0;
 }
-bool runs_nhwc(const ConvProblem&) { return true; }
+bool runs_nhwc(const ConvProblem& p) { return nhwc_gemm::sizes_fit(p); }
 size_t prepared_filter_bytes(const ConvProblem& p) { return p.nhwc ? nhwc_gemm::wt_bytes(p) : 0; }
 void prepare_filter(const ConvProblem& p, const Context&, const void* w, void* out) {
     if (p.dtype == CONVCORE_DATA_DOUBLE)

@@ -31,6 +31,12 @@ inline int64_t wt_row(const ConvProblem& p) { return (p.k_per_group() + kRowPad 
 inline size_t wt_bytes(const ConvProblem& p) {
     return size_t(p.groups * p.r * p.s * p.c_per_group() * wt_row(p)) * p.elem_size();
 }
+// The NHWC GEMM's buffers (Wt, the zero row, a task's 12 * R * S row pointers) can be counted:
+// solvers run NHWC only then.
+inline bool sizes_fit(const ConvProblem& p) {
+    return product_or_minus1({p.groups, p.r, p.s, p.c_per_group(), wt_row(p), int64_t(p.elem_size())}) >= 0 &&
+           product_or_minus1({12, p.r, p.s, int64_t(sizeof(void*))}) >= 0;
+}
 
 // Groups with as many output as input channels, KC of them, a few times fewer than a vector's
 // lanes (ResNeXt's 4 and 8, RegNet's 8): G = lanes / KC whole groups share one vector, lane

@@ -29,10 +29,12 @@ std::string why_not(const ConvProblem& p) {
         return "POINTWISE runs float32 and float64 only";
     if (!p.is_1x1())
         return "POINTWISE needs a 1x1 filter, got " + std::to_string(p.r) + "x" + std::to_string(p.s);
+    if (product_or_minus1({p.n, p.c, p.p, p.q, int64_t(p.elem_size())}) < 0)
+        return "POINTWISE: the input pixels its outputs read (N*C*P*Q) are too many to count in 64 bits";
     return "";
 }
 
-bool runs_nhwc(const ConvProblem&) { return true; }
+bool runs_nhwc(const ConvProblem& p) { return nhwc_gemm::sizes_fit(p); }
 
 // NCHW reads x's planes in place when every output reads the input pixel at its own position
 // (stride 1, no padding); otherwise the pixels the outputs read are gathered first (N x C x P x Q).
