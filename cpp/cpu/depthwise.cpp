@@ -301,11 +301,15 @@ void run_t(const ConvArgs& a) {
             for (int64_t oh = 0; oh < p.p; ++oh) kern.nhwc_row(rows, n, oh);
         return;
     }
-#pragma omp parallel num_threads(a.ctx.threads())
+    // Per-thread plane buffers, allocated here: an exception cannot leave a parallel region.
+    const int threads = a.ctx.threads();
+    const size_t plane = kern.plane_elements(p);
+    std::vector<T> bufs(plane * size_t(threads));
+#pragma omp parallel num_threads(threads)
     {
-        std::vector<T> buf(kern.plane_elements(p));
+        T* buf = bufs.data() + plane * size_t(omp_get_thread_num());
 #pragma omp for schedule(static)
-        for (int64_t nc = 0; nc < p.n * p.c; ++nc) kern.nchw_plane(rows, nc, buf.data());
+        for (int64_t nc = 0; nc < p.n * p.c; ++nc) kern.nchw_plane(rows, nc, buf);
     }
 }
 

@@ -22,8 +22,10 @@ namespace cpu {
 namespace depthwise {
 
 // The NCHW kernels copy an input plane, padded to their register blocks (at most 8 rows and 32
-// columns past the output, cpu/depthwise.cpp's plane_geometry), into a per-thread buffer: its
-// size must be countable.
+// columns past the output, cpu/depthwise.cpp's plane_geometry), into a per-thread buffer. With
+// ordinary padding, stride and dilation that is a few times the input and output planes; huge
+// ones (all zeros to copy) are refused rather than allocated: past 16 times the two planes plus
+// 64 Ki elements.
 inline bool plane_fits(const ConvProblem& p) {
     int64_t rows = 0, cols = 0;
     const int64_t row_span = product_or_minus1({p.p + 8, p.stride_h}), row_taps = product_or_minus1({p.r, p.dil_h});
@@ -31,7 +33,10 @@ inline bool plane_fits(const ConvProblem& p) {
     if (row_span < 0 || row_taps < 0 || col_taps < 0 || __builtin_add_overflow(row_span, row_taps, &rows) ||
         __builtin_add_overflow(p.q + 32, col_taps / p.stride_w, &cols))
         return false;
-    return product_or_minus1({rows, cols, p.stride_w, int64_t(p.elem_size())}) >= 0;
+    const int64_t buffer = product_or_minus1({rows, cols, p.stride_w});
+    const int64_t planes = product_or_minus1({p.h, p.w}), outputs = product_or_minus1({p.p, p.q});
+    if (buffer < 0 || planes < 0 || outputs < 0) return false;
+    return double(buffer) <= 16.0 * (double(planes) + double(outputs)) + 65536.0;
 }
 
 inline std::string why_not(const ConvProblem& p) {
@@ -40,7 +45,9 @@ inline std::string why_not(const ConvProblem& p) {
     if (p.c_per_group() != 1)
         return "DEPTHWISE needs one input channel per group (groups == C), got C=" + std::to_string(p.c) +
                " in " + std::to_string(p.groups) + " groups";
-    if (!plane_fits(p)) return "DEPTHWISE: the padded input plane it copies is too large to count in 64 bits";
+    if (!plane_fits(p))
+        return "DEPTHWISE: the padding, stride or dilation would make the padded copy of each input plane more "
+               "than 16 times the input and output planes";
     return "";
 }
 

@@ -235,12 +235,15 @@ void data_t(const BwdDataArgs& a) {
             for (int64_t ih = 0; ih < p.h; ++ih) kern.data_nhwc_row(p, taps, dy, dx, n, ih, alpha, beta);
         return;
     }
-#pragma omp parallel num_threads(a.ctx.threads())
+    // Per-thread row buffers, allocated here: an exception cannot leave a parallel region.
+    const int threads = a.ctx.threads();
+    std::vector<T> rows(size_t(p.w) * size_t(threads));
+#pragma omp parallel num_threads(threads)
     {
-        std::vector<T> acc(size_t(p.w));
+        T* acc = rows.data() + size_t(p.w) * size_t(omp_get_thread_num());
 #pragma omp for collapse(2) schedule(static)
         for (int64_t nc = 0; nc < p.n * p.c; ++nc)
-            for (int64_t ih = 0; ih < p.h; ++ih) kern.data_nchw_row(p, taps, dy, dx, nc, ih, acc.data(), alpha, beta);
+            for (int64_t ih = 0; ih < p.h; ++ih) kern.data_nchw_row(p, taps, dy, dx, nc, ih, acc, alpha, beta);
     }
 }
 
@@ -262,15 +265,18 @@ void filter_t(const BwdFilterArgs& a) {
     const Kernels<T>& kern = kernels<T>();
     const T alpha = T(a.alpha), beta = T(a.beta);
     const int64_t tasks = p.nhwc ? (p.k + kFilterBlock - 1) / kFilterBlock : p.k;
-#pragma omp parallel num_threads(a.ctx.threads())
+    const int threads = a.ctx.threads();
+    const size_t per_thread = size_t(p.r * p.s * (p.nhwc ? kFilterBlock : 1));
+    std::vector<double> sums(per_thread * size_t(threads));  // allocated outside the parallel region
+#pragma omp parallel num_threads(threads)
     {
-        std::vector<double> g(size_t(p.r * p.s * (p.nhwc ? kFilterBlock : 1)));
+        double* g = sums.data() + per_thread * size_t(omp_get_thread_num());
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < tasks; ++t) {
             if (p.nhwc)
-                kern.filter_nhwc_block(p, x, dy, dw, t, g.data(), alpha, beta);
+                kern.filter_nhwc_block(p, x, dy, dw, t, g, alpha, beta);
             else
-                kern.filter_nchw_channel(p, x, dy, dw, t, g.data(), alpha, beta);
+                kern.filter_nchw_channel(p, x, dy, dw, t, g, alpha, beta);
         }
     }
 }

@@ -7,6 +7,8 @@
 // filter. A register block is MR pixels x NV vectors of output channels; vectors narrower than
 // the machine's serve groups with few output channels (ResNeXt's 4, RegNet's 8).
 #pragma once
+#include <omp.h>
+
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
@@ -208,6 +210,10 @@ CONVCORE_GEMM_INLINE void pixels(const ConvProblem& p, const T* x, const T* wt, 
 // output channels. Per pixel and tap one vector load brings the G groups' input channels (KC
 // each, contiguous), and input channel c of every group is broadcast to its group's lanes by a
 // shuffle (lane gl*KC + j takes element gl*KC + c).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wpsabi"  // always inlined into its instruction set's entry
+#endif
 template <typename T, int VB, int KC, int MR>
 CONVCORE_GEMM_INLINE void group_micro(const T* const* a, int64_t a_off, int64_t taps, const T* b, T* const* c,
                                       T alpha, T beta) {
@@ -245,6 +251,10 @@ CONVCORE_GEMM_INLINE void group_micro(const T* const* a, int64_t a_off, int64_t 
         __builtin_memcpy(c[i], &o, VB);
     }
 }
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 // The pixels [p0, p1) x groups [g0, g1) (whole vectors of groups) with groups packed per vector.
 template <typename T, int VB, int kAcc, int KC>
@@ -331,16 +341,18 @@ void run(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, T 
     const int64_t per_task = std::max<int64_t>(1, kChannelsPerTask / kg);  // groups per task
     const int64_t group_tasks = (p.groups + per_task - 1) / per_task;
     const int64_t channel_tasks = (kg + kChannelsPerTask - 1) / kChannelsPerTask;
+    const size_t per_thread = size_t(12 * p.r * p.s);
+    std::vector<const T*> row_pointers(per_thread * size_t(threads));  // allocated outside the parallel region
 #pragma omp parallel num_threads(threads)
     {
-        std::vector<const T*> rows(size_t(12 * p.r * p.s));
+        const T** rows = row_pointers.data() + per_thread * size_t(omp_get_thread_num());
 #pragma omp for collapse(3) schedule(static)
         for (int64_t tp = 0; tp < pixel_tasks; ++tp)
             for (int64_t tg = 0; tg < group_tasks; ++tg)
                 for (int64_t tk = 0; tk < channel_tasks; ++tk)
                     task_fn(p, x, wt, zeros, y, tg * per_task, std::min(p.groups, (tg + 1) * per_task),
                             tp * kPixelsPerTask, std::min(pixels, (tp + 1) * kPixelsPerTask), tk * kChannelsPerTask,
-                            std::min(kg, (tk + 1) * kChannelsPerTask), alpha, beta, rows.data());
+                            std::min(kg, (tk + 1) * kChannelsPerTask), alpha, beta, rows);
     }
 }
 

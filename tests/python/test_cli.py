@@ -209,3 +209,19 @@ def test_package_information():
     prefix = convcore.cmake_prefix_path()
     assert os.path.isfile(os.path.join(prefix, "lib", "cmake", "convcore", "convcoreConfig.cmake"))
     assert os.path.isfile(os.path.join(prefix, "include", "convcore", "convcore.h"))
+
+
+def test_bench_layout_option(tmp_path, capsys):
+    """--layout nhwc: convcore's x and y in NHWC, checked against DIRECT like NCHW, and recorded."""
+    suite = tmp_path / "tiny.txt"
+    suite.write_text("mb1ic8ih9oc8kh3ph1g8 dw\nmb1ic8ih7oc12kh1 pw\n")
+    report = tmp_path / "nhwc.json"
+    code = cli.main(["bench", "--suite", str(suite), "--reps", "1", "--no-torch", "--layout", "nhwc",
+                     "--algos", "direct,depthwise,pointwise,implicit_gemm", "--json", str(report)])
+    out = capsys.readouterr().out
+    assert code == 0 and "convcore in NHWC" in out and "MISMATCH" not in out
+    data = json.loads(report.read_text())
+    assert data["layout"] == "nhwc"
+    assert {r["algo"] for r in data["results"] if r.get("check") == "ok"} >= {"depthwise", "pointwise", "implicit_gemm"}
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "--layout", "nchwc"])
