@@ -385,29 +385,15 @@ size_t workspace_bytes(const ConvProblem& p) {
 }
 bool runs_nhwc(const ConvProblem& p) { return nhwc_gemm::sizes_fit(p); }
 size_t prepared_filter_bytes(const ConvProblem& p) { return p.nhwc ? nhwc_gemm::wt_bytes(p) : 0; }
-void prepare_filter(const ConvProblem& p, const Context&, const void* w, void* out) {
-    if (p.dtype == CONVCORE_DATA_DOUBLE)
-        nhwc_gemm::make_wt(p, static_cast<const double*>(w), static_cast<double*>(out));
-    else
-        nhwc_gemm::make_wt(p, static_cast<const float*>(w), static_cast<float*>(out));
-}
+void prepare_filter(const ConvProblem& p, const Context&, const void* w, void* out) { nhwc_gemm::prepare_wt(p, w, out); }
 
-// The NHWC task of cpu/nhwc_gemm.hpp per instruction set (VB: vector bytes; ACC: accumulator
-// vectors kept in registers).
-#define CONVCORE_NHWC_TASK(ISA, ATTR, VB, ACC)                                                              \
-    template <typename T>                                                                                  \
-    ATTR void nhwc_task_##ISA(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y,         \
-                              int64_t g0, int64_t g1, int64_t p0, int64_t p1, int64_t k0, int64_t k1, T alpha,   \
-                              T beta, const T** rows) {                                                          \
-        nhwc_gemm::task<T, VB, ACC>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1, alpha, beta, rows);            \
-    }
-CONVCORE_EACH_ISA(CONVCORE_NHWC_TASK)
+CONVCORE_EACH_ISA(CONVCORE_NHWC_GEMM_KERNELS)
 
 template <typename T>
 void run_nhwc(const ConvArgs& a) {
     const ConvProblem& p = a.prob;
-    const nhwc_gemm::TaskFn<T> task = for_cpu_isa<nhwc_gemm::TaskFn<T>>(nhwc_task_avx512<T>, nhwc_task_avx2<T>,
-                                                                          nhwc_task_baseline<T>);
+    const nhwc_gemm::Kernels<T>& kernels =
+        for_cpu_isa(nhwc_gemm_kernels_avx512<T>, nhwc_gemm_kernels_avx2<T>, nhwc_gemm_kernels_baseline<T>);
     char* ws = static_cast<char*>(a.workspace);
     const T* wt = static_cast<const T*>(a.prepared_filter);
     if (!wt) {
@@ -417,7 +403,7 @@ void run_nhwc(const ConvArgs& a) {
     T* zeros = reinterpret_cast<T*>(ws + round64(nhwc_gemm::wt_bytes(p)));
     std::fill(zeros, zeros + p.c, T(0));
     nhwc_gemm::run(p, static_cast<const T*>(a.x), wt, zeros, static_cast<T*>(a.y), T(a.alpha), T(a.beta),
-                   a.ctx.threads(), task);
+                   a.ctx.threads(), kernels);
 }
 
 // A run of output positions in one output row: columns [col, col + (q1 - q0)) of the tile

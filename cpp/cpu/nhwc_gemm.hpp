@@ -6,12 +6,20 @@
 // [group][tap][c][k] (taps in correlation order; rows padded to whole vectors), made once per
 // filter. A register block is MR pixels x NV vectors of output channels; vectors narrower than
 // the machine's serve groups with few output channels (ResNeXt's 4, RegNet's 8).
+// One group (groups == 1, K at least a vector) runs as a cache-blocked GEMM instead (the
+// "panel" path, as BLIS / Goto's GEMM): Wt is prepared as column panels of two vectors
+// [panel][tap*C + c][2 vectors]; the reduction is cut into chunks of kc whose B micro-panel
+// (kc x 2 vectors) stays in L1, and each task first copies its pixels' A rows for a chunk into a
+// contiguous block (sized for L2), so no row stride can make the rows alias in cache (C = 1024
+// floats puts every A row in the same L1 set).
 #pragma once
 #include <omp.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <type_traits>
 #include <vector>
 
@@ -26,17 +34,49 @@ namespace convcore {
 namespace cpu {
 namespace nhwc_gemm {
 
+inline int64_t isa_lanes(size_t elem) {
+    switch (cpu_isa()) {
+        case CpuIsa::avx512: return int64_t(64 / elem);
+        case CpuIsa::avx2: return int64_t(32 / elem);
+        default: return int64_t(16 / elem);
+    }
+}
+
+
+// This machine's data cache of `level` (1 or 2) in bytes, or `fallback` where the system does
+// not say.
+inline int64_t cache_bytes(int level, int64_t fallback) {
+    static const long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    const long v = level == 1 ? l1 : l2;
+    return v > 0 ? int64_t(v) : fallback;
+}
+
+// The panel path: one group with at least a vector of output channels, and either a 1x1 filter
+// (the copy of A is a plain copy of its rows) or a reduction (taps x C) so long that a register
+// block's A rows (12 of them) overflow L1, where reading them in place stops paying. Its panels
+// are two vectors (of the machine's width) of output channels.
+constexpr int kPanelVectors = 2;
+inline bool panel_path(const ConvProblem& p) {
+    const int64_t a_rows_bytes = product_or_minus1({12, p.r, p.s, p.c, int64_t(p.elem_size())});
+    return p.groups == 1 && p.k >= isa_lanes(p.elem_size()) &&
+           (p.is_1x1() || a_rows_bytes < 0 || a_rows_bytes > cache_bytes(1, 32 << 10));
+}
+inline int64_t panel_cols(const ConvProblem& p) { return kPanelVectors * isa_lanes(p.elem_size()); }
+inline int64_t panel_count(const ConvProblem& p) { return (p.k + panel_cols(p) - 1) / panel_cols(p); }
+
 // Wt's rows hold Kg values padded to whole 64-byte vectors of float32 (16 values), so a
 // kernel's vector loads never leave them.
 constexpr int64_t kRowPad = 16;
 inline int64_t wt_row(const ConvProblem& p) { return (p.k_per_group() + kRowPad - 1) / kRowPad * kRowPad; }
 inline size_t wt_bytes(const ConvProblem& p) {
+    if (panel_path(p)) return size_t(panel_count(p) * panel_cols(p) * p.r * p.s * p.c) * p.elem_size();
     return size_t(p.groups * p.r * p.s * p.c_per_group() * wt_row(p)) * p.elem_size();
 }
 // The NHWC GEMM's buffers (Wt, the zero row, a task's 12 * R * S row pointers) can be counted:
 // solvers run NHWC only then.
 inline bool sizes_fit(const ConvProblem& p) {
     return product_or_minus1({p.groups, p.r, p.s, p.c_per_group(), wt_row(p), int64_t(p.elem_size())}) >= 0 &&
+           product_or_minus1({panel_count(p), panel_cols(p), p.r, p.s, p.c, int64_t(p.elem_size())}) >= 0 &&
            product_or_minus1({12, p.r, p.s, int64_t(sizeof(void*))}) >= 0;
 }
 
@@ -51,19 +91,27 @@ inline int64_t groups_per_vector(const ConvProblem& p, int64_t lanes) {
     return p.groups >= lanes / kc ? lanes / kc : 0;
 }
 inline int64_t packed_groups(const ConvProblem& p, int64_t gv) { return gv ? p.groups / gv * gv : 0; }
-inline int64_t isa_lanes(size_t elem) {
-    switch (cpu_isa()) {
-        case CpuIsa::avx512: return int64_t(64 / elem);
-        case CpuIsa::avx2: return int64_t(32 / elem);
-        default: return int64_t(16 / elem);
-    }
-}
-
 // Wt: for the packed groups (groups_per_vector), [group block][tap][c][lane] with lane gl*KC + j
 // output channel j of group gl; after them, and for every group otherwise, [group][tap][c][k]
 // with rows of wt_row values.
+// On the panel path: [panel][tap][c][column], columns past K zero.
 template <typename T>
 void make_wt(const ConvProblem& p, const T* w, T* wt) {
+    if (panel_path(p)) {
+        const int64_t nr = panel_cols(p), taps = p.r * p.s;
+        for (int64_t jp = 0; jp < panel_count(p); ++jp)
+            for (int64_t r = 0; r < p.r; ++r)
+                for (int64_t s = 0; s < p.s; ++s)
+                    for (int64_t c = 0; c < p.c; ++c) {
+                        T* d = wt + ((jp * taps + r * p.s + s) * p.c + c) * nr;
+                        const int64_t fr = conv_filter_tap(r, p.r, p.flip), fs = conv_filter_tap(s, p.s, p.flip);
+                        for (int64_t j = 0; j < nr; ++j) {
+                            const int64_t k = jp * nr + j;
+                            d[j] = k < p.k ? w[((k * p.c + c) * p.r + fr) * p.s + fs] : T(0);
+                        }
+                    }
+        return;
+    }
     const int64_t cg = p.c_per_group(), kg = p.k_per_group(), row = wt_row(p);
     const int64_t gv = groups_per_vector(p, isa_lanes(sizeof(T))), packed = packed_groups(p, gv);
     if (gv) {
@@ -88,6 +136,31 @@ void make_wt(const ConvProblem& p, const T* w, T* wt) {
                     for (int64_t k = 0; k < row; ++k)
                         d[k] = k < kg ? w[(((g * kg + k) * cg + c) * p.r + fr) * p.s + fs] : T(0);
                 }
+}
+
+// c[i][0, cols) = alpha * acc[i] + beta * c[i][0, cols) for MR rows of NV vectors.
+template <typename T, int VB, int MR, int NV, typename V>
+CONVCORE_GEMM_INLINE void store(const V (&acc)[MR][NV], T* const* c, int64_t cols, T alpha, T beta) {
+    constexpr int L = VB / sizeof(T);
+    for (int i = 0; i < MR; ++i)
+        for (int v = 0; v < NV; ++v) {
+            const int64_t j0 = int64_t(v) * L;
+            if (j0 >= cols) break;
+            V o = alpha * acc[i][v];
+            T* out = c[i] + j0;
+            if (cols - j0 >= L) {
+                if (beta != T(0)) {
+                    V prev;
+                    __builtin_memcpy(&prev, out, VB);
+                    o += beta * prev;
+                }
+                __builtin_memcpy(out, &o, VB);
+            } else {
+                T lanes[L];
+                __builtin_memcpy(lanes, &o, VB);
+                for (int64_t j = 0; j < cols - j0; ++j) out[j] = beta == T(0) ? lanes[j] : lanes[j] + beta * out[j];
+            }
+        }
 }
 
 // C rows [i] (MR of them) x columns [0, NV vectors) = alpha * sum over taps t and l < len of
@@ -120,26 +193,9 @@ CONVCORE_GEMM_INLINE void micro(const T* const* a, int64_t a_off, int64_t taps, 
             }
         }
     }
-    for (int i = 0; i < MR; ++i)
-        for (int v = 0; v < NV; ++v) {
-            const int64_t j0 = int64_t(v) * L;
-            if (j0 >= cols) break;
-            V o = alpha * acc[i][v];
-            T* out = c[i] + j0;
-            if (cols - j0 >= L) {
-                if (beta != T(0)) {
-                    V prev;
-                    __builtin_memcpy(&prev, out, VB);
-                    o += beta * prev;
-                }
-                __builtin_memcpy(out, &o, VB);
-            } else {
-                T lanes[L];
-                __builtin_memcpy(lanes, &o, VB);
-                for (int64_t j = 0; j < cols - j0; ++j) out[j] = beta == T(0) ? lanes[j] : lanes[j] + beta * out[j];
-            }
-        }
+    store<T, VB, MR, NV>(acc, c, cols, alpha, beta);
 }
+
 
 // The A rows of output pixel `pix` (flattened N*P*Q) for group 0 (group g's are g*Cg further):
 // for each tap, the input pixel it reads, or `zeros` (C of them) in the padding.
@@ -322,21 +378,146 @@ CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const T* x, const T* wt, co
                                     p0, p1, k0, k1, alpha, beta, rows);
 }
 
-// A task: up to kPixelsPerTask output pixels by about kChannelsPerTask output channels (a part
-// of one group's, or several whole groups): its A rows stay in cache while Wt's panel is reused
-// across them, and a small map still makes a task per thread.
+// The panel path's task: pixels [p0, p1) x panels [j0, j1), mc pixels at a time. Per chunk of
+// kc of the reduction (tap, c), those pixels' A rows are copied into `a_block` (rows of kc,
+// found tap by tap: an im2col of the block); then each
+// panel's B micro-panel (kc x 2 vectors) meets every MR pixels of the block, reused from L2.
+// Later chunks add to y (beta 1). `rows` holds R*S pointers; `sink` (2 vectors) takes the rows
+// of a last, partial block of MR pixels that do not exist.
+template <typename T, int VB, int kAcc>
+CONVCORE_GEMM_INLINE void panel_task(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y,
+                                     int64_t p0, int64_t p1, int64_t j0, int64_t j1, int64_t kc, int64_t mc, T alpha,
+                                     T beta, T* a_block, T* sink, const T** rows) {
+    constexpr int L = VB / sizeof(T), NV = kPanelVectors, NR = NV * L, MR = kAcc * 3 / 2 / NV;  // 1.5x kAcc accumulators
+    const int64_t taps = p.r * p.s, reduction = taps * p.c;
+    for (int64_t pb = p0; pb < p1; pb += mc) {
+        const int64_t pe = std::min(p1, pb + mc);
+        for (int64_t q0 = 0; q0 < reduction; q0 += kc) {
+            const int64_t len = std::min(kc, reduction - q0);
+            for (int64_t pix = pb; pix < pe; ++pix) {
+                pixel_rows(p, x, zeros, pix, rows);
+                T* d = a_block + (pix - pb) * len;
+                for (int64_t q = q0; q < q0 + len;) {  // the chunk's pieces, tap by tap
+                    const int64_t t = q / p.c, c = q % p.c, n = std::min(q0 + len - q, p.c - c);
+                    std::memcpy(d + (q - q0), rows[t] + c, size_t(n) * sizeof(T));
+                    q += n;
+                }
+            }
+            const T beta_chunk = q0 == 0 ? beta : T(1);
+            for (int64_t jp = j0; jp < j1; ++jp) {
+                const T* b = wt + (jp * reduction + q0) * NR;
+                const int64_t cols = std::min<int64_t>(NR, p.k - jp * NR);
+                for (int64_t pix = pb; pix < pe; pix += MR) {
+                    const int64_t m = std::min<int64_t>(MR, pe - pix);
+                    const T* a[MR];
+                    T* c[MR];
+                    for (int i = 0; i < MR; ++i) {
+                        a[i] = a_block + (pix - pb + (i < m ? i : 0)) * len;
+                        c[i] = i < m ? y + (pix + i) * p.k + jp * NR : sink;
+                    }
+                    micro<T, VB, MR, NV>(a, 0, 1, len, b, NR, c, cols, alpha, beta_chunk);
+                }
+            }
+        }
+    }
+}
+
+// A task of the grouped path: up to kPixelsPerTask output pixels by about kChannelsPerTask
+// output channels (a part of one group's, or several whole groups): its A rows stay in cache
+// while Wt's panel is reused across them, and a small map still makes a task per thread.
 constexpr int64_t kPixelsPerTask = 96, kChannelsPerTask = 64;
 
 template <typename T>
-using TaskFn = void (*)(const ConvProblem&, const T*, const T*, const T*, T*, int64_t, int64_t, int64_t, int64_t,
-                        int64_t, int64_t, T, T, const T**);
+struct Kernels {
+    void (*task)(const ConvProblem&, const T*, const T*, const T*, T*, int64_t, int64_t, int64_t, int64_t, int64_t,
+                 int64_t, T, T, const T**);
+    void (*panel_task)(const ConvProblem&, const T*, const T*, const T*, T*, int64_t, int64_t, int64_t, int64_t,
+                       int64_t, int64_t, T, T, T*, T*, const T**);
+};
+
+// The kernels compiled for one instruction set (expanded by CONVCORE_EACH_ISA in the solvers'
+// files): nhwc_gemm_kernels_<isa><T>.
+#define CONVCORE_NHWC_GEMM_KERNELS(ISA, ATTR, VB, ACC)                                                        \
+    template <typename T>                                                                                    \
+    ATTR void nhwc_gemm_task_##ISA(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y,      \
+                                   int64_t g0, int64_t g1, int64_t p0, int64_t p1, int64_t k0, int64_t k1,  \
+                                   T alpha, T beta, const T** rows) {                                       \
+        nhwc_gemm::task<T, VB, ACC>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1, alpha, beta, rows);          \
+    }                                                                                                        \
+    template <typename T>                                                                                    \
+    ATTR void nhwc_gemm_panel_task_##ISA(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, \
+                                         int64_t p0, int64_t p1, int64_t j0, int64_t j1, int64_t kc, int64_t mc, \
+                                         T alpha, T beta, T* a_block, T* sink, const T** rows) {             \
+        nhwc_gemm::panel_task<T, VB, ACC>(p, x, wt, zeros, y, p0, p1, j0, j1, kc, mc, alpha, beta, a_block,   \
+                                          sink, rows);                                                       \
+    }                                                                                                        \
+    template <typename T>                                                                                    \
+    constexpr nhwc_gemm::Kernels<T> nhwc_gemm_kernels_##ISA = {nhwc_gemm_task_##ISA<T>,                      \
+                                                               nhwc_gemm_panel_task_##ISA<T>};
+
+// The panel path's blocking: the reduction whole, or in chunks of kc when a B micro-panel
+// (kc x 2 vectors) would exceed a quarter of L2; A blocks of mc pixels x kc in half of L2. The
+// pixels (in blocks of 12) or the panels are split evenly over the threads, whichever leaves
+// the threads' shares of 12-pixel x panel blocks more even.
+struct PanelBlocking {
+    int64_t kc, mc, pixel_tasks, pixels_per_task, panel_tasks, panels_per_task;
+};
+inline PanelBlocking panel_blocking(const ConvProblem& p, int threads) {
+    constexpr int64_t kBlockRows = 12;  // a multiple of every instruction set's MR
+    const int64_t elem = int64_t(p.elem_size()), nr = panel_cols(p), panels = panel_count(p);
+    const int64_t reduction = p.r * p.s * p.c, pixels = p.n * p.p * p.q, l2 = cache_bytes(2, 512 << 10);
+    const int64_t kc_max = std::max<int64_t>(256, l2 / (4 * nr * elem));
+    const int64_t chunks = (reduction + kc_max - 1) / kc_max, kc = (reduction + chunks - 1) / chunks;
+    const int64_t mc = std::max<int64_t>(kBlockRows, l2 / (2 * kc * elem) / kBlockRows * kBlockRows);
+    const int64_t blocks = (pixels + kBlockRows - 1) / kBlockRows, t = std::max(1, threads);
+    const int64_t by_pixels = (blocks + t - 1) / t * panels, by_panels = blocks * ((panels + t - 1) / t);
+    int64_t pixel_tasks = std::min(blocks, t), panel_tasks = 1;
+    if (by_panels < by_pixels) pixel_tasks = 1, panel_tasks = std::min(panels, t);
+    const int64_t per_pixel_task = (blocks + pixel_tasks - 1) / pixel_tasks * kBlockRows;
+    const int64_t per_panel_task = (panels + panel_tasks - 1) / panel_tasks;
+    return {kc,
+            std::min(mc, per_pixel_task),
+            (pixels + per_pixel_task - 1) / per_pixel_task,
+            per_pixel_task,
+            (panels + per_panel_task - 1) / per_panel_task,
+            per_panel_task};
+}
+
+// Per-thread scratch reused across calls (the panel path's A blocks): allocated by the calling
+// thread, outside any parallel region.
+template <typename T>
+std::vector<T>& scratch() {
+    thread_local std::vector<T> buffer;
+    return buffer;
+}
 
 // y = alpha * conv(x, w) + beta * y on NHWC x and y, Wt made by make_wt, `zeros` at least C
-// zeros; `task_fn` is `task` compiled for the machine.
+// zeros; `kernels` compiled for the machine.
 template <typename T>
 void run(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, T alpha, T beta, int threads,
-         TaskFn<T> task_fn) {
+         const Kernels<T>& kernels) {
     const int64_t pixels = p.n * p.p * p.q, kg = p.k_per_group();
+    if (panel_path(p)) {
+        const PanelBlocking b = panel_blocking(p, threads);
+        const size_t per_thread = size_t(b.mc * b.kc + panel_cols(p));
+        std::vector<T>& blocks = scratch<T>();
+        if (blocks.size() < per_thread * size_t(threads)) blocks.assign(per_thread * size_t(threads), T(0));
+        std::vector<const T*> row_pointers(size_t(p.r * p.s) * size_t(threads));
+#pragma omp parallel num_threads(threads)
+        {
+            const int thread = omp_get_thread_num();
+            T* a_block = blocks.data() + per_thread * size_t(thread);
+            const T** rows = row_pointers.data() + size_t(p.r * p.s) * size_t(thread);
+#pragma omp for collapse(2) schedule(static)
+            for (int64_t tp = 0; tp < b.pixel_tasks; ++tp)
+                for (int64_t tj = 0; tj < b.panel_tasks; ++tj)
+                    kernels.panel_task(p, x, wt, zeros, y, tp * b.pixels_per_task,
+                                       std::min(pixels, (tp + 1) * b.pixels_per_task), tj * b.panels_per_task,
+                                       std::min(panel_count(p), (tj + 1) * b.panels_per_task), b.kc, b.mc, alpha,
+                                       beta, a_block, a_block + b.mc * b.kc, rows);
+        }
+        return;
+    }
     const int64_t pixel_tasks = (pixels + kPixelsPerTask - 1) / kPixelsPerTask;
     const int64_t per_task = std::max<int64_t>(1, kChannelsPerTask / kg);  // groups per task
     const int64_t group_tasks = (p.groups + per_task - 1) / per_task;
@@ -350,10 +531,18 @@ void run(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, T 
         for (int64_t tp = 0; tp < pixel_tasks; ++tp)
             for (int64_t tg = 0; tg < group_tasks; ++tg)
                 for (int64_t tk = 0; tk < channel_tasks; ++tk)
-                    task_fn(p, x, wt, zeros, y, tg * per_task, std::min(p.groups, (tg + 1) * per_task),
-                            tp * kPixelsPerTask, std::min(pixels, (tp + 1) * kPixelsPerTask), tk * kChannelsPerTask,
-                            std::min(kg, (tk + 1) * kChannelsPerTask), alpha, beta, rows);
+                    kernels.task(p, x, wt, zeros, y, tg * per_task, std::min(p.groups, (tg + 1) * per_task),
+                                 tp * kPixelsPerTask, std::min(pixels, (tp + 1) * kPixelsPerTask),
+                                 tk * kChannelsPerTask, std::min(kg, (tk + 1) * kChannelsPerTask), alpha, beta, rows);
     }
+}
+
+// The solvers' prepared filter (Wt) by dtype.
+inline void prepare_wt(const ConvProblem& p, const void* w, void* out) {
+    if (p.dtype == CONVCORE_DATA_DOUBLE)
+        make_wt(p, static_cast<const double*>(w), static_cast<double*>(out));
+    else
+        make_wt(p, static_cast<const float*>(w), static_cast<float*>(out));
 }
 
 }  // namespace nhwc_gemm

@@ -90,27 +90,23 @@ CONVCORE_GEMM_INLINE void nchw_pixels(const ConvProblem& p, const T* xg, int64_t
         }
 }
 
+CONVCORE_EACH_ISA(CONVCORE_NHWC_GEMM_KERNELS)
+
 template <typename T>
 struct Kernels {
-    nhwc_gemm::TaskFn<T> nhwc;
+    nhwc_gemm::Kernels<T> nhwc;
     void (*nchw)(const ConvProblem&, const T*, int64_t, const T*, T*, int64_t, int64_t, int64_t, int64_t, T, T);
 };
 
 // VB: vector bytes; ACC: accumulator vectors kept in registers (of 32 or 16).
 #define CONVCORE_PW_KERNELS(ISA, ATTR, VB, ACC)                                                              \
     template <typename T>                                                                                    \
-    ATTR void nhwc_##ISA(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, int64_t g0,   \
-                         int64_t g1, int64_t p0, int64_t p1, int64_t k0, int64_t k1, T alpha, T beta,         \
-                         const T** rows) {                                                                   \
-        nhwc_gemm::task<T, VB, ACC>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1, alpha, beta, rows);              \
-    }                                                                                                        \
-    template <typename T>                                                                                    \
     ATTR void nchw_##ISA(const ConvProblem& p, const T* xg, int64_t ldb, const T* wg, T* yg, int64_t q0,    \
                          int64_t q1, int64_t k0, int64_t k1, T alpha, T beta) {                              \
         nchw_pixels<T, VB, ACC>(p, xg, ldb, wg, yg, q0, q1, k0, k1, alpha, beta);                            \
     }                                                                                                        \
     template <typename T>                                                                                    \
-    constexpr Kernels<T> kernels_##ISA = {nhwc_##ISA<T>, nchw_##ISA<T>};
+    constexpr Kernels<T> kernels_##ISA = {nhwc_gemm_kernels_##ISA<T>, nchw_##ISA<T>};
 CONVCORE_EACH_ISA(CONVCORE_PW_KERNELS)
 
 // An NCHW task: up to kPixelsPerTask output pixels by kChannelsPerTask output channels of one
@@ -179,12 +175,7 @@ void run(const ConvArgs& a) {
 // A plan prepares Wt for NHWC.
 size_t prepared_filter_bytes(const ConvProblem& p) { return p.nhwc ? nhwc_gemm::wt_bytes(p) : 0; }
 
-void prepare_filter(const ConvProblem& p, const Context&, const void* w, void* out) {
-    if (p.dtype == CONVCORE_DATA_DOUBLE)
-        nhwc_gemm::make_wt(p, static_cast<const double*>(w), static_cast<double*>(out));
-    else
-        nhwc_gemm::make_wt(p, static_cast<const float*>(w), static_cast<float*>(out));
-}
+void prepare_filter(const ConvProblem& p, const Context&, const void* w, void* out) { nhwc_gemm::prepare_wt(p, w, out); }
 
 }  // namespace
 
