@@ -51,17 +51,17 @@ inline int64_t cache_bytes(int level, int64_t fallback) {
     return v > 0 ? int64_t(v) : fallback;
 }
 
-// The panel path: one group with at least a vector of output channels, and either a 1x1 filter
+// The panel path: one group with at least a panel of output channels, and either a 1x1 filter
 // (the copy of A is a plain copy of its rows) or a reduction (taps x C) so long that a register
 // block's A rows (12 of them) overflow L1, where reading them in place stops paying. Its panels
 // are two vectors (of the machine's width) of output channels.
 constexpr int kPanelVectors = 2;
+inline int64_t panel_cols(const ConvProblem& p) { return kPanelVectors * isa_lanes(p.elem_size()); }
 inline bool panel_path(const ConvProblem& p) {
     const int64_t a_rows_bytes = product_or_minus1({12, p.r, p.s, p.c, int64_t(p.elem_size())});
-    return p.groups == 1 && p.k >= isa_lanes(p.elem_size()) &&
+    return p.groups == 1 && p.k >= panel_cols(p) &&
            (p.is_1x1() || a_rows_bytes < 0 || a_rows_bytes > cache_bytes(1, 32 << 10));
 }
-inline int64_t panel_cols(const ConvProblem& p) { return kPanelVectors * isa_lanes(p.elem_size()); }
 inline int64_t panel_count(const ConvProblem& p) { return (p.k + panel_cols(p) - 1) / panel_cols(p); }
 
 // Wt's rows hold Kg values padded to whole 64-byte vectors of float32 (16 values), so a
@@ -378,30 +378,68 @@ CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const T* x, const T* wt, co
                                     p0, p1, k0, k1, alpha, beta, rows);
 }
 
+// The panel path reads A in place where a 1x1 filter with unit stride and no padding makes the
+// pixels' rows of x the GEMM's rows, unless their stride is a multiple of 2 KiB (then rows
+// share L1 sets: x86 L1 caches repeat their sets every 4 KiB). Otherwise it copies them.
+inline bool rows_share_sets(int64_t row_bytes) { return row_bytes % 2048 == 0; }
+inline bool panel_a_in_place(const ConvProblem& p) {
+    return p.is_1x1() && p.unit_stride() && p.pad_h == 0 && p.pad_w == 0 && !rows_share_sets(p.c * int64_t(p.elem_size()));
+}
+// The row stride of copied A rows of `len` values: one cache line more where `len` alone would
+// make them share L1 sets.
+inline int64_t copied_row_stride(int64_t len, size_t elem) {
+    return rows_share_sets(len * int64_t(elem)) ? len + 64 / int64_t(elem) : len;
+}
+
+// MB pixels from `pix` (m of them real; the rest repeat the first row into `sink`) x the
+// columns [0, cols) of panel b (NV vectors, or one when the columns fit one).
+template <typename T, int VB, int MB, int NV>
+CONVCORE_GEMM_INLINE void panel_block(const T* a0, int64_t lda, int64_t m, int64_t len, const T* b, T* y0,
+                                      int64_t ldy, int64_t cols, T alpha, T beta, T* sink) {
+    constexpr int L = VB / sizeof(T);
+    const T* a[MB];
+    T* c[MB];
+    for (int i = 0; i < MB; ++i) {
+        a[i] = a0 + (i < m ? i : 0) * lda;
+        c[i] = i < m ? y0 + i * ldy : sink;
+    }
+    if (cols <= L)
+        micro<T, VB, MB, 1>(a, 0, 1, len, b, NV * L, c, cols, alpha, beta);
+    else
+        micro<T, VB, MB, NV>(a, 0, 1, len, b, NV * L, c, cols, alpha, beta);
+}
+
 // The panel path's task: pixels [p0, p1) x panels [j0, j1), mc pixels at a time. Per chunk of
-// kc of the reduction (tap, c), those pixels' A rows are copied into `a_block` (rows of kc,
-// found tap by tap: an im2col of the block); then each
+// kc of the reduction (tap, c), those pixels' A rows are read in place (panel_a_in_place) or
+// copied into `a_block` (rows of kc, found tap by tap: an im2col of the block); then each
 // panel's B micro-panel (kc x 2 vectors) meets every MR pixels of the block, reused from L2.
 // Later chunks add to y (beta 1). `rows` holds R*S pointers; `sink` (2 vectors) takes the rows
-// of a last, partial block of MR pixels that do not exist.
+// of a last, partial block of pixels that do not exist.
 template <typename T, int VB, int kAcc>
 CONVCORE_GEMM_INLINE void panel_task(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y,
                                      int64_t p0, int64_t p1, int64_t j0, int64_t j1, int64_t kc, int64_t mc, T alpha,
                                      T beta, T* a_block, T* sink, const T** rows) {
-    constexpr int L = VB / sizeof(T), NV = kPanelVectors, NR = NV * L, MR = kAcc * 3 / 2 / NV;  // 1.5x kAcc accumulators
+    constexpr int NV = kPanelVectors, NR = NV * (VB / sizeof(T)), MR = kAcc * 3 / 2 / NV;  // 1.5x kAcc accumulators
     const int64_t taps = p.r * p.s, reduction = taps * p.c;
+    const bool in_place = panel_a_in_place(p);
     for (int64_t pb = p0; pb < p1; pb += mc) {
         const int64_t pe = std::min(p1, pb + mc);
         for (int64_t q0 = 0; q0 < reduction; q0 += kc) {
             const int64_t len = std::min(kc, reduction - q0);
-            for (int64_t pix = pb; pix < pe; ++pix) {
-                pixel_rows(p, x, zeros, pix, rows);
-                T* d = a_block + (pix - pb) * len;
-                for (int64_t q = q0; q < q0 + len;) {  // the chunk's pieces, tap by tap
-                    const int64_t t = q / p.c, c = q % p.c, n = std::min(q0 + len - q, p.c - c);
-                    std::memcpy(d + (q - q0), rows[t] + c, size_t(n) * sizeof(T));
-                    q += n;
+            const T* a = x + pb * p.c + q0;
+            int64_t lda = p.c;
+            if (!in_place) {
+                lda = copied_row_stride(len, sizeof(T));
+                for (int64_t pix = pb; pix < pe; ++pix) {
+                    pixel_rows(p, x, zeros, pix, rows);
+                    T* d = a_block + (pix - pb) * lda;
+                    for (int64_t q = q0; q < q0 + len;) {  // the chunk's pieces, tap by tap
+                        const int64_t t = q / p.c, c = q % p.c, n = std::min(q0 + len - q, p.c - c);
+                        std::memcpy(d + (q - q0), rows[t] + c, size_t(n) * sizeof(T));
+                        q += n;
+                    }
                 }
+                a = a_block;
             }
             const T beta_chunk = q0 == 0 ? beta : T(1);
             for (int64_t jp = j0; jp < j1; ++jp) {
@@ -409,13 +447,12 @@ CONVCORE_GEMM_INLINE void panel_task(const ConvProblem& p, const T* x, const T* 
                 const int64_t cols = std::min<int64_t>(NR, p.k - jp * NR);
                 for (int64_t pix = pb; pix < pe; pix += MR) {
                     const int64_t m = std::min<int64_t>(MR, pe - pix);
-                    const T* a[MR];
-                    T* c[MR];
-                    for (int i = 0; i < MR; ++i) {
-                        a[i] = a_block + (pix - pb + (i < m ? i : 0)) * len;
-                        c[i] = i < m ? y + (pix + i) * p.k + jp * NR : sink;
-                    }
-                    micro<T, VB, MR, NV>(a, 0, 1, len, b, NR, c, cols, alpha, beta_chunk);
+                    const T* ap = a + (pix - pb) * lda;
+                    T* yp = y + pix * p.k + jp * NR;
+                    if (m > MR / 2)
+                        panel_block<T, VB, MR, NV>(ap, lda, m, len, b, yp, p.k, cols, alpha, beta_chunk, sink);
+                    else  // a last block of half the pixels or fewer
+                        panel_block<T, VB, MR / 2, NV>(ap, lda, m, len, b, yp, p.k, cols, alpha, beta_chunk, sink);
                 }
             }
         }
@@ -499,7 +536,8 @@ void run(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, T 
     const int64_t pixels = p.n * p.p * p.q, kg = p.k_per_group();
     if (panel_path(p)) {
         const PanelBlocking b = panel_blocking(p, threads);
-        const size_t per_thread = size_t(b.mc * b.kc + panel_cols(p));
+        const int64_t a_block_size = b.mc * copied_row_stride(b.kc, p.elem_size());
+        const size_t per_thread = size_t(a_block_size + panel_cols(p));
         std::vector<T>& blocks = scratch<T>();
         if (blocks.size() < per_thread * size_t(threads)) blocks.assign(per_thread * size_t(threads), T(0));
         std::vector<const T*> row_pointers(size_t(p.r * p.s) * size_t(threads));
@@ -514,7 +552,7 @@ void run(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, T 
                     kernels.panel_task(p, x, wt, zeros, y, tp * b.pixels_per_task,
                                        std::min(pixels, (tp + 1) * b.pixels_per_task), tj * b.panels_per_task,
                                        std::min(panel_count(p), (tj + 1) * b.panels_per_task), b.kc, b.mc, alpha,
-                                       beta, a_block, a_block + b.mc * b.kc, rows);
+                                       beta, a_block, a_block + a_block_size, rows);
         }
         return;
     }
