@@ -26,7 +26,7 @@ namespace convcore {
 namespace find_db {
 namespace {
 
-constexpr const char* kHeader = "convcore-find-db 1";
+constexpr const char* kHeader = "convcore-find-db 2";
 constexpr int kFields = 7;  // version, device, direction, problem, algorithm, status, time
 
 const char* status_word(convcoreStatus_t s) {

@@ -288,7 +288,7 @@ TEST_F(FindTest, DisableAlgosEnvironmentSwitch) {
 TEST_F(FindTest, SecondFindTimesNothingAndTheDbSurvivesTheProcessCache) {
     const std::vector<Perf> first = find();
     const std::string text = read_text(db);
-    ASSERT_EQ(text.rfind("convcore-find-db 1\n", 0), 0u) << text;
+    ASSERT_EQ(text.rfind("convcore-find-db 2\n", 0), 0u) << text;
     EXPECT_NE(text.find("\tfwd\tmb1ic4ih10iw9oc5kh3kw3ph1pw1sh1sw1dh1dw1g1_f32_xcorr\tDIRECT\tSUCCESS\t"),
               std::string::npos)
         << text;
@@ -373,7 +373,7 @@ TEST_F(FindTest, CorruptDbIsIgnoredAndRewritten) {
     std::system(("mkdir -p " + dir + "/sub").c_str());
     for (const std::string garbage :
          {std::string("\x00\xff\xfe garbage\n\n\t\t\t", 12), std::string("convcore-find-db 999\nx\ty\n"),
-          std::string("convcore-find-db 1\n0.1.0\tcpu\tfwd\tmb1\tDIRECT\tSUCCESS\tnot_a_number\n"
+          std::string("convcore-find-db 2\n0.1.0\tcpu\tfwd\tmb1\tDIRECT\tSUCCESS\tnot_a_number\n"
                       "too\tfew\tfields\n0.1.0\tcpu\tfwd\tmb1\tDIRECT\tWHAT\t1\n\t\t\t\t\t\t\n"
                       "0.1.0\tcpu\tfwd\tmb1\tDIRECT\tSUCCESS\tinf\n0.1.0\tcpu\tfwd\tmb1\tDIRECT\tSUCC")}) {
         write_text(db, garbage);
@@ -383,7 +383,7 @@ TEST_F(FindTest, CorruptDbIsIgnoredAndRewritten) {
         expect_sorted(perf);
         EXPECT_GT(timed_runs(), runs);  // nothing usable in it
         const std::string text = read_text(db);
-        EXPECT_EQ(text.rfind("convcore-find-db 1\n", 0), 0u);
+        EXPECT_EQ(text.rfind("convcore-find-db 2\n", 0), 0u);
         EXPECT_NE(text.find("\tDIRECT\tSUCCESS\t"), std::string::npos);
         EXPECT_EQ(text.find("garbage"), std::string::npos);
         EXPECT_EQ(text.find("not_a_number"), std::string::npos);

@@ -14,7 +14,7 @@ import pytest
 import convcore
 from reference import conv2d_reference, error_bound, relative_error
 
-HEADER = "convcore-find-db 1"
+HEADER = "convcore-find-db 2"
 
 
 @pytest.fixture
@@ -194,7 +194,7 @@ def test_db_file_round_trip(db):
 
 
 @pytest.mark.parametrize("garbage", [b"\x00\xff\xfe\n\t\t", b"convcore-find-db 0\nold\tformat\n",
-                                     b"convcore-find-db 1\n1\t2\t3\t4\tDIRECT\tSUCCESS\tNaN\nhalf\tline"])
+                                     b"convcore-find-db 2\n1\t2\t3\t4\tDIRECT\tSUCCESS\tNaN\nhalf\tline"])
 def test_corrupt_db_is_ignored_and_rewritten(db, garbage):
     db.parent.mkdir(parents=True)
     db.write_bytes(garbage)

@@ -243,7 +243,10 @@ CONVCORE_API convcoreStatus_t convcoreConvolutionForward(
  *                  or the workspace given (FindEx), or could not be allocated;
  *   other          the run failed (the status of the run; time is -1).
  * time is the median of 5 rounds after a warm-up run (the algorithms interleaved), in ms (CUDA handles: CUDA
- * events on the handle's stream). The results go into the find-db, and Find consults the
+ * events on the handle's stream). Forward algorithms are timed as plans whose filters are
+ * prepared (convcorePrepareConvolutionPlanFilters, done once and not timed): inference's steady
+ * state; convcoreConvolutionForward transforms them on every call, which costs more for the
+ * algorithms that prepare filters. The results go into the find-db, and Find consults the
  * db first: an algorithm already timed for this problem, device and library version is
  * not timed again, so the second run of a program times nothing.
  * The find-db is a text file, by default $XDG_CACHE_HOME/convcore/find-db.txt (else
