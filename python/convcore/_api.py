@@ -568,17 +568,24 @@ class Convolution:
         return _C.workspace_size_bwd(x_shape, w_shape, self.desc._params, algo_id, code, dev_type,
                                      dev_index, _dtype_arg(dtype))
 
-    def forward(self, x, w, algo="auto", out=None, alpha=1.0, beta=0.0):
+    def forward(self, x, w, algo="auto", out=None, alpha=1.0, beta=0.0, filter_version=None):
         """``alpha * conv(x, w) + beta * out``, into ``out`` when given (else a new array of the
         type of x). With beta == 0 the previous contents of out are never read.
+
+        ``filter_version``: an int >= 0 that identifies the contents of w. While w is the same
+        memory with the same filter_version, the plan keeps w's transformed filters instead of
+        transforming w at every call (inference: fixed weights; pass another number after
+        changing them). convcore.torch.Conv2d passes one that follows the weight's version
+        counter. None: transformed at every call.
 
         ``algo="auto"`` times the heuristic's few best candidates on x and w at the first call
         of a problem and keeps the fastest (convcoreSelectConvolutionForwardAlgorithm, mode
         MEASURED; the times go into the find-db, so another process times nothing); later calls
         look the decision up. ``algo="find"`` does the same with every algorithm.
         CONVCORE_AUTO=heuristic makes "auto" the heuristic's first choice, timing nothing."""
+        version = -1 if filter_version is None else _int_arg("filter_version", filter_version, 0)
         if out is None and alpha == 1.0 and beta == 0.0:
-            y = self._forward_torch_cpu(x, w, algo)
+            y = self._forward_torch_cpu(x, w, algo, version)
             if y is not None:
                 return y
         algo_id = _algo_id(algo)
@@ -616,7 +623,7 @@ class Convolution:
                 return out
         yt = _import_output(out, dlpack_stream)
         self._local.last_algo = _C.forward(xt, wt, yt, self.desc._params, algo_id, alpha, beta,
-                                           self._plans(), stream)
+                                           self._plans(), stream, version)
         return out
 
     __call__ = forward

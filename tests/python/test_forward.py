@@ -398,6 +398,32 @@ def test_plans_are_made_once_per_problem():
     assert plans.plan_count <= 64
 
 
+def test_filter_version_keeps_the_transformed_filters():
+    """forward(..., filter_version=v): the plan transforms w once and reuses it while w's memory
+    and v stay the same; a new v (after changing w in place) transforms it again; each result
+    matches the reference of w at the time. Without it nothing is kept."""
+    rng = np.random.default_rng(5)
+    conv = convcore.Convolution(padding=1)
+    x = rng.standard_normal((1, 8, 10, 10)).astype(np.float32)
+    w = rng.standard_normal((8, 8, 3, 3)).astype(np.float32)
+    plans = conv._plans()
+    bound = error_bound("winograd_4x4_3x3", np.float32)
+    for _ in range(3):
+        y = conv.forward(x, w, algo="winograd_4x4_3x3")
+    assert plans.preparations == 0
+    for _ in range(3):
+        y = conv.forward(x, w, algo="winograd_4x4_3x3", filter_version=0)
+        assert relative_error(y, conv2d_reference(x, w, padding=(1, 1))) <= bound
+    assert plans.preparations == 1
+    w *= -2  # the same memory, new contents: the caller gives a new version
+    y = conv.forward(x, w, algo="winograd_4x4_3x3", filter_version=1)
+    assert plans.preparations == 2
+    assert relative_error(y, conv2d_reference(x, w, padding=(1, 1))) <= bound
+    for bad in (-1, 1.5, True):
+        with pytest.raises(convcore.BadParamError, match="filter_version"):
+            conv.forward(x, w, filter_version=bad)
+
+
 def test_each_thread_has_its_own_plans():
     conv = convcore.Convolution(padding=1)
     x = np.ones((1, 2, 5, 5), np.float32)
