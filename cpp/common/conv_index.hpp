@@ -27,6 +27,16 @@ CONVCORE_HD int64_t conv_input_coord(int64_t o, int64_t t, int64_t pad, int64_t 
     return o * stride - pad + t * dilation;
 }
 
+// The inverse of conv_input_coord: the output coordinate in [0, out) that reads input
+// coordinate `i` at tap `t`, or -1 when none does (backward data gathers with it).
+CONVCORE_HD int64_t conv_output_reading(int64_t i, int64_t t, int64_t pad, int64_t stride, int64_t dilation,
+                                        int64_t out) {
+    const int64_t u = i + pad - t * dilation;  // = o * stride
+    if (u < 0 || u % stride != 0) return -1;
+    const int64_t o = u / stride;
+    return o < out ? o : -1;
+}
+
 // The filter element multiplied at tap `t` of a `k`-wide axis: itself for cross-correlation,
 // mirrored for true convolution.
 CONVCORE_HD int64_t conv_filter_tap(int64_t t, int64_t k, bool flip) {

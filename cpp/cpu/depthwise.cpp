@@ -47,11 +47,8 @@ struct PlaneGeometry {
 inline PlaneGeometry plane_geometry(const ConvProblem& p, int64_t lanes, int64_t acc_vectors) {
     PlaneGeometry g;
     g.vecs = p.q > lanes ? 2 : 1;
-    g.row_block = std::min<int64_t>(8, acc_vectors / g.vecs);
-    const int64_t out_rows = (p.p + g.row_block - 1) / g.row_block * g.row_block;
-    const int64_t out_cols = (p.q + g.vecs * lanes - 1) / (g.vecs * lanes) * (g.vecs * lanes);
-    g.rows = (out_rows - 1) * p.stride_h + (p.r - 1) * p.dil_h + 1;
-    g.cols = out_cols + (p.s - 1) * p.dil_w / p.stride_w;
+    g.row_block = std::min<int64_t>(depthwise::kMaxRowBlock, acc_vectors / g.vecs);
+    depthwise::plane_extent(p, g.row_block, g.vecs * lanes, &g.rows, &g.cols);  // counted: why_not checked plane_fits
     g.phases = p.stride_w;
     return g;
 }
@@ -132,9 +129,9 @@ CONVCORE_DW_INLINE void nchw_plane(const Rows<T>& a, int64_t nc, T* buf) {
         for (int64_t oh0 = 0; oh0 < p.p; oh0 += g.row_block)
             for (int64_t q0 = 0; q0 < p.q; q0 += g.vecs * L) {
                 if (g.vecs == 2)
-                    nchw_block<T, VB, 2, std::min(8, kAccVectors / 2)>(a, g, buf, k, yp, oh0, q0);
+                    nchw_block<T, VB, 2, std::min<int>(depthwise::kMaxRowBlock, kAccVectors / 2)>(a, g, buf, k, yp, oh0, q0);
                 else
-                    nchw_block<T, VB, 1, std::min(8, kAccVectors)>(a, g, buf, k, yp, oh0, q0);
+                    nchw_block<T, VB, 1, std::min<int>(depthwise::kMaxRowBlock, kAccVectors)>(a, g, buf, k, yp, oh0, q0);
             }
     }
 }

@@ -21,18 +21,27 @@ namespace convcore {
 namespace cpu {
 namespace depthwise {
 
-// The NCHW kernels copy an input plane, padded to their register blocks (at most 8 rows and 32
-// columns past the output, cpu/depthwise.cpp's plane_geometry), into a per-thread buffer. With
-// ordinary padding, stride and dilation that is a few times the input and output planes; huge
-// ones (all zeros to copy) are refused rather than allocated: past 16 times the two planes plus
-// 64 Ki elements.
+// The NCHW kernels copy an input plane, padded to their register blocks of output rows and
+// columns, into a per-thread buffer of stride_w phases of rows x cols (cpu/depthwise.cpp). The
+// extent for blocks of `row_block` rows and `col_block` columns; false where it cannot be
+// counted in 64 bits.
+inline bool plane_extent(const ConvProblem& p, int64_t row_block, int64_t col_block, int64_t* rows, int64_t* cols) {
+    const int64_t out_rows = (p.p + row_block - 1) / row_block * row_block;
+    const int64_t out_cols = (p.q + col_block - 1) / col_block * col_block;
+    const int64_t row_span = product_or_minus1({out_rows - 1, p.stride_h});
+    const int64_t row_taps = product_or_minus1({p.r - 1, p.dil_h}), col_taps = product_or_minus1({p.s - 1, p.dil_w});
+    return row_span >= 0 && row_taps >= 0 && col_taps >= 0 && !__builtin_add_overflow(row_span, row_taps + 1, rows) &&
+           !__builtin_add_overflow(out_cols, col_taps / p.stride_w, cols);
+}
+
+// The largest register block (8 rows x 2 vectors of 16 floats; the others divide it) makes
+// the largest plane. With ordinary padding, stride and dilation that is a few times the input
+// and output planes; huge ones (all zeros to copy) are refused rather than allocated: past 16
+// times the two planes plus 64 Ki elements.
+constexpr int64_t kMaxRowBlock = 8, kMaxColBlock = 32;
 inline bool plane_fits(const ConvProblem& p) {
     int64_t rows = 0, cols = 0;
-    const int64_t row_span = product_or_minus1({p.p + 8, p.stride_h}), row_taps = product_or_minus1({p.r, p.dil_h});
-    const int64_t col_taps = product_or_minus1({p.s, p.dil_w});
-    if (row_span < 0 || row_taps < 0 || col_taps < 0 || __builtin_add_overflow(row_span, row_taps, &rows) ||
-        __builtin_add_overflow(p.q + 32, col_taps / p.stride_w, &cols))
-        return false;
+    if (!plane_extent(p, kMaxRowBlock, kMaxColBlock, &rows, &cols)) return false;
     const int64_t buffer = product_or_minus1({rows, cols, p.stride_w});
     const int64_t planes = product_or_minus1({p.h, p.w}), outputs = product_or_minus1({p.p, p.q});
     if (buffer < 0 || planes < 0 || outputs < 0) return false;

@@ -25,13 +25,6 @@ CONVCORE_DW_INLINE void store_row(T* out, const T* acc, int64_t len, T alpha, T 
         for (int64_t i = 0; i < len; ++i) out[i] = alpha * acc[i] + beta * out[i];
 }
 
-// The output coordinate whose tap t reads input coordinate i, or -1 when none does.
-inline int64_t output_reading(int64_t i, int64_t t, int64_t pad, int64_t stride, int64_t dil, int64_t out) {
-    const int64_t u = i + pad - t * dil;
-    if (u < 0 || u % stride != 0 || u / stride >= out) return -1;
-    return u / stride;
-}
-
 // ---- backward data ------------------------------------------------------------------------
 
 // NCHW: dx row ih of plane nc = (n, c). Each (output channel, tap row) adds a dy row, scattered
@@ -43,7 +36,7 @@ CONVCORE_DW_INLINE void data_nchw_row(const ConvProblem& p, const T* taps, const
     for (int64_t j = 0; j < p.w; ++j) a[j] = T(0);
     for (int64_t k = c * m; k < (c + 1) * m; ++k) {
         for (int64_t r = 0; r < p.r; ++r) {
-            const int64_t oh = output_reading(ih, r, p.pad_h, p.stride_h, p.dil_h, p.p);
+            const int64_t oh = conv_output_reading(ih, r, p.pad_h, p.stride_h, p.dil_h, p.p);
             if (oh < 0) continue;
             const T* dyr = dy + ((n * p.k + k) * p.p + oh) * p.q;
             for (int64_t s = 0; s < p.s; ++s) {
@@ -77,10 +70,10 @@ CONVCORE_DW_INLINE void data_nhwc_row(const ConvProblem& p, const T* taps, const
             const int64_t cb = std::min(B, p.c - c0);
             T acc[B] = {};
             for (int64_t r = 0; r < p.r; ++r) {
-                const int64_t oh = output_reading(ih, r, p.pad_h, p.stride_h, p.dil_h, p.p);
+                const int64_t oh = conv_output_reading(ih, r, p.pad_h, p.stride_h, p.dil_h, p.p);
                 if (oh < 0) continue;
                 for (int64_t s = 0; s < p.s; ++s) {
-                    const int64_t ow = output_reading(iw, s, p.pad_w, p.stride_w, p.dil_w, p.q);
+                    const int64_t ow = conv_output_reading(iw, s, p.pad_w, p.stride_w, p.dil_w, p.q);
                     if (ow < 0) continue;
                     const T* dyo = dy + ((n * p.p + oh) * p.q + ow) * p.k;
                     const T* wt = taps + (r * p.s + s) * p.k;

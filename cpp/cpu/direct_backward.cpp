@@ -17,15 +17,6 @@ namespace {
 std::string why_not(const ConvProblem&) { return ""; }
 size_t workspace_bytes(const ConvProblem&) { return 0; }
 
-// The output coordinate that reads input coordinate `i` at tap `t`, or -1 when none does.
-inline int64_t output_of(int64_t i, int64_t t, int64_t pad, int64_t stride, int64_t dil,
-                         int64_t out) {
-    const int64_t u = i + pad - t * dil;  // = o * stride
-    if (u < 0 || u % stride != 0) return -1;
-    const int64_t o = u / stride;
-    return o < out ? o : -1;
-}
-
 template <typename T>
 void data_t(const BwdDataArgs& a) {
     const ConvProblem& p = a.prob;
@@ -43,11 +34,11 @@ void data_t(const BwdDataArgs& a) {
                 for (int64_t iw = 0; iw < p.w; ++iw) {
                     double acc = 0.0;
                     for (int64_t r = 0; r < p.r; ++r) {
-                        const int64_t oh = output_of(ih, r, p.pad_h, p.stride_h, p.dil_h, p.p);
+                        const int64_t oh = conv_output_reading(ih, r, p.pad_h, p.stride_h, p.dil_h, p.p);
                         if (oh < 0) continue;
                         const int64_t fr = conv_filter_tap(r, p.r, p.flip);
                         for (int64_t s = 0; s < p.s; ++s) {
-                            const int64_t ow = output_of(iw, s, p.pad_w, p.stride_w, p.dil_w, p.q);
+                            const int64_t ow = conv_output_reading(iw, s, p.pad_w, p.stride_w, p.dil_w, p.q);
                             if (ow < 0) continue;
                             const int64_t fs = conv_filter_tap(s, p.s, p.flip);
                             for (int64_t k = g * kg; k < (g + 1) * kg; ++k)

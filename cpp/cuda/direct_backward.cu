@@ -54,16 +54,6 @@ Shape shape_of(const ConvProblem& pb) {
     return sh;
 }
 
-// The output coordinate that reads input coordinate `i` at tap `t`, or -1 when none does
-// (as in cpu/direct_backward.cpp).
-CONVCORE_HD int64_t output_of(int64_t i, int64_t t, int64_t pad, int64_t stride, int64_t dil,
-                              int64_t out) {
-    const int64_t u = i + pad - t * dil;
-    if (u < 0 || u % stride != 0) return -1;
-    const int64_t o = u / stride;
-    return o < out ? o : -1;
-}
-
 template <typename T>
 __global__ void direct_bwd_data_kernel(const T* __restrict__ w, const T* __restrict__ dy,
                                        T* __restrict__ dx, Shape sh, T alpha, T beta, int64_t total) {
@@ -80,11 +70,11 @@ __global__ void direct_bwd_data_kernel(const T* __restrict__ w, const T* __restr
         const int64_t g = c / sh.cpg, cl = c % sh.cpg;
         double acc = 0.0;
         for (int64_t r = 0; r < sh.r; ++r) {
-            const int64_t oh = output_of(ih, r, sh.pad_h, sh.stride_h, sh.dil_h, sh.p);
+            const int64_t oh = conv_output_reading(ih, r, sh.pad_h, sh.stride_h, sh.dil_h, sh.p);
             if (oh < 0) continue;
             const int64_t fr = conv_filter_tap(r, sh.r, sh.flip);
             for (int64_t s = 0; s < sh.s; ++s) {
-                const int64_t ow = output_of(iw, s, sh.pad_w, sh.stride_w, sh.dil_w, sh.q);
+                const int64_t ow = conv_output_reading(iw, s, sh.pad_w, sh.stride_w, sh.dil_w, sh.q);
                 if (ow < 0) continue;
                 const int64_t fs = conv_filter_tap(s, sh.s, sh.flip);
                 for (int64_t k = g * sh.kpg; k < (g + 1) * sh.kpg; ++k)
