@@ -6,12 +6,11 @@
 // [group][tap][c][k] (taps in correlation order; rows padded to whole vectors), made once per
 // filter. A register block is MR pixels x NV vectors of output channels; vectors narrower than
 // the machine's serve groups with few output channels (ResNeXt's 4, RegNet's 8).
-// One group (groups == 1, K at least a vector) runs as a cache-blocked GEMM instead (the
-// "panel" path, as BLIS / Goto's GEMM): Wt is prepared as column panels of two vectors
-// [panel][tap*C + c][2 vectors]; the reduction is cut into chunks of kc whose B micro-panel
-// (kc x 2 vectors) stays in L1, and each task first copies its pixels' A rows for a chunk into a
-// contiguous block (sized for L2), so no row stride can make the rows alias in cache (C = 1024
-// floats puts every A row in the same L1 set).
+// One group with at least two vectors of output channels runs as a cache-blocked GEMM instead
+// where the filter is 1x1 or the reduction is long (the "panel" path, as Goto's GEMM and BLIS):
+// Wt is prepared as column panels of two vectors [panel][tap*C + c][2 vectors]; A is read in
+// place (1x1, stride 1, no padding) or copied per block of pixels into an L2-sized buffer, with
+// a row stride that keeps rows out of each other's L1 sets; see panel_blocking.
 #pragma once
 #include <omp.h>
 #include <unistd.h>
@@ -41,7 +40,6 @@ inline int64_t isa_lanes(size_t elem) {
         default: return int64_t(16 / elem);
     }
 }
-
 
 // This machine's data cache of `level` (1 or 2) in bytes, or `fallback` where the system does
 // not say.
@@ -195,7 +193,6 @@ CONVCORE_GEMM_INLINE void micro(const T* const* a, int64_t a_off, int64_t taps, 
     }
     store<T, VB, MR, NV>(acc, c, cols, alpha, beta);
 }
-
 
 // The A rows of output pixel `pix` (flattened N*P*Q) for group 0 (group g's are g*Cg further):
 // for each tap, the input pixel it reads, or `zeros` (C of them) in the padding.
@@ -536,7 +533,7 @@ void run(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, T 
     const int64_t pixels = p.n * p.p * p.q, kg = p.k_per_group();
     if (panel_path(p)) {
         const PanelBlocking b = panel_blocking(p, threads);
-        const int64_t a_block_size = b.mc * copied_row_stride(b.kc, p.elem_size());
+        const int64_t a_block_size = panel_a_in_place(p) ? 0 : b.mc * copied_row_stride(b.kc, p.elem_size());
         const size_t per_thread = size_t(a_block_size + panel_cols(p));
         std::vector<T>& blocks = scratch<T>();
         if (blocks.size() < per_thread * size_t(threads)) blocks.assign(per_thread * size_t(threads), T(0));
