@@ -213,24 +213,87 @@ CONVCORE_DW_INLINE void nhwc_pixels(const Rows<T>& a, int64_t n, int64_t oh, int
         }
 }
 
-// Channels [k0, k0 + NV vectors) of one output row: the interior pixels [begin, end) in blocks
-// of as many pixels as kAccVectors accumulators hold, the ends one pixel at a time over their
-// valid column taps.
-template <typename T, int VB, int NV, int kAccVectors>
-CONVCORE_DW_INLINE void nhwc_channels(const Rows<T>& a, int64_t n, int64_t oh, int64_t begin, int64_t end,
-                                      int64_t k0, const TapRange& rr) {
-    constexpr int PB = kAccVectors / NV < 1 ? 1 : kAccVectors / NV;
+// Channels [k0, k0 + NV vectors) of the output pixels of a row outside the interior [begin,
+// end), one at a time over their valid column taps.
+template <typename T, int VB, int NV>
+CONVCORE_DW_INLINE void nhwc_edges(const Rows<T>& a, int64_t n, int64_t oh, int64_t begin, int64_t end, int64_t k0,
+                                   const TapRange& rr) {
     const ConvProblem& p = a.p;
-    const TapRange all{0, p.s};
     const auto edge = [&](int64_t ow) {
         const TapRange sr = conv_valid_taps(ow, p.w, p.s, p.pad_w, p.stride_w, p.dil_w);
         nhwc_pixels<T, VB, NV, 1>(a, n, oh, ow, k0, rr, sr);
     };
     for (int64_t ow = 0; ow < begin; ++ow) edge(ow);
+    for (int64_t ow = std::max(begin, end); ow < p.q; ++ow) edge(ow);
+}
+
+// NHWC, m == 1, unit stride and dilation along the row, S taps wide: one vector of channels
+// from k0 for PB consecutive interior output pixels from ow. Per filter row the PB + S - 1 input
+// vectors the block reads are loaded once and slide under the S taps (tap s of pixel i reads
+// input column i + s), so each input vector feeds up to S FMAs instead of one.
+template <typename T, int VB, int PB, int S>
+CONVCORE_DW_INLINE void nhwc_sliding(const Rows<T>& a, int64_t n, int64_t oh, int64_t ow, int64_t k0,
+                                     const TapRange& rr) {
+    typedef T V __attribute__((vector_size(VB)));
+    const ConvProblem& p = a.p;
+    V acc[PB];
+#pragma GCC unroll 16
+    for (int i = 0; i < PB; ++i) acc[i] = V{};
+    for (int64_t r = rr.begin; r < rr.end; ++r) {
+        const int64_t ih = conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h);
+        const T* xs = a.x + ((n * p.h + ih) * p.w + ow - p.pad_w) * p.c + k0;
+        const T* wr = a.taps + r * S * p.k + k0;
+        V xv[PB + S - 1];
+#pragma GCC unroll 32
+        for (int j = 0; j < PB + S - 1; ++j) __builtin_memcpy(&xv[j], xs + j * p.c, VB);
+#pragma GCC unroll 8
+        for (int s = 0; s < S; ++s) {
+            V wv;
+            __builtin_memcpy(&wv, wr + s * p.k, VB);
+#pragma GCC unroll 16
+            for (int i = 0; i < PB; ++i) acc[i] += wv * xv[i + s];
+        }
+    }
+    T* yo = a.y + ((n * p.p + oh) * p.q + ow) * p.k + k0;
+#pragma GCC unroll 16
+    for (int i = 0; i < PB; ++i) {
+        V o = a.alpha * acc[i];
+        if (a.beta != T(0)) {
+            V prev;
+            __builtin_memcpy(&prev, yo + i * p.k, VB);
+            o += a.beta * prev;
+        }
+        __builtin_memcpy(yo + i * p.k, &o, VB);
+    }
+}
+
+// The first whole blocks of PB interior pixels from `begin` of one output row, for each whole
+// vector of channels below k_end, with the sliding kernel. Returns where the blocks end. PB
+// (sliding_pixels): as many pixels as the registers hold next to their PB + S - 1 input vectors
+// and a weight vector.
+constexpr int sliding_pixels(int acc_vectors, int64_t s) { return int(2 * acc_vectors - s) / 2; }
+template <typename T, int VB, int kAccVectors, int S>
+CONVCORE_DW_INLINE int64_t nhwc_sliding_row(const Rows<T>& a, int64_t n, int64_t oh, int64_t begin, int64_t end,
+                                            int64_t k_end, const TapRange& rr) {
+    constexpr int L = VB / sizeof(T), PB = sliding_pixels(kAccVectors, S);
+    const int64_t stop = begin + (end - begin) / PB * PB;
+    for (int64_t k0 = 0; k0 + L <= k_end; k0 += L)
+        for (int64_t ow = begin; ow < stop; ow += PB) nhwc_sliding<T, VB, PB, S>(a, n, oh, ow, k0, rr);
+    return stop;
+}
+
+// Channels [k0, k0 + NV vectors) of one output row: the interior pixels [begin, end) in blocks
+// of as many pixels as kAccVectors accumulators hold, the ends one pixel at a time over their
+// valid column taps.
+template <typename T, int VB, int NV, int kAccVectors>
+CONVCORE_DW_INLINE void nhwc_channels(const Rows<T>& a, int64_t n, int64_t oh, int64_t begin, int64_t end,
+                                      int64_t k0, const TapRange& rr, bool edges = true) {
+    constexpr int PB = kAccVectors / NV < 1 ? 1 : kAccVectors / NV;
+    const TapRange all{0, a.p.s};
+    if (edges) nhwc_edges<T, VB, NV>(a, n, oh, begin, end, k0, rr);
     int64_t ow = begin;
     for (; ow + PB <= end; ow += PB) nhwc_pixels<T, VB, NV, PB>(a, n, oh, ow, k0, rr, all);
     for (; ow < end; ++ow) nhwc_pixels<T, VB, NV, 1>(a, n, oh, ow, k0, rr, all);
-    for (ow = std::max(begin, end); ow < p.q; ++ow) edge(ow);
 }
 
 // NHWC: output row oh of image n, the taps [r][s][k] contiguous along k like x and y. With one
@@ -248,6 +311,26 @@ CONVCORE_DW_INLINE void nhwc_row(const Rows<T>& a, int64_t n, int64_t oh) {
         const int64_t last = p.w - 1 + p.pad_w - (p.s - 1) * p.dil_w;
         const int64_t begin = std::min(p.q, (p.pad_w + p.stride_w - 1) / p.stride_w);
         const int64_t end = last < 0 ? begin : std::max(begin, std::min(p.q, last / p.stride_w + 1));
+        const int64_t whole = p.k / L * L;  // channels in whole vectors
+        // 5 or 7 taps along a unit-stride row: each input vector loaded once feeds up to S FMAs
+        // (with 3 the multi-vector blocks below are as fast: measured).
+        const bool slides = p.stride_w == 1 && p.dil_w == 1 && (p.s == 5 || p.s == 7) &&
+                            end - begin >= sliding_pixels(kAccVectors, p.s);
+        if (slides && whole > 0) {
+            // Whole blocks of the interior slide their input vectors under the taps; the ends and
+            // the interior pixels after the last block as below.
+            int64_t slid = begin;
+            if (p.s == 5) slid = nhwc_sliding_row<T, VB, kAccVectors, 5>(a, n, oh, begin, end, whole, rr);
+            if (p.s == 7) slid = nhwc_sliding_row<T, VB, kAccVectors, 7>(a, n, oh, begin, end, whole, rr);
+            for (; k0 + 4 * L <= whole; k0 += 4 * L) {
+                nhwc_edges<T, VB, 4>(a, n, oh, begin, end, k0, rr);
+                nhwc_channels<T, VB, 4, kAccVectors>(a, n, oh, slid, end, k0, rr, false);
+            }
+            for (; k0 < whole; k0 += L) {
+                nhwc_edges<T, VB, 1>(a, n, oh, begin, end, k0, rr);
+                nhwc_channels<T, VB, 1, kAccVectors>(a, n, oh, slid, end, k0, rr, false);
+            }
+        }
         for (; k0 + 4 * L <= p.k; k0 += 4 * L) nhwc_channels<T, VB, 4, kAccVectors>(a, n, oh, begin, end, k0, rr);
         if (k0 + 2 * L <= p.k) nhwc_channels<T, VB, 2, kAccVectors>(a, n, oh, begin, end, k0, rr), k0 += 2 * L;
         if (k0 + L <= p.k) nhwc_channels<T, VB, 1, kAccVectors>(a, n, oh, begin, end, k0, rr), k0 += L;
