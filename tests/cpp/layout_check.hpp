@@ -148,7 +148,7 @@ inline void check_layouts(convcoreHandle_t h, convcoreConvolutionPass_t pass) {
         {1, 24, 7, 6, 24, 3, 3, 1, 1, 1, 1, 1, 1, 6, false},  // 4 per group, 6 groups: a partial vector of them
         {1, 40, 5, 7, 40, 3, 3, 1, 1, 2, 2, 1, 1, 5, true},   // 8 per group, 5 groups
         {1, 16, 7, 7, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, true},   // output channels past two vectors
-        {2, 80, 6, 7, 40, 3, 3, 2, 2, 1, 1, 2, 2, 1, false},  // one group, A rows past L1: NHWC copies them
+        {1, 80, 5, 6, 40, 3, 3, 2, 2, 1, 1, 2, 2, 1, false},  // one group, A rows past L1: NHWC copies them
     };
     const Layouts layouts[] = {{true, true, true}, {true, false, false}, {false, true, false}, {false, false, true}};
     uint32_t seed = 7;

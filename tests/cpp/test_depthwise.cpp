@@ -27,9 +27,8 @@ const Shape kShapes[] = {
     {1, 4, 12, 12, 8, 3, 3, 2, 2, 1, 1, 2, 2, 4, false},    // dilation 2, multiplier 2
     {1, 3, 8, 9, 9, 3, 3, 0, 0, 1, 1, 1, 1, 3, true},       // multiplier 3, no padding
     {1, 70, 7, 6, 70, 3, 3, 1, 1, 1, 1, 1, 1, 70, false},   // more channels than one block
-    {1, 40, 9, 31, 40, 7, 7, 3, 3, 1, 1, 1, 1, 40, false},  // 7x7 stride 1, wide rows: sliding blocks
-    {2, 33, 6, 23, 33, 5, 5, 2, 2, 1, 1, 1, 1, 33, true},   // 5x5, true convolution, sliding blocks
-    {1, 17, 5, 36, 17, 5, 5, 2, 2, 1, 1, 1, 1, 17, false},  // 5x5, sliding blocks, a channel past the vectors
+    {1, 20, 6, 20, 20, 7, 7, 3, 3, 1, 1, 1, 1, 20, false},  // 7x7: a sliding block of pixels, the rest after it
+    {1, 17, 5, 18, 17, 5, 5, 2, 2, 1, 1, 1, 1, 17, true},   // 5x5 true convolution: sliding, a channel past the vectors
     {1, 2, 5, 5, 2, 3, 3, 3, 3, 1, 1, 1, 1, 2, false},      // padding wider than the filter
     {1, 1, 9, 9, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},      // one channel, multiplier 4
 };

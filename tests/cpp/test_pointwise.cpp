@@ -25,7 +25,7 @@ const Shape kShapes[] = {
     {1, 12, 9, 9, 18, 1, 1, 0, 0, 1, 1, 1, 1, 3, true},     // groups, true convolution
     {1, 3, 20, 20, 70, 1, 1, 0, 0, 1, 1, 1, 1, 1, false},   // more pixels and channels than a task
     {3, 16, 11, 13, 33, 1, 1, 0, 0, 1, 1, 2, 2, 1, false},  // batch, dilation (no effect on 1x1)
-    {1, 4500, 3, 5, 40, 1, 1, 0, 0, 1, 1, 1, 1, 1, false},  // NHWC: C in chunks (L2 up to 2 MB), partial panel
+    {1, 4500, 2, 3, 40, 1, 1, 0, 0, 1, 1, 1, 1, 1, false},  // NHWC: C in chunks (L2 up to 2 MB), partial panel
     {1, 512, 5, 5, 70, 1, 1, 0, 0, 1, 1, 1, 1, 1, false},   // NHWC: rows 2 KiB apart are copied; 25 pixels
 };
 
