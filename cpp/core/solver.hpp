@@ -10,6 +10,19 @@
 
 namespace convcore {
 
+// The fused epilogue of convcoreConvolutionBiasActivationForward, applied to the
+// convolution's result v = alpha * conv(x, w):  y = act(v + alpha2 * z + bias).
+// bias: K values of y's dtype, or null; z: y's shape and layout (packed as y is), or null; it
+// may be y itself. A solver whose fuses_epilogue says true applies it in its own stores (see
+// common/epilogue.hpp); for the others the core runs them with beta = 0 and applies it after.
+struct Epilogue {
+    const void* bias = nullptr;
+    const void* z = nullptr;
+    double alpha2 = 0;
+    convcoreActivationMode_t activation = CONVCORE_ACTIVATION_IDENTITY;
+    bool none() const { return !bias && !z && activation == CONVCORE_ACTIVATION_IDENTITY; }
+};
+
 // What a solver's run receives. The core has already validated the problem and made x and y
 // packed: NCHW, or NHWC (prob.nhwc) when the caller's tensors are NHWC and the solver runs that
 // problem natively (runs_nhwc); w is always packed KCRS. Solvers only see packed tensors.
@@ -24,6 +37,8 @@ struct ConvArgs {
     // The filters already transformed by the solver's prepare_filter (a plan's prepared
     // filters for this w), or null: then the run transforms w itself.
     const void* prepared_filter = nullptr;
+    // Only for solvers whose fuses_epilogue says true (with beta == 0); none() otherwise.
+    Epilogue epilogue = {};
 };
 
 struct Solver {
@@ -44,6 +59,9 @@ struct Solver {
     // Optional: true when the solver runs this problem (given packed NCHW) with x and y in NHWC
     // as they are; null: NCHW only. See run_problem.
     bool (*runs_nhwc)(const ConvProblem& prob) = nullptr;
+    // Optional: true when the run applies ConvArgs::epilogue itself (in its stores, while the
+    // outputs are in registers); null or false: the core applies it after the run.
+    bool (*fuses_epilogue)(const ConvProblem& prob) = nullptr;
 };
 
 // Every solver compiled in, for every device.

@@ -56,6 +56,15 @@ typedef enum {
     CONVCORE_DATA_DOUBLE = 1  /* float64: the CPU (and CUDA DIRECT) */
 } convcoreDataType_t;
 
+/* The activation of the fused epilogue (convcoreConvolutionBiasActivationForward):
+ * y = act(alpha1 * conv(x, w) + alpha2 * z + bias). */
+typedef enum {
+    CONVCORE_ACTIVATION_IDENTITY = 0, /* act(v) = v */
+    CONVCORE_ACTIVATION_RELU = 1,     /* max(v, 0) */
+    CONVCORE_ACTIVATION_RELU6 = 2,    /* min(max(v, 0), 6) */
+    CONVCORE_ACTIVATION_SILU = 3      /* v / (1 + exp(-v)) */
+} convcoreActivationMode_t;
+
 typedef enum {
     CONVCORE_CROSS_CORRELATION = 0, /* what every framework calls conv (the default) */
     CONVCORE_CONVOLUTION = 1        /* true convolution: the filter is flipped in both axes */
