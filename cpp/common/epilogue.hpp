@@ -10,7 +10,7 @@ namespace convcore {
 namespace epilogue {
 
 template <typename T>
-CONVCORE_HD inline T activate(T v, convcoreActivationMode_t act) {
+CONVCORE_HD T activate(T v, convcoreActivationMode_t act) {
     switch (act) {
         case CONVCORE_ACTIVATION_RELU: return v > T(0) ? v : T(0);
         case CONVCORE_ACTIVATION_RELU6: return v > T(0) ? (v < T(6) ? v : T(6)) : T(0);

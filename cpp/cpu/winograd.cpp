@@ -41,6 +41,8 @@
 #include "common/shuffle.hpp"
 #include "core/solver.hpp"
 #include "cpu/blas_threads.hpp"
+#include "cpu/cpu_isa.hpp"
+#include "cpu/winograd_nhwc.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 #define CONVCORE_WINO_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
@@ -171,6 +173,7 @@ std::string why_not_m(const ConvProblem& p, int64_t m) {
 }
 
 size_t workspace_bytes_m(const ConvProblem& p, int64_t m) {
+    if (p.nhwc) return size_t(winograd_nhwc::u_elems(p, m)) * p.elem_size();  // U, unless prepared
     const Plan pl = make_plan(p, m);
     return size_t(pl.u_elems + pl.v_elems + pl.m_elems) * p.elem_size();
 }
@@ -682,7 +685,11 @@ void prepare_typed(const ConvProblem& p, const Context& ctx, const void* w, void
 
 template <class F>
 void prepare_f(const ConvProblem& p, const Context& ctx, const void* w, void* out) {
-    if (p.dtype == CONVCORE_DATA_DOUBLE)
+    if (p.nhwc && p.dtype == CONVCORE_DATA_DOUBLE)
+        winograd_nhwc::prepare_u<double, F>(p, static_cast<const double*>(w), static_cast<double*>(out), ctx.threads());
+    else if (p.nhwc)
+        winograd_nhwc::prepare_u<float, F>(p, static_cast<const float*>(w), static_cast<float*>(out), ctx.threads());
+    else if (p.dtype == CONVCORE_DATA_DOUBLE)
         prepare_typed<double, F>(p, ctx, w, out);
     else
         prepare_typed<float, F>(p, ctx, w, out);
@@ -690,16 +697,33 @@ void prepare_f(const ConvProblem& p, const Context& ctx, const void* w, void* ou
 
 // The filter-blocked schedule transforms U a slice at a time, in the cache: nothing to prepare.
 size_t prepared_bytes_m(const ConvProblem& p, int64_t m) {
+    if (p.nhwc) return size_t(winograd_nhwc::u_elems(p, m)) * p.elem_size();
     const Plan pl = make_plan(p, m);
     return pl.kb > 0 ? 0 : size_t(pl.u_elems) * p.elem_size();
 }
 
+CONVCORE_EACH_ISA(CONVCORE_WINOGRAD_NHWC_KERNELS)
+
+// NHWC: the fused schedule of cpu/winograd_nhwc.hpp.
+template <typename T, class F>
+void run_nhwc(const ConvArgs& a) {
+    const winograd_nhwc::TaskFn<T> task = for_cpu_isa<winograd_nhwc::TaskFn<T>>(
+        winograd_nhwc_task_avx512<T, F>, winograd_nhwc_task_avx2<T, F>, winograd_nhwc_task_baseline<T, F>);
+    winograd_nhwc::run<T, F>(a, static_cast<const T*>(a.prepared_filter), static_cast<T*>(a.workspace), task);
+}
+
 template <class F>
 void run_f(const ConvArgs& a) {
-    if (a.prob.dtype == CONVCORE_DATA_DOUBLE)
+    if (a.prob.nhwc) {
+        if (a.prob.dtype == CONVCORE_DATA_DOUBLE)
+            run_nhwc<double, F>(a);
+        else
+            run_nhwc<float, F>(a);
+    } else if (a.prob.dtype == CONVCORE_DATA_DOUBLE) {
         run_typed<double, F>(a);
-    else
+    } else {
         run_typed<float, F>(a);
+    }
 }
 
 std::string why_not_2(const ConvProblem& p) { return why_not_m(p, 2); }
@@ -712,17 +736,19 @@ size_t prepared_2(const ConvProblem& p) { return prepared_bytes_m(p, 2); }
 size_t prepared_4(const ConvProblem& p) { return prepared_bytes_m(p, 4); }
 void prepare_2(const ConvProblem& p, const Context& c, const void* w, void* out) { prepare_f<winograd::F2x3>(p, c, w, out); }
 void prepare_4(const ConvProblem& p, const Context& c, const void* w, void* out) { prepare_f<winograd::F4x3>(p, c, w, out); }
+bool runs_nhwc(const ConvProblem& p) { return winograd_nhwc::applies(p); }
+bool fuses_epilogue(const ConvProblem& p) { return p.nhwc; }
 
 }  // namespace
 
 extern const Solver winograd_2x2_3x3_solver;
 const Solver winograd_2x2_3x3_solver = {CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3, CONVCORE_DEVICE_CPU,
                                         /*deterministic=*/true, why_not_2, workspace_2, run_2,
-                                        prepared_2, prepare_2};
+                                        prepared_2, prepare_2, runs_nhwc, fuses_epilogue};
 extern const Solver winograd_4x4_3x3_solver;
 const Solver winograd_4x4_3x3_solver = {CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3, CONVCORE_DEVICE_CPU,
                                         /*deterministic=*/true, why_not_4, workspace_4, run_4,
-                                        prepared_4, prepare_4};
+                                        prepared_4, prepare_4, runs_nhwc, fuses_epilogue};
 
 }  // namespace cpu
 }  // namespace convcore

@@ -1,0 +1,346 @@
+// Winograd F(mxm,3x3) on NHWC tensors with the three stages fused per block of tiles (the
+// "fused" schedule of Zlateski et al., "The anatomy of efficient FFT and Winograd convolutions
+// on modern CPUs", ICS 2019; Jia et al., PPoPP 2018): for one group, each thread takes a block
+// of tb tiles at a time and
+//   1. transforms their inputs, every channel, into V[xi][tile][c]          (L2-sized buffer)
+//      v = BT d BT^T with the vector lanes along the channels, which NHWC keeps contiguous;
+//   2. multiplies, for each of the a*a points xi, M_xi (tiles x K) = V_xi (tiles x C) . U_xi
+//      (C x K) with the register-blocked kernel of the NHWC GEMM (cpu/nhwc_gemm.hpp), U_xi
+//      read as column panels of two vectors: U[xi][panel][c][2 vectors], prepared once;
+//   3. transforms M back, Y = AT m AT^T, a group of pg panels of output channels at a time
+//      while M's group is still in L2, and stores y with the epilogue (alpha, beta, residual z,
+//      bias, activation) applied while the outputs are in registers.
+// V and M never leave the thread's L2 (V: a*a*tb*C elements, M: a*a*tb*pg*nr), unlike the
+// NCHW schedule (winograd.cpp), which goes through memory between the stages.
+#pragma once
+#include <omp.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "common/epilogue.hpp"
+#include "common/generated/winograd_tables.hpp"
+#include "core/solver.hpp"
+#include "cpu/nhwc_gemm.hpp"
+
+namespace convcore {
+namespace cpu {
+namespace winograd_nhwc {
+
+using nhwc_gemm::cache_bytes;
+using nhwc_gemm::kPanelVectors;
+
+// Tiles come in blocks of this many (a multiple of every instruction set's register block).
+constexpr int64_t kTileRows = 12;
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// One group, and sizes whose products (U, the buffers) can be counted.
+inline bool applies(const ConvProblem& p) {
+    return p.groups == 1 && product_or_minus1({36, nhwc_gemm::panel_count(p), nhwc_gemm::panel_cols(p), p.c,
+                                               int64_t(p.elem_size())}) >= 0;
+}
+
+struct Geometry {
+    int64_t m, a, aa;       // output tile, input tile a = m + 2, a*a
+    int64_t th, tw, tiles;  // tiles per image th x tw; N*th*tw in all
+    int64_t nr, panels;     // U's column panels: nr output channels each
+    int64_t ldv;            // V's row stride: C padded to whole vectors (and off 2 KiB multiples)
+    int64_t tb;             // tiles per block (a multiple of kTileRows)
+    int64_t pg, ldm;        // panels per output group; M's row stride pg * nr
+    int64_t tile_tasks, tiles_per_task, panel_tasks, panels_per_task;
+};
+
+// The blocking: V's block in half of L2, M's group in a quarter; tasks split the tiles (in
+// blocks of kTileRows) or the panels over the threads, whichever leaves their shares of
+// (tile block x panel) products more even (as nhwc_gemm::panel_blocking).
+inline Geometry geometry(const ConvProblem& p, int64_t m, int threads) {
+    Geometry g{};
+    const int64_t elem = int64_t(p.elem_size()), lanes = nhwc_gemm::isa_lanes(p.elem_size());
+    const int64_t l2 = cache_bytes(2, 512 << 10);
+    g.m = m;
+    g.a = m + 2;
+    g.aa = g.a * g.a;
+    g.th = ceil_div(p.p, m);
+    g.tw = ceil_div(p.q, m);
+    g.tiles = p.n * g.th * g.tw;
+    g.nr = nhwc_gemm::panel_cols(p);
+    g.panels = nhwc_gemm::panel_count(p);
+    g.ldv = nhwc_gemm::copied_row_stride(ceil_div(p.c, lanes) * lanes, p.elem_size());
+    const int64_t blocks = ceil_div(g.tiles, kTileRows), t = std::max(1, threads);
+    const int64_t by_tiles = ceil_div(blocks, t) * g.panels, by_panels = blocks * ceil_div(g.panels, t);
+    g.tile_tasks = std::min(blocks, t);
+    g.panel_tasks = 1;
+    if (by_panels < by_tiles) g.tile_tasks = 1, g.panel_tasks = std::min(g.panels, t);
+    g.tiles_per_task = ceil_div(blocks, g.tile_tasks) * kTileRows;
+    g.panels_per_task = ceil_div(g.panels, g.panel_tasks);
+    g.tile_tasks = ceil_div(g.tiles, g.tiles_per_task);
+    g.panel_tasks = ceil_div(g.panels, g.panels_per_task);
+    const int64_t tb_fit = l2 / 2 / (g.aa * g.ldv * elem) / kTileRows * kTileRows;
+    g.tb = std::min(std::max(kTileRows, tb_fit), g.tiles_per_task);
+    g.pg = std::min(g.panels_per_task, std::max<int64_t>(1, l2 / 4 / (g.aa * g.tb * g.nr * elem)));
+    g.ldm = nhwc_gemm::copied_row_stride(g.pg * g.nr, p.elem_size());
+    return g;
+}
+
+// U's elements: [xi][panel][c][nr], columns past K zero.
+inline int64_t u_elems(const ConvProblem& p, int64_t m) {
+    return (m + 2) * (m + 2) * nhwc_gemm::panel_count(p) * nhwc_gemm::panel_cols(p) * p.c;
+}
+// A thread's buffers: V's block, M's group, and a sink for the rows of a partial block.
+inline int64_t scratch_elems(const Geometry& g) { return g.aa * g.tb * (g.ldv + g.ldm) + g.nr; }
+
+// U = G g G^T per filter k and channel c (true convolution mirrors g), for channels
+// [c0, c1), into the panels.
+template <typename T, class F>
+void make_u(const ConvProblem& p, const T* w, T* U, int64_t c0, int64_t c1) {
+    constexpr int a = F::alpha;
+    using Tab = typename F::template table<T>;
+    const int64_t nr = nhwc_gemm::panel_cols(p), panels = nhwc_gemm::panel_count(p);
+    for (int64_t c = c0; c < c1; ++c)
+        for (int64_t k = 0; k < panels * nr; ++k) {
+            T u[a][a] = {};
+            if (k < p.k) {
+                T gf[3][3], t1[a][3];
+                for (int i = 0; i < 3; ++i)
+                    for (int j = 0; j < 3; ++j)
+                        gf[i][j] = w[((k * p.c + c) * 3 + (p.flip ? 2 - i : i)) * 3 + (p.flip ? 2 - j : j)];
+                for (int i = 0; i < a; ++i)
+                    for (int j = 0; j < 3; ++j)
+                        t1[i][j] = Tab::G[i][0] * gf[0][j] + Tab::G[i][1] * gf[1][j] + Tab::G[i][2] * gf[2][j];
+                for (int i = 0; i < a; ++i)
+                    for (int j = 0; j < a; ++j)
+                        u[i][j] = t1[i][0] * Tab::G[j][0] + t1[i][1] * Tab::G[j][1] + t1[i][2] * Tab::G[j][2];
+            }
+            for (int xi = 0; xi < a * a; ++xi)
+                U[((xi * panels + k / nr) * p.c + c) * nr + k % nr] = u[xi / a][xi % a];
+        }
+}
+
+template <typename T, class F>
+void prepare_u(const ConvProblem& p, const T* w, T* U, int threads) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t c = 0; c < p.c; ++c) make_u<T, F>(p, w, U, c, c + 1);
+}
+
+// out[i][j] = sum_l M[i][l] in[l][j] (left) and out[i][j] = sum_l in[i][l] M[j][l] (right,
+// by M^T) on vectors; M is a constexpr table, so once unrolled its zero entries vanish.
+template <int I, int K, int J, typename V, typename Mat>
+CONVCORE_GEMM_INLINE void left(const Mat& M, const V (&in)[K][J], V (&out)[I][J]) {
+#pragma GCC unroll 8
+    for (int i = 0; i < I; ++i)
+#pragma GCC unroll 8
+        for (int j = 0; j < J; ++j) {
+            V acc = V{};
+            bool first = true;  // (no 0 + first term: the compiler may not drop it)
+#pragma GCC unroll 8
+            for (int l = 0; l < K; ++l)
+                if (M[i][l] != 0) acc = first ? M[i][l] * in[l][j] : acc + M[i][l] * in[l][j], first = false;
+            out[i][j] = acc;
+        }
+}
+template <int I, int K, int J, typename V, typename Mat>
+CONVCORE_GEMM_INLINE void right(const Mat& M, const V (&in)[I][K], V (&out)[I][J]) {
+#pragma GCC unroll 8
+    for (int i = 0; i < I; ++i)
+#pragma GCC unroll 8
+        for (int j = 0; j < J; ++j) {
+            V acc = V{};
+            bool first = true;
+#pragma GCC unroll 8
+            for (int l = 0; l < K; ++l)
+                if (M[j][l] != 0) acc = first ? M[j][l] * in[i][l] : acc + M[j][l] * in[i][l], first = false;
+            out[i][j] = acc;
+        }
+}
+
+// Stage 1: V[xi][tt][c] for the tiles [t0, t0 + nt), every channel.
+template <typename T, int VB, class F>
+CONVCORE_GEMM_INLINE void input_block(const ConvProblem& p, const Geometry& g, const T* x, int64_t t0, int64_t nt,
+                                      T* V) {
+    typedef T Vec __attribute__((vector_size(VB)));
+    constexpr int L = VB / sizeof(T), a = F::alpha, m = F::m;
+    using Tab = typename F::template table<T>;
+    for (int64_t tt = 0; tt < nt; ++tt) {
+        const int64_t tile = t0 + tt, n = tile / (g.th * g.tw), ty = tile / g.tw % g.th, tx = tile % g.tw;
+        const T* px[a][a];  // the input pixels of the tile, null in the padding
+        for (int i = 0; i < a; ++i)
+            for (int j = 0; j < a; ++j) {
+                const int64_t ih = ty * m - p.pad_h + i, iw = tx * m - p.pad_w + j;
+                px[i][j] = ih < 0 || ih >= p.h || iw < 0 || iw >= p.w ? nullptr : x + ((n * p.h + ih) * p.w + iw) * p.c;
+            }
+        for (int64_t c0 = 0; c0 < p.c; c0 += L) {
+            const int64_t nl = std::min<int64_t>(L, p.c - c0);
+            Vec d[a][a], t1[a][a], v[a][a];
+            for (int i = 0; i < a; ++i)
+                for (int j = 0; j < a; ++j) {
+                    d[i][j] = Vec{};
+                    if (!px[i][j]) continue;
+                    if (nl == L)
+                        __builtin_memcpy(&d[i][j], px[i][j] + c0, VB);
+                    else
+                        for (int64_t l = 0; l < nl; ++l) d[i][j][l] = px[i][j][c0 + l];
+                }
+            left<a, a, a>(Tab::BT, d, t1);
+            right<a, a, a>(Tab::BT, t1, v);
+            T* dst = V + tt * g.ldv + c0;
+            for (int xi = 0; xi < a; ++xi)
+                for (int nu = 0; nu < a; ++nu) __builtin_memcpy(dst + (xi * a + nu) * g.tb * g.ldv, &v[xi][nu], VB);
+        }
+    }
+}
+
+// The epilogue's inputs in this element type.
+template <typename T>
+struct Out {
+    T alpha, beta, alpha2;
+    const T* z;     // y's layout, or null
+    const T* bias;  // K values, or null
+    convcoreActivationMode_t act;
+};
+
+// y[0, cols) = act(alpha * o + beta * y + alpha2 * z + bias[k0, k0 + cols)) for one pixel
+// (z and y at the same offset `at`).
+template <typename T, int VB, typename Vec>
+CONVCORE_GEMM_INLINE void store(const Out<T>& e, Vec o, T* y, int64_t at, int64_t k0, int64_t cols) {
+    constexpr int L = VB / sizeof(T);
+    if (cols == L) {
+        Vec r = e.alpha * o, t;
+        if (e.beta != T(0)) __builtin_memcpy(&t, y + at, VB), r += e.beta * t;
+        if (e.z) __builtin_memcpy(&t, e.z + at, VB), r += e.alpha2 * t;
+        if (e.bias) __builtin_memcpy(&t, e.bias + k0, VB), r += t;
+        if (e.act == CONVCORE_ACTIVATION_RELU) {
+            r = r > Vec{} ? r : Vec{};
+        } else if (e.act == CONVCORE_ACTIVATION_RELU6) {
+            const Vec six = Vec{} + T(6);
+            r = r > Vec{} ? r : Vec{};
+            r = r < six ? r : six;
+        } else if (e.act != CONVCORE_ACTIVATION_IDENTITY) {
+            for (int l = 0; l < L; ++l) r[l] = epilogue::activate(r[l], e.act);
+        }
+        __builtin_memcpy(y + at, &r, VB);
+        return;
+    }
+    for (int64_t l = 0; l < cols; ++l) {
+        T r = e.alpha * o[l];
+        if (e.beta != T(0)) r += e.beta * y[at + l];
+        if (e.z) r += e.alpha2 * e.z[at + l];
+        if (e.bias) r += e.bias[k0 + l];
+        y[at + l] = epilogue::activate(r, e.act);
+    }
+}
+
+// Stage 3: the output channels [k_begin, k_end) of the tiles [t0, t0 + nt) from M, whose
+// column 0 is channel k_base.
+template <typename T, int VB, class F>
+CONVCORE_GEMM_INLINE void output_block(const ConvProblem& p, const Geometry& g, const T* M, int64_t t0, int64_t nt,
+                                       int64_t k_base, int64_t k_begin, int64_t k_end, T* y, const Out<T>& e) {
+    typedef T Vec __attribute__((vector_size(VB)));
+    constexpr int L = VB / sizeof(T), a = F::alpha, m = F::m;
+    using Tab = typename F::template table<T>;
+    for (int64_t tt = 0; tt < nt; ++tt) {
+        const int64_t tile = t0 + tt, n = tile / (g.th * g.tw), ty = tile / g.tw % g.th, tx = tile % g.tw;
+        const int64_t rows = std::min<int64_t>(m, p.p - ty * m), cols = std::min<int64_t>(m, p.q - tx * m);
+        for (int64_t k0 = k_begin; k0 < k_end; k0 += L) {
+            Vec mm[a][a], t1[m][a], o[m][m];
+            const T* src = M + tt * g.ldm + (k0 - k_base);
+            for (int xi = 0; xi < a; ++xi)
+                for (int nu = 0; nu < a; ++nu) __builtin_memcpy(&mm[xi][nu], src + (xi * a + nu) * g.tb * g.ldm, VB);
+            left<m, a, a>(Tab::AT, mm, t1);
+            right<m, a, m>(Tab::AT, t1, o);
+            const int64_t kl = std::min<int64_t>(L, k_end - k0);
+            for (int64_t i = 0; i < rows; ++i)
+                for (int64_t j = 0; j < cols; ++j)
+                    store<T, VB>(e, o[i][j], y, ((n * p.p + ty * m + i) * p.q + tx * m + j) * p.k + k0, k0, kl);
+        }
+    }
+}
+
+// One task: tiles [t0, t1) x panels [j0, j1), tb tiles at a time.
+template <typename T, int VB, int kAcc, class F>
+CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const Geometry& g, const T* x, const T* U, T* y, int64_t t0,
+                               int64_t t1, int64_t j0, int64_t j1, const Out<T>& e, T* scratch) {
+    constexpr int NV = kPanelVectors, MR = kAcc * 3 / 2 / NV;
+    T* V = scratch;
+    T* M = V + g.aa * g.tb * g.ldv;
+    T* sink = M + g.aa * g.tb * g.ldm;
+    for (int64_t tb0 = t0; tb0 < t1; tb0 += g.tb) {
+        const int64_t nt = std::min(g.tb, t1 - tb0);
+        input_block<T, VB, F>(p, g, x, tb0, nt, V);
+        for (int64_t jg = j0; jg < j1; jg += g.pg) {
+            const int64_t je = std::min(j1, jg + g.pg);
+            for (int64_t xi = 0; xi < g.aa; ++xi)
+                for (int64_t jp = jg; jp < je; ++jp) {
+                    const T* b = U + (xi * g.panels + jp) * p.c * g.nr;
+                    for (int64_t t = 0; t < nt; t += MR) {
+                        const int64_t rows = std::min<int64_t>(MR, nt - t);
+                        const T* va = V + (xi * g.tb + t) * g.ldv;
+                        T* mc = M + (xi * g.tb + t) * g.ldm + (jp - jg) * g.nr;
+                        if (rows > MR / 2)
+                            nhwc_gemm::panel_block<T, VB, MR, NV>(va, g.ldv, rows, p.c, b, mc, g.ldm, g.nr, T(1),
+                                                                   T(0), sink);
+                        else
+                            nhwc_gemm::panel_block<T, VB, MR / 2, NV>(va, g.ldv, rows, p.c, b, mc, g.ldm, g.nr,
+                                                                       T(1), T(0), sink);
+                    }
+                }
+            output_block<T, VB, F>(p, g, M, tb0, nt, jg * g.nr, jg * g.nr, std::min(p.k, je * g.nr), y, e);
+        }
+    }
+}
+
+template <typename T>
+using TaskFn = void (*)(const ConvProblem&, const Geometry&, const T*, const T*, T*, int64_t, int64_t, int64_t,
+                        int64_t, const Out<T>&, T*);
+
+// The task compiled for one instruction set and both tile sizes: winograd_nhwc_tasks_<isa><T>[F].
+#define CONVCORE_WINOGRAD_NHWC_KERNELS(ISA, ATTR, VB, ACC)                                                    \
+    template <typename T, class F>                                                                           \
+    ATTR void winograd_nhwc_task_##ISA(const ConvProblem& p, const winograd_nhwc::Geometry& g, const T* x,   \
+                                       const T* U, T* y, int64_t t0, int64_t t1, int64_t j0, int64_t j1,     \
+                                       const winograd_nhwc::Out<T>& e, T* scratch) {                         \
+        winograd_nhwc::task<T, VB, ACC, F>(p, g, x, U, y, t0, t1, j0, j1, e, scratch);                       \
+    }
+
+// Per-thread buffers reused across calls, allocated by the calling thread.
+template <typename T>
+std::vector<T>& scratch() {
+    thread_local std::vector<T> buffer;
+    return buffer;
+}
+
+// y = act(alpha * conv(x, w) + beta * y + alpha2 * z + bias) on NHWC x and y; U prepared by
+// prepare_u (or made here into `u_space`).
+template <typename T, class F>
+void run(const ConvArgs& args, const T* U, T* u_space, TaskFn<T> task_fn) {
+    const ConvProblem& p = args.prob;
+    const int threads = args.ctx.threads();
+    if (!U) {
+        prepare_u<T, F>(p, static_cast<const T*>(args.w), u_space, threads);
+        U = u_space;
+    }
+    const Geometry g = geometry(p, F::m, threads);
+    const Epilogue& ep = args.epilogue;
+    const Out<T> e{T(args.alpha), T(args.beta), T(ep.alpha2), static_cast<const T*>(ep.z),
+                   static_cast<const T*>(ep.bias), ep.activation};
+    const size_t per_thread = size_t(scratch_elems(g));
+    std::vector<T>& buffers = scratch<T>();
+    if (buffers.size() < per_thread * size_t(threads)) buffers.assign(per_thread * size_t(threads), T(0));
+    const T* x = static_cast<const T*>(args.x);
+    T* y = static_cast<T*>(args.y);
+#pragma omp parallel num_threads(threads)
+    {
+        T* mine = buffers.data() + per_thread * size_t(omp_get_thread_num());
+#pragma omp for collapse(2) schedule(static)
+        for (int64_t tt = 0; tt < g.tile_tasks; ++tt)
+            for (int64_t tj = 0; tj < g.panel_tasks; ++tj)
+                task_fn(p, g, x, U, y, tt * g.tiles_per_task, std::min(g.tiles, (tt + 1) * g.tiles_per_task),
+                        tj * g.panels_per_task, std::min(g.panels, (tj + 1) * g.panels_per_task), e, mine);
+    }
+}
+
+}  // namespace winograd_nhwc
+}  // namespace cpu
+}  // namespace convcore
