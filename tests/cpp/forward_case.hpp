@@ -26,6 +26,7 @@ struct ForwardCase {
     bool strided_y = false;  // y stored NHWC, described with strides
     int threads = 0;         // 0: the handle's default
     size_t ws_offset = 0;    // the workspace base is 16-byte aligned plus this many bytes
+    bool nhwc = false;       // x and y NHWC, described by their format (the NHWC solvers' own path)
 };
 
 inline Shape make_shape(int64_t n, int64_t c, int64_t h, int64_t w, int64_t k, int64_t r, int64_t s,
@@ -52,23 +53,29 @@ double run_forward_case(convcoreConvolutionFwdAlgo_t algo, const ForwardCase& tc
     const convcoreDataType_t dt = sizeof(T) == 8 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT;
     convcore::Handle h;
     if (tc.threads > 0) EXPECT_EQ(convcoreSetNumThreads(h, tc.threads), CONVCORE_STATUS_SUCCESS);
-    convcore::TensorDesc xd(dt, p.n, p.c, p.h, p.w);
+    convcore::TensorDesc xd(tc.nhwc ? CONVCORE_TENSOR_NHWC : CONVCORE_TENSOR_NCHW, dt, p.n, p.c, p.h, p.w);
     convcore::FilterDesc wd(dt, p.k, p.c / p.groups, p.r, p.s);
     convcore::ConvDesc conv;
     conv.set(p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h, p.dil_w,
              p.flip ? CONVCORE_CONVOLUTION : CONVCORE_CROSS_CORRELATION);
     conv.set_groups(p.groups);
     const int64_t P = p.out_h(), Q = p.out_w();
-    convcore::TensorDesc yd(dt, p.n, p.k, P, Q);
+    convcore::TensorDesc yd(tc.nhwc ? CONVCORE_TENSOR_NHWC : CONVCORE_TENSOR_NCHW, dt, p.n, p.k, P, Q);
     if (tc.strided_y) yd.set_strided(dt, {p.n, p.k, P, Q}, {P * Q * p.k, 1, Q * p.k, p.k});
 
     const auto xr = random_vector(size_t(p.n * p.c * p.h * p.w), rng);
     const auto wr = random_vector(size_t(p.k * (p.c / p.groups) * p.r * p.s), rng);
     const auto y0 = random_vector(size_t(p.n * p.k * P * Q), rng);
-    std::vector<T> x(xr.begin(), xr.end()), w(wr.begin(), wr.end()), y(y0.size());
-    auto ref = reference_conv(p, std::vector<double>(x.begin(), x.end()), std::vector<double>(w.begin(), w.end()));
+    std::vector<T> x(xr.size()), w(wr.begin(), wr.end()), y(y0.size());
+    for (size_t i = 0; i < xr.size(); ++i) {  // packed NCHW index i -> storage index
+        const int64_t j = int64_t(i), iw = j % p.w, ih = j / p.w % p.h, c = j / (p.h * p.w) % p.c, n = j / (p.h * p.w * p.c);
+        x[tc.nhwc ? size_t(((n * p.h + ih) * p.w + iw) * p.c + c) : i] = T(xr[i]);
+    }
+    std::vector<double> x_rounded(xr.size());
+    for (size_t i = 0; i < xr.size(); ++i) x_rounded[i] = double(T(xr[i]));
+    auto ref = reference_conv(p, x_rounded, std::vector<double>(w.begin(), w.end()));
     auto y_index = [&](int64_t i) -> size_t {  // packed NCHW index -> storage index
-        if (!tc.strided_y) return size_t(i);
+        if (!tc.strided_y && !tc.nhwc) return size_t(i);
         const int64_t q = i % Q, pp = (i / Q) % P, k = (i / (P * Q)) % p.k, n = i / (P * Q * p.k);
         return size_t(((n * P + pp) * Q + q) * p.k + k);
     };

@@ -197,6 +197,34 @@ void expect_not_supported(convcoreConvolutionFwdAlgo_t algo, int64_t r, int64_t 
     EXPECT_EQ(y[0], -7.0) << "an unsupported run wrote the output";
 }
 
+// NHWC x and y: the fused schedule (cpu/winograd_nhwc.hpp). Channel counts that leave partial
+// vectors and column panels, rows 2 KiB apart (C = 512: V's rows padded), output channels over
+// several panel groups, more tiles than a block and than a task, padding 0-2 and true
+// convolution, alpha/beta, one to three threads (the tasks split tiles or panels), float32 and
+// float64; two groups take the NCHW schedule.
+TEST_P(Winograd, NhwcFusedScheduleMatchesTheReference) {
+    const auto algo = GetParam();
+    std::mt19937 rng(77 + int(algo));
+    const Shape shapes[] = {
+        make_shape(1, 5, 7, 9, 37, 3, 3, 1),
+        make_shape(2, 19, 13, 11, 70, 3, 3, 0, 1, 1, 1, true),
+        make_shape(1, 512, 6, 5, 40, 3, 3, 1),
+        make_shape(3, 24, 30, 29, 48, 3, 3, 2),
+        make_shape(1, 300, 10, 10, 300, 3, 3, 1),
+        make_shape(1, 8, 9, 9, 8, 3, 3, 1, 1, 1, 2),
+    };
+    int trial = 0;
+    for (const Shape& p : shapes)
+        for (int threads = 1; threads <= 3; ++threads, ++trial) {
+            const ForwardCase tc{p, trial % 2 ? -0.75 : 1.0, trial % 3 == 1 ? 0.5 : 0.0, false, threads, 0, true};
+            EXPECT_LT(run_forward_case<float>(algo, tc, rng), bound(algo, false))
+                << name(algo) << " float32 " << describe(p) << " threads " << threads;
+            if (threads == 2)
+                EXPECT_LT(run_forward_case<double>(algo, tc, rng), bound(algo, true))
+                    << name(algo) << " float64 " << describe(p);
+        }
+}
+
 TEST_P(Winograd, NotSupportedNamesTheLimit) {
     const auto algo = GetParam();
     const std::string n = name(algo);
