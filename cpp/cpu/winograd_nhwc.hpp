@@ -53,9 +53,31 @@ struct Geometry {
     int64_t tile_tasks, tiles_per_task, panel_tasks, panels_per_task;
 };
 
-// The blocking: V's block in half of L2, M's group in a quarter; tasks split the tiles (in
-// blocks of kTileRows) or the panels over the threads, whichever leaves their shares of
-// (tile block x panel) products more even (as nhwc_gemm::panel_blocking).
+// The blocking. Per block of tb tiles a task reads its whole slice of U (a*a*C x its output
+// channels) and writes and reads V (a*a*C per tile): tb = the task's output channels makes the
+// two streams about equal (at least what half of L2 holds of V), so U's slice is read once per
+// that many tiles however large it is. The threads split either the tiles (each reads all of
+// U per block) or the panels (each transforms every tile's input): whichever moves fewer bytes
+// per thread. M holds a group of pg panels for the output transform, a quarter of L2.
+struct Split {
+    int64_t tile_tasks, tiles_per_task, panel_tasks, panels_per_task, tb, cost;
+};
+inline Split split(const ConvProblem& p, const Geometry& g, int64_t tile_tasks, int64_t panel_tasks) {
+    Split s{};
+    const int64_t elem = int64_t(p.elem_size()), l2 = cache_bytes(2, 512 << 10);
+    s.tiles_per_task = ceil_div(ceil_div(g.tiles, kTileRows), tile_tasks) * kTileRows;
+    s.panels_per_task = ceil_div(g.panels, panel_tasks);
+    s.tile_tasks = ceil_div(g.tiles, s.tiles_per_task);
+    s.panel_tasks = ceil_div(g.panels, s.panels_per_task);
+    const int64_t v_tile = g.aa * g.ldv * elem, u_task = g.aa * p.c * s.panels_per_task * g.nr * elem;
+    const int64_t tb_max = std::max({kTileRows, l2 / 2 / v_tile, s.panels_per_task * g.nr});
+    const int64_t blocks = ceil_div(s.tiles_per_task, tb_max);
+    s.tb = ceil_div(ceil_div(s.tiles_per_task, blocks), kTileRows) * kTileRows;  // even blocks
+    s.tb = std::min(s.tb, std::max(kTileRows, s.tiles_per_task));
+    s.cost = blocks * u_task + s.tiles_per_task * v_tile;
+    return s;
+}
+
 inline Geometry geometry(const ConvProblem& p, int64_t m, int threads) {
     Geometry g{};
     const int64_t elem = int64_t(p.elem_size()), lanes = nhwc_gemm::isa_lanes(p.elem_size());
@@ -69,17 +91,15 @@ inline Geometry geometry(const ConvProblem& p, int64_t m, int threads) {
     g.nr = nhwc_gemm::panel_cols(p);
     g.panels = nhwc_gemm::panel_count(p);
     g.ldv = nhwc_gemm::copied_row_stride(ceil_div(p.c, lanes) * lanes, p.elem_size());
-    const int64_t blocks = ceil_div(g.tiles, kTileRows), t = std::max(1, threads);
-    const int64_t by_tiles = ceil_div(blocks, t) * g.panels, by_panels = blocks * ceil_div(g.panels, t);
-    g.tile_tasks = std::min(blocks, t);
-    g.panel_tasks = 1;
-    if (by_panels < by_tiles) g.tile_tasks = 1, g.panel_tasks = std::min(g.panels, t);
-    g.tiles_per_task = ceil_div(blocks, g.tile_tasks) * kTileRows;
-    g.panels_per_task = ceil_div(g.panels, g.panel_tasks);
-    g.tile_tasks = ceil_div(g.tiles, g.tiles_per_task);
-    g.panel_tasks = ceil_div(g.panels, g.panels_per_task);
-    const int64_t tb_fit = l2 / 2 / (g.aa * g.ldv * elem) / kTileRows * kTileRows;
-    g.tb = std::min(std::max(kTileRows, tb_fit), g.tiles_per_task);
+    const int64_t t = std::max(1, threads);
+    const Split by_tiles = split(p, g, std::min(ceil_div(g.tiles, kTileRows), t), 1);
+    const Split by_panels = split(p, g, 1, std::min(g.panels, t));
+    const Split& s = by_panels.cost < by_tiles.cost ? by_panels : by_tiles;
+    g.tile_tasks = s.tile_tasks;
+    g.tiles_per_task = s.tiles_per_task;
+    g.panel_tasks = s.panel_tasks;
+    g.panels_per_task = s.panels_per_task;
+    g.tb = s.tb;
     g.pg = std::min(g.panels_per_task, std::max<int64_t>(1, l2 / 4 / (g.aa * g.tb * g.nr * elem)));
     g.ldm = nhwc_gemm::copied_row_stride(g.pg * g.nr, p.elem_size());
     return g;
@@ -281,8 +301,11 @@ CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const Geometry& g, const T*
                         if (rows > MR / 2)
                             nhwc_gemm::panel_block<T, VB, MR, NV>(va, g.ldv, rows, p.c, b, mc, g.ldm, g.nr, T(1),
                                                                    T(0), sink);
-                        else
+                        else if (rows > MR / 4)  // a last partial block: a kernel of half or a quarter the rows
                             nhwc_gemm::panel_block<T, VB, MR / 2, NV>(va, g.ldv, rows, p.c, b, mc, g.ldm, g.nr,
+                                                                       T(1), T(0), sink);
+                        else
+                            nhwc_gemm::panel_block<T, VB, MR / 4, NV>(va, g.ldv, rows, p.c, b, mc, g.ldm, g.nr,
                                                                        T(1), T(0), sink);
                     }
                 }
