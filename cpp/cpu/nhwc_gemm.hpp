@@ -50,15 +50,18 @@ inline int64_t cache_bytes(int level, int64_t fallback) {
 }
 
 // The panel path: one group with at least a panel of output channels, and either a 1x1 filter
-// (the copy of A is a plain copy of its rows) or a reduction (taps x C) so long that a register
-// block's A rows (12 of them) overflow L1, where reading them in place stops paying. Its panels
-// are two vectors (of the machine's width) of output channels.
+// (the copy of A is a plain copy of its rows), a reduction (taps x C) so long that a register
+// block's A rows (12 of them) overflow L1, where reading them in place stops paying, or fewer
+// input channels than a vector (a stem: in place the kernel's inner loop would run C < a
+// vector's lanes per tap; copied, the taps of a filter row are one run of S*C values). Its
+// panels are two vectors (of the machine's width) of output channels.
 constexpr int kPanelVectors = 2;
 inline int64_t panel_cols(const ConvProblem& p) { return kPanelVectors * isa_lanes(p.elem_size()); }
 inline bool panel_path(const ConvProblem& p) {
     const int64_t a_rows_bytes = product_or_minus1({12, p.r, p.s, p.c, int64_t(p.elem_size())});
     return p.groups == 1 && p.k >= panel_cols(p) &&
-           (p.is_1x1() || a_rows_bytes < 0 || a_rows_bytes > cache_bytes(1, 32 << 10));
+           (p.is_1x1() || a_rows_bytes < 0 || a_rows_bytes > cache_bytes(1, 32 << 10) ||
+            p.c < isa_lanes(p.elem_size()));
 }
 inline int64_t panel_count(const ConvProblem& p) { return (p.k + panel_cols(p) - 1) / panel_cols(p); }
 
@@ -388,6 +391,55 @@ inline int64_t copied_row_stride(int64_t len, size_t elem) {
     return rows_share_sets(len * int64_t(elem)) ? len + 64 / int64_t(elem) : len;
 }
 
+// On the panel path with few input channels (a stem: panel_path's last case) and unit dilation
+// along w, the S taps of a filter row read S consecutive input pixels: one run of S*C values
+// that x holds contiguously. The kernel then reads A in place, R runs per pixel (Wt's rows
+// [tap*C + c] are [r][s*C + c] already); a run that crosses the left or right edge, or a row
+// in the padding, is copied with its zeros into the task's buffer.
+inline bool panel_row_runs(const ConvProblem& p) {
+    return p.dil_w == 1 && !p.is_1x1() && p.c < isa_lanes(p.elem_size()) &&
+           12 * p.r * p.s * p.c * int64_t(p.elem_size()) <= cache_bytes(1, 32 << 10);
+}
+
+template <typename T, int VB, int kAcc>
+CONVCORE_GEMM_INLINE void row_run_task(const ConvProblem& p, const T* x, const T* wt, T* y, int64_t p0, int64_t p1,
+                                       int64_t j0, int64_t j1, T alpha, T beta, T* edges, T* sink, const T** rows) {
+    constexpr int NV = kPanelVectors, L = VB / sizeof(T), NR = NV * L, MR = kAcc * 3 / 2 / NV;
+    const int64_t run = p.s * p.c, reduction = p.r * run;
+    T* c[MR];
+    for (int64_t pix = p0; pix < p1; pix += MR) {
+        const int64_t m = std::min<int64_t>(MR, p1 - pix);
+        for (int64_t i = 0; i < MR; ++i) {
+            const int64_t q = pix + (i < m ? i : 0);
+            const int64_t ow = q % p.q, oh = q / p.q % p.p, n = q / (p.p * p.q);
+            const int64_t iw0 = ow * p.stride_w - p.pad_w;
+            for (int64_t r = 0; r < p.r; ++r) {
+                const int64_t ih = conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h);
+                const T* src = x + ((n * p.h + ih) * p.w + iw0) * p.c;
+                if (ih >= 0 && ih < p.h && iw0 >= 0 && iw0 + p.s <= p.w) {
+                    rows[i * p.r + r] = src;
+                    continue;
+                }
+                T* d = edges + (i * p.r + r) * run;
+                for (int64_t s = 0; s < p.s; ++s) {
+                    const bool inside = ih >= 0 && ih < p.h && iw0 + s >= 0 && iw0 + s < p.w;
+                    for (int64_t ch = 0; ch < p.c; ++ch) d[s * p.c + ch] = inside ? src[s * p.c + ch] : T(0);
+                }
+                rows[i * p.r + r] = d;
+            }
+        }
+        for (int64_t jp = j0; jp < j1; ++jp) {
+            const int64_t cols = std::min<int64_t>(NR, p.k - jp * NR);
+            for (int i = 0; i < MR; ++i) c[i] = i < m ? y + (pix + i) * p.k + jp * NR : sink;
+            const T* b = wt + jp * reduction * NR;
+            if (cols <= L)
+                micro<T, VB, MR, 1>(rows, 0, p.r, run, b, NR, c, cols, alpha, beta);
+            else
+                micro<T, VB, MR, NV>(rows, 0, p.r, run, b, NR, c, cols, alpha, beta);
+        }
+    }
+}
+
 // MB pixels from `pix` (m of them real; the rest repeat the first row into `sink`) x the
 // columns [0, cols) of panel b (NV vectors, or one when the columns fit one).
 template <typename T, int VB, int MB, int NV>
@@ -417,6 +469,10 @@ CONVCORE_GEMM_INLINE void panel_task(const ConvProblem& p, const T* x, const T* 
                                      int64_t p0, int64_t p1, int64_t j0, int64_t j1, int64_t kc, int64_t mc, T alpha,
                                      T beta, T* a_block, T* sink, const T** rows) {
     constexpr int NV = kPanelVectors, NR = NV * (VB / sizeof(T)), MR = kAcc * 3 / 2 / NV;  // 1.5x kAcc accumulators
+    if (panel_row_runs(p)) {
+        row_run_task<T, VB, kAcc>(p, x, wt, y, p0, p1, j0, j1, alpha, beta, a_block, sink, rows);
+        return;
+    }
     const int64_t taps = p.r * p.s, reduction = taps * p.c;
     const bool in_place = panel_a_in_place(p);
     for (int64_t pb = p0; pb < p1; pb += mc) {
@@ -430,8 +486,11 @@ CONVCORE_GEMM_INLINE void panel_task(const ConvProblem& p, const T* x, const T* 
                 for (int64_t pix = pb; pix < pe; ++pix) {
                     pixel_rows(p, x, zeros, pix, rows);
                     T* d = a_block + (pix - pb) * lda;
-                    for (int64_t q = q0; q < q0 + len;) {  // the chunk's pieces, tap by tap
-                        const int64_t t = q / p.c, c = q % p.c, n = std::min(q0 + len - q, p.c - c);
+                    for (int64_t q = q0; q < q0 + len;) {  // the chunk's pieces: runs of taps
+                        const int64_t t = q / p.c, c = q % p.c;
+                        int64_t te = t + 1;  // taps whose pixels follow each other in x make one run
+                        while (te < taps && rows[te] == rows[te - 1] + p.c && rows[te] != zeros) ++te;
+                        const int64_t n = std::min(q0 + len - q, te * p.c - q);
                         std::memcpy(d + (q - q0), rows[t] + c, size_t(n) * sizeof(T));
                         q += n;
                     }
@@ -533,16 +592,21 @@ void run(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, T 
     const int64_t pixels = p.n * p.p * p.q, kg = p.k_per_group();
     if (panel_path(p)) {
         const PanelBlocking b = panel_blocking(p, threads);
-        const int64_t a_block_size = panel_a_in_place(p) ? 0 : b.mc * copied_row_stride(b.kc, p.elem_size());
+        // A's block (row runs: the copied runs at the edges), a sink row; row pointers (row runs:
+        // 12 pixels x R).
+        const int64_t a_block_size = panel_row_runs(p)  ? 12 * p.r * p.s * p.c
+                                     : panel_a_in_place(p) ? 0
+                                                          : b.mc * copied_row_stride(b.kc, p.elem_size());
         const size_t per_thread = size_t(a_block_size + panel_cols(p));
         std::vector<T>& blocks = scratch<T>();
         if (blocks.size() < per_thread * size_t(threads)) blocks.assign(per_thread * size_t(threads), T(0));
-        std::vector<const T*> row_pointers(size_t(p.r * p.s) * size_t(threads));
+        const size_t pointers = size_t(std::max(p.r * p.s, 12 * p.r));
+        std::vector<const T*> row_pointers(pointers * size_t(threads));
 #pragma omp parallel num_threads(threads)
         {
             const int thread = omp_get_thread_num();
             T* a_block = blocks.data() + per_thread * size_t(thread);
-            const T** rows = row_pointers.data() + size_t(p.r * p.s) * size_t(thread);
+            const T** rows = row_pointers.data() + pointers * size_t(thread);
 #pragma omp for collapse(2) schedule(static)
             for (int64_t tp = 0; tp < b.pixel_tasks; ++tp)
                 for (int64_t tj = 0; tj < b.panel_tasks; ++tj)
