@@ -10,13 +10,20 @@ namespace convcore {
 namespace epilogue {
 
 template <typename T>
-CONVCORE_HD inline T activate(T v, convcoreActivationMode_t act) {
+CONVCORE_HD T activate(T v, convcoreActivationMode_t act) {
     switch (act) {
         case CONVCORE_ACTIVATION_RELU: return v > T(0) ? v : T(0);
         case CONVCORE_ACTIVATION_RELU6: return v > T(0) ? (v < T(6) ? v : T(6)) : T(0);
         case CONVCORE_ACTIVATION_SILU: return v / (T(1) + exp(-v));
         default: return v;
     }
+}
+
+// The epilogue of one output: act(v + alpha2 * z + bias), where v = alpha * conv(x, w) and the
+// caller passes z_term = alpha2 * z (0 without z) and bias_k (0 without bias).
+template <typename T>
+CONVCORE_HD T finish(T v, T z_term, T bias_k, convcoreActivationMode_t act) {
+    return activate(v + z_term + bias_k, act);
 }
 
 }  // namespace epilogue
