@@ -758,8 +758,11 @@ void epilogue_case(convcoreHandle_t cpu, convcoreHandle_t gpu, convcoreConvoluti
     const T a1 = T(1.5), a2 = T(-0.5);
     std::vector<T> cpu_y = in_place ? z : std::vector<T>(z.size(), std::numeric_limits<T>::quiet_NaN());
     const void* bias_cpu = with_bias ? b.data() : nullptr;
+    size_t cpu_bytes = 0;  // NHWC tensors are staged through the workspace
+    CC_ASSERT_OK(convcoreGetConvolutionForwardWorkspaceSize(cpu, xd, fd, conv, yd, CONVCORE_FWD_ALGO_DIRECT, &cpu_bytes));
+    std::vector<double> cpu_ws(cpu_bytes / sizeof(double) + 1);
     CC_ASSERT_OK(convcoreConvolutionBiasActivationForward(cpu, &a1, xd, x.data(), fd, w.data(), conv,
-                                                          CONVCORE_FWD_ALGO_DIRECT, nullptr, 0, &a2, yd,
+                                                          CONVCORE_FWD_ALGO_DIRECT, cpu_ws.data(), cpu_bytes, &a2, yd,
                                                           in_place ? cpu_y.data() : z.data(), bd, bias_cpu, act,
                                                           yd, cpu_y.data()));
     size_t bytes = 0;

@@ -239,10 +239,14 @@ TEST_F(BadArgs, WrongZDescriptor) {
 }
 
 TEST_F(BadArgs, UnknownActivationAndMissingAlpha2) {
-    int seven = 7;
+    // Any int is valid C; the test passes it straight to the C API, as a C caller would.
+    const int seven = 7;
     convcoreActivationMode_t bad;
     std::memcpy(&bad, &seven, sizeof bad);
-    expect_bad(call(nullptr, nullptr, nullptr, nullptr, bad), "activationMode 7 is not a convcoreActivationMode_t");
+    expect_bad(convcoreConvolutionBiasActivationForward(h, &one, xd, x.data(), wd, w.data(), conv,
+                                                        CONVCORE_FWD_ALGO_DIRECT, nullptr, 0, &one, nullptr, nullptr,
+                                                        nullptr, nullptr, bad, yd, y.data()),
+               "activationMode 7 is not a convcoreActivationMode_t");
     const convcoreStatus_t st = convcoreConvolutionBiasActivationForward(
         h, &one, xd, x.data(), wd, w.data(), conv, CONVCORE_FWD_ALGO_DIRECT, nullptr, 0, nullptr, zd, z.data(),
         nullptr, nullptr, CONVCORE_ACTIVATION_RELU, yd, y.data());
