@@ -19,5 +19,12 @@ CONVCORE_HD T activate(T v, convcoreActivationMode_t act) {
     }
 }
 
+// The epilogue of one output: act(v + alpha2 * z + bias), where v = alpha * conv(x, w) and the
+// caller passes z_term = alpha2 * z (0 without z) and bias_k (0 without bias).
+template <typename T>
+CONVCORE_HD T finish(T v, T z_term, T bias_k, convcoreActivationMode_t act) {
+    return activate(v + z_term + bias_k, act);
+}
+
 }  // namespace epilogue
 }  // namespace convcore

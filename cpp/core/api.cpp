@@ -525,6 +525,70 @@ convcoreStatus_t convcoreConvolutionForward(convcoreHandle_t handle, const void*
     });
 }
 
+}  // extern "C"
+
+namespace {
+
+// The checks of convcoreConvolutionBiasActivationForward's z and bias descriptors against y's.
+void check_epilogue_descriptors(convcoreTensorDescriptor_t yDesc, convcoreTensorDescriptor_t zDesc, const void* z,
+                                convcoreTensorDescriptor_t biasDesc, const void* bias) {
+    const convcoreTensorStruct& yd = *yDesc;
+    if (!yd.set) return;  // make_problem names it
+    const auto dtype_name = [](convcoreDataType_t t) {
+        return std::string(t == CONVCORE_DATA_DOUBLE ? "CONVCORE_DATA_DOUBLE" : "CONVCORE_DATA_FLOAT");
+    };
+    const auto dims_str = [](const int64_t d[4]) {
+        return std::to_string(d[0]) + "x" + std::to_string(d[1]) + "x" + std::to_string(d[2]) + "x" +
+               std::to_string(d[3]);
+    };
+    if (z) {
+        require(zDesc, "zDesc (z is given)");
+        if (!zDesc->set) throw_bad_param("zDesc was created but never set");
+        if (zDesc->dtype != yd.dtype)
+            throw_bad_param("zDesc: data type " + dtype_name(zDesc->dtype) + " does not match y's " +
+                            dtype_name(yd.dtype));
+        if (!std::equal(zDesc->dims, zDesc->dims + 4, yd.dims))
+            throw_bad_param("zDesc: dims " + dims_str(zDesc->dims) + " do not match y's " + dims_str(yd.dims));
+        if (!same_layout(yd.dims, zDesc->strides, yd.strides))
+            throw_bad_param("zDesc: strides " + dims_str(zDesc->strides) + " differ from y's " +
+                            dims_str(yd.strides) + " (z must be laid out as y)");
+    }
+    if (bias) {
+        require(biasDesc, "biasDesc (bias is given)");
+        if (!biasDesc->set) throw_bad_param("biasDesc was created but never set");
+        if (biasDesc->dtype != yd.dtype)
+            throw_bad_param("biasDesc: data type " + dtype_name(biasDesc->dtype) + " does not match y's " +
+                            dtype_name(yd.dtype));
+        const int64_t* d = biasDesc->dims;
+        if (d[0] != 1 || d[1] != yd.dims[1] || d[2] != 1 || d[3] != 1)
+            throw_bad_param("biasDesc: dims " + dims_str(d) + " must be 1x" + std::to_string(yd.dims[1]) +
+                            "x1x1 (one value per output channel K=" + std::to_string(yd.dims[1]) + ")");
+        if (d[1] > 1 && biasDesc->strides[1] != 1)
+            throw_bad_param("biasDesc: cStride=" + std::to_string(biasDesc->strides[1]) +
+                            " must be 1 (K contiguous values)");
+    }
+}
+
+}  // namespace
+
+extern "C" {
+
+convcoreStatus_t convcoreConvolutionBiasActivationForward(
+    convcoreHandle_t handle, const void* alpha1, convcoreTensorDescriptor_t xDesc, const void* x,
+    convcoreFilterDescriptor_t wDesc, const void* w, convcoreConvolutionDescriptor_t convDesc,
+    convcoreConvolutionFwdAlgo_t algo, void* workspace, size_t workSpaceSizeInBytes, const void* alpha2,
+    convcoreTensorDescriptor_t zDesc, const void* z, convcoreTensorDescriptor_t biasDesc, const void* bias,
+    convcoreActivationMode_t activationMode, convcoreTensorDescriptor_t yDesc, void* y) {
+    return guard([&] {
+        require(yDesc, "yDesc");
+        const convcoreConvolutionPlanStruct plan =
+            make_plan(handle, CONVCORE_PASS_FORWARD, xDesc, wDesc, convDesc, yDesc, enum_int(algo));
+        check_epilogue_descriptors(yDesc, zDesc, z, biasDesc, bias);
+        execute_bias_activation(plan, alpha1, x, w, alpha2, z, bias, activationMode, y, workspace,
+                                workSpaceSizeInBytes);
+    });
+}
+
 // ---- memory ----
 convcoreStatus_t convcoreMalloc(convcoreHandle_t handle, void** ptr, size_t bytes) {
     return guard([&] {

@@ -95,6 +95,13 @@ inline void blend_strided(const Context& ctx, size_t elem, const void* src, cons
     cpu::blend_strided(ctx, elem, src, sv, dst, dv, alpha, beta);
 }
 
+inline void apply_epilogue(const Context& ctx, size_t elem, void* y, const Strided4d& yv, const Epilogue& e) {
+#ifdef CONVCORE_WITH_CUDA
+    if (ctx.device == CONVCORE_DEVICE_CUDA) return cuda::apply_epilogue(ctx, elem, y, yv, e);
+#endif
+    cpu::apply_epilogue(ctx, elem, y, yv, e);
+}
+
 // Data pointers must be aligned to their element size (4 or 8 bytes): the solvers read them
 // as float/double (and the staging copies of the workspace as well).
 inline void check_aligned(const void* p, size_t elem, const char* name) {

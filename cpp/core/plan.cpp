@@ -138,7 +138,7 @@ size_t workspace_with_staging(const ConvProblem& prob, const ConvProblem& run_pr
 }
 
 void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const void* in0, const void* in1,
-             const void* beta, void* out, void* workspace, size_t workspace_size) {
+             const void* beta, void* out, void* workspace, size_t workspace_size, const Epilogue* fused) {
     const ConvProblem& prob = plan.prob;
     const PassNames names = names_of(plan.pass);
     require(alpha, "alpha");
@@ -216,8 +216,10 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
                 copy_strided(ctx, elem, in1, w_view(prob), staged_filter, w_view(run));
                 w = staged_filter;
             }
-            plan.forward->run(ConvArgs{run, ctx, x, w, y, plan.second_bytes ? 1.0 : a,
-                                       plan.second_bytes ? 0.0 : b, solver_ws, prepared});
+            ConvArgs args{run, ctx, x, w, y, plan.second_bytes ? 1.0 : a, plan.second_bytes ? 0.0 : b, solver_ws,
+                          prepared};
+            if (fused) args.epilogue = *fused;
+            plan.forward->run(args);
             if (plan.second_bytes) blend_strided(ctx, elem, second, y_view(run), out, y_view(prob), a, b);
             break;
         }
@@ -257,6 +259,70 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
             break;
         }
     }
+}
+
+bool fuses_epilogue(const convcoreConvolutionPlanStruct& plan) {
+    // A staged y is written packed and then blended into the caller's layout: the epilogue
+    // (whose z is in the caller's layout) then runs after the blend.
+    return plan.forward && !plan.second_bytes && plan.forward->fuses_epilogue &&
+           plan.forward->fuses_epilogue(plan.run_prob);
+}
+
+void execute_bias_activation(const convcoreConvolutionPlanStruct& plan, const void* alpha1, const void* x,
+                             const void* w, const void* alpha2, const void* z, const void* bias,
+                             const convcoreActivationMode_t& activation, void* y, void* workspace,
+                             size_t workspace_size) {
+    if (plan.pass != CONVCORE_PASS_FORWARD)
+        throw_bad_param("plan: the fused epilogue applies to forward plans (CONVCORE_PASS_FORWARD), this plan's "
+                        "pass is " + std::to_string(int(plan.pass)));
+    const int act = enum_int(activation);
+    if (act < CONVCORE_ACTIVATION_IDENTITY || act > CONVCORE_ACTIVATION_SILU)
+        throw_bad_param("activationMode " + std::to_string(act) + " is not a convcoreActivationMode_t");
+    require(alpha1, "alpha1");
+    require(x, "x");
+    require(w, "w");
+    require(y, "y");
+    if (z) require(alpha2, "alpha2 (z is given)");
+    const ConvProblem& prob = plan.prob;
+    const size_t elem = prob.elem_size();
+    const int64_t y_bytes = y_extent(prob);
+    if (z) {
+        check_aligned(z, elem, "z");
+        if (ranges_overlap(z, y_bytes, x, x_extent(prob)))
+            throw_bad_param("z overlaps x: the residual must not share memory with the convolution's input");
+        if (ranges_overlap(z, y_bytes, w, w_extent(prob)))
+            throw_bad_param("z overlaps w: the residual must not share memory with the filters");
+        if (z != y && ranges_overlap(z, y_bytes, y, y_bytes))
+            throw_bad_param("z overlaps y without being y: pass z == y to add the residual in place, or a "
+                            "separate buffer");
+    }
+    if (bias) {
+        check_aligned(bias, elem, "bias");
+        if (ranges_overlap(bias, int64_t(prob.k) * int64_t(elem), y, y_bytes))
+            throw_bad_param("bias overlaps y: the bias must be a separate buffer");
+    }
+    Epilogue e;
+    e.bias = bias;
+    e.z = z;
+    e.alpha2 = 0;
+    if (z) e.alpha2 = prob.dtype == CONVCORE_DATA_DOUBLE ? *static_cast<const double*>(alpha2)
+                                                         : double(*static_cast<const float*>(alpha2));
+    e.activation = convcoreActivationMode_t(act);
+    const double zero_d = 0.0;
+    const float zero_f = 0.0f;
+    const void* zero = prob.dtype == CONVCORE_DATA_DOUBLE ? static_cast<const void*>(&zero_d) : &zero_f;
+    if (e.none()) return execute(plan, alpha1, x, w, zero, y, workspace, workspace_size);
+    if (fuses_epilogue(plan)) return execute(plan, alpha1, x, w, zero, y, workspace, workspace_size, &e);
+    // The core applies it after the convolution, which must not overwrite z before it is read:
+    // with z == y the convolution blends it itself (beta = alpha2), and the pass after adds the
+    // bias and activates.
+    const void* beta = zero;
+    if (z == y) {
+        beta = alpha2;
+        e.z = nullptr;
+    }
+    execute(plan, alpha1, x, w, beta, y, workspace, workspace_size);
+    apply_epilogue(*plan.handle, elem, y, y_view(prob), e);
 }
 
 }  // namespace api
@@ -344,6 +410,18 @@ convcoreStatus_t convcoreExecuteConvolutionPlan(convcoreConvolutionPlan_t plan, 
     return guard([&] {
         require(plan, "plan");
         execute(*plan, alpha, in0, in1, beta, out, workspace, workspaceSizeInBytes);
+    });
+}
+
+convcoreStatus_t convcoreExecuteConvolutionPlanBiasActivation(convcoreConvolutionPlan_t plan, const void* alpha1,
+                                                             const void* x, const void* w, const void* alpha2,
+                                                             const void* z, const void* bias,
+                                                             convcoreActivationMode_t activationMode, void* y,
+                                                             void* workspace, size_t workspaceSizeInBytes) {
+    return guard([&] {
+        require(plan, "plan");
+        execute_bias_activation(*plan, alpha1, x, w, alpha2, z, bias, activationMode, y, workspace,
+                                workspaceSizeInBytes);
     });
 }
 

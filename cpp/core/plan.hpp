@@ -52,9 +52,22 @@ size_t workspace_with_staging(const ConvProblem& prob, const ConvProblem& run_pr
 
 // Runs a plan: out = alpha * pass(in0, in1) + beta * out. Forward: (x, w) -> y; backward data:
 // (dy, w) -> dx; backward filter: (x, dy) -> dw. Checks the pointers, the workspace, alignment
-// and overlaps; stages strided tensors.
+// and overlaps; stages strided tensors. fused: the epilogue handed to a forward solver that
+// fuses it (fuses_epilogue(plan); beta must be 0), else null.
 void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const void* in0, const void* in1,
-             const void* beta, void* out, void* workspace, size_t workspace_size);
+             const void* beta, void* out, void* workspace, size_t workspace_size, const Epilogue* fused = nullptr);
+
+// Whether the forward plan's solver applies the epilogue itself: it says so for this problem
+// and y is not staged (a staged y gets the epilogue after it is unstaged).
+bool fuses_epilogue(const convcoreConvolutionPlanStruct& plan);
+
+// y = act(alpha1 * conv(x, w) + alpha2 * z + bias) (convcoreExecuteConvolutionPlanBiasActivation):
+// checks the epilogue's arguments, then either hands the epilogue to a solver that fuses it or
+// runs the convolution and applies it in one pass over y. z (or null) is laid out as y, may be y.
+void execute_bias_activation(const convcoreConvolutionPlanStruct& plan, const void* alpha1, const void* x,
+                             const void* w, const void* alpha2, const void* z, const void* bias,
+                             const convcoreActivationMode_t& activation, void* y, void* workspace,
+                             size_t workspace_size);
 
 // Defined with the entry points of their pass (core/api.cpp, core/api_backward.cpp).
 ConvProblem forward_problem(convcoreHandle_t handle, convcoreTensorDescriptor_t x, convcoreFilterDescriptor_t w,

@@ -1,11 +1,13 @@
 // DIRECT: the reference algorithm. Plain loops over every output element, accumulating in
 // double, supporting every stride, padding, dilation, group count and both modes. Simple on
-// purpose: the other algorithms are checked against it in convcore bench.
+// purpose: the other algorithms are checked against it in convcore bench. It fuses the epilogue
+// (ConvArgs::epilogue) into its stores, in double: the reference of the fused contract.
 #include <cmath>
 #include <vector>
 
 #include "common/blend.hpp"
 #include "common/conv_index.hpp"
+#include "common/epilogue.hpp"
 #include "core/solver.hpp"
 
 namespace convcore {
@@ -14,6 +16,7 @@ namespace {
 
 std::string why_not(const ConvProblem&) { return ""; }
 size_t workspace_bytes(const ConvProblem&) { return 0; }
+bool fuses_epilogue(const ConvProblem&) { return true; }
 
 template <typename T>
 void run_t(const ConvArgs& a) {
@@ -23,6 +26,10 @@ void run_t(const ConvArgs& a) {
     T* y = static_cast<T*>(a.y);
     const int64_t cg = p.c_per_group(), kg = p.k_per_group();
     const T alpha = T(a.alpha), beta = T(a.beta);
+    const Epilogue& e = a.epilogue;
+    const bool fused = !e.none();  // then beta == 0 (the core's contract)
+    const T* bias = static_cast<const T*>(e.bias);
+    const T* z = static_cast<const T*>(e.z);  // y's layout; may be y itself
     // Filter slices (k, c) holding a NaN or an Inf. The loops skip the zero padding; for these
     // slices its taps still count, as 0 * w (NaN for w = +-Inf or NaN), which is what PyTorch
     // and the GEMM algorithms give, since they multiply the padding (docs/algorithms.md).
@@ -61,7 +68,12 @@ void run_t(const ConvArgs& a) {
                             }
                         }
                     }
-                    blend_store(y + offset4(n, k, oh, ow, p.y_strides), T(acc), alpha, beta);
+                    const int64_t o = offset4(n, k, oh, ow, p.y_strides);
+                    if (fused)
+                        y[o] = T(epilogue::finish(a.alpha * acc, z ? e.alpha2 * double(z[o]) : 0.0,
+                                                  bias ? double(bias[k]) : 0.0, e.activation));
+                    else
+                        blend_store(y + o, T(acc), alpha, beta);
                 }
             }
         }
@@ -79,7 +91,7 @@ void run(const ConvArgs& a) {
 
 extern const Solver direct_solver;
 const Solver direct_solver = {CONVCORE_FWD_ALGO_DIRECT, CONVCORE_DEVICE_CPU, true, why_not,
-                              workspace_bytes, run};
+                              workspace_bytes, run, nullptr, nullptr, nullptr, fuses_epilogue};
 
 }  // namespace cpu
 }  // namespace convcore

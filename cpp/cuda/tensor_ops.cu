@@ -1,10 +1,12 @@
 // Strided 4-D tensor copies on the GPU (core/device.hpp): what lets every solver see packed
-// NCHW tensors. One grid-stride kernel each, 64-bit indices, queued on the handle's stream.
+// NCHW tensors; and the fused epilogue the core applies after solvers that do not fuse it. One
+// grid-stride kernel each, 64-bit indices, queued on the handle's stream.
 #include <cuda_runtime.h>
 
 #include <string>
 
 #include "common/blend.hpp"
+#include "common/epilogue.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "cuda/check.hpp"
@@ -52,6 +54,19 @@ __global__ void blend_strided_kernel(const T* __restrict__ src, Strided4d src_vi
          i += step) {
         const Offsets o = view_offsets(i, src_view, dst_view);
         blend_store(dst + o.dst, src[o.src], alpha, beta);
+    }
+}
+
+// y = act(y + alpha2 * z + bias[k]) over the view; z (or null) has y's strides, may be y.
+template <typename T>
+__global__ void epilogue_kernel(T* y, Strided4d view, const T* z, T alpha2, const T* bias,
+                                convcoreActivationMode_t act, int64_t total) {
+    const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+         i += step) {
+        const int64_t k = i / (view.dims[2] * view.dims[3]) % view.dims[1];
+        const int64_t o = view_offsets(i, view, view).dst;
+        y[o] = epilogue::finish(y[o], z ? alpha2 * z[o] : T(0), bias ? bias[k] : T(0), act);
     }
 }
 
@@ -114,6 +129,26 @@ void blend_strided(const Context& ctx, size_t elem, const void* src, const Strid
             alpha, beta);
     }
     CONVCORE_CUDA_CHECK_LAUNCH("blend_strided_kernel");
+}
+
+void apply_epilogue(const Context& ctx, size_t elem, void* y, const Strided4d& view, const Epilogue& e) {
+    check_elem(elem, "cuda::apply_epilogue");
+    if (e.none()) return;
+    const int64_t total = view_elems(view, view, "cuda::apply_epilogue");
+    if (total == 0) return;
+    DeviceGuard guard(ctx.device_index);
+    const unsigned int blocks = grid_blocks(ctx, total, kThreads);
+    const cudaStream_t stream = stream_of(ctx);
+    if (elem == 4) {
+        CONVCORE_LAUNCH(blocks, kThreads, 0, stream, epilogue_kernel<float>)(
+            static_cast<float*>(y), view, static_cast<const float*>(e.z), static_cast<float>(e.alpha2),
+            static_cast<const float*>(e.bias), e.activation, total);
+    } else {
+        CONVCORE_LAUNCH(blocks, kThreads, 0, stream, epilogue_kernel<double>)(
+            static_cast<double*>(y), view, static_cast<const double*>(e.z), e.alpha2,
+            static_cast<const double*>(e.bias), e.activation, total);
+    }
+    CONVCORE_CUDA_CHECK_LAUNCH("epilogue_kernel");
 }
 
 }  // namespace cuda

@@ -134,6 +134,22 @@ def algorithm_info(algo, direction="forward"):
 
 # ---- argument parsing ------------------------------------------------------------------------------
 
+# The fused epilogue's activations (convcoreActivationMode_t).
+ACTIVATIONS = {"identity": 0, "relu": 1, "relu6": 2, "silu": 3}
+
+
+def _activation_arg(activation):
+    code = ACTIVATIONS.get(activation) if type(activation) is str else None  # the common case, fast
+    if code is not None:
+        return code
+    if activation is None:
+        return 0
+    if isinstance(activation, str) and activation.strip().lower() in ACTIVATIONS:
+        return ACTIVATIONS[activation.strip().lower()]
+    raise BadParamError(f"activation: expected one of {', '.join(repr(a) for a in ACTIVATIONS)}, "
+                        f"got {activation!r}")
+
+
 def _int_arg(name, value, minimum):
     if isinstance(value, bool):
         raise BadParamError(f"{name}: expected an int, got {value!r}")
@@ -568,9 +584,18 @@ class Convolution:
         return _C.workspace_size_bwd(x_shape, w_shape, self.desc._params, algo_id, code, dev_type,
                                      dev_index, _dtype_arg(dtype))
 
-    def forward(self, x, w, algo="auto", out=None, alpha=1.0, beta=0.0, filter_version=None):
+    def forward(self, x, w, algo="auto", out=None, alpha=1.0, beta=0.0, filter_version=None,
+                bias=None, activation="identity", residual=None, alpha2=1.0):
         """``alpha * conv(x, w) + beta * out``, into ``out`` when given (else a new array of the
         type of x). With beta == 0 the previous contents of out are never read.
+
+        The fused epilogue (convcoreConvolutionBiasActivationForward):
+        ``act(alpha * conv(x, w) + alpha2 * residual + bias)`` with ``bias`` (K values, one per
+        output channel, or None), ``activation`` ("identity", "relu", "relu6" or "silu") and
+        ``residual`` (an array of the output's shape and layout, or None; it may be ``out``
+        itself, added in place). With any of them beta must be 0 (out is not read; pass
+        residual=out, alpha2=beta instead). Algorithms that fuse it apply it in their stores;
+        for the others convcore applies it in one pass over the output.
 
         ``filter_version``: an int >= 0 that identifies the contents of w. While w is the same
         memory with the same filter_version, the plan keeps w's transformed filters instead of
@@ -584,13 +609,19 @@ class Convolution:
         look the decision up. ``algo="find"`` does the same with every algorithm.
         CONVCORE_AUTO=heuristic makes "auto" the heuristic's first choice, timing nothing."""
         version = -1 if filter_version is None else _int_arg("filter_version", filter_version, 0)
-        if out is None and alpha == 1.0 and beta == 0.0:
-            y = self._forward_torch_cpu(x, w, algo, version)
+        act = _activation_arg(activation)
+        if out is None and alpha == 1.0 and beta == 0.0 and residual is None:
+            y = self._forward_torch_cpu(x, w, algo, version, bias, act)
             if y is not None:
                 return y
         algo_id = _algo_id(algo)
         alpha = _scalar_arg("alpha", alpha)
         beta = _scalar_arg("beta", beta)
+        alpha2 = _scalar_arg("alpha2", alpha2)
+        epilogue = bias is not None or residual is not None or act != 0
+        if epilogue and beta != 0.0:
+            raise BadParamError(f"beta: beta={beta} with bias, activation or residual: the epilogue "
+                                f"does not read out; pass residual=out, alpha2=beta to add it")
         device = _dlpack_device(x, "x")
         w_device = _dlpack_device(w, "w")
         if w_device != device:
@@ -622,23 +653,39 @@ class Convolution:
                     raise BadParamError(f"out: dtype {ot.dtype} does not match x: dtype {dtype}")
                 return out
         yt = _import_output(out, dlpack_stream)
+        if not epilogue:
+            self._local.last_algo = _C.forward(xt, wt, yt, self.desc._params, algo_id, alpha, beta,
+                                               self._plans(), stream, version)
+            return out
+        bt = None if bias is None else _import_input(bias, "bias", dlpack_stream)
+        zt = None
+        if residual is not None:
+            if _dlpack_device(residual, "residual") != device:
+                raise BadParamError(f"residual is on {_device_name(_dlpack_device(residual, 'residual'))} "
+                                    f"but x is on {_device_name(device)}")
+            zt = _import_input(_in_layout_of(residual, out), "residual", dlpack_stream)
         self._local.last_algo = _C.forward(xt, wt, yt, self.desc._params, algo_id, alpha, beta,
-                                           self._plans(), stream, version)
+                                           self._plans(), stream, version, bt, act, zt, alpha2)
         return out
 
     __call__ = forward
 
-    def _forward_torch_cpu(self, x, w, algo, filter_version=-1):
+    def _forward_torch_cpu(self, x, w, algo, filter_version=-1, bias=None, activation=0):
         """The common case of convcore.torch in inference, kept short (a layer pays it per call):
         CPU torch tensors, a new output. None when the call is anything else or looks wrong: the
         general path then handles it or says what is wrong. filter_version >= 0 identifies the
         contents of w: the plan keeps w's transformed filters for as long as w's pointer and
         filter_version stay the same (convcore.torch.Conv2d passes a number that changes with
-        the weight's version counter)."""
+        the weight's version counter). bias (a CPU tensor of K values, or None) and activation (an
+        ACTIVATIONS code) run in the fused epilogue."""
         torch = _torch_module()
         algo_id = _ALGO_IDS.get(algo) if type(algo) is str else None
         if (torch is None or algo_id is None or not isinstance(x, torch.Tensor)
                 or not isinstance(w, torch.Tensor) or not x.is_cpu or not w.is_cpu):
+            return None
+        if bias is not None and (not isinstance(bias, torch.Tensor) or not bias.is_cpu
+                                 or bias.dtype != x.dtype or bias.dim() != 1
+                                 or bias.shape[0] != w.shape[0] or not bias.is_contiguous()):
             return None
         local = self._local
         try:
@@ -661,10 +708,15 @@ class Convolution:
             out = torch.empty(y_shape, dtype=x.dtype, memory_format=_torch_memory_format(x))
         try:
             xt, wt = _C.DLPackTensor(to_dlpack(x)), _C.DLPackTensor(to_dlpack(w))
+            if bias is None:
+                bt = None
+            else:
+                bt = _C.DLPackTensor(to_dlpack(bias.detach() if bias.requires_grad else bias))
         except RuntimeError:  # e.g. a tensor with the negative bit: the general path copies it
             return None
         local.last_algo = _C.forward(xt, wt, _C.DLPackTensor(to_dlpack(out)), self.desc._params,
-                                     algo_id, 1.0, 0.0, self._plans(), 0, filter_version)
+                                     algo_id, 1.0, 0.0, self._plans(), 0, filter_version, bt,
+                                     activation)
         return out
 
     def _torch_output_shape(self, x, w):
@@ -839,6 +891,18 @@ class Convolution:
         dbt = _import_output(out, dlpack_stream)
         _C.backward_bias(dyt, dbt, alpha, beta, stream)
         return out
+
+
+def _in_layout_of(residual, out):
+    """residual, copied into out's layout when it has another (the epilogue reads it as out)."""
+    if _is_torch_tensor(residual) and _is_torch_tensor(out) and residual.dim() == 4:
+        fmt = _torch_memory_format(out)
+        if not residual.is_contiguous(memory_format=fmt):
+            return residual.contiguous(memory_format=fmt)
+    elif isinstance(residual, np.ndarray) and isinstance(out, np.ndarray):
+        if out.flags.c_contiguous and not residual.flags.c_contiguous:
+            return np.ascontiguousarray(residual)
+    return residual
 
 
 def _device_name(device):

@@ -741,11 +741,21 @@ void check_aligned(const DLPackTensor& t, const char* name) {
 // filter_version >= 0, in1 holds filters whose contents that number identifies: the plan
 // prepares them (convcorePrepareConvolutionPlanFilters) once per pointer and version.
 // Returns the algorithm that ran.
+// The fused epilogue of a forward call: out = act(alpha * conv(x, w) + alpha2 * residual + bias).
+struct ForwardEpilogue {
+    const DLPackTensor* bias = nullptr;
+    const DLPackTensor* residual = nullptr;
+    double alpha2 = 1.0;
+    int activation = CONVCORE_ACTIVATION_IDENTITY;
+    bool any() const { return bias || residual || activation != CONVCORE_ACTIVATION_IDENTITY; }
+};
+
 template <typename Describe, typename CheckStatus>
 int run_plan(convcoreConvolutionPass_t pass, const DLPackTensor& in0, const char* in0_name,
              const DLPackTensor& in1, const char* in1_name, const DLPackTensor& out, const ConvParams& p,
              int algo, double alpha, double beta, PlanCache& cache, uintptr_t stream,
-             int64_t filter_version, Describe describe, CheckStatus check_status) {
+             int64_t filter_version, Describe describe, CheckStatus check_status,
+             const ForwardEpilogue* epilogue = nullptr) {
     if (out.read_only()) bad_param("out: the array is read-only");
     // What a plan cannot know ahead: where the buffers are (before Select, which may time on out).
     check_aligned(in0, in0_name);
@@ -771,6 +781,21 @@ int run_plan(convcoreConvolutionPass_t pass, const DLPackTensor& in0, const char
     const float alpha_f = float(alpha), beta_f = float(beta);
     const void* alpha_p = is_double ? static_cast<const void*>(&alpha) : &alpha_f;
     const void* beta_p = is_double ? static_cast<const void*>(&beta) : &beta_f;
+    const bool fused = epilogue && epilogue->any();
+    const double alpha2 = fused ? epilogue->alpha2 : 0.0;
+    const float alpha2_f = float(alpha2);
+    const void* alpha2_p = is_double ? static_cast<const void*>(&alpha2) : &alpha2_f;
+    const void* z = fused && epilogue->residual ? epilogue->residual->data() : nullptr;
+    const void* bias = fused && epilogue->bias ? epilogue->bias->data() : nullptr;
+    const convcoreActivationMode_t act = convcoreActivationMode_t(fused ? epilogue->activation : 0);
+    // out = alpha * pass(in0, in1) + beta * out, or the forward pass with its epilogue.
+    auto execute = [&](void* ws) {
+        if (fused)
+            return convcoreExecuteConvolutionPlanBiasActivation(plan->plan, alpha_p, in0.data(), in1.data(), alpha2_p,
+                                                                z, bias, act, out.data(), ws, plan->workspace);
+        return convcoreExecuteConvolutionPlan(plan->plan, alpha_p, in0.data(), in1.data(), beta_p, out.data(), ws,
+                                              plan->workspace);
+    };
     convcoreStatus_t status;
     {
         py::gil_scoped_release release;
@@ -786,11 +811,9 @@ int run_plan(convcoreConvolutionPass_t pass, const DLPackTensor& in0, const char
         if (status == CONVCORE_STATUS_SUCCESS) {
             if (on_cuda) {
                 DeviceBuffer ws(h, plan->workspace);  // freed before the GIL is taken back
-                status = convcoreExecuteConvolutionPlan(plan->plan, alpha_p, in0.data(), in1.data(), beta_p,
-                                                        out.data(), ws.ptr, plan->workspace);
+                status = execute(ws.ptr);
             } else {
-                status = convcoreExecuteConvolutionPlan(plan->plan, alpha_p, in0.data(), in1.data(), beta_p,
-                                                        out.data(), t_workspace.reserve(plan->workspace), plan->workspace);
+                status = execute(t_workspace.reserve(plan->workspace));
             }
         }
     }
@@ -801,13 +824,65 @@ int run_plan(convcoreConvolutionPass_t pass, const DLPackTensor& in0, const char
 // y = alpha * conv(x, w) + beta * y with algorithm `algo` (-1: "auto", -2: "find"; both
 // through convcoreSelectConvolutionForwardAlgorithm). `stream` is the CUDA stream to run on
 // (ignored on the CPU); filter_version as in run_plan. Returns the algorithm used.
+// The checks of the epilogue's operands against x, w and y, with the Python argument names.
+void check_epilogue(const ForwardEpilogue& e, const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
+                    double beta) {
+    if (e.activation < CONVCORE_ACTIVATION_IDENTITY || e.activation > CONVCORE_ACTIVATION_SILU)
+        bad_param("activation: unknown activation code " + std::to_string(e.activation));
+    if (e.any() && beta != 0.0)
+        bad_param("beta: the epilogue (bias, activation, residual) computes out without reading it; pass "
+                  "residual=out, alpha2=beta to add it");
+    const auto same_device = [&](const DLPackTensor& t) {
+        return t.device_type() == x.device_type() && t.device_id() == x.device_id();
+    };
+    if (e.bias) {
+        const DLPackTensor& b = *e.bias;
+        const int64_t k = y.shape()[1];
+        if (b.shape() != std::vector<int64_t>{k})
+            bad_param("bias: expected shape (" + std::to_string(k) + ",) (one value per output channel), got " +
+                      shape_str(b.shape()));
+        if (b.dtype() != x.dtype()) bad_param("bias: dtype " + b.dtype() + " does not match x: dtype " + x.dtype());
+        if (!same_device(b)) bad_param("bias is not on the device of x");
+        if (k > 1 && b.strides()[0] != 1) bad_param("bias: must be contiguous");
+        check_aligned(b, "bias");
+        if (b.overlaps(y)) bad_param("bias overlaps out: the output must be a separate buffer");
+    }
+    if (e.residual) {
+        const DLPackTensor& z = *e.residual;
+        if (z.shape() != y.shape())
+            bad_param("residual: expected shape " + shape_str(y.shape()) + " (the output's), got " + shape_str(z.shape()));
+        if (z.dtype() != x.dtype())
+            bad_param("residual: dtype " + z.dtype() + " does not match x: dtype " + x.dtype());
+        if (!same_device(z)) bad_param("residual is not on the device of x");
+        const auto zs = z.strides(), ys = y.strides(), dims = y.shape();
+        for (size_t i = 0; i < dims.size(); ++i)
+            if (dims[i] > 1 && zs[i] != ys[i])
+                bad_param("residual: strides " + shape_str(zs) + " differ from out's " + shape_str(ys) +
+                          " (it must be laid out as out)");
+        check_aligned(z, "residual");
+        if (z.overlaps(x)) bad_param("residual overlaps x: it must not share memory with the input");
+        if (z.overlaps(w)) bad_param("residual overlaps w: it must not share memory with the filters");
+        if (z.data() != y.data() && z.overlaps(y))
+            bad_param("residual overlaps out without being out: pass residual=out to add it in place, or a separate "
+                      "buffer");
+    }
+}
+
 int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y, const ConvParams& p,
-            int algo, double alpha, double beta, PlanCache& cache, uintptr_t stream, int64_t filter_version) {
+            int algo, double alpha, double beta, PlanCache& cache, uintptr_t stream, int64_t filter_version,
+            const DLPackTensor* bias, int activation, const DLPackTensor* residual, double alpha2) {
+    const ForwardEpilogue epilogue{bias, residual, alpha2, activation};
+    if (epilogue.any()) {
+        check_inputs(x, w);
+        require_4d(y.shape(), "out", "NCHW");
+        check_epilogue(epilogue, x, w, y, beta);
+    }
     auto describe = [&](Descriptors& d, convcoreHandle_t h) {
         set_forward_descriptors(d, x, w, y, p);
         if (algo >= 0) return algo;
-        // Timing may overwrite y: it is given as scratch only when its contents are not blended.
-        void* scratch = beta == 0.0 ? y.data() : nullptr;
+        // Timing may overwrite y: it is given as scratch only when its contents are not blended
+        // and it is not the residual.
+        void* scratch = beta == 0.0 && !(residual && residual->overlaps(y)) ? y.data() : nullptr;
         convcoreConvolutionFwdAlgo_t chosen{};
         run_select(algo, [&](convcoreSelectMode_t mode) {
             return convcoreSelectConvolutionForwardAlgorithm(h, d.x, x.data(), d.w, w.data(), d.conv, d.y,
@@ -816,7 +891,7 @@ int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
         return int(chosen);
     };
     return run_plan(CONVCORE_PASS_FORWARD, x, "x", w, "w", y, p, algo, alpha, beta, cache, stream,
-                    filter_version, describe, check_algo_call);
+                    filter_version, describe, check_algo_call, &epilogue);
 }
 
 // dx = alpha * grad_x(w, dy) + beta * dx with backward-data algorithm `algo` (-1: "auto",
@@ -1150,7 +1225,10 @@ PYBIND11_MODULE(_convcore, m) {
           "Checks ndim, dtype and device of x and w; returns the dtype name.");
     m.def("forward", &forward, py::arg("x"), py::arg("w"), py::arg("y"), py::arg("params"),
           py::arg("algo"), py::arg("alpha"), py::arg("beta"), py::arg("plans"),
-          py::arg("stream"), py::arg("filter_version") = -1);
+          py::arg("stream"), py::arg("filter_version") = -1, py::arg("bias") = nullptr,
+          py::arg("activation") = 0, py::arg("residual") = nullptr, py::arg("alpha2") = 1.0,
+          "The forward pass; with bias, activation or residual the fused epilogue "
+          "(convcoreExecuteConvolutionPlanBiasActivation).");
     m.attr("ALGO_FIND") = kAlgoFind;
     m.attr("SELECT_CANDIDATES") = CONVCORE_SELECT_CANDIDATES;
     m.def("find", &find, py::arg("x"), py::arg("w"), py::arg("y"), py::arg("params"),

@@ -20,6 +20,13 @@ that has an algorithm of that name while the others use "auto" ("im2col_gemm" ru
 (forward, backward data, backward filter), e.g. ("winograd_4x4_3x3", "winograd_2x2_3x3",
 "winograd_3x3_2x2"), each of which must exist for its pass.
 
+Bias and activation run in convcore's fused epilogue (``y = act(conv(x, w) + bias)``,
+convcoreConvolutionBiasActivationForward): a Conv2d's bias always does, and
+``convert(model, fuse=True)`` also fuses an ``nn.ReLU``, ``nn.ReLU6`` or ``nn.SiLU`` that directly
+follows a Conv2d in an ``nn.Sequential`` into it (``Conv2d.activation``; the activation module is
+replaced by ``nn.Identity``). Gradients flow through the activation: ReLU's and ReLU6's from the
+output, SiLU's from the pre-activation, which the backward pass recomputes.
+
 This module imports torch; ``import convcore`` alone does not.
 """
 
@@ -106,6 +113,21 @@ def _split_algo(spec):
     raise BadParamError(f"algo: expected one name or 'fwd,bwd_data,bwd_filter', got {spec!r}")
 
 
+_ACTIVATION_MODULES = {nn.ReLU: "relu", nn.ReLU6: "relu6", nn.SiLU: "silu"}
+
+
+def _activation_name(activation):
+    """The epilogue's activation name ("identity", "relu", "relu6", "silu"), checked."""
+    if type(activation) is str and activation in _api.ACTIVATIONS:  # the common case, fast
+        return activation
+    if activation is None:
+        return "identity"
+    if isinstance(activation, str) and activation.strip().lower() in _api.ACTIVATIONS:
+        return activation.strip().lower()
+    raise BadParamError(f"activation: expected one of "
+                        f"{', '.join(repr(a) for a in _api.ACTIVATIONS)}, got {activation!r}")
+
+
 def _check_tensors(fn, x, w, bias):
     """Dtype, device and rank checks: a clear error, never a silent conversion."""
     for name, t in (("input", x), ("weight", w), ("bias", bias)):
@@ -148,14 +170,17 @@ def _conv_for(stride, padding, dilation, groups):
 
 @torch.library.custom_op("convcore::conv2d", mutates_args=())
 def _conv2d_op(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: List[int],
-               padding: List[int], dilation: List[int], groups: int, algo: str) -> Tensor:
-    """y = conv(x, w) + bias, computed by convcore's forward with algorithm ``algo``."""
+               padding: List[int], dilation: List[int], groups: int, algo: str,
+               activation: str = "identity") -> Tensor:
+    """y = act(conv(x, w) + bias), computed by convcore's forward with algorithm ``algo`` and
+    its fused epilogue (``activation``: "identity", "relu", "relu6" or "silu")."""
     _check_tensors("convcore::conv2d", x, w, bias)
-    return _forward(x, w, bias, stride, padding, dilation, groups, _split_algo(algo)[0])
+    return _forward(x, w, bias, stride, padding, dilation, groups, _split_algo(algo)[0],
+                    _activation_name(activation))
 
 
 @_conv2d_op.register_fake
-def _conv2d_fake(x, w, bias, stride, padding, dilation, groups, algo):
+def _conv2d_fake(x, w, bias, stride, padding, dilation, groups, algo, activation="identity"):
     n, c, h, wd = x.shape
     k, cg, r, s = w.shape
     torch._check(cg * groups == c, lambda: f"convcore::conv2d: input has {c} channels but weight "
@@ -215,18 +240,37 @@ def _conv2d_backward_bias_fake(dy):
 
 
 def _setup_context(ctx, inputs, output):
-    x, w, bias, stride, padding, dilation, groups, algo = inputs
+    x, w, bias, stride, padding, dilation, groups, algo = inputs[:8]
+    activation = _activation_name(inputs[8] if len(inputs) > 8 else "identity")
     needs = getattr(ctx, "needs_input_grad", None) or (True, True)
-    # dx needs w, dw needs x: a frozen layer does not keep its input alive
-    ctx.save_for_backward(x if needs[1] else None, w if needs[0] else None)
+    # dx needs w, dw needs x: a frozen layer does not keep its input alive. ReLU and ReLU6 take
+    # their gradient from the output; SiLU from the pre-activation, recomputed from x, w, bias.
+    silu = activation == "silu"
+    ctx.save_for_backward(x if needs[1] or silu else None, w if needs[0] or silu else None,
+                          bias if silu else None,
+                          output if activation in ("relu", "relu6") else None)
     ctx.shapes = (list(x.shape), list(w.shape))
     ctx.has_bias = bias is not None
+    ctx.activation = activation
     ctx.params = (list(stride), list(padding), list(dilation), groups, algo)
 
 
+def _activation_backward(ctx, dy, x, w, bias, y):
+    """The gradient with respect to the pre-activation conv(x, w) + bias, given dy."""
+    if ctx.activation == "relu":
+        return torch.ops.aten.threshold_backward(dy, y, 0.0)  # y > 0 exactly where the input was
+    if ctx.activation == "relu6":
+        return torch.ops.aten.hardtanh_backward(dy, y, 0.0, 6.0)  # y in (0, 6): the same set
+    if ctx.activation == "silu":
+        pre = torch.ops.convcore.conv2d(x, w, bias, *ctx.params)  # identity epilogue
+        return torch.ops.aten.silu_backward(dy, pre)
+    return dy
+
+
 def _conv2d_backward(ctx, dy):
-    x, w = ctx.saved_tensors
+    x, w, bias, y = ctx.saved_tensors
     x_shape, w_shape = ctx.shapes
+    dy = _activation_backward(ctx, dy, x, w, bias, y)
     dx = dw = db = None
     if ctx.needs_input_grad[0]:
         dx = torch.ops.convcore.conv2d_backward_data(dy, w, x_shape, *ctx.params)
@@ -234,7 +278,7 @@ def _conv2d_backward(ctx, dy):
         dw = torch.ops.convcore.conv2d_backward_filter(x, dy, w_shape, *ctx.params)
     if ctx.has_bias and ctx.needs_input_grad[2]:
         db = torch.ops.convcore.conv2d_backward_bias(dy)
-    return dx, dw, db, None, None, None, None, None
+    return dx, dw, db, None, None, None, None, None, None
 
 
 _conv2d_op.register_autograd(_conv2d_backward, setup_context=_setup_context)
@@ -249,14 +293,18 @@ def _same_padding(kernel, dilation):
     return total // 2, total - 2 * (total // 2)
 
 
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, algo="auto"):
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, algo="auto",
+           activation="identity"):
     """``torch.nn.functional.conv2d`` computed by convcore (forward and gradients).
 
     Same arguments, in the same order, plus ``algo`` ("auto", an algorithm name, a convcore.Algo,
-    or a (forward, backward data, backward filter) triple). ``padding`` may be an int, a pair,
-    "valid" or "same" (stride 1; an odd total padding puts the extra row/column at the bottom/right,
-    as PyTorch does). Input N x C x H x W (or unbatched C x H x W), float32 or float64."""
+    or a (forward, backward data, backward filter) triple) and ``activation`` ("identity", "relu",
+    "relu6" or "silu": ``act(conv2d(...) + bias)`` in convcore's fused epilogue). ``padding`` may
+    be an int, a pair, "valid" or "same" (stride 1; an odd total padding puts the extra
+    row/column at the bottom/right, as PyTorch does). Input N x C x H x W (or unbatched
+    C x H x W), float32 or float64."""
     fn = "convcore.torch.conv2d"
+    activation = _activation_name(activation)
     if not isinstance(input, Tensor) or not isinstance(weight, Tensor):
         raise TypeError(f"{fn}: input and weight must be torch.Tensors, got "
                         f"{type(input).__name__} and {type(weight).__name__}")
@@ -284,9 +332,9 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     algos = _split_algo(spec)  # an unknown name fails here, before any work
     if _needs_op(input, weight, bias):
         y = _conv2d_op(input, weight, bias, [int(v) for v in stride], [int(v) for v in padding],
-                       [int(v) for v in dilation], int(groups), spec)
+                       [int(v) for v in dilation], int(groups), spec, activation)
     else:
-        y = _forward(input, weight, bias, stride, padding, dilation, groups, algos[0])
+        y = _forward(input, weight, bias, stride, padding, dilation, groups, algos[0], activation)
     return y.squeeze(0) if unbatched else y
 
 
@@ -300,12 +348,13 @@ def _needs_op(*tensors):
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
-def _forward(x, w, bias, stride, padding, dilation, groups, fwd_algo):
-    """y = conv(x, w) + bias by convcore's forward (the operator's computation)."""
-    y = _conv_for(stride, padding, dilation, groups).forward(x, w, algo=fwd_algo)
-    if bias is not None:
-        y.add_(bias.view(1, -1, 1, 1))
-    return y
+def _forward(x, w, bias, stride, padding, dilation, groups, fwd_algo, activation="identity"):
+    """y = act(conv(x, w) + bias) by convcore's forward and its fused epilogue (the operator's
+    computation)."""
+    if bias is not None and not bias.is_contiguous():
+        bias = bias.contiguous()
+    return _conv_for(stride, padding, dilation, groups).forward(x, w, algo=fwd_algo, bias=bias,
+                                                               activation=activation)
 
 
 # ---- the module ------------------------------------------------------------------------------------
@@ -316,14 +365,28 @@ _filter_versions = itertools.count()  # Conv2d._filter_version's numbers, unique
 class Conv2d(nn.Conv2d):
     """``torch.nn.Conv2d`` computed by convcore: same constructor, parameters and state_dict, plus
     ``algo`` ("auto", an algorithm name, a convcore.Algo, or a (forward, backward data, backward
-    filter) triple). ``algo`` is a plain attribute: it is not part of the state_dict."""
+    filter) triple) and ``activation`` ("identity", "relu", "relu6" or "silu", applied to the
+    output in convcore's fused epilogue with the bias; ``convert(fuse=True)`` sets it). ``algo``
+    and ``activation`` are plain attributes: they are not part of the state_dict."""
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None, algo="auto"):
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None, algo="auto",
+                 activation="identity"):
         super().__init__(in_channels, out_channels, kernel_size, stride=stride, padding=padding,
                          dilation=dilation, groups=groups, bias=bias, padding_mode=padding_mode,
                          device=device, dtype=dtype)
         self.algo = algo
+        self.activation = activation
+
+    @property
+    def activation(self):
+        return self.__dict__.get("_activation", "identity")
+
+    @activation.setter
+    def activation(self, value):
+        name = _activation_name(value)  # BadParamError for an unknown one
+        self.__dict__["_activation"] = name
+        self.__dict__["_activation_code"] = _api.ACTIVATIONS[name]
 
     @property
     def algo(self):
@@ -370,25 +433,24 @@ class Conv2d(nn.Conv2d):
         return state
 
     def extra_repr(self):
-        return super().extra_repr() + f", algo={self._algo!r}"
+        act = self.activation
+        return super().extra_repr() + f", algo={self._algo!r}" + (
+            f", activation={act!r}" if act != "identity" else "")
 
     def _conv_forward(self, input, weight, bias):
         if (self.padding_mode == "zeros" and type(self.padding) is tuple and
                 isinstance(input, Tensor) and not _needs_op(input, weight, bias)):
             # Inference, the common case, kept short: each microsecond here is paid per layer.
             conv = self._own_convolution()
-            y = conv._forward_torch_cpu(input, weight, self._fwd_algo, self._filter_version(weight))
+            y = conv._forward_torch_cpu(input, weight, self._fwd_algo, self._filter_version(weight),
+                                        bias, self.__dict__.get("_activation_code", 0))
             if y is not None:
-                if bias is not None:
-                    if type(bias) is not nn.Parameter or bias.dtype != y.dtype or not bias.is_cpu:
-                        _check_tensors("convcore.torch.Conv2d", input, weight, bias)
-                    y.add_(bias.view(1, -1, 1, 1))
                 self.__dict__["last_algo"] = conv.last_algo  # not nn.Module.__setattr__: it is slow
                 return y
             if input.dim() == 4:
                 _check_tensors("convcore.torch.Conv2d", input, weight, bias)
                 y = _forward(input, weight, bias, self.stride, self.padding, self.dilation, self.groups,
-                             self._fwd_algo)
+                             self._fwd_algo, self.activation)
                 self.__dict__["last_algo"] = _conv_for(self.stride, self.padding, self.dilation,
                                                        self.groups).last_algo
                 return y
@@ -397,7 +459,7 @@ class Conv2d(nn.Conv2d):
             input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
             padding = _pair(0)
         y = conv2d(input, weight, bias, self.stride, padding, self.dilation, self.groups,
-                   algo=self._algo)
+                   algo=self._algo, activation=self.activation)
         if isinstance(padding, tuple) and not torch.compiler.is_compiling():
             # the forward algorithm that ran (what "auto" or "find" chose), for benchmarks
             self.__dict__["last_algo"] = _conv_for(self.stride, padding, self.dilation,
@@ -405,22 +467,45 @@ class Conv2d(nn.Conv2d):
         return y
 
 
-def convert(module, algo="auto"):
+def convert(module, algo="auto", fuse=False):
     """Every ``torch.nn.Conv2d`` in ``module`` (recursively) replaced by a ``convcore.torch.Conv2d``
     that shares its Parameters, buffers, hooks, training mode, device and dtype; like
     ``torch.nn.SyncBatchNorm.convert_sync_batchnorm``, children are replaced in place and the
     (possibly new) root is returned. Modules already converted get ``algo``. Subclasses of
-    nn.Conv2d (which may compute something else) are left as they are."""
+    nn.Conv2d (which may compute something else) are left as they are.
+
+    Each converted layer's bias runs in convcore's fused epilogue. With ``fuse=True``, an
+    ``nn.ReLU``, ``nn.ReLU6`` or ``nn.SiLU`` that directly follows a Conv2d in an
+    ``nn.Sequential`` runs there too: the Conv2d's ``activation`` is set and the activation
+    module is replaced by ``nn.Identity`` (neither has parameters or buffers, so the
+    state_dict's keys stay the same). The Conv2d's forward hooks then see the activated output."""
+    if not isinstance(fuse, bool):
+        raise BadParamError(f"fuse: expected a bool, got {fuse!r}")
     if type(module) is nn.Conv2d:
         return _converted(module, algo)
     if isinstance(module, Conv2d):
         module.algo = algo
         return module
     for name, child in module.named_children():
-        new_child = convert(child, algo)
+        new_child = convert(child, algo, fuse)
         if new_child is not child:
             setattr(module, name, new_child)
+    if fuse and isinstance(module, nn.Sequential):
+        _fuse_activations(module)
     return module
+
+
+def _fuse_activations(seq):
+    """Fuses each ReLU / ReLU6 / SiLU that follows a convcore Conv2d in ``seq`` into it."""
+    names = list(seq._modules)
+    for first, second in zip(names, names[1:]):
+        conv, act = seq._modules[first], seq._modules[second]
+        name = _ACTIVATION_MODULES.get(type(act))
+        if (name is None or not isinstance(conv, Conv2d) or conv.activation != "identity"
+                or act._forward_hooks or act._forward_pre_hooks or act._backward_hooks):
+            continue
+        conv.activation = name
+        seq._modules[second] = nn.Identity()
 
 
 def _converted(conv, algo):

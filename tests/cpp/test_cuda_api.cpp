@@ -735,6 +735,67 @@ TEST_F(CudaApi, BackwardBiasMatchesCpu) {
     bias_case<double>(cpu_, gpu_, 1, 2, 61, 67, 1.0, 0.5, 1, 6);
 }
 
+// ---- the fused epilogue ---------------------------------------------------------------------------
+
+// act(alpha1 * conv(x, w) + alpha2 * z + bias) on the GPU (the core's epilogue kernel after the
+// convolution; no CUDA solver fuses it) against the CPU handle's DIRECT (which fuses it), in
+// NCHW and NHWC, z separate or y itself.
+template <typename T>
+void epilogue_case(convcoreHandle_t cpu, convcoreHandle_t gpu, convcoreConvolutionFwdAlgo_t algo, bool nhwc,
+                   bool in_place, bool with_bias, convcoreActivationMode_t act) {
+    const convcoreDataType_t dt = sizeof(T) == 8 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT;
+    const convcoreTensorFormat_t fmt = nhwc ? CONVCORE_TENSOR_NHWC : CONVCORE_TENSOR_NCHW;
+    const int64_t n = 2, c = 3, h = 6, wd = 5, k = 4;
+    convcore::TensorDesc xd(fmt, dt, n, c, h, wd), yd(fmt, dt, n, k, h, wd), bd(dt, 1, k, 1, 1);
+    convcore::FilterDesc fd(dt, k, c, 3, 3);
+    convcore::ConvDesc conv(1);
+    std::mt19937 rng(unsigned(int(act) * 8 + nhwc * 4 + in_place * 2 + with_bias));
+    const auto xr = random_vector(size_t(n * c * h * wd), rng), wr = random_vector(size_t(k * c * 9), rng);
+    const auto zr = random_vector(size_t(n * k * h * wd), rng), br = random_vector(size_t(k), rng);
+    const std::vector<T> x(xr.begin(), xr.end()), w(wr.begin(), wr.end()), z(zr.begin(), zr.end());
+    std::vector<T> b(br.begin(), br.end());
+    for (T& v : b) v *= T(3);
+    const T a1 = T(1.5), a2 = T(-0.5);
+    std::vector<T> cpu_y = in_place ? z : std::vector<T>(z.size(), std::numeric_limits<T>::quiet_NaN());
+    const void* bias_cpu = with_bias ? b.data() : nullptr;
+    size_t cpu_bytes = 0;  // NHWC tensors are staged through the workspace
+    CC_ASSERT_OK(convcoreGetConvolutionForwardWorkspaceSize(cpu, xd, fd, conv, yd, CONVCORE_FWD_ALGO_DIRECT, &cpu_bytes));
+    std::vector<double> cpu_ws(cpu_bytes / sizeof(double) + 1);
+    CC_ASSERT_OK(convcoreConvolutionBiasActivationForward(cpu, &a1, xd, x.data(), fd, w.data(), conv,
+                                                          CONVCORE_FWD_ALGO_DIRECT, cpu_ws.data(), cpu_bytes, &a2, yd,
+                                                          in_place ? cpu_y.data() : z.data(), bd, bias_cpu, act,
+                                                          yd, cpu_y.data()));
+    size_t bytes = 0;
+    CC_ASSERT_OK(convcoreGetConvolutionForwardWorkspaceSize(gpu, xd, fd, conv, yd, algo, &bytes));
+    DeviceVec<T> gx(gpu, x), gw(gpu, w), gz(gpu, z), gb(gpu, b), gy(gpu, z.size());
+    DeviceVec<char> ws(gpu, bytes);
+    if (in_place)
+        gy.upload(z);
+    else
+        gy.poison();
+    CC_ASSERT_OK(convcoreConvolutionBiasActivationForward(gpu, &a1, xd, gx.ptr, fd, gw.ptr, conv, algo,
+                                                          bytes ? ws.ptr : nullptr, bytes, &a2, yd,
+                                                          in_place ? gy.ptr : gz.ptr, bd,
+                                                          with_bias ? gb.ptr : nullptr, act, yd, gy.ptr));
+    CC_ASSERT_OK(convcoreSynchronize(gpu));
+    const double tol = sizeof(T) == 8 ? 1e-12 : 1e-5;
+    EXPECT_LE(rel(gy.host(), cpu_y), tol) << convcoreGetFwdAlgoName(algo) << " act " << int(act)
+                                          << (nhwc ? " NHWC" : " NCHW") << (in_place ? " z==y" : " z")
+                                          << (with_bias ? " bias" : "");
+}
+
+TEST_F(CudaApi, EpilogueMatchesCpu) {
+    for (const convcoreActivationMode_t act : {CONVCORE_ACTIVATION_IDENTITY, CONVCORE_ACTIVATION_RELU,
+                                               CONVCORE_ACTIVATION_RELU6, CONVCORE_ACTIVATION_SILU})
+        for (const bool nhwc : {false, true})
+            for (const bool in_place : {false, true}) {
+                epilogue_case<float>(cpu_, gpu_, CONVCORE_FWD_ALGO_IM2COL_GEMM, nhwc, in_place, true, act);
+                epilogue_case<float>(cpu_, gpu_, CONVCORE_FWD_ALGO_DIRECT, nhwc, in_place, !in_place, act);
+                epilogue_case<double>(cpu_, gpu_, CONVCORE_FWD_ALGO_DIRECT, nhwc, in_place, true, act);
+                if (HasFatalFailure()) return;
+            }
+}
+
 // ---- memory copies ----------------------------------------------------------------------------
 
 TEST_F(CudaApi, MemcpyRoundTrip) {

@@ -242,6 +242,29 @@ CONVCORE_API convcoreStatus_t convcoreConvolutionForward(
     convcoreConvolutionFwdAlgo_t algo, void* workspace, size_t workSpaceSizeInBytes,
     const void* beta, convcoreTensorDescriptor_t yDesc, void* y);
 
+/* The fused epilogue (cuDNN's cudnnConvolutionBiasActivationForward):
+ *   y = act(alpha1 * conv(x, w) + alpha2 * z + bias)
+ * with act = activationMode (a convcoreActivationMode_t). The convolution's arguments, workspace
+ * (convcoreGetConvolutionForwardWorkspaceSize; the epilogue needs none) and rules are those of
+ * convcoreConvolutionForward; y is only written (never read, except as z).
+ *   z        NULL (no residual) or a residual input described by zDesc: y's data type, dims and
+ *            layout (the same strides). z may be y itself (the residual added in place); otherwise
+ *            it must not overlap y. z must not overlap x or w. zDesc is ignored when z is NULL.
+ *   alpha2   a host value like alpha1, read only when z is not NULL (may be NULL then).
+ *   bias     NULL or K values, one per output channel, described by biasDesc: a 1 x K x 1 x 1
+ *            tensor of y's data type with cStride 1 (contiguous). It must not overlap y.
+ *            biasDesc is ignored when bias is NULL.
+ * Algorithms that fuse the epilogue apply it while the outputs are in registers; for the others
+ * the library applies it in one pass over y after the convolution. BAD_PARAM (with the reason)
+ * for a wrong zDesc or biasDesc, an unknown activationMode, or overlapping buffers. */
+CONVCORE_API convcoreStatus_t convcoreConvolutionBiasActivationForward(
+    convcoreHandle_t handle, const void* alpha1, convcoreTensorDescriptor_t xDesc, const void* x,
+    convcoreFilterDescriptor_t wDesc, const void* w, convcoreConvolutionDescriptor_t convDesc,
+    convcoreConvolutionFwdAlgo_t algo, void* workspace, size_t workSpaceSizeInBytes,
+    const void* alpha2, convcoreTensorDescriptor_t zDesc, const void* z,
+    convcoreTensorDescriptor_t biasDesc, const void* bias, convcoreActivationMode_t activationMode,
+    convcoreTensorDescriptor_t yDesc, void* y);
+
 /* ---- Find: timed selection with a persistent find-db (cuDNN's Find / FindEx) ----
  * Find times every algorithm that may run the problem and returns all CONVCORE_FWD_ALGO_COUNT
  * algorithms (min(requestedAlgoCount, COUNT) entries): the ones that ran (status SUCCESS)
@@ -530,6 +553,16 @@ CONVCORE_API convcoreStatus_t convcoreExecuteConvolutionPlan(convcoreConvolution
                                                              const void* in0, const void* in1, const void* beta,
                                                              void* out, void* workspace,
                                                              size_t workspaceSizeInBytes);
+/* A forward plan with the fused epilogue of convcoreConvolutionBiasActivationForward:
+ *   y = act(alpha1 * conv(x, w) + alpha2 * z + bias).
+ * z: NULL or a tensor laid out as the plan's y (its yDesc), possibly y itself; bias: NULL or
+ * K contiguous values of y's data type; alpha2 is read only when z is not NULL. The other rules
+ * are those of convcoreExecuteConvolutionPlan and of convcoreConvolutionBiasActivationForward.
+ * BAD_PARAM for a plan of another pass. */
+CONVCORE_API convcoreStatus_t convcoreExecuteConvolutionPlanBiasActivation(
+    convcoreConvolutionPlan_t plan, const void* alpha1, const void* x, const void* w, const void* alpha2,
+    const void* z, const void* bias, convcoreActivationMode_t activationMode, void* y, void* workspace,
+    size_t workspaceSizeInBytes);
 /* Prepares the filters w for the plan's algorithm once (on the CPU: Winograd's transformed
  * filters U, IM2WIN's packed filter), kept in the plan: later executions whose in1 is this same
  * pointer w use them instead of transforming w on every call. For inference, where the weights

@@ -159,6 +159,13 @@ class Plan {
                  void* workspace = nullptr, size_t workspace_bytes = 0) const {
         check(convcoreExecuteConvolutionPlan(p_, alpha, in0, in1, beta, out, workspace, workspace_bytes));
     }
+    // y = act(alpha1 * conv(x, w) + alpha2 * z + bias) (see convcoreExecuteConvolutionPlanBiasActivation).
+    void execute_bias_activation(const void* alpha1, const void* x, const void* w, const void* alpha2, const void* z,
+                                 const void* bias, convcoreActivationMode_t activation, void* y,
+                                 void* workspace = nullptr, size_t workspace_bytes = 0) const {
+        check(convcoreExecuteConvolutionPlanBiasActivation(p_, alpha1, x, w, alpha2, z, bias, activation, y,
+                                                           workspace, workspace_bytes));
+    }
     operator convcoreConvolutionPlan_t() const { return p_; }
 
    private:
