@@ -162,6 +162,9 @@ void check_all_algorithms(const Shape& shape, uint32_t seed, int min_algos = 3) 
 
 TEST(Epilogue, Every3x3AlgorithmMatchesTheReference) {
     check_all_algorithms({2, 6, 9, 8, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, false}, 7, 11);  // every 3x3 stride-1 family
+    // Output channels over whole vectors and a partial one: the fused stores' vector path (NHWC
+    // Winograd fuses the epilogue).
+    check_all_algorithms({1, 20, 9, 10, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, false}, 19, 11);
 }
 
 TEST(Epilogue, StridedGroupedAndPointwiseMatchTheReference) {
