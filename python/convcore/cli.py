@@ -878,6 +878,9 @@ def build_parser():
     model.add_argument("--size", type=_positive_int, help="input height and width (default 224)")
     model.add_argument("--train", action="store_true", help="time a training step (forward, "
                        "cross-entropy loss, backward) instead of inference")
+    model.add_argument("--no-fuse", action="store_true", help="convert without fuse=True "
+                       "(by default a ReLU that directly follows a Conv2d in an nn.Sequential "
+                       "runs in the convolution's epilogue)")
     model.add_argument("--algo", help="convcore.torch.convert's algo: auto (default), find, or "
                        "an algorithm name")
     model.add_argument("--time-limit", type=float, metavar="S", help="stop a network's "

@@ -5,7 +5,9 @@ as four contenders, interleaved with a rotating start order:
 
     pytorch nchw            the model as built
     pytorch channels_last   model and input in torch.channels_last
-    convcore nchw           a copy converted with convcore.torch.convert(copy, algo=algo)
+    convcore nchw           a copy converted with convcore.torch.convert(copy, algo=algo, fuse=fuse)
+                            (fuse, the default: a ReLU that directly follows a Conv2d in an
+                            nn.Sequential runs in the convolution's epilogue, as a user runs it)
     convcore channels_last  the same converted copy, fed a channels_last input
 
 speedup = the best PyTorch layout's time / the best convcore layout's time (> 1: convcore is
@@ -369,7 +371,7 @@ def _best(contenders, prefix, key):
 
 def bench_model(name, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="auto",
                 warmup=WARMUP, time_limit=DEFAULT_TIME_LIMIT, layer_reps=LAYER_REPS, seed=0,
-                status=None):
+                status=None, fuse=True):
     """The result dict of one model (see run())."""
     status = status or _Status()
     min_reps = min(MIN_REPS, reps)
@@ -381,13 +383,13 @@ def bench_model(name, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="a
     models = {
         "pytorch nchw": model,
         "pytorch channels_last": copy.deepcopy(model).to(memory_format=torch.channels_last),
-        "convcore nchw": convcore_torch.convert(copy.deepcopy(model), algo=algo),
+        "convcore nchw": convcore_torch.convert(copy.deepcopy(model), algo=algo, fuse=fuse),
     }
     models["convcore channels_last"] = models["convcore nchw"]
     fallback = _fall_back_to_auto(models["convcore nchw"], problems, algo, train)
     inputs = {n: x.to(memory_format=torch.channels_last) if n.endswith("channels_last") else x
               for n in CONTENDERS}
-    result = {"model": name, "mode": mode, "batch": batch, "size": size, "algo": algo,
+    result = {"model": name, "mode": mode, "batch": batch, "size": size, "algo": algo, "fuse": fuse,
               "parameters": sum(p.numel() for p in model.parameters()),
               "conv_layers": len(problems), "warmup": warmup, "algo_fallback": fallback,
               "failed": {}}
@@ -581,12 +583,14 @@ def protocol(reps, warmup, time_limit, layer_reps, train):
 
 def run(models, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="auto", threads=None,
         warmup=WARMUP, time_limit=DEFAULT_TIME_LIMIT, layer_reps=LAYER_REPS, seed=0, log=None,
-        on_result=None):
+        on_result=None, fuse=True):
     """Benchmarks each model (a torchvision classification name) end to end and per conv layer.
 
     threads: for both torch.set_num_threads and convcore.set_num_threads (default: every core
     this process may use). log: a function for the stage messages (default: stderr, with a
     progress line on a terminal). on_result: called with each model's result when it is done.
+    fuse: convert with fuse=True (activations that follow a conv run in its epilogue; with
+    them the per-layer table's convcore times include those activations).
     Returns {"machine": {...}, "protocol": str, "models": [one dict per model]}; each model's
     dict has "contenders" ({name: times_ms, min_ms, median_ms}), "best_pytorch",
     "best_convcore", "speedup", "rel_error", "correct", and in inference "layers" (one row per
@@ -625,7 +629,7 @@ def run(models, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="auto", 
     for name in models:
         try:
             result = bench_model(name, batch, size, train, reps, algo, warmup, time_limit,
-                                 layer_reps, seed, status)
+                                 layer_reps, seed, status, fuse)
         except ValueError as e:
             result = {"model": name, "mode": "train" if train else "inference", "batch": batch,
                       "size": size, "algo": algo, "error": str(e)}
@@ -650,7 +654,8 @@ def _table(headers, rows, numeric):
 def format_model(result, top=10):
     """The report of one model: end-to-end times, correctness, the per-layer table."""
     head = (f"{result['model']}: {result['mode']}, batch {result['batch']}, "
-            f"{result['size']}x{result['size']}, convcore algo {result['algo']}")
+            f"{result['size']}x{result['size']}, convcore algo {result['algo']}"
+            f"{', activations fused' if result.get('fuse') else ''}")
     if "error" in result:
         return f"{head}\n!!! {result['error']}"
     out = [head + f", {result['parameters'] / 1e6:.1f}M parameters, {result['conv_layers']} conv "
@@ -804,7 +809,7 @@ def cmd_bench(args):
             print(format_model(result) + "\n", flush=True)
         report = run(names, batch=batch, size=size, train=args.train, reps=reps,
                      algo=args.algo or "auto", threads=args.threads or None, warmup=warmup,
-                     time_limit=time_limit, on_result=show)
+                     time_limit=time_limit, on_result=show, fuse=not args.no_fuse)
     except ImportError as e:
         raise ValueError(str(e)) from None
     machine = report["machine"]
