@@ -98,6 +98,19 @@ std::vector<RankedAlgo> rank_algorithms(const ConvProblem& prob) {
     std::vector<RankedAlgo> ranked;
     for (const auto& entry : ok) ranked.push_back(entry.second);
     if (ranked.size() > 1 && ranked[0].algo == CONVCORE_FWD_ALGO_POINTWISE) std::swap(ranked[0], ranked[1]);
+    // Winograd's fused NHWC schedule (cpu/winograd_nhwc.hpp) is not in the data the model was
+    // fitted on (NCHW runs): on NHWC problems it runs natively, the two Winograd algorithms
+    // follow the first choice, among the candidates "auto" times.
+    if (on_cpu && prob.activations_nhwc()) {
+        auto next = ranked.begin() + (ranked.empty() ? 0 : 1);
+        for (auto it = next; it != ranked.end(); ++it) {
+            const bool winograd = it->algo == CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3 || it->algo == CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3;
+            if (winograd && it->solver && it->solver->runs_nhwc && it->solver->runs_nhwc(packed)) {
+                std::rotate(next, it, it + 1);
+                ++next;
+            }
+        }
+    }
     ranked.insert(ranked.end(), not_ok.begin(), not_ok.end());
     return ranked;
 }

@@ -256,6 +256,27 @@ TEST_P(Winograd, RankedAsApplicableForVggLayer) {
     EXPECT_TRUE(found);
 }
 
+// NHWC: the fused schedule is among the candidates "auto" times (CONVCORE_SELECT_CANDIDATES),
+// whatever the model, fitted on NCHW runs, predicts (DenseNet's 128 -> 32 at 14x14, where the
+// model alone left it out).
+TEST_P(Winograd, AmongAutosCandidatesInNhwc) {
+    const auto algo = GetParam();
+    convcore::Handle h;
+    convcore::TensorDesc xd(CONVCORE_TENSOR_NHWC, CONVCORE_DATA_FLOAT, 1, 128, 14, 14);
+    convcore::TensorDesc yd(CONVCORE_TENSOR_NHWC, CONVCORE_DATA_FLOAT, 1, 32, 14, 14);
+    convcore::FilterDesc wd(CONVCORE_DATA_FLOAT, 32, 128, 3, 3);
+    convcore::ConvDesc conv(1, 1);
+    convcoreConvolutionFwdAlgoPerf_t perf[CONVCORE_FWD_ALGO_COUNT];
+    int returned = 0;
+    ASSERT_EQ(convcoreGetConvolutionForwardAlgorithm(h, xd, wd, conv, yd, CONVCORE_FWD_ALGO_COUNT, &returned, perf),
+              CONVCORE_STATUS_SUCCESS);
+    int position = -1;
+    for (int i = 0; i < returned; ++i)
+        if (perf[i].algo == algo) position = i;
+    EXPECT_GE(position, 0);
+    EXPECT_LT(position, CONVCORE_SELECT_CANDIDATES);
+}
+
 INSTANTIATE_TEST_SUITE_P(Cpu, Winograd,
                          ::testing::Values(CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3, CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3),
                          [](const auto& info) { return std::string(name(info.param)); });
