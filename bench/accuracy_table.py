@@ -6,6 +6,8 @@ from [-1, 1]) against a float64 convolution of the same float32 inputs.
 
 The float64 reference is NumPy's (im2col + a float64 matmul: independent of convcore). Each
 cell is "max abs error (relative L2 error)"; an algorithm that cannot run the layer shows why.
+The algorithms with an NHWC path of their own that computes differently (Winograd's fused
+schedule) are measured in NHWC too (x and y channels-last), as extra columns.
 """
 
 import argparse
@@ -25,6 +27,13 @@ LAYERS = [
     ("conv4.2", 512, 28, 512),
     ("conv5", 512, 14, 512),
 ]
+# Algorithms whose NHWC path computes in another order than their NCHW one.
+NHWC_ALGOS = ["winograd_2x2_3x3", "winograd_4x4_3x3"]
+
+
+def channels_last(a):
+    """The same N x C x H x W array stored NHWC (a view with NHWC strides)."""
+    return np.ascontiguousarray(a.transpose(0, 2, 3, 1)).transpose(0, 3, 1, 2)
 # Lavin & Gray Table 4 (max abs element error): direct (their cuDNN), F(2x2,3x3), F(4x4,3x3).
 PAPER = {
     "conv1.2": ("4.0e-5", "1.5e-5", "2.8e-4"),
@@ -75,6 +84,13 @@ def main():
             cells[algo] = (f"{np.abs(diff).max():.1e} "
                            f"({np.linalg.norm(diff) / np.linalg.norm(ref):.1e})")
             print(f"{name:8s} {algo:18s} {cells[algo]}", file=sys.stderr)
+        for algo in NHWC_ALGOS:
+            out = channels_last(np.empty((1, k, hw, hw), np.float32))
+            y = np.asarray(conv.forward(channels_last(x), w, algo=algo, out=out), dtype=np.float64)
+            diff = y - ref
+            cells[algo + " nhwc"] = (f"{np.abs(diff).max():.1e} "
+                                     f"({np.linalg.norm(diff) / np.linalg.norm(ref):.1e})")
+            print(f"{name:8s} {algo + ' nhwc':18s} {cells[algo + ' nhwc']}", file=sys.stderr)
         rows[name] = cells
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
@@ -92,14 +108,16 @@ def main():
         "(cuDNN direct, F(2x2,3x3), F(4x4,3x3) with points 0, ±1, ±2) is on the right.",
         "",
     ]
-    for start in (0, 6):
-        chunk = algos[start:start + 6]
-        header = ["layer"] + chunk + (["paper direct", "paper 2x2", "paper 4x4"] if start else [])
+    columns = algos + [a + " nhwc" for a in NHWC_ALGOS]
+    for start in range(0, len(columns), 6):
+        chunk = columns[start:start + 6]
+        last = start + 6 >= len(columns)
+        header = ["layer"] + chunk + (["paper direct", "paper 2x2", "paper 4x4"] if last else [])
         lines.append("| " + " | ".join(header) + " |")
         lines.append("| " + " | ".join("---" for _ in header) + " |")
         for name, *_ in LAYERS:
             row = [name] + [rows[name][a] for a in chunk]
-            if start:
+            if last:
                 row += list(PAPER[name])
             lines.append("| " + " | ".join(row) + " |")
         lines.append("")
