@@ -409,11 +409,13 @@ CONVCORE_GEMM_INLINE void row_run_task(const ConvProblem& p, const T* x, const T
     constexpr int NV = kPanelVectors, L = VB / sizeof(T), NR = NV * L, MR = kAcc * 3 / 2 / NV;
     const int64_t run = p.s * p.c, reduction = p.r * run;
     T* c[MR];
+    int64_t ow0 = p0 % p.q, oh0 = p0 / p.q % p.p, n0 = p0 / (p.p * p.q);  // of pix, kept without divisions
     for (int64_t pix = p0; pix < p1; pix += MR) {
         const int64_t m = std::min<int64_t>(MR, p1 - pix);
+        const int64_t ow_first = ow0, oh_first = oh0, n_first = n0;
+        int64_t ow = ow0, oh = oh0, n = n0;
         for (int64_t i = 0; i < MR; ++i) {
-            const int64_t q = pix + (i < m ? i : 0);
-            const int64_t ow = q % p.q, oh = q / p.q % p.p, n = q / (p.p * p.q);
+            if (i == m) ow = ow_first, oh = oh_first, n = n_first;  // rows past the last pixel repeat the first
             const int64_t iw0 = ow * p.stride_w - p.pad_w;
             for (int64_t r = 0; r < p.r; ++r) {
                 const int64_t ih = conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h);
@@ -429,6 +431,11 @@ CONVCORE_GEMM_INLINE void row_run_task(const ConvProblem& p, const T* x, const T
                 }
                 rows[i * p.r + r] = d;
             }
+            if (++ow == p.q) {
+                ow = 0;
+                if (++oh == p.p) oh = 0, ++n;
+            }
+            if (i + 1 == m) ow0 = ow, oh0 = oh, n0 = n;  // the next block's first pixel
         }
         for (int64_t jp = j0; jp < j1; ++jp) {
             const int64_t cols = std::min<int64_t>(NR, p.k - jp * NR);
