@@ -37,10 +37,13 @@ constexpr int64_t kTileRows = 12;
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// One group, and sizes whose products (U, the buffers) can be counted.
+// One group with at least a vector of input channels (the input transform's lanes run along
+// them: with fewer most lanes would idle, and the NCHW schedule, whose lanes run along tiles,
+// serves such layers), and sizes whose products (U, the buffers) can be counted.
 inline bool applies(const ConvProblem& p) {
-    return p.groups == 1 && product_or_minus1({36, nhwc_gemm::panel_count(p), nhwc_gemm::panel_cols(p), p.c,
-                                               int64_t(p.elem_size())}) >= 0;
+    return p.groups == 1 && p.c >= nhwc_gemm::isa_lanes(p.elem_size()) &&
+           product_or_minus1({36, nhwc_gemm::panel_count(p), nhwc_gemm::panel_cols(p), p.c,
+                              int64_t(p.elem_size())}) >= 0;
 }
 
 struct Geometry {
