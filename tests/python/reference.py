@@ -156,3 +156,18 @@ def random_problems(count, seed=1234):
 
 
 PROBLEMS = NAMED_PROBLEMS + random_problems(26)
+
+
+def assert_compiled_matches_eager(model, x):
+    """torch.compile(model) (aot_eager, fullgraph) gives the eager model's output and parameter
+    gradients bit for bit."""
+    import torch
+    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
+    y_eager = model(x)
+    g = torch.randn_like(y_eager)
+    eager_grads = torch.autograd.grad(y_eager, list(model.parameters()), g)
+    y_comp = compiled(x)
+    comp_grads = torch.autograd.grad(y_comp, list(model.parameters()), g)
+    assert torch.equal(y_comp, y_eager)
+    for a, b in zip(comp_grads, eager_grads):
+        assert torch.equal(a, b)

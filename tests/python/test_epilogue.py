@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import convcore
-from reference import conv2d_reference, error_bound, relative_error
+from reference import assert_compiled_matches_eager, conv2d_reference, error_bound, relative_error
 
 ACTS = {
     "identity": lambda v: v,
@@ -257,12 +257,4 @@ def test_opcheck_and_compile_with_activation(act):
     torch.library.opcheck(torch.ops.convcore.conv2d.default, (x, w, b, [1, 1], [1, 1], [1, 1], 1, "auto", act))
     model = ct.convert(nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), TORCH_ACTS[act](), nn.Conv2d(4, 2, 1)),
                        fuse=True)
-    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
-    y_eager = model(x)
-    g = torch.randn_like(y_eager)
-    eager_grads = torch.autograd.grad(y_eager, list(model.parameters()), g)
-    y_comp = compiled(x)
-    comp_grads = torch.autograd.grad(y_comp, list(model.parameters()), g)
-    assert torch.equal(y_comp, y_eager)
-    for a, b in zip(comp_grads, eager_grads):
-        assert torch.equal(a, b)
+    assert_compiled_matches_eager(model, x)

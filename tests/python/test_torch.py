@@ -15,7 +15,7 @@ from torch import nn  # noqa: E402
 
 import convcore  # noqa: E402
 import convcore.torch as ct  # noqa: E402
-from reference import error_bound  # noqa: E402
+from reference import assert_compiled_matches_eager, error_bound  # noqa: E402
 
 
 
@@ -380,16 +380,7 @@ def test_torch_compile_matches_eager():
     # but compiling C++ for the surrounding ops took 55 s on this 2-core machine.
     torch.manual_seed(0)
     model = ct.convert(small_cnn())
-    compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
-    x = torch.randn(4, 3, 8, 8)
-    y_eager = model(x)
-    g = torch.randn_like(y_eager)
-    eager_grads = torch.autograd.grad(y_eager, list(model.parameters()), g)
-    y_comp = compiled(x)
-    comp_grads = torch.autograd.grad(y_comp, list(model.parameters()), g)
-    assert torch.equal(y_comp, y_eager)
-    for a, b in zip(comp_grads, eager_grads):
-        assert torch.equal(a, b)
+    assert_compiled_matches_eager(model, torch.randn(4, 3, 8, 8))
 
 
 @needs_backward
