@@ -403,6 +403,39 @@ inline bool panel_row_runs(const ConvProblem& p) {
            12 * p.r * p.s * p.c * int64_t(p.elem_size()) <= cache_bytes(1, 32 << 10);
 }
 
+// MR pixels of one output row, none of whose runs crosses an edge: pixel i's run of filter row
+// `tap` is row[tap] + i * step. The addresses come from a few registers, not MR pointers per
+// tap (which the compiler keeps on the stack: a load per broadcast). Taps in the padding (rows
+// of zeros for every pixel of the block) are not passed: `taps` lists the others.
+template <typename T, int VB, int MR, int NV>
+CONVCORE_GEMM_INLINE void micro_runs(const T* const* row, const int64_t* taps, int64_t ntaps, int64_t step,
+                                     int64_t len, const T* b, int64_t ldb, T* const* c, int64_t cols, T alpha,
+                                     T beta) {
+    typedef T V __attribute__((vector_size(VB)));
+    constexpr int L = VB / sizeof(T);
+    V acc[MR][NV];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 16
+        for (int v = 0; v < NV; ++v) acc[i][v] = V{};
+    for (int64_t t = 0; t < ntaps; ++t) {
+        const T* a = row[taps[t]];
+        const T* bt = b + taps[t] * len * ldb;
+        for (int64_t l = 0; l < len; ++l) {
+            V bv[NV];
+#pragma GCC unroll 16
+            for (int v = 0; v < NV; ++v) __builtin_memcpy(&bv[v], bt + l * ldb + v * L, VB);
+#pragma GCC unroll 16
+            for (int i = 0; i < MR; ++i) {
+                const T ai = a[i * step + l];
+#pragma GCC unroll 16
+                for (int v = 0; v < NV; ++v) acc[i][v] += ai * bv[v];
+            }
+        }
+    }
+    store<T, VB, MR, NV>(acc, c, cols, alpha, beta);
+}
+
 template <typename T, int VB, int kAcc>
 CONVCORE_GEMM_INLINE void row_run_task(const ConvProblem& p, const T* x, const T* wt, T* y, int64_t p0, int64_t p1,
                                        int64_t j0, int64_t j1, T alpha, T beta, T* edges, T* sink, const T** rows) {
@@ -413,9 +446,34 @@ CONVCORE_GEMM_INLINE void row_run_task(const ConvProblem& p, const T* x, const T
     for (int64_t pix = p0; pix < p1; pix += MR) {
         const int64_t m = std::min<int64_t>(MR, p1 - pix);
         const int64_t ow_first = ow0, oh_first = oh0, n_first = n0;
+        const int64_t iw_first = ow_first * p.stride_w - p.pad_w, iw_last = iw_first + (MR - 1) * p.stride_w;
+        if (m == MR && ow_first + MR <= p.q && iw_first >= 0 && iw_last + p.s <= p.w && p.r <= 16) {
+            // One output row, no run across an edge: the block's runs are a fixed step apart.
+            const T* row[16];
+            int64_t taps[16], ntaps = 0;
+            for (int64_t r = 0; r < p.r; ++r) {
+                const int64_t ih = conv_input_coord(oh_first, r, p.pad_h, p.stride_h, p.dil_h);
+                row[r] = x + ((n_first * p.h + ih) * p.w + iw_first) * p.c;
+                if (ih >= 0 && ih < p.h) taps[ntaps++] = r;
+            }
+            for (int64_t jp = j0; jp < j1; ++jp) {
+                const int64_t cols = std::min<int64_t>(NR, p.k - jp * NR);
+                for (int i = 0; i < MR; ++i) c[i] = y + (pix + i) * p.k + jp * NR;
+                const T* b = wt + jp * reduction * NR;
+                if (cols <= L)
+                    micro_runs<T, VB, MR, 1>(row, taps, ntaps, p.stride_w * p.c, run, b, NR, c, cols, alpha, beta);
+                else
+                    micro_runs<T, VB, MR, NV>(row, taps, ntaps, p.stride_w * p.c, run, b, NR, c, cols, alpha, beta);
+            }
+            if ((ow0 += MR) == p.q) {
+                ow0 = 0;
+                if (++oh0 == p.p) oh0 = 0, ++n0;
+            }
+            continue;
+        }
         int64_t ow = ow0, oh = oh0, n = n0;
         for (int64_t i = 0; i < MR; ++i) {
-            if (i == m) ow = ow_first, oh = oh_first, n = n_first;  // rows past the last pixel repeat the first
+            if (i >= m) ow = ow_first, oh = oh_first, n = n_first;  // rows past the last pixel repeat the first
             const int64_t iw0 = ow * p.stride_w - p.pad_w;
             for (int64_t r = 0; r < p.r; ++r) {
                 const int64_t ih = conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h);
