@@ -118,14 +118,7 @@ from torch import nn  # noqa: E402
 import convcore.torch as ct  # noqa: E402
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    torch_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    convcore.set_num_threads(1)
-    yield
-    convcore.set_num_threads(0)
-    torch.set_num_threads(torch_threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 def _rel(a, b):

@@ -19,16 +19,7 @@ from reference import assert_compiled_matches_eager, error_bound  # noqa: E402
 
 
 
-@pytest.fixture(autouse=True, scope="module")
-def one_thread():
-    """Tiny problems: one thread for convcore and torch. OpenMP barriers on a loaded 2-core
-    machine cost milliseconds per call, which would make gradcheck take minutes."""
-    torch_threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    convcore.set_num_threads(1)
-    yield
-    convcore.set_num_threads(0)
-    torch.set_num_threads(torch_threads)
+pytestmark = pytest.mark.usefixtures("one_thread")
 
 
 CLASSIC = ["direct", "im2col_gemm", "implicit_gemm", "auto"]
