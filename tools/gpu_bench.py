@@ -5,7 +5,8 @@ CUDA events against torch conv2d in NCHW and channels_last, cudnn.benchmark on, 
 several suites in one process, within a time limit.
 
 Each suite gets a share of the time limit in proportion to its layer count, plus what the
-suites before it left unused; a layer is started only while its suite's share lasts. The results
+suites before it left unused; a layer is started only while its suite's share lasts and when the
+longest layer so far would still end within the limit. The results
 are rewritten to OUT/bench.json after every layer, so a run that is killed keeps what it
 finished; layers not started are listed under "not_run".
 
@@ -92,6 +93,7 @@ def main(argv=None):
             json.dump(report, f, indent=1, default=_json_default)
 
     used_share = 0.0
+    longest = 0.0  # the longest layer so far: none starts that would likely end past the limit
     for path, problems in suites:
         used_share += args.time_limit * len(problems) / total_layers
         suite_deadline = start + used_share
@@ -99,12 +101,14 @@ def main(argv=None):
                   "not_run": [], "errors": []}
         report["suites"].append(record)
         for problem in problems:
-            if time.monotonic() >= suite_deadline:
+            now = time.monotonic()
+            if now >= suite_deadline or now + longest > start + args.time_limit:
                 record["not_run"].append(problem.label)
                 report["not_run"].append(f"{record['suite']}:{problem.label}")
                 continue
             print(f"[{time.monotonic() - start:6.1f} s] {record['suite']}: {problem.label} "
                   f"{problem.descriptor()}", file=sys.stderr, flush=True)
+            began = time.monotonic()
             try:
                 rows = cli.bench_problem(problem, bench_args, torch, lambda m: print(m, file=sys.stderr))
             except Exception as e:  # noqa: BLE001  (one failing layer must not end the run)
@@ -118,6 +122,7 @@ def main(argv=None):
             if summary:
                 report["layers"].append(dict(summary, suite=record["suite"]))
             record["done"] += 1
+            longest = max(longest, time.monotonic() - began)
             save()
     speedups = [s["speedup_vs_torch"] for s in report["layers"] if s["speedup_vs_torch"]]
     report["summary"] = {

@@ -301,7 +301,7 @@ def stages(ctx, arch):
         .call("unpack the packages", lambda: unpack_debs(os.path.join(a.deps, "debs"), ctx.deps_root))
         .commands(("configure", configure))
         .commands(("compile", build))
-        .commands(("compile gpu_sanitize_subset", compile_subset))
+        .commands(("compile_sanitize_subset", compile_subset))
         .call("python package", lambda: make_site(ctx))
         .call("ldd: OpenBLAS and FFTW from the packages", lambda: check_libraries(ctx)),
     ]

@@ -144,7 +144,8 @@ def main(argv=None):
     result["seconds"] = round(time.monotonic() - start, 1)
 
     lines = [f"{args.model} end to end, batch {args.batch}, {args.size}x{args.size}, inference, "
-             f"{result['device_name']}, torch {torch.__version__} (cudnn.benchmark on, TF32 off), "
+             f"{result['device_name']}, torch {torch.__version__}"
+             f"{' (cudnn.benchmark on, TF32 off)' if cuda else ''}, "
              f"{result['reps']} rounds"]
     for n in models:
         if n in c:
