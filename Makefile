@@ -186,7 +186,8 @@ clean:
 #                 benchmark against cuDNN and resnet50 end to end, each stage within its time
 #                 budget (under 8 minutes in all); everything in GPU_CHECK_OUT, summary.txt at
 #                 its top. DRY_RUN=1: the build, and each GPU stage's commands recorded, not run.
-#                 GPU_CHECK_TAR=FILE.tar.gz also packs the output folder into one file.
+#                 GPU_CHECK_TAR=FILE.tar.gz also packs the output folder into one file;
+#                 GPU_CHECK_COMMIT=SHA names the commit where the checkout has no .git.
 GPU_DEPS       ?= .gpu-deps
 GPU_CHECK_OUT  ?= build/gpu-check-out
 GPU_CHECK_TAR  ?=
@@ -198,4 +199,5 @@ gpu-deps:
 
 gpu-check:
 	$(GPU_PYTHON) tools/gpu_check.py --deps $(GPU_DEPS) --out $(GPU_CHECK_OUT) \
-	  $(if $(DRY_RUN),--dry-run) $(if $(GPU_CHECK_TAR),--tar $(GPU_CHECK_TAR)) $(GPU_CHECK_ARGS)
+	  $(if $(DRY_RUN),--dry-run) $(if $(GPU_CHECK_TAR),--tar $(GPU_CHECK_TAR)) \
+	  $(if $(GPU_CHECK_COMMIT),--commit $(GPU_CHECK_COMMIT)) $(GPU_CHECK_ARGS)
