@@ -33,6 +33,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import sysconfig
 import tarfile
 import time
 import xml.etree.ElementTree as ET
@@ -44,6 +45,7 @@ BUDGETS = {"build": 180, "cuda_tests": 45, "pytest_gpu": 35, "sanitizer": 60, "b
            "resnet50": 40}
 BENCH_SUITES = ["bench/suites/default.txt", "bench/suites/vgg_gpu.txt", "bench/suites/im2win_gpu.txt",
                 "bench/suites/polyhankel_gpu.txt", "bench/suites/pitas_gpu.txt"]
+PYTHON_STAGES = ("pytest_gpu", "bench", "resnet50")
 # Tests that check the no-GPU path: they skip when a GPU is present.
 NO_GPU_TESTS = "CudaDevice.CreateWithoutGpuIsNotSupported:CudaWinogradFamilyNoGpu.*"
 
@@ -213,6 +215,8 @@ class Context:
         self.deps_root = os.path.join(self.build, "deps-root")
         self.site = os.path.join(self.build, "site")
         self.python = sys.executable
+        # The Python module needs this Python's headers; without them the C++ stages still run.
+        self.python_headers = os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h"))
         env = dict(os.environ)
         # cmake and ninja of this Python's environment; nvcc and compute-sanitizer of the toolkit.
         path = [os.path.dirname(self.python), "/usr/local/cuda/bin", env.get("PATH", "")]
@@ -286,7 +290,7 @@ def stages(ctx, arch):
     configure = [
         "cmake", "-S", ROOT, "-B", ctx.build, "-G", "Ninja", "-DCMAKE_BUILD_TYPE=Release",
         "-DCONVCORE_CUDA=ON", f"-DCMAKE_CUDA_ARCHITECTURES={arch}",
-        "-DCONVCORE_BUILD_TESTS=ON", "-DCONVCORE_BUILD_PYTHON=ON",
+        "-DCONVCORE_BUILD_TESTS=ON", f"-DCONVCORE_BUILD_PYTHON={'ON' if ctx.python_headers else 'OFF'}",
         f"-DPython_EXECUTABLE={ctx.python}", f"-DCONVCORE_DEPS_PREFIX={ctx.deps_root}"]
     nvcc = shutil.which("nvcc", path=ctx.env["PATH"])
     if nvcc:
@@ -296,8 +300,8 @@ def stages(ctx, arch):
         configure.append(f"-Dpybind11_DIR={pybind11.get_cmake_dir()}")
     except ImportError:
         pass
-    build = ["cmake", "--build", ctx.build, "-j", str(a.jobs), "--target", "convcore", "_convcore",
-             *ctx.cuda_tests]
+    build = ["cmake", "--build", ctx.build, "-j", str(a.jobs), "--target", "convcore",
+             *(["_convcore"] if ctx.python_headers else []), *ctx.cuda_tests]
     subset = os.path.join(ctx.build, "gpu_sanitize_subset")
     compile_subset = ["cc", "-std=c11", "-O1", "-g", "-o", subset, os.path.join(ROOT, "tools/gpu_sanitize_subset.c"),
                       f"-I{ROOT}/cpp/include", f"-L{ctx.build}", "-lconvcore", f"-Wl,-rpath,{ctx.build}", "-lm"]
@@ -307,7 +311,7 @@ def stages(ctx, arch):
         .commands(("configure", configure))
         .commands(("compile", build))
         .commands(("compile_sanitize_subset", compile_subset))
-        .call("python package", lambda: make_site(ctx))
+        .call("python package", lambda: make_site(ctx) if ctx.python_headers else None)
         .call("ldd: OpenBLAS and FFTW from the packages", lambda: check_libraries(ctx)),
     ]
     tests_dir = os.path.join(ctx.build, "tests", "cpp")
@@ -520,7 +524,8 @@ def main(argv=None):
                "commit": args.commit or git_commit() or "unknown (no git checkout; pass --commit)",
                "device": "; ".join(f"{g[0]} (compute {g[1]}, driver {g[2]}, {g[3]})" if len(g) > 3 else g[0]
                                    for g in gpus) or "no NVIDIA GPU found",
-               "cuda_architecture": arch, "dry_run": args.dry_run, "budgets_s": dict(BUDGETS),
+               "cuda_architecture": arch, "python": ctx.python, "python_headers": ctx.python_headers,
+               "dry_run": args.dry_run, "budgets_s": dict(BUDGETS),
                "stages": []}
     if not gpus and not args.dry_run:
         print("gpu-check: no NVIDIA GPU found (nvidia-smi); use --dry-run on a machine without one",
@@ -531,9 +536,12 @@ def main(argv=None):
     for stage in stages(ctx, arch):
         deadline += BUDGETS[stage.name]
         print(f"== {stage.name} (until {deadline - start:.0f} s)", flush=True)
-        if not built:
+        no_module = stage.name in PYTHON_STAGES and not ctx.python_headers
+        if not built or no_module:
+            why = ("the build failed" if not built else
+                   f"no Python.h for {ctx.python}: the Python module was not built")
             record = {"stage": stage.name, "budget_s": BUDGETS[stage.name], "status": "not run",
-                      "seconds": 0.0, "steps": [], "not_run": ["all: the build failed"]}
+                      "seconds": 0.0, "steps": [], "not_run": [f"all: {why}"]}
         else:
             record = run_stage(stage, deadline, ctx)
             add_notes(ctx, record)

@@ -21,7 +21,7 @@ cd "$DEPS_DIR/debs"
 rm -f ./*.deb
 # apt-get download needs the package lists; fetch them only when a package is unknown.
 if ! apt-cache show "${PACKAGES[@]}" >/dev/null 2>&1; then
-  apt-get update -q
+  if [ "$(id -u)" = 0 ]; then apt-get update -q; else sudo apt-get update -q; fi
 fi
 # As root, apt's download sandbox user (_apt) cannot write here: download as the caller.
 apt-get download -q -o APT::Sandbox::User="$(id -un)" "${PACKAGES[@]}"
