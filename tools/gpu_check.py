@@ -6,8 +6,8 @@ the GPU found, from what is on the machine plus the Debian packages of make gpu-
                  Python module, the tests/cpp/test_cuda_* programs and tools/gpu_sanitize_subset.c
     cuda_tests   the test_cuda_* programs (in parallel; a skipped test fails on a GPU machine)
     pytest_gpu   pytest tests/gpu
-    sanitizer    compute-sanitizer memcheck and racecheck on gpu_sanitize_subset (one small
-                 problem per algorithm and pass)
+    sanitizer    compute-sanitizer memcheck and racecheck, side by side, on gpu_sanitize_subset
+                 (one small problem per algorithm and pass)
     bench        tools/gpu_bench.py: the layer suites against PyTorch's cuDNN
     resnet50     tools/gpu_e2e.py: resnet50 at batch 32 through convcore.torch against PyTorch
 
@@ -323,9 +323,9 @@ def stages(ctx, arch):
         ("pytest", [ctx.python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "tests/gpu",
                     f"--junitxml={os.path.join(ctx.out, 'pytest_gpu', 'junit.xml')}"])))
     sanitizer = shutil.which("compute-sanitizer", path=ctx.env["PATH"]) or "compute-sanitizer"
-    result.append(Stage("sanitizer")
-                  .commands(("memcheck", [sanitizer, "--tool", "memcheck", "--error-exitcode", "1", subset]))
-                  .commands(("racecheck", [sanitizer, "--tool", "racecheck", "--error-exitcode", "1", subset])))
+    result.append(Stage("sanitizer").commands(  # both at once: each problem is tiny
+        ("memcheck", [sanitizer, "--tool", "memcheck", "--error-exitcode", "1", subset]),
+        ("racecheck", [sanitizer, "--tool", "racecheck", "--error-exitcode", "1", subset])))
     # The scripts' own time limits leave room to start Python (torch, CUDA) and write the report.
     result.append(Stage("bench").commands(
         ("gpu_bench", lambda left: [
