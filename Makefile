@@ -176,3 +176,28 @@ vcpu-check:
 
 clean:
 	rm -rf build
+
+# ---- the GPU check (tools/gpu_check.py --help) ---------------------------------------------------
+# make gpu-deps   on a machine with network access: the Debian packages a GPU machine lacks
+#                 (OpenBLAS, FFTW, GoogleTest and their runtime libraries) as .deb files in
+#                 GPU_DEPS, ignored by git, to travel with the checkout (about 16 MiB)
+# make gpu-check  on the GPU machine, without network: builds with CUDA for the GPU found from
+#                 what is there plus GPU_DEPS, then the CUDA tests, compute-sanitizer, the layer
+#                 benchmark against cuDNN and resnet50 end to end, each stage within its time
+#                 budget (under 8 minutes in all); everything in GPU_CHECK_OUT, summary.txt at
+#                 its top. DRY_RUN=1: the build, and each GPU stage's commands recorded, not run.
+#                 GPU_CHECK_TAR=FILE.tar.gz also packs the output folder into one file;
+#                 GPU_CHECK_COMMIT=SHA names the commit where the checkout has no .git.
+GPU_DEPS       ?= .gpu-deps
+GPU_CHECK_OUT  ?= build/gpu-check-out
+GPU_CHECK_TAR  ?=
+GPU_CHECK_ARGS ?=
+GPU_PYTHON     ?= python3
+.PHONY: gpu-deps gpu-check
+gpu-deps:
+	tools/gpu_deps.sh $(GPU_DEPS)
+
+gpu-check:
+	$(GPU_PYTHON) tools/gpu_check.py --deps $(GPU_DEPS) --out $(GPU_CHECK_OUT) \
+	  $(if $(DRY_RUN),--dry-run) $(if $(GPU_CHECK_TAR),--tar $(GPU_CHECK_TAR)) \
+	  $(if $(GPU_CHECK_COMMIT),--commit $(GPU_CHECK_COMMIT)) $(GPU_CHECK_ARGS)
