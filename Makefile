@@ -3,7 +3,8 @@
 #                then one network end to end against PyTorch (convcore bench --model)
 #   make test    every test: C API (ctest), Python (pytest), the find_package consumer, then the
 #                same two suites under AddressSanitizer + UBSan (test-asan), the emulated CUDA
-#                device's tests (test-cuda-emulated) and a short libFuzzer run on the C API (fuzz)
+#                device's tests (test-cuda-emulated) and a short libFuzzer run on the C API (fuzz),
+#                in stages on two lanes, with each stage's time (tools/test_stages.sh)
 # Each one sets itself up on a fresh machine: apt packages, a virtual environment, the build.
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -52,31 +53,53 @@ build: deps venv  ## libconvcore + the Python package (+ tests), installed into 
 	  -Cbuild.tool-args=-j$(JOBS) \
 	  -Ccmake.define.CONVCORE_BUILD_TESTS=ON -Ccmake.define.Python_EXECUTABLE=$(abspath $(PY)) .
 
-test-cpp: build
+# ---- make test: the stages, in two lanes side by side (tools/test_stages.sh) ------------------
+# Each stage below is a target of its own and logs to build/test-logs/<stage>.log; make test
+# prints one line per stage (status, seconds, its closing lines) and a table at the end. The
+# lanes share the machine's cores: while one runs a single-threaded stage (pytest, a link, a
+# configure step, the fuzzer) the other's compilers take the idle core.
+#   lane 1: build, ctest-release, pytest-release, asan-build, asan-ctest, asan-pytest
+#   lane 2: emulated-build, emulated-tests, fuzz-run, tsan-build, tsan-tests
+# The targets a developer runs alone: test-cpp, test-python, test-asan, test-cuda-emulated, fuzz.
+STAGE_LANES := "build ctest-release pytest-release asan-build asan-ctest asan-pytest" \
+               "emulated-build emulated-tests fuzz-run tsan-build tsan-tests"
+test: deps venv  ## all tests
+	tools/test_stages.sh $(STAGE_LANES)
+
+# Prerequisites run in the order written (a stage needs the one before it), never side by side:
+# the parallelism is the lanes' and the build tools'.
+.NOTPARALLEL:
+test-cpp: build ctest-release
+test-python: build pytest-release
+test-asan: deps venv asan-build asan-ctest asan-pytest
+test-cuda-emulated: deps venv emulated-build emulated-tests tsan-build tsan-tests
+fuzz: deps venv emulated-build fuzz-run
+
+ctest-release:
 	ctest --test-dir $(BUILD_DIR) --output-on-failure -j$(JOBS)
 
-test-python: build
+pytest-release:
 	$(PY) -m pytest -q tests/python tests/gpu
-
-test: test-cpp test-python test-asan test-cuda-emulated fuzz  ## all tests
 
 # The tests run $(JOBS) programs at a time, each with OpenMP threads on every core. GOMP's default
 # wait policy keeps idle threads spinning, which on an oversubscribed machine starves the ones
 # with work (ctest ran 7x longer on 2 cores). The tests wait passively; benchmarks keep the
 # default, as users run it.
-test-cpp test-python test-asan test-cuda-emulated fuzz: export OMP_WAIT_POLICY = passive
+TEST_STAGES := ctest-release pytest-release asan-build asan-ctest asan-pytest emulated-build \
+               emulated-tests fuzz-run tsan-build tsan-tests
+$(TEST_STAGES) test-cpp test-python test-asan test-cuda-emulated fuzz: export OMP_WAIT_POLICY = passive
+.PHONY: $(TEST_STAGES)
 
 # ---- hardening: sanitizer builds and fuzzing ---------------------------------------------------
-# Both are plain CMake builds of their own (no CUDA). -O1 keeps them quick to compile; UBSan's
-# pointer-overflow check is left out: on every pointer step of the unrolled SIMD kernels it
-# costs 5-10x the compile time (minutes per file), and ASan still catches any out-of-bounds
-# access such a pointer would make. OpenMP (libgomp) gives no ASan/UBSan reports here, so
-# nothing is suppressed.
+# Plain CMake builds of their own. -O1 keeps them quick to compile. Two UBSan checks are left out
+# where ASan runs: pointer-overflow (on every pointer step of the unrolled SIMD kernels it costs
+# 5-10x the compile time) and object-size (it doubles clang's compile time of those kernels); ASan
+# reports every out-of-bounds access either would lead to. OpenMP (libgomp) gives no ASan/UBSan
+# reports here, so nothing is suppressed.
 ASAN_DIR  ?= build/asan
-FUZZ_DIR  ?= build/fuzz
 FUZZ_TIME ?= 60
 SAN_FLAGS := -O1 -g1 -fno-omit-frame-pointer -fsanitize=address,undefined \
-             -fno-sanitize=pointer-overflow -fno-sanitize-recover=all
+             -fno-sanitize=pointer-overflow,object-size -fno-sanitize-recover=all
 SAN_CMAKE := $(VENV)/bin/cmake -G Ninja -DCMAKE_MAKE_PROGRAM=$(abspath $(VENV)/bin/ninja) \
              -DCMAKE_BUILD_TYPE=None -DCONVCORE_CUDA=OFF \
              -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined \
@@ -90,37 +113,33 @@ ASAN_PY_ENV := ASAN_OPTIONS=allocator_may_return_null=1:detect_leaks=0 UBSAN_OPT
              LD_PRELOAD="$$(g++ -print-file-name=libasan.so) $$(g++ -print-file-name=libstdc++.so)" \
              PYTHONPATH=$(ASAN_DIR)/site
 
-test-asan: deps venv  ## ctest and pytest against an ASan + UBSan build (build/asan)
+# ctest and pytest against an ASan + UBSan build of the CPU library (gcc; build/asan)
+asan-build:
 	$(SAN_CMAKE) -S . -B $(ASAN_DIR) -DCMAKE_CXX_FLAGS="$(SAN_FLAGS)" -DCONVCORE_BUILD_TESTS=ON \
 	  -DCONVCORE_BUILD_PYTHON=ON -DPython_EXECUTABLE=$(abspath $(PY)) \
 	  -Dpybind11_DIR="$$($(PY) -m pybind11 --cmakedir)"
 	$(VENV)/bin/cmake --build $(ASAN_DIR) -j$(JOBS)
-	$(ASAN_ENV) $(VENV)/bin/ctest --test-dir $(ASAN_DIR) --output-on-failure -j$(JOBS)
 	rm -rf $(ASAN_DIR)/site && $(VENV)/bin/cmake --install $(ASAN_DIR) --prefix $(ASAN_DIR)/site/convcore >/dev/null
 	cp python/convcore/*.py $(ASAN_DIR)/site/convcore/
+
+asan-ctest:
+	$(ASAN_ENV) $(VENV)/bin/ctest --test-dir $(ASAN_DIR) --output-on-failure -j$(JOBS)
+
+asan-pytest:
 	$(ASAN_PY_ENV) $(PY) -m pytest -q -p no:cacheprovider tests/python tests/gpu
 
-fuzz: deps venv  ## libFuzzer on the C API for FUZZ_TIME seconds (clang; build/fuzz)
-	CC=clang CXX=clang++ $(SAN_CMAKE) -S . -B $(FUZZ_DIR) -DCONVCORE_BUILD_FUZZERS=ON \
-	  -DCMAKE_CXX_FLAGS="$(SAN_FLAGS) -fsanitize=fuzzer-no-link"
-	$(VENV)/bin/cmake --build $(FUZZ_DIR) --target fuzz_forward -j$(JOBS)
-	mkdir -p $(FUZZ_DIR)/corpus $(FUZZ_DIR)/artifacts
-	# new inputs go to build/fuzz/corpus; tests/fuzz/corpus (the seeds) is only read
-	cd $(FUZZ_DIR)/artifacts && CONVCORE_FUZZ_STATS=1 $(ASAN_ENV) ../tests/fuzz/fuzz_forward \
-	  -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
-	  ../corpus $(abspath tests/fuzz/corpus) 2>&1 | grep -v -E '^#[0-9]+.*(NEW|REDUCE|pulse)|NEW_FUNC|# Uses: |recommended dictionary'
-
-# ---- the emulated CUDA device ------------------------------------------------------------------
+# ---- the emulated CUDA device, and libFuzzer on the same build ---------------------------------
 # The emulated CUDA device (tests/cuda_emulator: GPU threads as fibers, blocks on 2 workers, the
 # CUDA runtime, cuBLAS and cuFFT as stand-ins; docs/cuda_emulation.md), with clang, twice:
 # - under ASan + UBSan (EMU_DIR): its own tests, then libconvcore built with
 #   -DCONVCORE_CUDA=EMULATE (cpp/cuda compiled as C++ against the stand-ins) and the
-#   tests/cpp/test_cuda_* programs on it;
+#   tests/cpp/test_cuda_* programs on it. The same build, instrumented for libFuzzer
+#   (-fsanitize=fuzzer-no-link), holds the fuzzer of the C API (fuzz_forward, on CPU handles);
 # - under ThreadSanitizer (EMU_TSAN_DIR): the same, plus the CPU's thread tests. Each GPU thread
 #   is a TSan fiber and each barrier a release/acquire point, so a missing __syncthreads or two
 #   blocks writing one element is a data race, and any report fails the run. LLVM's Archer tool
 #   (libomp-dev) shows TSan OpenMP's synchronisation.
-# A skipped test fails the target (the emulated device must be there), except the two that test
+# A skipped test fails the stage (the emulated device must be there), except the two that test
 # the no-GPU path.
 EMU_DIR ?= build/cuda-emulated
 EMU_TSAN_DIR ?= build/cuda-tsan
@@ -132,22 +151,39 @@ TSAN_FLAGS := -O1 -g1 -fno-omit-frame-pointer -fsanitize=thread
 TSAN_ENV   := TSAN_OPTIONS=halt_on_error=1:ignore_noninstrumented_modules=1 \
               OMP_TOOL_LIBRARIES="$$(ls /usr/lib/llvm-*/lib/libarcher.so | tail -1)"
 # $(1): the build folder, $(2): the environment, $(3): the test programs (2 at a time, each
-# logged to <program>.log beside it); a failure or a skipped test fails the recipe.
+# logged to <program>.log beside it, with gtest's time per test); a failure or a skipped test
+# fails the recipe.
 define run_emulated_tests
 	cd $(1)/tests/cpp && printf '%s\n' $(3) | $(2) xargs -P$(JOBS) -I{} bash -c \
 	  './{} --gtest_filter=-$(EMU_NO_GPU_TESTS) > {}.log 2>&1 || { cat {}.log; exit 1; }; \
 	   if grep -q "SKIPPED \]" {}.log; then cat {}.log; echo "{}: a test skipped on the emulated device"; exit 1; fi; \
-	   echo "{}: $$(tail -1 {}.log)"'
+	   echo "{}: $$(grep -E "^\[=+\] .* ran" {}.log) $$(tail -1 {}.log)"'
 endef
-test-cuda-emulated: deps venv  ## the emulated CUDA device and the CUDA tests on it: ASan + UBSan, then TSan
-	$(EMU_CMAKE) -S . -B $(EMU_DIR) -DCMAKE_CXX_FLAGS="$(SAN_FLAGS)" \
+
+emulated-build:
+	$(EMU_CMAKE) -S . -B $(EMU_DIR) -DCONVCORE_BUILD_FUZZERS=ON \
+	  -DCMAKE_CXX_FLAGS="$(SAN_FLAGS) -fsanitize=fuzzer-no-link" \
 	  -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined
-	$(VENV)/bin/cmake --build $(EMU_DIR) --target test_cuda_emulator $(EMU_CUDA_TESTS) -j$(JOBS)
+	$(VENV)/bin/cmake --build $(EMU_DIR) --target test_cuda_emulator $(EMU_CUDA_TESTS) fuzz_forward -j$(JOBS)
+
+emulated-tests:
 	$(ASAN_ENV) $(EMU_DIR)/tests/cuda_emulator/test_cuda_emulator --gtest_brief=1
 	$(call run_emulated_tests,$(EMU_DIR),$(ASAN_ENV),$(EMU_CUDA_TESTS))
+
+# libFuzzer on the C API for FUZZ_TIME seconds; new inputs go to $(EMU_DIR)/fuzz-corpus,
+# tests/fuzz/corpus (the seeds) is only read
+fuzz-run:
+	mkdir -p $(EMU_DIR)/fuzz-corpus $(EMU_DIR)/fuzz-artifacts
+	cd $(EMU_DIR)/fuzz-artifacts && CONVCORE_FUZZ_STATS=1 $(ASAN_ENV) ../tests/fuzz/fuzz_forward \
+	  -max_total_time=$(FUZZ_TIME) -timeout=10 -rss_limit_mb=4096 -print_final_stats=1 \
+	  ../fuzz-corpus $(abspath tests/fuzz/corpus) 2>&1 | grep -v -E '^#[0-9]+.*(NEW|REDUCE|pulse)|NEW_FUNC|# Uses: |recommended dictionary'
+
+tsan-build:
 	$(EMU_CMAKE) -S . -B $(EMU_TSAN_DIR) -DCMAKE_CXX_FLAGS="$(TSAN_FLAGS)" \
 	  -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=thread -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=thread
 	$(VENV)/bin/cmake --build $(EMU_TSAN_DIR) --target test_cuda_emulator $(EMU_CUDA_TESTS) test_threads -j$(JOBS)
+
+tsan-tests:
 	$(TSAN_ENV) $(EMU_TSAN_DIR)/tests/cuda_emulator/test_cuda_emulator --gtest_brief=1
 	$(call run_emulated_tests,$(EMU_TSAN_DIR),$(TSAN_ENV),$(EMU_CUDA_TESTS) test_threads)
 

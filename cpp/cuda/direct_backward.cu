@@ -3,7 +3,9 @@
 // float64. Every problem (any stride, padding, dilation, group count, both modes; float32 and
 // float64). Deterministic: backward data has one thread per dx element; backward filter and
 // the bias gradient one block per output element, reduced through shared memory in a fixed
-// order. Not fast; it is what faster CUDA backward solvers are checked against.
+// order (the block as wide as its sum has terms, up to 256 threads, so a small image does not
+// leave most of a block idle at every barrier). Not fast; it is what faster CUDA backward
+// solvers are checked against.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -156,6 +158,15 @@ std::string why_not(const ConvProblem& prob) {
 
 size_t workspace_bytes(const ConvProblem&) { return 0; }
 
+// Threads of a reduction block for sums of up to `terms` terms: the largest power of two not
+// above it, between a warp and kThreads (block_sum halves the block at each step). A function of
+// the problem only, so the summation order, and so the result, is the same on every run.
+unsigned int reduction_threads(int64_t terms) {
+    unsigned int threads = 32;
+    while (threads < unsigned(kThreads) && int64_t(threads) * 2 <= terms) threads *= 2;
+    return threads;
+}
+
 unsigned int block_count(int64_t items) {
     constexpr int64_t kMaxBlocks = int64_t(1) << 20;
     return static_cast<unsigned int>(items < 1 ? 1 : (items < kMaxBlocks ? items : kMaxBlocks));
@@ -187,12 +198,13 @@ void run_filter(const BwdFilterArgs& a) {
     const Shape sh = shape_of(pb);
     DeviceGuard guard(a.ctx.device_index);
     const cudaStream_t stream = stream_of(a.ctx);
+    const unsigned int threads = reduction_threads(sh.n * sh.p * sh.q);  // a tap sees at most all of them
     if (pb.dtype == CONVCORE_DATA_DOUBLE)
-        CONVCORE_LAUNCH(block_count(total), kThreads, 0, stream, direct_bwd_filter_kernel<double>)(
+        CONVCORE_LAUNCH(block_count(total), threads, 0, stream, direct_bwd_filter_kernel<double>)(
             static_cast<const double*>(a.x), static_cast<const double*>(a.dy), static_cast<double*>(a.dw),
             sh, a.alpha, a.beta, total);
     else
-        CONVCORE_LAUNCH(block_count(total), kThreads, 0, stream, direct_bwd_filter_kernel<float>)(
+        CONVCORE_LAUNCH(block_count(total), threads, 0, stream, direct_bwd_filter_kernel<float>)(
             static_cast<const float*>(a.x), static_cast<const float*>(a.dy), static_cast<float*>(a.dw), sh,
             static_cast<float>(a.alpha), static_cast<float>(a.beta), total);
     CONVCORE_CUDA_CHECK_LAUNCH("direct_bwd_filter_kernel");
@@ -206,12 +218,13 @@ void backward_bias(const Context& ctx, convcoreDataType_t dtype, const void* dy,
     DeviceGuard guard(ctx.device_index);
     const cudaStream_t stream = stream_of(ctx);
     const unsigned int blocks = block_count(dims[1]);
+    const unsigned int threads = reduction_threads(dims[0] * dims[2] * dims[3]);
     if (dtype == CONVCORE_DATA_DOUBLE)
-        CONVCORE_LAUNCH(blocks, kThreads, 0, stream, bias_kernel<double>)(
+        CONVCORE_LAUNCH(blocks, threads, 0, stream, bias_kernel<double>)(
             static_cast<const double*>(dy), dims[0], dims[1], dims[2], dims[3], strides[0], strides[1],
             strides[2], strides[3], static_cast<double*>(db), db_stride, alpha, beta);
     else
-        CONVCORE_LAUNCH(blocks, kThreads, 0, stream, bias_kernel<float>)(
+        CONVCORE_LAUNCH(blocks, threads, 0, stream, bias_kernel<float>)(
             static_cast<const float*>(dy), dims[0], dims[1], dims[2], dims[3], strides[0], strides[1],
             strides[2], strides[3], static_cast<float*>(db), db_stride, static_cast<float>(alpha),
             static_cast<float>(beta));
