@@ -550,8 +550,10 @@ def main(argv=None):
         summary["stages"].append(record)
         print(f"   {record['status']} in {record['seconds']} s", flush=True)
         summary["seconds"] = round(time.monotonic() - start, 1)
+        # A bench that ran out of time for some layers is reported (incomplete), not failed:
+        # what it measured stands, and the stages that check correctness decide the result.
         summary["passed"] = bool(gpus or args.dry_run) and all(
-            r["status"] in (("ok", "dry-run") if args.dry_run else ("ok",)) for r in summary["stages"])
+            r["status"] in (("ok", "dry-run") if args.dry_run else ("ok", "incomplete")) for r in summary["stages"])
         with open(os.path.join(ctx.out, "summary.json"), "w") as f:
             json.dump(summary, f, indent=1)
         with open(os.path.join(ctx.out, "summary.txt"), "w") as f:

@@ -1,11 +1,10 @@
 // DIRECT backward passes on CUDA and the bias gradient: the reference loops of
 // cpu/direct_backward.cpp with the same index helpers (common/conv_index.hpp), accumulating in
 // float64. Every problem (any stride, padding, dilation, group count, both modes; float32 and
-// float64). Deterministic: backward data has one thread per dx element; backward filter and
-// the bias gradient one block per output element, reduced through shared memory in a fixed
-// order (the block as wide as its sum has terms, up to 256 threads, so a small image does not
-// leave most of a block idle at every barrier). Not fast; it is what faster CUDA backward
-// solvers are checked against.
+// float64). Deterministic: backward data has one thread per dx element; backward filter a group
+// of threads per dw element and the bias gradient a block per channel, each sum reduced through
+// shared memory in a fixed order that depends on the problem only. Not fast; it is what faster
+// CUDA backward solvers are checked against.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -88,46 +87,55 @@ __global__ void direct_bwd_data_kernel(const T* __restrict__ w, const T* __restr
     }
 }
 
-// Adds the block's per-thread partial sums in a fixed tree order; thread 0 gets the total.
-__device__ double block_sum(double v, double* shared) {
+// Adds the partial sums of each group of `lanes` consecutive threads (a power of two) in a fixed
+// tree order; the group's first thread gets the group's total.
+__device__ double group_sum(double v, double* shared, unsigned lanes) {
     shared[threadIdx.x] = v;
     __syncthreads();
-    for (unsigned half = blockDim.x / 2; half > 0; half /= 2) {
-        if (threadIdx.x < half) shared[threadIdx.x] += shared[threadIdx.x + half];
+    const unsigned lane = threadIdx.x % lanes;
+    for (unsigned half = lanes / 2; half > 0; half /= 2) {
+        if (lane < half) shared[threadIdx.x] += shared[threadIdx.x + half];
         __syncthreads();
     }
-    return shared[0];
+    return shared[threadIdx.x];
 }
 
-// One block per dw element (k, c, r', s'); the block's threads stride over (n, p, q).
+// A group of `lanes` threads per dw element (k, c, r', s'), kThreads / lanes elements per block at
+// a time; a group's threads stride over the element's (n, p, q).
 template <typename T>
 __global__ void direct_bwd_filter_kernel(const T* __restrict__ x, const T* __restrict__ dy,
-                                         T* __restrict__ dw, Shape sh, T alpha, T beta, int64_t total) {
+                                         T* __restrict__ dw, Shape sh, T alpha, T beta, int64_t total,
+                                         unsigned lanes) {
     CONVCORE_SHARED(double[kThreads], shared);
-    for (int64_t e = blockIdx.x; e < total; e += gridDim.x) {
-        int64_t t = e;
-        const int64_t fs = t % sh.s;
-        t /= sh.s;
-        const int64_t fr = t % sh.r;
-        t /= sh.r;
-        const int64_t c = t % sh.cpg;
-        const int64_t k = t / sh.cpg;
-        const int64_t g = k / sh.kpg;
-        const int64_t r = conv_filter_tap(fr, sh.r, sh.flip), s = conv_filter_tap(fs, sh.s, sh.flip);
-        const TapRange pr = conv_valid_outputs(r, sh.h, sh.p, sh.pad_h, sh.stride_h, sh.dil_h);
-        const TapRange qr = conv_valid_outputs(s, sh.w, sh.q, sh.pad_w, sh.stride_w, sh.dil_w);
-        const int64_t pn = pr.end - pr.begin, qn = qr.end - qr.begin;
-        const int64_t count = sh.n * pn * qn;
+    const int64_t per_block = blockDim.x / lanes;
+    const unsigned lane = threadIdx.x % lanes;
+    for (int64_t first = blockIdx.x * per_block; first < total; first += gridDim.x * per_block) {
+        const int64_t e = first + threadIdx.x / lanes;
         double acc = 0.0;
-        for (int64_t j = threadIdx.x; j < count; j += blockDim.x) {
-            const int64_t oq = qr.begin + j % qn, op = pr.begin + j / qn % pn, n = j / (qn * pn);
-            const int64_t ih = conv_input_coord(op, r, sh.pad_h, sh.stride_h, sh.dil_h);
-            const int64_t iw = conv_input_coord(oq, s, sh.pad_w, sh.stride_w, sh.dil_w);
-            acc += double(dy[((n * sh.k + k) * sh.p + op) * sh.q + oq]) *
-                   double(x[((n * sh.c + g * sh.cpg + c) * sh.h + ih) * sh.w + iw]);
+        if (e < total) {
+            int64_t t = e;
+            const int64_t fs = t % sh.s;
+            t /= sh.s;
+            const int64_t fr = t % sh.r;
+            t /= sh.r;
+            const int64_t c = t % sh.cpg;
+            const int64_t k = t / sh.cpg;
+            const int64_t g = k / sh.kpg;
+            const int64_t r = conv_filter_tap(fr, sh.r, sh.flip), s = conv_filter_tap(fs, sh.s, sh.flip);
+            const TapRange pr = conv_valid_outputs(r, sh.h, sh.p, sh.pad_h, sh.stride_h, sh.dil_h);
+            const TapRange qr = conv_valid_outputs(s, sh.w, sh.q, sh.pad_w, sh.stride_w, sh.dil_w);
+            const int64_t pn = pr.end - pr.begin, qn = qr.end - qr.begin;
+            const int64_t count = sh.n * pn * qn;
+            for (int64_t j = lane; j < count; j += lanes) {
+                const int64_t oq = qr.begin + j % qn, op = pr.begin + j / qn % pn, n = j / (qn * pn);
+                const int64_t ih = conv_input_coord(op, r, sh.pad_h, sh.stride_h, sh.dil_h);
+                const int64_t iw = conv_input_coord(oq, s, sh.pad_w, sh.stride_w, sh.dil_w);
+                acc += double(dy[((n * sh.k + k) * sh.p + op) * sh.q + oq]) *
+                       double(x[((n * sh.c + g * sh.cpg + c) * sh.h + ih) * sh.w + iw]);
+            }
         }
-        const double sum = block_sum(acc, shared);
-        if (threadIdx.x == 0) blend_store(dw + e, T(sum), alpha, beta);
+        const double sum = group_sum(acc, shared, lanes);
+        if (lane == 0 && e < total) blend_store(dw + e, T(sum), alpha, beta);
         __syncthreads();
     }
 }
@@ -144,7 +152,7 @@ __global__ void bias_kernel(const T* __restrict__ dy, int64_t n, int64_t k, int6
             const int64_t oq = j % q, op = j / q % p, on = j / (q * p);
             acc += double(dy[on * sn + kk * sk + op * sp + oq * sq]);
         }
-        const double sum = block_sum(acc, shared);
+        const double sum = group_sum(acc, shared, blockDim.x);
         if (threadIdx.x == 0) blend_store(db + kk * db_stride, T(sum), alpha, beta);
         __syncthreads();
     }
@@ -158,13 +166,21 @@ std::string why_not(const ConvProblem& prob) {
 
 size_t workspace_bytes(const ConvProblem&) { return 0; }
 
-// Threads of a reduction block for sums of up to `terms` terms: the largest power of two not
-// above it, between a warp and kThreads (block_sum halves the block at each step). A function of
-// the problem only, so the summation order, and so the result, is the same on every run.
+// Threads of the bias gradient's blocks (one block per channel, summing up to `terms` terms):
+// the largest power of two not above it, between a warp and kThreads, so a small image does
+// not leave most of a block idle at every barrier.
 unsigned int reduction_threads(int64_t terms) {
     unsigned int threads = 32;
     while (threads < unsigned(kThreads) && int64_t(threads) * 2 <= terms) threads *= 2;
     return threads;
+}
+
+// Threads per dw element summing up to `terms` terms: a power of two, at most kThreads, with
+// about 8 terms or more each (the fewer threads share a sum, the fewer barriers it costs).
+unsigned int filter_lanes(int64_t terms) {
+    unsigned int lanes = 1;
+    while (lanes < unsigned(kThreads) && int64_t(lanes) * 2 * 8 <= terms) lanes *= 2;
+    return lanes;
 }
 
 unsigned int block_count(int64_t items) {
@@ -198,15 +214,19 @@ void run_filter(const BwdFilterArgs& a) {
     const Shape sh = shape_of(pb);
     DeviceGuard guard(a.ctx.device_index);
     const cudaStream_t stream = stream_of(a.ctx);
-    const unsigned int threads = reduction_threads(sh.n * sh.p * sh.q);  // a tap sees at most all of them
+    // A tap sums at most every (n, p, q); the lanes, and so the summation order, depend on the
+    // problem only (deterministic).
+    const unsigned int lanes = filter_lanes(sh.n * sh.p * sh.q);
+    const int64_t per_block = kThreads / lanes;
+    const unsigned int blocks = block_count((total + per_block - 1) / per_block);
     if (pb.dtype == CONVCORE_DATA_DOUBLE)
-        CONVCORE_LAUNCH(block_count(total), threads, 0, stream, direct_bwd_filter_kernel<double>)(
+        CONVCORE_LAUNCH(blocks, kThreads, 0, stream, direct_bwd_filter_kernel<double>)(
             static_cast<const double*>(a.x), static_cast<const double*>(a.dy), static_cast<double*>(a.dw),
-            sh, a.alpha, a.beta, total);
+            sh, a.alpha, a.beta, total, lanes);
     else
-        CONVCORE_LAUNCH(block_count(total), threads, 0, stream, direct_bwd_filter_kernel<float>)(
+        CONVCORE_LAUNCH(blocks, kThreads, 0, stream, direct_bwd_filter_kernel<float>)(
             static_cast<const float*>(a.x), static_cast<const float*>(a.dy), static_cast<float*>(a.dw), sh,
-            static_cast<float>(a.alpha), static_cast<float>(a.beta), total);
+            static_cast<float>(a.alpha), static_cast<float>(a.beta), total, lanes);
     CONVCORE_CUDA_CHECK_LAUNCH("direct_bwd_filter_kernel");
 }
 
