@@ -4,7 +4,7 @@
 #   make test    every test: C API (ctest), Python (pytest), the find_package consumer, then the
 #                same two suites under AddressSanitizer + UBSan (test-asan), the emulated CUDA
 #                device's tests (test-cuda-emulated) and a short libFuzzer run on the C API (fuzz),
-#                in stages on three lanes, with each stage's time (tools/test_stages.sh)
+#                in stages two at a time, with each stage's time (tools/test_stages.sh)
 # Each one sets itself up on a fresh machine: apt packages, a virtual environment, the build.
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -53,24 +53,26 @@ build: deps venv  ## libconvcore + the Python package (+ tests), installed into 
 	  -Cbuild.tool-args=-j$(JOBS) \
 	  -Ccmake.define.CONVCORE_BUILD_TESTS=ON -Ccmake.define.Python_EXECUTABLE=$(abspath $(PY)) .
 
-# ---- make test: the stages, in three lanes side by side (tools/test_stages.sh) ----------------
+# ---- make test: the stages, two at a time (tools/test_stages.sh) -----------------------------
 # Each stage below is a target of its own and logs to build/test-logs/<stage>.log; make test
-# prints one line per stage (status, seconds, its closing lines) and a table at the end. A lane is
-# one build and the stages that use it; the lanes share the machine's cores, so while one runs a
-# single-threaded step (pytest, a link, a configure step, the fuzzer, the tail of a build) the
-# others' compilers and tests take the idle core, and the whole run takes about its total CPU
-# time over the cores.
-#   lane 1: build, ctest-release, pytest-release           (the release build, with nvcc if found)
-#   lane 2: asan-build, asan-ctest, asan-pytest             (gcc, ASan + UBSan, CPU)
-#   lane 3: emulated-build, emulated-tests, fuzz-run, tsan-build, tsan-tests   (clang)
+# prints one line per stage (status, seconds, its closing lines) and a table at the end. Two
+# stages run at a time (a stage starts once the one it needs, after the colon, has passed; the
+# first listed of those ready goes first): while one runs a single-threaded step (pytest, a link,
+# a configure step, the fuzzer) the other's compilers or tests take the idle core. The builds:
+#   build           the release build (pip install; nvcc when found): ctest-release, pytest-release
+#   asan-build      gcc, ASan + UBSan, CPU: asan-ctest, asan-pytest
+#   emulated-build  clang, ASan + UBSan + libFuzzer's instrumentation, the emulated CUDA device:
+#                   emulated-tests, fuzz-run
+#   tsan-build      clang, ThreadSanitizer, the emulated CUDA device: tsan-tests
 # The targets a developer runs alone: test-cpp, test-python, test-asan, test-cuda-emulated, fuzz.
-STAGE_LANES := "build ctest-release pytest-release" "asan-build asan-ctest asan-pytest" \
-               "emulated-build emulated-tests fuzz-run tsan-build tsan-tests"
+TEST_STAGE_ORDER := emulated-build build asan-build pytest-release:build emulated-tests:emulated-build \
+                    tsan-build ctest-release:build asan-pytest:asan-build asan-ctest:asan-build \
+                    tsan-tests:tsan-build fuzz-run:emulated-build
 test: deps venv  ## all tests
-	tools/test_stages.sh $(STAGE_LANES)
+	SLOTS=$(JOBS) tools/test_stages.sh $(TEST_STAGE_ORDER)
 
 # Prerequisites run in the order written (a stage needs the one before it), never side by side:
-# the parallelism is the lanes' and the build tools'.
+# the parallelism is the stage runner's and the build tools'.
 .NOTPARALLEL:
 test-cpp: build ctest-release
 test-python: build pytest-release
