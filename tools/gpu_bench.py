@@ -64,9 +64,7 @@ def main(argv=None):
         if not torch.cuda.is_available() or convcore.cuda_device_count() == 0:
             print("no CUDA device visible to torch or convcore", file=sys.stderr)
             return 2
-        torch.backends.cudnn.benchmark = True
-        torch.backends.cudnn.allow_tf32 = False
-        torch.backends.cuda.matmul.allow_tf32 = False
+        cli.cudnn_as_competitor(torch)
         device_name = torch.cuda.get_device_name()
     else:
         device_name = cli.cpu_model_name()

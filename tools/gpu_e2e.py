@@ -25,7 +25,7 @@ import torch
 
 import convcore
 import convcore.torch as convcore_torch
-from convcore import model_bench
+from convcore import cli, model_bench
 
 ERROR_BOUND = 1e-3
 
@@ -49,9 +49,7 @@ def main(argv=None):
         if not torch.cuda.is_available() or convcore.cuda_device_count() == 0:
             print("no CUDA device visible to torch or convcore", file=sys.stderr)
             return 2
-        torch.backends.cudnn.benchmark = True
-        torch.backends.cudnn.allow_tf32 = False
-        torch.backends.cuda.matmul.allow_tf32 = False
+        cli.cudnn_as_competitor(torch)
 
     def log(message):
         print(f"[{time.monotonic() - start:6.1f} s] {message}", file=sys.stderr, flush=True)

@@ -439,6 +439,14 @@ def _retime_auto(rows, auto_algo, contenders, reps, timer):
                           "ratio": auto_ms / best_ms}
 
 
+def cudnn_as_competitor(torch):
+    """PyTorch's GPU settings for the benchmarks against cuDNN: cudnn.benchmark on (cuDNN's
+    fastest algorithm per shape), TF32 off (float32 arithmetic, as convcore's)."""
+    torch.backends.cudnn.benchmark = True
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
+
+
 def bench_problem(problem, args, torch, log):
     """Results (one dict per contender) for one layer."""
     dtype = args.dtype
@@ -739,9 +747,7 @@ def cmd_bench(args):
             raise ValueError(f"--device {args.device} needs PyTorch with CUDA (for buffers and timing)")
         if convcore.cuda_device_count() == 0:
             raise ValueError(f"--device {args.device}: this convcore build sees no CUDA device")
-        torch.backends.cudnn.benchmark = True
-        torch.backends.cudnn.allow_tf32 = False
-        torch.backends.cuda.matmul.allow_tf32 = False
+        cudnn_as_competitor(torch)
     if args.threads:
         convcore.set_num_threads(args.threads)
         if torch is not None:
