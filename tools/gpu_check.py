@@ -265,6 +265,23 @@ def make_site(ctx):
     os.symlink(modules[0], os.path.join(package, os.path.basename(modules[0])))
 
 
+def check_cuda_libraries(ctx):
+    """Fails when the configure step found no cuBLAS or cuFFT (from the toolkit or the building
+    Python's nvidia-cublas / nvidia-cufft wheels): the build would answer NOT_SUPPORTED for the
+    algorithms that use them, and the GPU tests would pass over those algorithms."""
+    cache = {}
+    with open(os.path.join(ctx.build, "CMakeCache.txt")) as f:
+        for line in f:
+            name, sep, value = line.strip().partition("=")
+            if sep and not name.startswith(("//", "#")):
+                cache[name.split(":")[0]] = value
+    missing = [lib for lib in ("CUBLAS", "CUFFT")
+               if not cache.get(f"CONVCORE_{lib}_LIBRARY") or cache[f"CONVCORE_{lib}_LIBRARY"].endswith("NOTFOUND")]
+    if missing:
+        raise RuntimeError(f"{' and '.join(missing)} not found for {ctx.python}: the CUDA toolkit or the "
+                           "nvidia-cublas / nvidia-cufft wheels of that Python provide them")
+
+
 def check_libraries(ctx):
     """ldd of libconvcore and the Python module into build/ldd.log; fails when OpenBLAS or FFTW
     resolves outside the unpacked packages or a library is not found."""
@@ -309,6 +326,7 @@ def stages(ctx, arch):
         Stage("build", needs_gpu=False, stop_on_failure=True)
         .call("unpack the packages", lambda: unpack_debs(os.path.join(a.deps, "debs"), ctx.deps_root))
         .commands(("configure", configure))
+        .call("cuBLAS and cuFFT found", lambda: check_cuda_libraries(ctx))
         .commands(("compile", build))
         .commands(("compile_sanitize_subset", compile_subset))
         .call("python package", lambda: make_site(ctx) if ctx.python_headers else None)
