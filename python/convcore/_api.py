@@ -225,6 +225,17 @@ def _device_arg(device):
     raise BadParamError(f"device: expected 'cpu', 'cuda' or 'cuda:<index>', got {device!r}")
 
 
+def _filter_version_arg(filter_version):
+    """The bindings' filter_version code: FILTERS_PER_CALL, FILTERS_CHECKED or a number >= 0."""
+    if filter_version is None:
+        return _C.FILTERS_PER_CALL
+    if isinstance(filter_version, str):
+        if filter_version == "check":
+            return _C.FILTERS_CHECKED
+        raise BadParamError(f"filter_version: expected None, 'check' or an int >= 0, got {filter_version!r}")
+    return _int_arg("filter_version", filter_version, 0)
+
+
 def _output_size(size, pad, kernel, stride, dilation):
     """The output extent along one axis (floor division, as every framework)."""
     return (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
@@ -597,18 +608,21 @@ class Convolution:
         residual=out, alpha2=beta instead). Algorithms that fuse it apply it in their stores;
         for the others convcore applies it in one pass over the output.
 
-        ``filter_version``: an int >= 0 that identifies the contents of w. While w is the same
-        memory with the same filter_version, the plan keeps w's transformed filters instead of
-        transforming w at every call (inference: fixed weights; pass another number after
-        changing them). convcore.torch.Conv2d passes one that follows the weight's version
-        counter. None: transformed at every call.
+        ``filter_version`` says whether the plan may keep w's transformed filters (Winograd's U,
+        packed filters, filter spectra) between calls instead of transforming w at every call:
+        - None (the default): transformed at every call;
+        - ``"check"``: kept while w is the same memory and its bytes have the same 64-bit
+          fingerprint, computed at every call (one read of w; right however w was changed);
+        - an int >= 0 that identifies the contents of w: kept while w is the same memory with the
+          same number; the caller vouches for it (pass another number after changing w).
+        convcore.torch.Conv2d passes "check" (or, with ``freeze=True``, a number).
 
         ``algo="auto"`` times the heuristic's few best candidates on x and w at the first call
         of a problem and keeps the fastest (convcoreSelectConvolutionForwardAlgorithm, mode
         MEASURED; the times go into the find-db, so another process times nothing); later calls
         look the decision up. ``algo="find"`` does the same with every algorithm.
         CONVCORE_AUTO=heuristic makes "auto" the heuristic's first choice, timing nothing."""
-        version = -1 if filter_version is None else _int_arg("filter_version", filter_version, 0)
+        version = _filter_version_arg(filter_version)
         act = _activation_arg(activation)
         if out is None and alpha == 1.0 and beta == 0.0 and residual is None:
             y = self._forward_torch_cpu(x, w, algo, version, bias, act)

@@ -26,6 +26,7 @@
 #include "common/cache_line_round_trip.h"
 #include "convcore/convcore.h"
 #include "dlpack.hpp"
+#include "fingerprint.hpp"
 
 namespace py = pybind11;
 
@@ -444,6 +445,14 @@ size_t workspace_size(const std::vector<int64_t>& x_shape, const std::vector<int
 
 // ---- plans and workspace of one Convolution ------------------------------------------------
 
+// filter_version values (convcore.Convolution.forward): -1, w is transformed at every call;
+// >= 0, the caller's number for w's contents (the plan keeps w's transformed filters while w's
+// pointer and that number stay the same: the caller vouches for them); kFiltersChecked, the plan
+// keeps them while w's pointer and the fingerprint of w's bytes stay the same, computed at every
+// call (convcore.torch's default: right however the weights were changed, for one read of w).
+constexpr int64_t kFiltersPerCall = -1;
+constexpr int64_t kFiltersChecked = -2;
+
 // Bumped by clear_find_cache: plans chosen by "auto" or "find" before it are made again.
 std::atomic<uint64_t> g_plan_generation{0};
 
@@ -452,9 +461,14 @@ struct CachedPlan {
     convcoreConvolutionPlan_t plan = nullptr;
     int algo = 0;          // the pass's algorithm the plan runs
     size_t workspace = 0;  // its exact workspace size
-    // The filters prepared in the plan: their pointer and the caller's version of their contents.
+    // The filters prepared in the plan: their pointer, the caller's version of their contents
+    // (or kFiltersChecked) and, when checked, the fingerprint of the bytes they were made from.
     const void* prepared_for = nullptr;
     int64_t prepared_version = -1;
+    uint64_t prepared_fingerprint = 0;
+    // Whether the plan's algorithm keeps prepared filters (known after the first preparation):
+    // a plan that keeps none reads w at every call, so its filters can never be stale.
+    enum { kUnknown, kKeeps, kKeepsNone } keeps_filters = kUnknown;
     CachedPlan() = default;
     CachedPlan(const CachedPlan&) = delete;
     CachedPlan& operator=(const CachedPlan&) = delete;
@@ -739,7 +753,8 @@ void check_aligned(const DLPackTensor& t, const char* name) {
 // algorithm (running Select with the data for "auto" and "find"); the plan is made then.
 // `check_status(status, algo)` turns a failed status into the pass's exception. With
 // filter_version >= 0, in1 holds filters whose contents that number identifies: the plan
-// prepares them (convcorePrepareConvolutionPlanFilters) once per pointer and version.
+// prepares them (convcorePrepareConvolutionPlanFilters) once per pointer and version; with
+// kFiltersChecked, once per pointer and fingerprint of their bytes.
 // Returns the algorithm that ran.
 // The fused epilogue of a forward call: out = act(alpha * conv(x, w) + alpha2 * residual + bias).
 struct ForwardEpilogue {
@@ -763,7 +778,11 @@ int run_plan(convcoreConvolutionPass_t pass, const DLPackTensor& in0, const char
     check_aligned(out, "out");
     if (out.overlaps(in0)) bad_param(std::string("out overlaps ") + in0_name + ": the output must be a separate buffer");
     if (out.overlaps(in1)) bad_param(std::string("out overlaps ") + in1_name + ": the output must be a separate buffer");
-    PlanKey key{int64_t(pass), algo, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h, p.dil_w, p.groups, p.mode};
+    // A plan either keeps prepared filters or never does: a per-call caller must not run filters
+    // another call prepared from the same pointer (the plan would use them: convcore.h, plans).
+    const int64_t keeps_prepared = filter_version == kFiltersPerCall ? 0 : 1;
+    PlanKey key{int64_t(pass), algo, keeps_prepared, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h, p.dil_w,
+                p.groups, p.mode};
     for (const DLPackTensor* t : {&in0, &in1, &out}) t->append_layout(key);
     const bool on_cuda = in0.device_type() == kDLCUDA;
     convcoreHandle_t h = handle_on(in0, stream);
@@ -801,11 +820,24 @@ int run_plan(convcoreConvolutionPass_t pass, const DLPackTensor& in0, const char
         py::gil_scoped_release release;
         std::lock_guard<std::mutex> lock(cache.mutex());
         status = CONVCORE_STATUS_SUCCESS;
-        if (filter_version >= 0 && (plan->prepared_for != in1.data() || plan->prepared_version != filter_version)) {
+        bool prepare = false;
+        uint64_t fingerprint = 0;
+        if (filter_version >= 0) {
+            prepare = plan->prepared_for != in1.data() || plan->prepared_version != filter_version;
+        } else if (filter_version == kFiltersChecked && plan->keeps_filters != CachedPlan::kKeepsNone) {
+            const auto span = in1.byte_span();
+            fingerprint = convcore_py::fingerprint(reinterpret_cast<const void*>(span.first), span.second - span.first);
+            prepare = plan->prepared_for != in1.data() || plan->prepared_version != filter_version ||
+                      plan->prepared_fingerprint != fingerprint;
+        }
+        if (prepare) {
             size_t prepared_bytes = 0;
             status = convcorePrepareConvolutionPlanFilters(plan->plan, in1.data(), &prepared_bytes);
             plan->prepared_for = status == CONVCORE_STATUS_SUCCESS ? in1.data() : nullptr;
             plan->prepared_version = filter_version;
+            plan->prepared_fingerprint = fingerprint;
+            if (status == CONVCORE_STATUS_SUCCESS)
+                plan->keeps_filters = prepared_bytes ? CachedPlan::kKeeps : CachedPlan::kKeepsNone;
             if (prepared_bytes) cache.count_preparation();
         }
         if (status == CONVCORE_STATUS_SUCCESS) {
@@ -1230,6 +1262,8 @@ PYBIND11_MODULE(_convcore, m) {
           "The forward pass; with bias, activation or residual the fused epilogue "
           "(convcoreExecuteConvolutionPlanBiasActivation).");
     m.attr("ALGO_FIND") = kAlgoFind;
+    m.attr("FILTERS_PER_CALL") = kFiltersPerCall;
+    m.attr("FILTERS_CHECKED") = kFiltersChecked;
     m.attr("SELECT_CANDIDATES") = CONVCORE_SELECT_CANDIDATES;
     m.def("find", &find, py::arg("x"), py::arg("w"), py::arg("y"), py::arg("params"),
           py::arg("workspace_limit"), py::arg("deterministic"), py::arg("stream"),

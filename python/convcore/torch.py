@@ -44,10 +44,11 @@ from . import _api
 from ._api import Algo, ConvDesc, Convolution, _output_size, _torch_memory_format
 from ._errors import BadParamError, NotSupportedError
 
-__all__ = ["conv2d", "Conv2d", "convert", "SUPPORTED_DTYPES"]
+__all__ = ["conv2d", "Conv2d", "convert", "refresh", "SUPPORTED_DTYPES"]
 
 SUPPORTED_DTYPES = (torch.float32, torch.float64)
 _SUPPORTED_DEVICES = ("cpu", "cuda")
+_FILTERS_CHECKED = _api._C.FILTERS_CHECKED
 
 
 # ---- arguments -----------------------------------------------------------------------------------
@@ -305,6 +306,8 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     C x H x W), float32 or float64."""
     fn = "convcore.torch.conv2d"
     activation = _activation_name(activation)
+    if isinstance(input, torch.fx.Proxy) or isinstance(weight, torch.fx.Proxy):
+        return _symbolic_conv2d(input, weight, bias, stride, padding, dilation, groups, algo, activation)
     if not isinstance(input, Tensor) or not isinstance(weight, Tensor):
         raise TypeError(f"{fn}: input and weight must be torch.Tensors, got "
                         f"{type(input).__name__} and {type(weight).__name__}")
@@ -338,13 +341,33 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     return y.squeeze(0) if unbatched else y
 
 
+def _symbolic_conv2d(input, weight, bias, stride, padding, dilation, groups, algo, activation):
+    """conv2d on torch.fx Proxies (torch.fx.symbolic_trace, torchvision's
+    create_feature_extractor, FX quantization): one call of the operator convcore::conv2d in the
+    graph. Shapes are unknown here: checks happen when the graph runs. padding="same" and an
+    unbatched input need shapes, and are refused."""
+    if isinstance(padding, str):
+        if padding != "valid":
+            raise NotSupportedError(f"convcore.torch.conv2d: padding={padding!r} under torch.fx "
+                                    f"symbolic tracing (it needs the weight's shape; pass the "
+                                    f"padding as ints)")
+        padding = 0
+    spec = _algo_spec(algo)
+    _split_algo(spec)  # an unknown name fails now
+    return torch.ops.convcore.conv2d(input, weight, bias, [int(v) for v in _pair(stride)],
+                                     [int(v) for v in _pair(padding)],
+                                     [int(v) for v in _pair(dilation)], int(groups), spec, activation)
+
+
 def _needs_op(*tensors):
     """Whether the call must go through the custom operator: when autograd records it (grad
-    enabled and a tensor requires grad) or torch.compile traces it. Otherwise (inference,
+    enabled and a tensor requires grad) or a graph capture (torch.compile, torch.export,
+    torch.jit.trace) records it: a call that bypasses the operator is invisible to a capture,
+    which would keep its output as a constant. Otherwise (inference,
     torch.no_grad) convcore is called directly: the operator's dispatch costs tens of
     microseconds per call, a large share of a small layer's time."""
-    if torch.compiler.is_compiling():
-        return True
+    if torch.compiler.is_compiling() or torch._C._get_tracing_state() is not None:
+        return True  # torch.compile, torch.export and torch.jit.trace record the operator
     return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
 
 
@@ -365,18 +388,38 @@ _filter_versions = itertools.count()  # Conv2d._filter_version's numbers, unique
 class Conv2d(nn.Conv2d):
     """``torch.nn.Conv2d`` computed by convcore: same constructor, parameters and state_dict, plus
     ``algo`` ("auto", an algorithm name, a convcore.Algo, or a (forward, backward data, backward
-    filter) triple) and ``activation`` ("identity", "relu", "relu6" or "silu", applied to the
-    output in convcore's fused epilogue with the bias; ``convert(fuse=True)`` sets it). ``algo``
-    and ``activation`` are plain attributes: they are not part of the state_dict."""
+    filter) triple), ``activation`` ("identity", "relu", "relu6" or "silu", applied to the
+    output in convcore's fused epilogue with the bias; ``convert(fuse=True)`` sets it) and
+    ``freeze``. They are plain attributes: they are not part of the state_dict.
+
+    Weights in inference (no autograd recording): the layer keeps its filters transformed for
+    its algorithm (Winograd's U, packed filters, filter spectra) and never runs them older than
+    its weights. By default (``freeze=False``) it checks at every call that the weight's bytes
+    are still those it transformed (a 64-bit fingerprint, one read of the weight), so every way
+    of changing a weight is seen: optimizer steps, load_state_dict, in-place changes under
+    no_grad, a new Parameter, ``.data`` writes, ``copy_`` into tensors made under inference_mode.
+
+    ``freeze=True`` skips that read and trusts the weights instead: the filters are transformed
+    again only when the weight is another tensor or its version counter moved (optimizer steps,
+    load_state_dict, in-place ops on the Parameter). Writes that bypass the version counter
+    (``weight.data`` writes, in-place changes to tensors made under torch.inference_mode, writes
+    through NumPy or DLPack views) are not seen: call ``convcore.torch.refresh(model)`` after
+    them. Training (autograd recording) always reads the weights as they are."""
+
+    # TorchScript compiles a module's properties unless they are listed here; these two are
+    # Python-only setters (the scripted forward reads _algo_spec and _activation).
+    __jit_unused_properties__ = ["activation", "algo"]
+    freeze = False  # trust the weights (see the class docstring); set per layer or by convert()
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
                  groups=1, bias=True, padding_mode="zeros", device=None, dtype=None, algo="auto",
-                 activation="identity"):
+                 activation="identity", freeze=False):
         super().__init__(in_channels, out_channels, kernel_size, stride=stride, padding=padding,
                          dilation=dilation, groups=groups, bias=bias, padding_mode=padding_mode,
                          device=device, dtype=dtype)
         self.algo = algo
         self.activation = activation
+        self.freeze = _freeze_arg(freeze)
 
     @property
     def activation(self):
@@ -394,8 +437,27 @@ class Conv2d(nn.Conv2d):
 
     @algo.setter
     def algo(self, value):
-        self._fwd_algo = _split_algo(_algo_spec(value))[0]  # BadParamError for an unknown name
+        spec = _algo_spec(value)
+        self._fwd_algo = _split_algo(spec)[0]  # BadParamError for an unknown name
+        self._algo_spec = spec  # the operator's algo string (the scripted forward passes it)
         self._algo = value
+
+    def forward(self, input: Tensor) -> Tensor:
+        if torch.jit.is_scripting():
+            # torch.jit.script compiles this branch only: the operator, with the module's
+            # parameters (a padding string needs the shapes of the Python path: refused).
+            if isinstance(self.padding, str):
+                raise RuntimeError("convcore.torch.Conv2d: torch.jit.script of a layer with "
+                                   "padding='same' or 'valid' is not supported; use torch.jit.trace")
+            padding = [self.padding[0], self.padding[1]]
+            if self.padding_mode != "zeros":
+                input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+                padding = [0, 0]
+            return torch.ops.convcore.conv2d(input, self.weight, self.bias,
+                                             [self.stride[0], self.stride[1]], padding,
+                                             [self.dilation[0], self.dilation[1]], self.groups,
+                                             self._algo_spec, self._activation)
+        return self._conv_forward(input, self.weight, self.bias)
 
     def _own_convolution(self):
         """This layer's own convcore.Convolution: its plans (and the filters they prepared) are
@@ -408,16 +470,23 @@ class Conv2d(nn.Conv2d):
             self.__dict__["_convcore_conv"] = own
         return own[1]
 
+    def _filters(self, weight):
+        """The filter_version this call passes: the checked fingerprint by default, the
+        version-counter number with freeze=True."""
+        if not self.freeze:
+            return _FILTERS_CHECKED
+        return self._filter_version(weight)
+
     def _filter_version(self, weight):
-        """A number that changes whenever the weight's contents may have: a new one each time
-        the weight is another tensor or its version counter moved (every in-place change through
-        autograd-visible ops does: optimizer steps, load_state_dict, ``with torch.no_grad():
-        w.mul_(2)``). The plan re-transforms the filters only then. -1 for a tensor without a
-        version counter (made under torch.inference_mode): transformed at every call."""
+        """With freeze=True: a number that changes whenever the weight is another tensor or its
+        version counter moved (every in-place change through autograd-visible ops does:
+        optimizer steps, load_state_dict, ``with torch.no_grad(): w.mul_(2)``), or after
+        refresh(). The plan re-transforms the filters only then. A tensor made under
+        torch.inference_mode has no version counter: its filters are transformed once."""
         try:
             version = weight._version
         except RuntimeError:
-            return -1
+            version = 0  # an inference tensor: trusted (freeze's contract), refresh() after writes
         held = self.__dict__.get("_prepared_weight")
         if held is not None and held[0] is weight and held[1] == version:
             return held[2]
@@ -442,7 +511,7 @@ class Conv2d(nn.Conv2d):
                 isinstance(input, Tensor) and not _needs_op(input, weight, bias)):
             # Inference, the common case, kept short: each microsecond here is paid per layer.
             conv = self._own_convolution()
-            y = conv._forward_torch_cpu(input, weight, self._fwd_algo, self._filter_version(weight),
+            y = conv._forward_torch_cpu(input, weight, self._fwd_algo, self._filters(weight),
                                         bias, self.__dict__.get("_activation_code", 0))
             if y is not None:
                 self.__dict__["last_algo"] = conv.last_algo  # not nn.Module.__setattr__: it is slow
@@ -467,7 +536,24 @@ class Conv2d(nn.Conv2d):
         return y
 
 
-def convert(module, algo="auto", fuse=False):
+def refresh(module):
+    """Makes every convcore Conv2d in ``module`` transform its filters again at its next call.
+    Needed only with ``freeze=True``, after changing weights in a way their version counter does
+    not see (``weight.data`` writes, in-place changes to tensors made under inference_mode).
+    Returns ``module``."""
+    for layer in module.modules():
+        if isinstance(layer, Conv2d):
+            layer.__dict__.pop("_prepared_weight", None)
+    return module
+
+
+def _freeze_arg(freeze):
+    if not isinstance(freeze, bool):
+        raise BadParamError(f"freeze: expected a bool, got {freeze!r}")
+    return freeze
+
+
+def convert(module, algo="auto", fuse=False, freeze=False):
     """Every ``torch.nn.Conv2d`` in ``module`` (recursively) replaced by a ``convcore.torch.Conv2d``
     that shares its Parameters, buffers, hooks, training mode, device and dtype; like
     ``torch.nn.SyncBatchNorm.convert_sync_batchnorm``, children are replaced in place and the
@@ -478,16 +564,24 @@ def convert(module, algo="auto", fuse=False):
     ``nn.ReLU``, ``nn.ReLU6`` or ``nn.SiLU`` that directly follows a Conv2d in an
     ``nn.Sequential`` runs there too: the Conv2d's ``activation`` is set and the activation
     module is replaced by ``nn.Identity`` (neither has parameters or buffers, so the
-    state_dict's keys stay the same). The Conv2d's forward hooks then see the activated output."""
+    state_dict's keys stay the same). The Conv2d's forward hooks then see the activated output.
+
+    ``freeze=True`` makes every converted layer trust its weights in inference instead of
+    checking them at every call (Conv2d's docstring has the contract; ``refresh(model)`` after
+    changing weights behind their version counter). The default is always right."""
     if not isinstance(fuse, bool):
         raise BadParamError(f"fuse: expected a bool, got {fuse!r}")
+    freeze = _freeze_arg(freeze)
     if type(module) is nn.Conv2d:
-        return _converted(module, algo)
+        new = _converted(module, algo)
+        new.freeze = freeze
+        return new
     if isinstance(module, Conv2d):
         module.algo = algo
+        module.freeze = freeze
         return module
     for name, child in module.named_children():
-        new_child = convert(child, algo, fuse)
+        new_child = convert(child, algo, fuse, freeze)
         if new_child is not child:
             setattr(module, name, new_child)
     if fuse and isinstance(module, nn.Sequential):
@@ -515,4 +609,5 @@ def _converted(conv, algo):
     for key, value in conv.__dict__.items():
         new.__dict__[key] = value.copy() if isinstance(value, dict) else value
     new.algo = algo
+    new.activation = "identity"
     return new

@@ -1,0 +1,64 @@
+// A 64-bit fingerprint of a buffer's bytes: how the bindings tell, at every call, whether the
+// filters a plan prepared still match the caller's weights (convcore.torch's default; the weights
+// may have been changed in ways no version counter sees: `.data` writes, tensors made under
+// torch.inference_mode).
+//
+// 16 lanes of 32-bit words; each lane folds its words with acc = rotl(acc, 5) + word. Each step
+// is a bijection of acc for a fixed word and of the word for a fixed acc, so a change of any
+// single word always changes the lane, and the rotation makes the order of the words count
+// (a swap changes it too). Several changes cancel only by chance (about 2^-64 once the 16
+// lanes are mixed into 64 bits). The loop is plain C++ that compilers vectorize for the
+// baseline ISA (SSE2) and any wider one; it runs at memory bandwidth. Buffers of 1 MiB and more
+// are cut into 1 MiB chunks hashed by OpenMP threads and combined in order, so the value does
+// not depend on the thread count.
+#pragma once
+
+#include <omp.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace convcore_py {
+
+inline uint64_t mix64(uint64_t z) {  // SplitMix64's finalizer (Steele, Lea, Flood 2014)
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return z ^ (z >> 31);
+}
+
+inline uint64_t fingerprint_chunk(const unsigned char* p, size_t n, uint64_t seed) {
+    constexpr size_t kLanes = 16;
+    uint32_t acc[kLanes];
+    for (size_t l = 0; l < kLanes; ++l) acc[l] = uint32_t(mix64(seed + l));
+    const size_t blocks = n / (4 * kLanes);
+    for (size_t b = 0; b < blocks; ++b) {
+        uint32_t word[kLanes];
+        std::memcpy(word, p + b * 4 * kLanes, sizeof word);  // any alignment
+        for (size_t l = 0; l < kLanes; ++l) acc[l] = ((acc[l] << 5) | (acc[l] >> 27)) + word[l];
+    }
+    uint64_t h = mix64(seed ^ n);
+    for (size_t i = blocks * 4 * kLanes; i < n; ++i) h = mix64(h ^ p[i]);  // the tail, byte by byte
+    for (size_t l = 0; l < kLanes; ++l) h = mix64(h ^ acc[l]);
+    return h;
+}
+
+inline uint64_t fingerprint(const void* data, size_t bytes) {
+    constexpr size_t kChunk = size_t(1) << 20;
+    const auto* p = static_cast<const unsigned char*>(data);
+    if (bytes < kChunk) return fingerprint_chunk(p, bytes, 0);
+    const int64_t chunks = int64_t((bytes + kChunk - 1) / kChunk);
+    std::vector<uint64_t> parts(static_cast<size_t>(chunks));
+#pragma omp parallel for schedule(static)
+    for (int64_t c = 0; c < chunks; ++c) {
+        const size_t begin = size_t(c) * kChunk;
+        const size_t n = bytes - begin < kChunk ? bytes - begin : kChunk;
+        parts[size_t(c)] = fingerprint_chunk(p + begin, n, uint64_t(c) + 1);
+    }
+    uint64_t h = mix64(bytes);
+    for (uint64_t part : parts) h = mix64(h ^ part);
+    return h;
+}
+
+}  // namespace convcore_py
