@@ -472,44 +472,102 @@ def test_channels_last_weights_are_read_in_place():
     assert rel_err(layer.weight.grad, w64.grad) <= 1e-4 and rel_err(x.grad, x64.grad) <= 1e-4
 
 
-def test_inference_keeps_transformed_filters_until_the_weight_changes():
-    """In inference a layer's plan transforms its filters once (Winograd's U) and transforms
-    them again only when the weight may have changed: an in-place change (its version counter),
-    a new Parameter, load_state_dict, an optimizer step. Every output matches the reference of
-    the weights of the moment."""
-    torch.manual_seed(0)
-    layer = ct.Conv2d(8, 8, 3, padding=1, bias=False, algo="winograd_4x4_3x3").eval()
-    x = torch.randn(1, 8, 12, 12)
-    plans = layer._own_convolution()._plans()
-    limit = bound("winograd_4x4_3x3", "forward", x, layer.weight, {})
+def _new_weights(layer, seed):
+    return torch.randn(layer.weight.shape, generator=torch.Generator().manual_seed(seed))
 
-    def check():
-        with torch.no_grad():
-            y = layer(x)
-        ref = F.conv2d(x.double(), layer.weight.detach().double(), padding=1)
-        assert rel_err(y, ref) <= limit
-        return y
 
-    first = check()
-    assert plans.preparations == 1
-    assert torch.equal(check(), first) and plans.preparations == 1  # nothing changed: kept
-    with torch.no_grad():
-        layer.weight.mul_(-2)
-    check()
-    assert plans.preparations == 2
-    layer.weight = nn.Parameter(torch.randn(8, 8, 3, 3))
-    check()
-    assert plans.preparations == 3
-    layer.load_state_dict({"weight": torch.randn(8, 8, 3, 3)})
-    check()
-    assert plans.preparations == 4
+def _optimizer_step(layer, x, seed):
     optimizer = torch.optim.SGD(layer.parameters(), lr=0.5)
     layer.train()
     layer(x).square().sum().backward()  # through the operator: nothing prepared
     optimizer.step()
     layer.eval()
-    check()
-    assert plans.preparations == 5
+
+
+def _load_state_dict(layer, x, seed):
+    layer.load_state_dict({"weight": _new_weights(layer, seed)})
+
+
+def _in_place_no_grad(layer, x, seed):
+    with torch.no_grad():
+        layer.weight.mul_(-2)
+
+
+def _new_parameter(layer, x, seed):
+    layer.weight = nn.Parameter(_new_weights(layer, seed))
+
+
+def _data_copy(layer, x, seed):
+    layer.weight.data.copy_(_new_weights(layer, seed))  # no version counter moves
+
+
+def _data_assign(layer, x, seed):
+    layer.weight.data = _new_weights(layer, seed)
+
+
+def _data_in_place(layer, x, seed):
+    layer.weight.data[0].neg_()  # one output channel only
+
+
+def _inference_copy(layer, x, seed):
+    with torch.inference_mode():
+        layer.weight.copy_(_new_weights(layer, seed))  # an inference tensor: no version counter
+
+
+# (how the weights change, whether their version counter sees it)
+WEIGHT_CHANGES = [(_optimizer_step, True), (_load_state_dict, True), (_in_place_no_grad, True),
+                  (_new_parameter, True), (_data_copy, False), (_data_assign, True),
+                  (_data_in_place, False), (_inference_copy, False)]
+
+
+@pytest.mark.parametrize("freeze", [False, True], ids=["default", "freeze"])
+@pytest.mark.parametrize("change,seen", WEIGHT_CHANGES, ids=[c.__name__[1:] for c, _ in WEIGHT_CHANGES])
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last],
+                         ids=["nchw", "nhwc"])
+def test_inference_never_runs_filters_older_than_the_weights(change, seen, freeze, memory_format):
+    """In inference a layer keeps its transformed filters (Winograd's U) and transforms them again
+    only when its weights changed. By default every way of changing them is seen (a fingerprint
+    of the weight at every call); with freeze=True those its version counter sees, and the others
+    after refresh(). Every output the layer gives matches the reference of the weights it has."""
+    torch.manual_seed(0)
+    made_under_inference = change is _inference_copy
+    with torch.inference_mode(made_under_inference):
+        layer = ct.Conv2d(8, 8, 3, padding=1, bias=False, algo="winograd_4x4_3x3", freeze=freeze)
+        layer = layer.to(memory_format=memory_format).eval()
+    x = torch.randn(1, 8, 12, 12).to(memory_format=memory_format)
+    plans = layer._own_convolution()._plans()
+    limit = bound("winograd_4x4_3x3", "forward", x, layer.weight, {})
+
+    def run():
+        with torch.no_grad():
+            return layer(x)
+
+    def matches_weights(y):
+        ref = F.conv2d(x.double(), layer.weight.detach().double(), padding=1)
+        return rel_err(y, ref) <= limit
+
+    first = run()
+    assert matches_weights(first) and plans.preparations == 1
+    assert torch.equal(run(), first) and plans.preparations == 1  # nothing changed: kept
+    change(layer, x, seed=1)
+    y = run()
+    if freeze and not seen:  # freeze's contract: trusted until refresh()
+        assert plans.preparations == 1
+        assert ct.refresh(layer) is layer
+        y = run()
+    assert plans.preparations == 2 and matches_weights(y)
+    assert torch.equal(run(), y) and plans.preparations == 2  # and kept again
+
+
+def test_freeze_is_checked_and_copies_keep_their_own_plans():
+    with pytest.raises(convcore.BadParamError, match="freeze"):
+        ct.Conv2d(2, 2, 3, freeze=1)
+    with pytest.raises(convcore.BadParamError, match="freeze"):
+        ct.convert(nn.Conv2d(2, 2, 3), freeze="yes")
+    model = ct.convert(nn.Sequential(nn.Conv2d(3, 4, 3), nn.Conv2d(4, 4, 3)), freeze=True)
+    assert all(m.freeze for m in model)
+    layer = ct.Conv2d(8, 8, 3, padding=1, algo="winograd_4x4_3x3").eval()
+    x = torch.randn(1, 8, 12, 12)
     clone = __import__("copy").deepcopy(layer)  # the plans stay behind; the copy makes its own
     with torch.no_grad():
         assert torch.equal(clone(x), layer(x))
