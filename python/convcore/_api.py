@@ -623,6 +623,15 @@ class Convolution:
         look the decision up. ``algo="find"`` does the same with every algorithm.
         CONVCORE_AUTO=heuristic makes "auto" the heuristic's first choice, timing nothing."""
         version = _filter_version_arg(filter_version)
+        if (type(x) is np.ndarray and out is None and bias is None and residual is None
+                and alpha == 1.0 and beta == 0.0 and activation == "identity" and type(algo) is str):
+            # The common NumPy call, in one C++ call once its plan exists (_C.forward_array).
+            algo_id = _ALGO_IDS.get(algo)
+            done = None if algo_id is None else _C.forward_array(x, w, self.desc._params, algo_id,
+                                                                 self._plans(), version)
+            if done is not None:
+                y, self._local.last_algo = done
+                return y
         act = _activation_arg(activation)
         if out is None and alpha == 1.0 and beta == 0.0 and residual is None:
             y = self._forward_torch_cpu(x, w, algo, version, bias, act)

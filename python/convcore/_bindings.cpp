@@ -3,6 +3,7 @@
 // What lives here: DLPack import (DLPackTensor), per-thread handles, descriptor RAII, the
 // per-Convolution workspace, and status -> Python exception translation. Argument parsing,
 // output allocation and the user-facing API are in Python (convcore/_api.py).
+#include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
@@ -765,6 +766,67 @@ struct ForwardEpilogue {
     bool any() const { return bias || residual || activation != CONVCORE_ACTIVATION_IDENTITY; }
 };
 
+// The buffers of one execution of a cached plan.
+struct PlanOperands {
+    const void* in0;
+    const void* in1;
+    std::pair<uintptr_t, uintptr_t> in1_span;  // the bytes of in1 (the filters' fingerprint)
+    void* out;
+    bool fused = false;  // the forward pass with its epilogue: bias, activation, residual
+    double alpha2 = 0.0;
+    const void* residual = nullptr;
+    const void* bias = nullptr;
+    int activation = CONVCORE_ACTIVATION_IDENTITY;
+};
+
+// out = alpha * pass(in0, in1) + beta * out (or the forward pass with its epilogue) through a
+// cached plan, with the GIL released. First the filters: with filter_version >= 0 the plan
+// prepares in1 (convcorePrepareConvolutionPlanFilters) once per pointer and version; with
+// kFiltersChecked once per pointer and fingerprint of in1's bytes (skipped for a plan whose
+// algorithm keeps no filters).
+convcoreStatus_t execute_plan(CachedPlan& plan, PlanCache& cache, convcoreHandle_t h, bool on_cuda, bool is_double,
+                              const PlanOperands& op, double alpha, double beta, int64_t filter_version) {
+    const float alpha_f = float(alpha), beta_f = float(beta), alpha2_f = float(op.alpha2);
+    const void* alpha_p = is_double ? static_cast<const void*>(&alpha) : &alpha_f;
+    const void* beta_p = is_double ? static_cast<const void*>(&beta) : &beta_f;
+    const void* alpha2_p = is_double ? static_cast<const void*>(&op.alpha2) : &alpha2_f;
+    auto execute = [&](void* ws) {
+        if (op.fused)
+            return convcoreExecuteConvolutionPlanBiasActivation(plan.plan, alpha_p, op.in0, op.in1, alpha2_p,
+                                                                op.residual, op.bias,
+                                                                convcoreActivationMode_t(op.activation), op.out, ws,
+                                                                plan.workspace);
+        return convcoreExecuteConvolutionPlan(plan.plan, alpha_p, op.in0, op.in1, beta_p, op.out, ws, plan.workspace);
+    };
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(cache.mutex());
+    bool prepare = false;
+    uint64_t fingerprint = 0;
+    if (filter_version >= 0) {
+        prepare = plan.prepared_for != op.in1 || plan.prepared_version != filter_version;
+    } else if (filter_version == kFiltersChecked && plan.keeps_filters != CachedPlan::kKeepsNone) {
+        fingerprint = convcore_py::fingerprint(reinterpret_cast<const void*>(op.in1_span.first),
+                                               op.in1_span.second - op.in1_span.first);
+        prepare = plan.prepared_for != op.in1 || plan.prepared_version != filter_version ||
+                  plan.prepared_fingerprint != fingerprint;
+    }
+    if (prepare) {
+        size_t prepared_bytes = 0;
+        const convcoreStatus_t status = convcorePrepareConvolutionPlanFilters(plan.plan, op.in1, &prepared_bytes);
+        plan.prepared_for = status == CONVCORE_STATUS_SUCCESS ? op.in1 : nullptr;
+        plan.prepared_version = filter_version;
+        plan.prepared_fingerprint = fingerprint;
+        if (status != CONVCORE_STATUS_SUCCESS) return status;
+        plan.keeps_filters = prepared_bytes ? CachedPlan::kKeeps : CachedPlan::kKeepsNone;
+        if (prepared_bytes) cache.count_preparation();
+    }
+    if (on_cuda) {
+        DeviceBuffer ws(h, plan.workspace);  // freed before the GIL is taken back
+        return execute(ws.ptr);
+    }
+    return execute(t_workspace.reserve(plan.workspace));
+}
+
 template <typename Describe, typename CheckStatus>
 int run_plan(convcoreConvolutionPass_t pass, const DLPackTensor& in0, const char* in0_name,
              const DLPackTensor& in1, const char* in1_name, const DLPackTensor& out, const ConvParams& p,
@@ -796,59 +858,17 @@ int run_plan(convcoreConvolutionPass_t pass, const DLPackTensor& in0, const char
         check(convcoreGetConvolutionPlanWorkspaceSize(plan->plan, &plan->workspace));
         cache.insert(std::move(key), plan);
     }
-    const bool is_double = in0.is_float(64);
-    const float alpha_f = float(alpha), beta_f = float(beta);
-    const void* alpha_p = is_double ? static_cast<const void*>(&alpha) : &alpha_f;
-    const void* beta_p = is_double ? static_cast<const void*>(&beta) : &beta_f;
     const bool fused = epilogue && epilogue->any();
-    const double alpha2 = fused ? epilogue->alpha2 : 0.0;
-    const float alpha2_f = float(alpha2);
-    const void* alpha2_p = is_double ? static_cast<const void*>(&alpha2) : &alpha2_f;
-    const void* z = fused && epilogue->residual ? epilogue->residual->data() : nullptr;
-    const void* bias = fused && epilogue->bias ? epilogue->bias->data() : nullptr;
-    const convcoreActivationMode_t act = convcoreActivationMode_t(fused ? epilogue->activation : 0);
-    // out = alpha * pass(in0, in1) + beta * out, or the forward pass with its epilogue.
-    auto execute = [&](void* ws) {
-        if (fused)
-            return convcoreExecuteConvolutionPlanBiasActivation(plan->plan, alpha_p, in0.data(), in1.data(), alpha2_p,
-                                                                z, bias, act, out.data(), ws, plan->workspace);
-        return convcoreExecuteConvolutionPlan(plan->plan, alpha_p, in0.data(), in1.data(), beta_p, out.data(), ws,
-                                              plan->workspace);
-    };
-    convcoreStatus_t status;
-    {
-        py::gil_scoped_release release;
-        std::lock_guard<std::mutex> lock(cache.mutex());
-        status = CONVCORE_STATUS_SUCCESS;
-        bool prepare = false;
-        uint64_t fingerprint = 0;
-        if (filter_version >= 0) {
-            prepare = plan->prepared_for != in1.data() || plan->prepared_version != filter_version;
-        } else if (filter_version == kFiltersChecked && plan->keeps_filters != CachedPlan::kKeepsNone) {
-            const auto span = in1.byte_span();
-            fingerprint = convcore_py::fingerprint(reinterpret_cast<const void*>(span.first), span.second - span.first);
-            prepare = plan->prepared_for != in1.data() || plan->prepared_version != filter_version ||
-                      plan->prepared_fingerprint != fingerprint;
-        }
-        if (prepare) {
-            size_t prepared_bytes = 0;
-            status = convcorePrepareConvolutionPlanFilters(plan->plan, in1.data(), &prepared_bytes);
-            plan->prepared_for = status == CONVCORE_STATUS_SUCCESS ? in1.data() : nullptr;
-            plan->prepared_version = filter_version;
-            plan->prepared_fingerprint = fingerprint;
-            if (status == CONVCORE_STATUS_SUCCESS)
-                plan->keeps_filters = prepared_bytes ? CachedPlan::kKeeps : CachedPlan::kKeepsNone;
-            if (prepared_bytes) cache.count_preparation();
-        }
-        if (status == CONVCORE_STATUS_SUCCESS) {
-            if (on_cuda) {
-                DeviceBuffer ws(h, plan->workspace);  // freed before the GIL is taken back
-                status = execute(ws.ptr);
-            } else {
-                status = execute(t_workspace.reserve(plan->workspace));
-            }
-        }
+    PlanOperands ops{in0.data(), in1.data(), in1.byte_span(), out.data()};
+    if (fused) {
+        ops.fused = true;
+        ops.alpha2 = epilogue->alpha2;
+        ops.residual = epilogue->residual ? epilogue->residual->data() : nullptr;
+        ops.bias = epilogue->bias ? epilogue->bias->data() : nullptr;
+        ops.activation = epilogue->activation;
     }
+    const convcoreStatus_t status = execute_plan(*plan, cache, h, on_cuda, in0.is_float(64), ops, alpha, beta,
+                                                 filter_version);
     check_status(status, plan->algo);
     return plan->algo;
 }
@@ -924,6 +944,50 @@ int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
     };
     return run_plan(CONVCORE_PASS_FORWARD, x, "x", w, "w", y, p, algo, alpha, beta, cache, stream,
                     filter_version, describe, check_algo_call, &epilogue);
+}
+
+// The common NumPy call, kept short: y = conv(x, w) of C-contiguous, aligned float arrays into a
+// new array, through the plan an earlier call of the same problem made. The key is built as
+// run_plan builds it from the arrays' DLPack export (dtype, device, shape and element strides of
+// x, w and the packed output), so equal keys mean the same problem, validated when its plan was
+// made. None when there is no such plan or the arrays are anything else: the general path then
+// checks them, makes the plan or says what is wrong. Returns (y, algorithm that ran).
+py::object forward_array(const py::handle& x_obj, const py::handle& w_obj, const ConvParams& p, int algo,
+                         PlanCache& cache, int64_t filter_version) {
+    if (!py::isinstance<py::array>(x_obj) || !py::isinstance<py::array>(w_obj)) return py::none();
+    const auto x = py::reinterpret_borrow<py::array>(x_obj), w = py::reinterpret_borrow<py::array>(w_obj);
+    constexpr int kPackedAligned = py::array::c_style | 0x0100;  // NPY_ARRAY_ALIGNED
+    const py::dtype dtype = x.dtype();
+    const py::ssize_t itemsize = dtype.itemsize();
+    if (x.ndim() != 4 || w.ndim() != 4 || dtype.kind() != 'f' || (itemsize != 4 && itemsize != 8) ||
+        dtype.byteorder() != '=' || (!dtype.is(w.dtype()) && !dtype.equal(w.dtype())) ||
+        (x.flags() & kPackedAligned) != kPackedAligned || (w.flags() & kPackedAligned) != kPackedAligned)
+        return py::none();
+    const int64_t n = x.shape(0), k = w.shape(0);
+    const int64_t out_h = (x.shape(2) + 2 * p.pad_h - p.dil_h * (w.shape(2) - 1) - 1) / p.stride_h + 1;
+    const int64_t out_w = (x.shape(3) + 2 * p.pad_w - p.dil_w * (w.shape(3) - 1) - 1) / p.stride_w + 1;
+    if (n < 1 || k < 1 || out_h < 1 || out_w < 1) return py::none();
+    const int64_t keeps_prepared = filter_version == kFiltersPerCall ? 0 : 1;
+    PlanKey key{int64_t(CONVCORE_PASS_FORWARD), algo, keeps_prepared, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
+                p.dil_h, p.dil_w, p.groups, p.mode};
+    const int64_t dtype_code = int64_t(kDLFloat) << 32 | int64_t(itemsize * 8) << 16 | 1;
+    const int64_t device_code = int64_t(kDLCPU) << 32;
+    for (const py::array* a : {&x, &w}) {
+        key.insert(key.end(), {dtype_code, device_code, 4});
+        for (int i = 3; i >= 0; --i) key.insert(key.end(), {int64_t(a->shape(i)), int64_t(a->strides(i) / itemsize)});
+    }
+    const int64_t y_shape[4] = {n, k, out_h, out_w};
+    key.insert(key.end(), {dtype_code, device_code, 4});
+    for (int i = 3, stride = 1; i >= 0; stride *= int(y_shape[i]), --i) key.insert(key.end(), {y_shape[i], stride});
+    std::shared_ptr<CachedPlan> plan = cache.find(key);
+    if (!plan) return py::none();
+    py::array y(dtype, std::vector<py::ssize_t>(y_shape, y_shape + 4));
+    const auto* w_data = static_cast<const char*>(w.data());
+    const PlanOperands ops{x.data(), w_data,
+                           {uintptr_t(w_data), uintptr_t(w_data + w.nbytes())}, y.mutable_data()};
+    check_algo_call(execute_plan(*plan, cache, cpu_handle(), false, itemsize == 8, ops, 1.0, 0.0, filter_version),
+                    plan->algo);
+    return py::make_tuple(std::move(y), plan->algo);
 }
 
 // dx = alpha * grad_x(w, dy) + beta * dx with backward-data algorithm `algo` (-1: "auto",
@@ -1255,6 +1319,9 @@ PYBIND11_MODULE(_convcore, m) {
           py::arg("dtype"));
     m.def("check_inputs", &check_inputs, py::arg("x"), py::arg("w"),
           "Checks ndim, dtype and device of x and w; returns the dtype name.");
+    m.def("forward_array", &forward_array, py::arg("x"), py::arg("w"), py::arg("params"), py::arg("algo"),
+          py::arg("plans"), py::arg("filter_version"),
+          "(y, algo) of a NumPy call whose plan exists, or None (the general path then runs).");
     m.def("forward", &forward, py::arg("x"), py::arg("w"), py::arg("y"), py::arg("params"),
           py::arg("algo"), py::arg("alpha"), py::arg("beta"), py::arg("plans"),
           py::arg("stream"), py::arg("filter_version") = -1, py::arg("bias") = nullptr,

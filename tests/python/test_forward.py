@@ -482,3 +482,25 @@ def test_nhwc_arrays_every_algorithm(problem, dtype):
         assert conv.forward(x_nhwc, w, algo=algo, out=out) is out
         results[algo] = out
     assert_all_close(results, ref, dtype, str(problem))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("algo,filter_version", [("auto", None), ("im2col_gemm", None),
+                                                 ("winograd_2x2_3x3", "check"), ("winograd_2x2_3x3", 3)])
+def test_numpy_call_takes_the_short_path_once_its_plan_exists(dtype, algo, filter_version):
+    """A repeated NumPy call runs its plan in one C++ call (_C.forward_array): its key must be the
+    one the general path made the plan under. Else every call would take the general path."""
+    from convcore import _api
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 9, 7)).astype(dtype)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(dtype)
+    conv = convcore.Convolution(padding=1)
+    algo_id, version = _api._ALGO_IDS[algo], _api._filter_version_arg(filter_version)
+    short = lambda: _api._C.forward_array(x, w, conv.desc._params, algo_id, conv._plans(), version)  # noqa: E731
+    assert short() is None  # no plan yet
+    y = conv.forward(x, w, algo=algo, filter_version=filter_version)
+    got = short()
+    assert got is not None and got[0].dtype == dtype and np.array_equal(got[0], y)
+    assert convcore.Algo(got[1]).name.lower() == conv.last_algo
+    assert conv._plans().plan_count == 1
+    assert _api._C.forward_array(x[:, :, :, :5], w, conv.desc._params, algo_id, conv._plans(), version) is None
