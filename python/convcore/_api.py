@@ -729,18 +729,59 @@ class Convolution:
             out = torch.empty(y_shape, dtype=x.dtype)
         else:  # channels_last in, channels_last out
             out = torch.empty(y_shape, dtype=x.dtype, memory_format=_torch_memory_format(x))
-        try:
-            xt, wt = _C.DLPackTensor(to_dlpack(x)), _C.DLPackTensor(to_dlpack(w))
-            if bias is None:
-                bt = None
-            else:
-                bt = _C.DLPackTensor(to_dlpack(bias.detach() if bias.requires_grad else bias))
+        try:  # (to_dlpack exports tensors that require grad as they are)
+            xc, wc = to_dlpack(x), to_dlpack(w)
+            bc = None if bias is None else to_dlpack(bias)
         except RuntimeError:  # e.g. a tensor with the negative bit: the general path copies it
             return None
-        local.last_algo = _C.forward(xt, wt, _C.DLPackTensor(to_dlpack(out)), self.desc._params,
-                                     algo_id, 1.0, 0.0, self._plans(), 0, filter_version, bt,
-                                     activation)
+        local.last_algo = _C.forward_capsules(xc, wc, to_dlpack(out), bc, self.desc._params, algo_id,
+                                              self._plans(), filter_version, activation)
         return out
+
+    def _backward_torch_cpu(self, direction, a, b, shape, algo_id, with_bias=False):
+        """convcore.torch's eager autograd, kept short: dx (direction _C.BACKWARD_DATA: a = dy,
+        b = w, shape = x's, in dy's memory format) or dw (_C.BACKWARD_FILTER: a = x, b = dy,
+        shape = w's) of CPU torch tensors, into a new tensor; with_bias: (dw, db). What this does
+        not take (an empty batch, a tensor DLPack cannot export) goes to the general path."""
+        if with_bias:
+            dw = self._backward_torch_cpu(direction, a, b, shape, algo_id)
+            return dw, self.backward_bias(b)
+        torch = _torch_module()
+        data = direction == _C.BACKWARD_DATA
+        if (shape if data else a.shape)[0] == 0:
+            if data:
+                return self.backward_data(a, b, shape, algo=_algo_for(BwdDataAlgo, algo_id))
+            return self.backward_filter(a, b, shape, algo=_algo_for(BwdFilterAlgo, algo_id))
+        fmt = _torch_memory_format(a) if data else torch.contiguous_format
+        out = torch.empty(shape, dtype=a.dtype, memory_format=fmt)
+        to_dlpack = torch.utils.dlpack.to_dlpack
+        try:
+            ac, bc = to_dlpack(a), to_dlpack(b)
+        except RuntimeError:  # e.g. the negative bit: the general path copies it
+            ac = None
+        if ac is None or min(a.stride()) < 1 or min(b.stride()) < 1:  # e.g. expanded: copied there
+            if data:
+                return self.backward_data(a, b, shape, algo=_algo_for(BwdDataAlgo, algo_id), out=out)
+            return self.backward_filter(a, b, shape, algo=_algo_for(BwdFilterAlgo, algo_id), out=out)
+        _C.backward_capsules(direction, ac, bc, to_dlpack(out), self.desc._params, algo_id,
+                             self._plans())
+        return out
+
+    def _backward_filter_bias_torch_cpu(self, x, dy, w_shape, algo_id):
+        """(dw, db) of CPU torch tensors in one call (convcore.torch's eager autograd)."""
+        torch = _torch_module()
+        if x.shape[0] == 0 or min(x.stride()) < 1 or min(dy.stride()) < 1:
+            return self._backward_torch_cpu(_C.BACKWARD_FILTER, x, dy, w_shape, algo_id, with_bias=True)
+        to_dlpack = torch.utils.dlpack.to_dlpack
+        try:
+            xc, dyc = to_dlpack(x), to_dlpack(dy)
+        except RuntimeError:  # e.g. the negative bit: the general path copies it
+            return self._backward_torch_cpu(_C.BACKWARD_FILTER, x, dy, w_shape, algo_id, with_bias=True)
+        dw = torch.empty(w_shape, dtype=x.dtype)
+        db = torch.empty((dy.shape[1],), dtype=x.dtype)
+        _C.backward_capsules(_C.BACKWARD_FILTER, xc, dyc, to_dlpack(dw), self.desc._params, algo_id,
+                             self._plans(), to_dlpack(db))
+        return dw, db
 
     def _torch_output_shape(self, x, w):
         """The output shape for torch tensors x and w when the fast path can take them: 4-D
@@ -914,6 +955,11 @@ class Convolution:
         dbt = _import_output(out, dlpack_stream)
         _C.backward_bias(dyt, dbt, alpha, beta, stream)
         return out
+
+
+def _algo_for(enum_cls, algo_id):
+    """The algo= argument for a C algorithm id (-1 "auto", ALGO_FIND "find")."""
+    return "auto" if algo_id == -1 else "find" if algo_id == _C.ALGO_FIND else enum_cls(algo_id)
 
 
 def _in_layout_of(residual, out):

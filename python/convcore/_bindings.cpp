@@ -846,6 +846,8 @@ int run_plan(convcoreConvolutionPass_t pass, const DLPackTensor& in0, const char
     PlanKey key{int64_t(pass), algo, keeps_prepared, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h, p.dil_w,
                 p.groups, p.mode};
     for (const DLPackTensor* t : {&in0, &in1, &out}) t->append_layout(key);
+    if (epilogue && epilogue->any())  // the layouts of its operands (checked once, by describe)
+        for (const DLPackTensor* t : {epilogue->bias, epilogue->residual}) t ? t->append_layout(key) : key.push_back(-1);
     const bool on_cuda = in0.device_type() == kDLCUDA;
     convcoreHandle_t h = handle_on(in0, stream);
     std::shared_ptr<CachedPlan> plan = cache.find(key);
@@ -876,14 +878,10 @@ int run_plan(convcoreConvolutionPass_t pass, const DLPackTensor& in0, const char
 // y = alpha * conv(x, w) + beta * y with algorithm `algo` (-1: "auto", -2: "find"; both
 // through convcoreSelectConvolutionForwardAlgorithm). `stream` is the CUDA stream to run on
 // (ignored on the CPU); filter_version as in run_plan. Returns the algorithm used.
-// The checks of the epilogue's operands against x, w and y, with the Python argument names.
-void check_epilogue(const ForwardEpilogue& e, const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
-                    double beta) {
-    if (e.activation < CONVCORE_ACTIVATION_IDENTITY || e.activation > CONVCORE_ACTIVATION_SILU)
-        bad_param("activation: unknown activation code " + std::to_string(e.activation));
-    if (e.any() && beta != 0.0)
-        bad_param("beta: the epilogue (bias, activation, residual) computes out without reading it; pass "
-                  "residual=out, alpha2=beta to add it");
+// The checks of the epilogue's operands that their layouts decide (shape, dtype, device,
+// strides), with the Python argument names: made once per plan (run_plan's key holds the
+// operands' layouts).
+void check_epilogue_layout(const ForwardEpilogue& e, const DLPackTensor& x, const DLPackTensor& y) {
     const auto same_device = [&](const DLPackTensor& t) {
         return t.device_type() == x.device_type() && t.device_id() == x.device_id();
     };
@@ -896,8 +894,6 @@ void check_epilogue(const ForwardEpilogue& e, const DLPackTensor& x, const DLPac
         if (b.dtype() != x.dtype()) bad_param("bias: dtype " + b.dtype() + " does not match x: dtype " + x.dtype());
         if (!same_device(b)) bad_param("bias is not on the device of x");
         if (k > 1 && b.strides()[0] != 1) bad_param("bias: must be contiguous");
-        check_aligned(b, "bias");
-        if (b.overlaps(y)) bad_param("bias overlaps out: the output must be a separate buffer");
     }
     if (e.residual) {
         const DLPackTensor& z = *e.residual;
@@ -911,6 +907,23 @@ void check_epilogue(const ForwardEpilogue& e, const DLPackTensor& x, const DLPac
             if (dims[i] > 1 && zs[i] != ys[i])
                 bad_param("residual: strides " + shape_str(zs) + " differ from out's " + shape_str(ys) +
                           " (it must be laid out as out)");
+    }
+}
+
+// The checks of every call with an epilogue: its scalars and where its operands lie.
+void check_epilogue_call(const ForwardEpilogue& e, const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
+                         double beta) {
+    if (e.activation < CONVCORE_ACTIVATION_IDENTITY || e.activation > CONVCORE_ACTIVATION_SILU)
+        bad_param("activation: unknown activation code " + std::to_string(e.activation));
+    if (e.any() && beta != 0.0)
+        bad_param("beta: the epilogue (bias, activation, residual) computes out without reading it; pass "
+                  "residual=out, alpha2=beta to add it");
+    if (e.bias) {
+        check_aligned(*e.bias, "bias");
+        if (e.bias->overlaps(y)) bad_param("bias overlaps out: the output must be a separate buffer");
+    }
+    if (e.residual) {
+        const DLPackTensor& z = *e.residual;
         check_aligned(z, "residual");
         if (z.overlaps(x)) bad_param("residual overlaps x: it must not share memory with the input");
         if (z.overlaps(w)) bad_param("residual overlaps w: it must not share memory with the filters");
@@ -924,13 +937,10 @@ int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
             int algo, double alpha, double beta, PlanCache& cache, uintptr_t stream, int64_t filter_version,
             const DLPackTensor* bias, int activation, const DLPackTensor* residual, double alpha2) {
     const ForwardEpilogue epilogue{bias, residual, alpha2, activation};
-    if (epilogue.any()) {
-        check_inputs(x, w);
-        require_4d(y.shape(), "out", "NCHW");
-        check_epilogue(epilogue, x, w, y, beta);
-    }
+    check_epilogue_call(epilogue, x, w, y, beta);
     auto describe = [&](Descriptors& d, convcoreHandle_t h) {
         set_forward_descriptors(d, x, w, y, p);
+        check_epilogue_layout(epilogue, x, y);
         if (algo >= 0) return algo;
         // Timing may overwrite y: it is given as scratch only when its contents are not blended
         // and it is not the residual.
@@ -944,6 +954,17 @@ int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
     };
     return run_plan(CONVCORE_PASS_FORWARD, x, "x", w, "w", y, p, algo, alpha, beta, cache, stream,
                     filter_version, describe, check_algo_call, &epilogue);
+}
+
+// convcore.torch's inference and training forward, kept short: forward() on DLPack capsules
+// (torch.utils.dlpack.to_dlpack's), without making a Python DLPackTensor of each.
+int forward_capsules(py::capsule x, py::capsule w, py::capsule y, const py::object& bias, const ConvParams& p,
+                     int algo, PlanCache& cache, int64_t filter_version, int activation) {
+    const DLPackTensor xt(x), wt(w), yt(y);
+    if (bias.is_none())
+        return forward(xt, wt, yt, p, algo, 1.0, 0.0, cache, 0, filter_version, nullptr, activation, nullptr, 1.0);
+    const DLPackTensor bt(bias.cast<py::capsule>());
+    return forward(xt, wt, yt, p, algo, 1.0, 0.0, cache, 0, filter_version, &bt, activation, nullptr, 1.0);
 }
 
 // The common NumPy call, kept short: y = conv(x, w) of C-contiguous, aligned float arrays into a
@@ -1078,6 +1099,20 @@ void backward_bias(const DLPackTensor& dy, const DLPackTensor& db, double alpha,
         status = convcoreConvolutionBackwardBias(h, alpha_p, d.y, dy.data(), beta_p, d.x, db.data());
     }
     check(status);
+}
+
+// convcore.torch's eager autograd, kept short: the backward passes on DLPack capsules (direction
+// BACKWARD_DATA: a = dy, b = w, out = dx; BACKWARD_FILTER: a = x, b = dy, out = dw; alpha 1,
+// beta 0), without making a Python DLPackTensor of each.
+// With bias_out (BACKWARD_FILTER only), the bias gradient of dy too.
+int backward_capsules(int direction, py::capsule a, py::capsule b, py::capsule out, const ConvParams& p, int algo,
+                      PlanCache& cache, const py::object& bias_out) {
+    const DLPackTensor at(a), bt(b), ot(out);
+    if (direction == BACKWARD_DATA) return backward_data(at, bt, ot, p, algo, 1.0, 0.0, cache, 0);
+    if (direction != BACKWARD_FILTER) bad_param("direction: expected 1 (backward data) or 2 (backward filter)");
+    const int ran = backward_filter(at, bt, ot, p, algo, 1.0, 0.0, cache, 0);
+    if (!bias_out.is_none()) backward_bias(bt, DLPackTensor(bias_out.cast<py::capsule>()), 1.0, 0.0, 0);
+    return ran;
 }
 
 // Ranking and workspace size of a backward direction, for a problem given by shapes.
@@ -1319,6 +1354,9 @@ PYBIND11_MODULE(_convcore, m) {
           py::arg("dtype"));
     m.def("check_inputs", &check_inputs, py::arg("x"), py::arg("w"),
           "Checks ndim, dtype and device of x and w; returns the dtype name.");
+    m.def("forward_capsules", &forward_capsules, py::arg("x"), py::arg("w"), py::arg("y"), py::arg("bias"),
+          py::arg("params"), py::arg("algo"), py::arg("plans"), py::arg("filter_version"), py::arg("activation"),
+          "forward() of CPU tensors given as DLPack capsules (alpha 1, beta 0, no residual).");
     m.def("forward_array", &forward_array, py::arg("x"), py::arg("w"), py::arg("params"), py::arg("algo"),
           py::arg("plans"), py::arg("filter_version"),
           "(y, algo) of a NumPy call whose plan exists, or None (the general path then runs).");
@@ -1369,6 +1407,8 @@ PYBIND11_MODULE(_convcore, m) {
     m.def("backward_filter", &backward_filter, py::arg("x"), py::arg("dy"), py::arg("dw"),
           py::arg("params"), py::arg("algo"), py::arg("alpha"), py::arg("beta"),
           py::arg("plans"), py::arg("stream"));
+    m.def("backward_capsules", &backward_capsules, py::arg("direction"), py::arg("a"), py::arg("b"),
+          py::arg("out"), py::arg("params"), py::arg("algo"), py::arg("plans"), py::arg("bias_out") = py::none());
     m.def("backward_bias", &backward_bias, py::arg("dy"), py::arg("db"), py::arg("alpha"),
           py::arg("beta"), py::arg("stream"));
 }

@@ -333,9 +333,15 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     padding = _pair(padding)
     spec = _algo_spec(algo)
     algos = _split_algo(spec)  # an unknown name fails here, before any work
-    if _needs_op(input, weight, bias):
+    route = _route(input, weight, bias)
+    if route == _OPERATOR:
         y = _conv2d_op(input, weight, bias, [int(v) for v in stride], [int(v) for v in padding],
                        [int(v) for v in dilation], int(groups), spec, activation)
+    elif route == _FUNCTION:
+        if bias is not None and not bias.is_contiguous():
+            bias = bias.contiguous()
+        y = _Conv2dFunction.apply(input, weight, bias, _conv_for(stride, padding, dilation, groups),
+                                  spec, activation)
     else:
         y = _forward(input, weight, bias, stride, padding, dilation, groups, algos[0], activation)
     return y.squeeze(0) if unbatched else y
@@ -359,16 +365,108 @@ def _symbolic_conv2d(input, weight, bias, stride, padding, dilation, groups, alg
                                      [int(v) for v in _pair(dilation)], int(groups), spec, activation)
 
 
+# How a call runs (_route): convcore called directly (inference), the eager autograd Function
+# (training on CPU tensors), or the custom operator (everything else).
+_DIRECT, _FUNCTION, _OPERATOR = 0, 1, 2
+
+
+def _route(x, w, bias):
+    """How a call on these tensors runs.
+
+    - The custom operator when a graph capture records the call (torch.compile, torch.export,
+      torch.jit.trace: a call that bypasses the operator is invisible to a capture, which would
+      keep its output as a constant), under a dispatch mode (FakeTensorMode, FlopCounterMode, ...)
+      or a functorch transform, and for autograd on other than plain CPU tensors.
+    - convcore directly when autograd records nothing (inference, torch.no_grad): the
+      operator's dispatch costs tens of microseconds per call, a large share of a small layer.
+    - _Conv2dFunction when autograd records the call on plain CPU tensors: the same formulas as
+      the operator's autograd, without its dispatch."""
+    if (torch.compiler.is_compiling() or torch._C._get_tracing_state() is not None
+            or torch._C._len_torch_dispatch_stack()
+            or torch._C._functorch.peek_interpreter_stack() is not None):
+        return _OPERATOR
+    if not torch.is_grad_enabled() or not (x.requires_grad or w.requires_grad or
+                                           (bias is not None and bias.requires_grad)):
+        return _DIRECT
+    if (type(x) is Tensor and type(w) in _PLAIN_TENSORS and x.is_cpu and w.is_cpu
+            and (bias is None or type(bias) in _PLAIN_TENSORS)):
+        return _FUNCTION
+    return _OPERATOR
+
+
 def _needs_op(*tensors):
-    """Whether the call must go through the custom operator: when autograd records it (grad
-    enabled and a tensor requires grad) or a graph capture (torch.compile, torch.export,
-    torch.jit.trace) records it: a call that bypasses the operator is invisible to a capture,
-    which would keep its output as a constant. Otherwise (inference,
-    torch.no_grad) convcore is called directly: the operator's dispatch costs tens of
-    microseconds per call, a large share of a small layer's time."""
-    if torch.compiler.is_compiling() or torch._C._get_tracing_state() is not None:
-        return True  # torch.compile, torch.export and torch.jit.trace record the operator
-    return torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in tensors)
+    """Whether a call must go through the operator or autograd (not the direct inference path)."""
+    x, w, bias = (tensors + (None,))[:3]
+    return _route(x, w, bias) != _DIRECT
+
+
+_PLAIN_TENSORS = (Tensor, nn.Parameter)
+_BACKWARD_DATA, _BACKWARD_FILTER = (getattr(_api._C, "BACKWARD_DATA", 1),
+                                    getattr(_api._C, "BACKWARD_FILTER", 2))
+
+
+@functools.lru_cache(maxsize=256)
+def _backward_algo_ids(spec):
+    """(backward data, backward filter) algorithm ids of the op's ``algo`` string."""
+    _, data, filt = _split_algo(spec)
+    enums = _pass_enums()
+    return (_api._enum_algo_id(data, enums[1]) if enums[1] else -1,
+            _api._enum_algo_id(filt, enums[2]) if enums[2] else -1)
+
+
+class _Conv2dFunction(torch.autograd.Function):
+    """Eager autograd of y = act(conv(x, w) + bias) on CPU tensors: the formulas of the
+    operator's autograd (_conv2d_backward), calling convcore directly. ``conv`` is the
+    convcore.Convolution whose plans run the three passes (a Conv2d's own)."""
+
+    @staticmethod
+    def forward(ctx, x, w, bias, conv, spec, activation):
+        # DLPack's export (torch.utils.dlpack.to_dlpack) reads tensors that require grad as they
+        # are: no detach needed on the short path.
+        y = conv._forward_torch_cpu(x, w, _split_algo(spec)[0], -1, bias, _api.ACTIVATIONS[activation])
+        if y is None:  # what the short path does not take: the checks say what is wrong
+            _check_tensors("convcore.torch.conv2d", x, w, bias)
+            y = conv.forward(x.detach(), w.detach(), algo=_split_algo(spec)[0],
+                             bias=None if bias is None else bias.detach(), activation=activation)
+        needs = ctx.needs_input_grad
+        silu = activation == "silu"
+        ctx.save_for_backward(x if needs[1] or silu else None, w if needs[0] or silu else None,
+                              bias if silu else None,
+                              y if activation in ("relu", "relu6") else None)
+        ctx.conv, ctx.spec, ctx.activation = conv, spec, activation
+        ctx.shapes = (x.shape, w.shape)
+        ctx.memory_format = None if x.is_contiguous() else _torch_memory_format(x)
+        return y
+
+    @staticmethod
+    @torch.autograd.function.once_differentiable
+    def backward(ctx, dy):
+        x, w, bias, y = ctx.saved_tensors
+        conv = ctx.conv
+        if ctx.activation == "relu":
+            dy = torch.ops.aten.threshold_backward(dy, y, 0.0)
+        elif ctx.activation == "relu6":
+            dy = torch.ops.aten.hardtanh_backward(dy, y, 0.0, 6.0)
+        elif ctx.activation == "silu":
+            pre = conv.forward(x.detach(), w.detach(), algo=_split_algo(ctx.spec)[0],
+                               bias=None if bias is None else bias.detach())
+            dy = torch.ops.aten.silu_backward(dy, pre)
+        if not dy.is_contiguous() and not dy.is_contiguous(memory_format=torch.channels_last):
+            # e.g. y.sum()'s gradient, expanded with stride 0: laid out as x (dx follows dy)
+            dy = dy.contiguous(memory_format=ctx.memory_format or torch.contiguous_format)
+        data_algo, filter_algo = _backward_algo_ids(ctx.spec)
+        x_shape, w_shape = ctx.shapes
+        dx = dw = db = None
+        needs = ctx.needs_input_grad
+        if needs[0]:
+            dx = conv._backward_torch_cpu(_BACKWARD_DATA, dy, w, x_shape, data_algo)
+        if needs[1] and needs[2]:
+            dw, db = conv._backward_filter_bias_torch_cpu(x, dy, w_shape, filter_algo)
+        elif needs[1]:
+            dw = conv._backward_torch_cpu(_BACKWARD_FILTER, x, dy, w_shape, filter_algo)
+        elif needs[2]:
+            db = conv.backward_bias(dy)
+        return dx, dw, db, None, None, None
 
 
 def _forward(x, w, bias, stride, padding, dilation, groups, fwd_algo, activation="identity"):
@@ -408,7 +506,7 @@ class Conv2d(nn.Conv2d):
 
     # TorchScript compiles a module's properties unless they are listed here; these two are
     # Python-only setters (the scripted forward reads _algo_spec and _activation).
-    __jit_unused_properties__ = ["activation", "algo"]
+    __jit_unused_properties__ = ["activation", "algo", "last_algo"]
     freeze = False  # trust the weights (see the class docstring); set per layer or by convert()
 
     def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
@@ -499,6 +597,8 @@ class Conv2d(nn.Conv2d):
         state = super().__getstate__()
         state.pop("_convcore_conv", None)
         state.pop("_prepared_weight", None)
+        if isinstance(state.get("_last_algo"), Convolution):
+            state["_last_algo"] = state["_last_algo"].last_algo
         return state
 
     def extra_repr(self):
@@ -506,22 +606,37 @@ class Conv2d(nn.Conv2d):
         return super().extra_repr() + f", algo={self._algo!r}" + (
             f", activation={act!r}" if act != "identity" else "")
 
+    @property
+    def last_algo(self):
+        """The forward algorithm the last call ran (what "auto" or "find" chose), or None."""
+        last = self.__dict__.get("_last_algo")
+        return last.last_algo if isinstance(last, Convolution) else last
+
     def _conv_forward(self, input, weight, bias):
-        if (self.padding_mode == "zeros" and type(self.padding) is tuple and
-                isinstance(input, Tensor) and not _needs_op(input, weight, bias)):
-            # Inference, the common case, kept short: each microsecond here is paid per layer.
-            conv = self._own_convolution()
-            y = conv._forward_torch_cpu(input, weight, self._fwd_algo, self._filters(weight),
-                                        bias, self.__dict__.get("_activation_code", 0))
-            if y is not None:
-                self.__dict__["last_algo"] = conv.last_algo  # not nn.Module.__setattr__: it is slow
-                return y
-            if input.dim() == 4:
-                _check_tensors("convcore.torch.Conv2d", input, weight, bias)
-                y = _forward(input, weight, bias, self.stride, self.padding, self.dilation, self.groups,
-                             self._fwd_algo, self.activation)
-                self.__dict__["last_algo"] = _conv_for(self.stride, self.padding, self.dilation,
-                                                       self.groups).last_algo
+        if self.padding_mode == "zeros" and type(self.padding) is tuple and isinstance(input, Tensor):
+            route = _route(input, weight, bias)
+            if route == _DIRECT:
+                # Inference, the common case, kept short: each microsecond here is paid per layer.
+                conv = self._own_convolution()
+                y = conv._forward_torch_cpu(input, weight, self._fwd_algo, self._filters(weight),
+                                            bias, self.__dict__.get("_activation_code", 0))
+                if y is not None:
+                    self.__dict__["_last_algo"] = conv  # its last_algo, read when asked
+                    return y
+                if input.dim() == 4:
+                    _check_tensors("convcore.torch.Conv2d", input, weight, bias)
+                    conv = _conv_for(self.stride, self.padding, self.dilation, self.groups)
+                    y = _forward(input, weight, bias, self.stride, self.padding, self.dilation,
+                                 self.groups, self._fwd_algo, self.activation)
+                    self.__dict__["_last_algo"] = conv.last_algo
+                    return y
+            elif route == _FUNCTION and input.dim() == 4:
+                conv = self._own_convolution()
+                if bias is not None and not bias.is_contiguous():
+                    bias = bias.contiguous()
+                y = _Conv2dFunction.apply(input, weight, bias, conv, self._algo_spec,
+                                          self.activation)
+                self.__dict__["_last_algo"] = conv
                 return y
         padding = self.padding
         if self.padding_mode != "zeros":
@@ -531,8 +646,8 @@ class Conv2d(nn.Conv2d):
                    algo=self._algo, activation=self.activation)
         if isinstance(padding, tuple) and not torch.compiler.is_compiling():
             # the forward algorithm that ran (what "auto" or "find" chose), for benchmarks
-            self.__dict__["last_algo"] = _conv_for(self.stride, padding, self.dilation,
-                                                   self.groups).last_algo
+            self.__dict__["_last_algo"] = _conv_for(self.stride, padding, self.dilation,
+                                                    self.groups).last_algo
         return y
 
 

@@ -431,28 +431,65 @@ def test_convert_find_times_in_place_once_per_machine(tmp_path):
     assert first["err"] < 1e-4 and second["err"] < 1e-4
 
 
-def test_inference_calls_convcore_directly(monkeypatch):
-    """Without autograd (no_grad, inference_mode, inputs that need no grad) the layer calls
-    convcore without the custom operator's dispatch; with autograd it goes through the
-    operator. Both compute the same bits."""
+def test_eager_calls_convcore_directly_and_captures_record_the_operator(monkeypatch):
+    """Eager calls on CPU tensors skip the custom operator's dispatch: without autograd
+    (no_grad, inference_mode, inputs that need no grad) the layer calls convcore directly, with
+    autograd through _Conv2dFunction (the operator's formulas). A capture (here torch.jit.trace)
+    records the operator. All compute the same bits."""
     torch.manual_seed(0)
     layer = ct.Conv2d(3, 5, 3, padding=1, algo="im2col_gemm")
     x = torch.randn(2, 3, 9, 7)
-    through_op = layer(x)                      # the weight requires grad: the operator
-    assert through_op.requires_grad
+    through_op = ct._conv2d_op(x, layer.weight, layer.bias, [1, 1], [1, 1], [1, 1], 1,
+                               "im2col_gemm")
     real_op = ct._conv2d_op
     monkeypatch.setattr(ct, "_conv2d_op", lambda *a: pytest.fail("the operator was called"))
     with torch.no_grad():
         direct = layer(x)
     with torch.inference_mode():
         direct_inference = layer(x)
+    eager_grad = layer(x)
+    assert eager_grad.grad_fn is not None and type(eager_grad.grad_fn).__name__.startswith("_Conv2dFunction")
     assert torch.equal(direct, through_op.detach()) and torch.equal(direct_inference, direct)
+    assert torch.equal(eager_grad.detach(), direct)
     assert layer.last_algo == "im2col_gemm"
     frozen = ct.Conv2d(3, 5, 3, padding=1, algo="im2col_gemm").requires_grad_(False)
     frozen.load_state_dict(layer.state_dict())
     assert torch.equal(frozen(x), direct)      # nothing requires grad: no operator either
     monkeypatch.setattr(ct, "_conv2d_op", real_op)
-    assert layer(x).requires_grad
+    with torch.no_grad():
+        traced = torch.jit.trace(layer, x)
+    assert "convcore::conv2d" in str(traced.graph)
+    assert torch.equal(traced(x), direct)
+
+
+@needs_backward
+@pytest.mark.parametrize("activation", ["identity", "relu", "relu6", "silu"])
+def test_eager_autograd_matches_the_operator(activation):
+    """_Conv2dFunction (eager, CPU) and the operator's autograd give the same gradients, for each
+    activation; dy as y.sum() gives it (expanded, stride 0) and channels_last."""
+    torch.manual_seed(0)
+    for memory_format in (torch.contiguous_format, torch.channels_last):
+        x = (torch.randn(2, 4, 7, 6) * 3).to(memory_format=memory_format).requires_grad_(True)
+        w = torch.randn(6, 4, 3, 3, requires_grad=True)
+        b = torch.randn(6, requires_grad=True)
+        y = ct.conv2d(x, w, b, padding=1, activation=activation)
+        assert type(y.grad_fn).__name__.startswith("_Conv2dFunction")
+        grads = torch.autograd.grad(y.sum(), (x, w, b))
+        y_op = ct._conv2d_op(x, w, b, [1, 1], [1, 1], [1, 1], 1, "auto", activation)
+        grads_op = torch.autograd.grad(y_op.sum(), (x, w, b))
+        assert torch.equal(y, y_op)
+        for got, expected in zip(grads, grads_op):
+            assert torch.allclose(got, expected, rtol=1e-5, atol=1e-5)
+        assert grads[0].is_contiguous(memory_format=memory_format)
+
+
+@needs_backward
+def test_eager_double_backward_is_a_clear_error():
+    x = torch.randn(1, 2, 5, 5, requires_grad=True)
+    w = torch.randn(3, 2, 3, 3, requires_grad=True)
+    (dx,) = torch.autograd.grad(ct.conv2d(x, w).square().sum(), x, create_graph=True)
+    with pytest.raises(RuntimeError, match="once_differentiable|twice"):
+        dx.sum().backward()
 
 
 def test_channels_last_weights_are_read_in_place():
