@@ -3,7 +3,8 @@
 ``convcore bench`` times every applicable algorithm on a suite of layers (and PyTorch's conv2d
 in the same run when torch is importable), after checking each algorithm's output against
 DIRECT. Each algorithm keeps its transformed filters across the timed runs (``filter_version``),
-as a layer of a network does in inference. Problems are written benchdnn-style, one per line, then an optional name:
+as a layer of a network does in inference; ``--filters per-call`` transforms them at every call
+instead, as a NumPy caller does. Problems are written benchdnn-style, one per line, then an optional name:
 
     mb1ic64ih56iw56oc64kh3kw3ph1pw1sh1sw1dh1dw1g1 resnet:res2_3x3
 
@@ -478,9 +479,13 @@ def bench_problem(problem, args, torch, log):
 
     # What algo="auto" runs: on its first call it times the heuristic's top candidates on these
     # inputs (the find-db keeps the decision across processes).
+    # --filters: prepared (the plan keeps each algorithm's transformed filters, as a network in
+    # inference runs) or per-call (transformed at every call, as a NumPy caller without
+    # filter_version runs). auto is asked with the same protocol: it selects by its times.
+    filter_version = None if getattr(args, "filters", "prepared") == "per-call" else 0
     auto_choice = None
     if applicable:
-        conv.forward(x, w, algo="auto", out=new_out())
+        conv.forward(x, w, algo="auto", out=new_out(), filter_version=filter_version)
         auto_choice = conv.last_algo
 
     # Correctness first: every algorithm against DIRECT, once.
@@ -497,8 +502,8 @@ def bench_problem(problem, args, torch, log):
         if row["check"] != "ok":
             log(f"!!! MISMATCH: {algo} on {problem.label}: relative error {err:.3g} vs DIRECT "
                 f"(bound {_mismatch_bound(algo, dtype):g})")
-        # as a network runs it: the filters transformed once (the plan keeps them), not per call
-        contenders[algo] = (lambda a=algo, o=out: conv.forward(x, w, algo=a, out=o, filter_version=0))
+        contenders[algo] = (lambda a=algo, o=out: conv.forward(x, w, algo=a, out=o,
+                                                               filter_version=filter_version))
         rows[algo] = row
     for algo in skipped:
         rows[algo] = {"layer": problem.label, "problem": problem.descriptor(), "algo": algo,
@@ -809,7 +814,8 @@ def cmd_bench(args):
             "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
             "openblas_coretype_chosen_by_convcore": bool(convcore.openblas_coretype_chosen),
             "warmup": args.warmup,
-            "filters": "prepared once per algorithm (the plan keeps them), as a network runs",
+            "filters": ("transformed at every call (per-call)" if getattr(args, "filters", "prepared") == "per-call" else
+                        "prepared once per algorithm (the plan keeps them), as a network runs"),
             "torch_version": torch.__version__ if torch is not None else None,
             "suite": [asdict(p) for p in problems],
             "auto_within_10pct": {"within": within, "layers": timed, "first_round": first_round},
@@ -858,6 +864,11 @@ def build_parser():
                        help="warm (default, how a layer runs in a network: its input was just "
                        "written): run the contender once untimed right before each timed run; "
                        "cold: flush the caches (CPU: the L3; GPU: the L2) before each timed run")
+    bench.add_argument("--filters", choices=["prepared", "per-call"], default="prepared",
+                       help="prepared (default): each algorithm keeps its transformed filters "
+                            "across calls, as a network in inference; per-call: transformed at "
+                            "every call, as a NumPy call without filter_version. auto selects "
+                            "for the same protocol")
     bench.add_argument("--dtype", choices=["float32", "float64"], default="float32")
     bench.add_argument("--layout", choices=["nchw", "nhwc"], default="nchw",
                        help="convcore's x and y in the suite: packed NCHW (default) or NHWC (channels_last); "
