@@ -288,7 +288,7 @@ TEST_F(FindTest, DisableAlgosEnvironmentSwitch) {
 TEST_F(FindTest, SecondFindTimesNothingAndTheDbSurvivesTheProcessCache) {
     const std::vector<Perf> first = find();
     const std::string text = read_text(db);
-    ASSERT_EQ(text.rfind("convcore-find-db 2\n", 0), 0u) << text;
+    ASSERT_EQ(text.rfind("convcore-find-db 3\n", 0), 0u) << text;
     EXPECT_NE(text.find("\tfwd\tmb1ic4ih10iw9oc5kh3kw3ph1pw1sh1sw1dh1dw1g1_f32_xcorr\tDIRECT\tSUCCESS\t"),
               std::string::npos)
         << text;
@@ -305,6 +305,8 @@ TEST_F(FindTest, SecondFindTimesNothingAndTheDbSurvivesTheProcessCache) {
             EXPECT_EQ((*again)[i].algo, first[i].algo);
             EXPECT_EQ((*again)[i].status, first[i].status);
             EXPECT_NEAR((*again)[i].time, first[i].time, 1e-3 * std::abs(first[i].time) + 1e-6);
+            EXPECT_EQ((*again)[i].timePerCall, first[i].timePerCall);
+            EXPECT_EQ((*again)[i].timePrepared, first[i].timePrepared);
         }
     }
 }
@@ -318,10 +320,12 @@ TEST_F(FindTest, DbTimesRoundTripExactly) {
     std::istringstream in(read_text(db));
     std::string line, edited;
     while (std::getline(in, line)) {
-        const size_t last_tab = line.rfind('\t');
-        if (line.find("\tSUCCESS\t") != std::string::npos)
-            line = line.substr(0, last_tab + 1) +
-                   (line.find("\tDIRECT\t") != std::string::npos ? "1.2345678912345" : "1.2345679");
+        if (line.find("\tSUCCESS\t") != std::string::npos) {  // both times: per call, then prepared
+            const size_t times = line.find("\tSUCCESS\t") + 9;
+            line = line.substr(0, times) + (line.find("\tDIRECT\t") != std::string::npos
+                                                ? "1.2345678912345\t0.98765432109876"
+                                                : "1.2345679\t1.2345679");
+        }
         edited += line + "\n";
     }
     write_text(db, edited);
@@ -331,7 +335,10 @@ TEST_F(FindTest, DbTimesRoundTripExactly) {
     const std::string field = "\tDIRECT\tSUCCESS\t";
     const size_t at = text.find(field);
     ASSERT_NE(at, std::string::npos) << text;
-    EXPECT_EQ(std::strtod(text.c_str() + at + field.size(), nullptr), 1.2345678912345) << text.substr(at, 60);
+    char* end = nullptr;
+    EXPECT_EQ(std::strtod(text.c_str() + at + field.size(), &end), 1.2345678912345) << text.substr(at, 60);
+    ASSERT_EQ(*end, '\t') << text.substr(at, 60);
+    EXPECT_EQ(std::strtod(end + 1, nullptr), 0.98765432109876) << text.substr(at, 60);
 }
 
 TEST_F(FindTest, FindUsesTheTimesInTheDb) {
@@ -341,10 +348,9 @@ TEST_F(FindTest, FindUsesTheTimesInTheDb) {
     std::string line, edited;
     int rewritten = 0;
     while (std::getline(in, line)) {
-        const size_t last_tab = line.rfind('\t');
-        if (line.find("\tSUCCESS\t") != std::string::npos && last_tab != std::string::npos) {
+        if (line.find("\tSUCCESS\t") != std::string::npos) {
             const bool direct = line.find("\tDIRECT\t") != std::string::npos;
-            line = line.substr(0, last_tab + 1) + (direct ? "0.25" : "7");
+            line = line.substr(0, line.find("\tSUCCESS\t") + 9) + (direct ? "0.25\t0.25" : "7\t7");
             ++rewritten;
         }
         edited += line + "\n";
@@ -373,9 +379,10 @@ TEST_F(FindTest, CorruptDbIsIgnoredAndRewritten) {
     std::system(("mkdir -p " + dir + "/sub").c_str());
     for (const std::string garbage :
          {std::string("\x00\xff\xfe garbage\n\n\t\t\t", 12), std::string("convcore-find-db 999\nx\ty\n"),
-          std::string("convcore-find-db 2\n0.1.0\tcpu\tfwd\tmb1\tDIRECT\tSUCCESS\tnot_a_number\n"
-                      "too\tfew\tfields\n0.1.0\tcpu\tfwd\tmb1\tDIRECT\tWHAT\t1\n\t\t\t\t\t\t\n"
-                      "0.1.0\tcpu\tfwd\tmb1\tDIRECT\tSUCCESS\tinf\n0.1.0\tcpu\tfwd\tmb1\tDIRECT\tSUCC")}) {
+          std::string("convcore-find-db 3\n0.1.0\tcpu\tfwd\tmb1\tDIRECT\tSUCCESS\tnot_a_number\t1\n"
+                      "too\tfew\tfields\n0.1.0\tcpu\tfwd\tmb1\tDIRECT\tWHAT\t1\t1\n\t\t\t\t\t\t\t\n"
+                      "0.1.0\tcpu\tfwd\tmb1\tDIRECT\tSUCCESS\t1\tinf\n0.1.0\tcpu\tfwd\tmb1\tDIRECT\tSUCCESS\t1\n"
+                      "0.1.0\tcpu\tfwd\tmb1\tDIRECT\tSUCC")}) {
         write_text(db, garbage);
         convcoreClearFindCache();
         const int64_t runs = timed_runs();
@@ -383,7 +390,7 @@ TEST_F(FindTest, CorruptDbIsIgnoredAndRewritten) {
         expect_sorted(perf);
         EXPECT_GT(timed_runs(), runs);  // nothing usable in it
         const std::string text = read_text(db);
-        EXPECT_EQ(text.rfind("convcore-find-db 2\n", 0), 0u);
+        EXPECT_EQ(text.rfind("convcore-find-db 3\n", 0), 0u);
         EXPECT_NE(text.find("\tDIRECT\tSUCCESS\t"), std::string::npos);
         EXPECT_EQ(text.find("garbage"), std::string::npos);
         EXPECT_EQ(text.find("not_a_number"), std::string::npos);
