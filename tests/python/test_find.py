@@ -14,7 +14,7 @@ import pytest
 import convcore
 from reference import conv2d_reference, error_bound, relative_error
 
-HEADER = "convcore-find-db 2"
+HEADER = "convcore-find-db 3"
 
 
 @pytest.fixture
@@ -177,7 +177,7 @@ def test_db_file_round_trip(db):
     lines = db.read_text().splitlines()
     assert lines[0] == HEADER
     rows = [line.split("\t") for line in lines[1:] if not line.startswith("#")]
-    assert all(len(row) == 7 for row in rows)
+    assert all(len(row) == 8 for row in rows)  # ..., status, time_ms, time_prepared_ms
     problem = "mb1ic4ih11iw9oc5kh3kw3ph1pw1sh1sw1dh1dw1g1_f32_xcorr"
     mine = {row[4]: row for row in rows if row[3] == problem}
     assert set(mine) == {r.algo.name for r in first if r.status == "success"}
@@ -194,7 +194,8 @@ def test_db_file_round_trip(db):
 
 
 @pytest.mark.parametrize("garbage", [b"\x00\xff\xfe\n\t\t", b"convcore-find-db 0\nold\tformat\n",
-                                     b"convcore-find-db 2\n1\t2\t3\t4\tDIRECT\tSUCCESS\tNaN\nhalf\tline"])
+                                     b"convcore-find-db 3\n1\t2\t3\t4\tDIRECT\tSUCCESS\tNaN\t1\nhalf\tline",
+                                     b"convcore-find-db 2\n1\t2\t3\t4\tDIRECT\tSUCCESS\t0.5\n"])
 def test_corrupt_db_is_ignored_and_rewritten(db, garbage):
     db.parent.mkdir(parents=True)
     db.write_bytes(garbage)
@@ -294,7 +295,7 @@ def test_concurrent_writers_lose_nothing(tmp_path, db):
     lines = db.read_text().splitlines()
     assert lines[0] == HEADER
     rows = [line.split("\t") for line in lines[1:] if not line.startswith("#")]
-    assert all(len(row) == 7 for row in rows)
+    assert all(len(row) == 8 for row in rows)  # ..., status, time_ms, time_prepared_ms
     problems = {row[3] for row in rows}
     for [[c, k, h]] in workers:
         assert f"mb1ic{c}ih{h}iw{h}oc{k}kh3kw3ph1pw1sh1sw1dh1dw1g1_f32_xcorr" in problems
