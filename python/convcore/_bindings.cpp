@@ -765,6 +765,7 @@ int run_plan(convcoreConvolutionPass_t pass, const DLPackTensor& in0, const char
     if (out.overlaps(in1)) bad_param(std::string("out overlaps ") + in1_name + ": the output must be a separate buffer");
     PlanKey key{int64_t(pass), algo, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h, p.dil_w, p.groups, p.mode};
     for (const DLPackTensor* t : {&in0, &in1, &out}) t->append_layout(key);
+    key.push_back(filter_version >= 0);  // prepared filters or per call: chosen apart (the filter protocol)
     const bool on_cuda = in0.device_type() == kDLCUDA;
     convcoreHandle_t h = handle_on(in0, stream);
     std::shared_ptr<CachedPlan> plan = cache.find(key);
@@ -879,6 +880,8 @@ int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
     }
     auto describe = [&](Descriptors& d, convcoreHandle_t h) {
         set_forward_descriptors(d, x, w, y, p);
+        // Select for the way this call runs: filters prepared once per filter_version, or per call.
+        if (filter_version >= 0) check(convcoreSetConvolutionFilterProtocol(d.conv, CONVCORE_FILTERS_PREPARED));
         if (algo >= 0) return algo;
         // Timing may overwrite y: it is given as scratch only when its contents are not blended
         // and it is not the residual.
