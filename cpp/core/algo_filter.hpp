@@ -7,6 +7,7 @@
 #include <string>
 
 #include "convcore/convcore.h"
+#include "core/algorithms.hpp"
 
 namespace convcore {
 
@@ -15,13 +16,13 @@ namespace convcore {
 bool disabled_by_env(const char* algo_name);
 
 inline bool disabled_by_env(convcoreConvolutionFwdAlgo_t algo) {
-    return disabled_by_env(convcoreGetFwdAlgoName(algo));
+    return disabled_by_env(algo_name(CONVCORE_PASS_FORWARD, algo));
 }
 inline bool disabled_by_env(convcoreConvolutionBwdDataAlgo_t algo) {
-    return disabled_by_env(convcoreGetBwdDataAlgoName(algo));
+    return disabled_by_env(algo_name(CONVCORE_PASS_BACKWARD_DATA, algo));
 }
 inline bool disabled_by_env(convcoreConvolutionBwdFilterAlgo_t algo) {
-    return disabled_by_env(convcoreGetBwdFilterAlgoName(algo));
+    return disabled_by_env(algo_name(CONVCORE_PASS_BACKWARD_FILTER, algo));
 }
 
 // The reason given for a disabled algorithm.

@@ -15,6 +15,12 @@ struct AlgorithmInfo {
 // The pass's algorithm `algo` (its enum value); nullptr when algo is out of range.
 const AlgorithmInfo* algorithm_info(convcoreConvolutionPass_t pass, int algo);
 int algorithm_count(convcoreConvolutionPass_t pass);
+// The algorithm's name ("DIRECT", ...), nullptr when algo is out of range: what
+// convcoreGet{Fwd,BwdData,BwdFilter}AlgoName return, for the core's own use.
+inline const char* algo_name(convcoreConvolutionPass_t pass, int algo) {
+    const AlgorithmInfo* info = algorithm_info(pass, algo);
+    return info ? info->name : nullptr;
+}
 // The pass's enum value of a name (case-insensitive); throws BAD_PARAM listing the valid names.
 int algorithm_by_name(convcoreConvolutionPass_t pass, const char* name);
 

@@ -17,6 +17,7 @@
 #include "core/error.hpp"
 #include "core/plan.hpp"
 #include "core/select.hpp"
+#include "core/selection.hpp"
 #include "core/solver.hpp"
 
 using namespace convcore;
@@ -53,6 +54,70 @@ size_t plan_workspace(const ConvProblem& prob, const Solver& s) {
     return workspace_with_staging(prob, run, CONVCORE_PASS_FORWARD, s.workspace_bytes(run));
 }
 
+void create_handle(convcoreHandle_t* handle, const convcoreDeviceType_t& device, int deviceIndex);
+
+// The descriptor setters' bodies (the Ex forms); the other forms compute strides and call them.
+void set_tensor_ex(convcoreTensorDescriptor_t desc, const convcoreDataType_t& dataType, int64_t n, int64_t c,
+                   int64_t h, int64_t w, int64_t nStride, int64_t cStride, int64_t hStride, int64_t wStride) {
+    require(desc, "desc");
+    check_dtype(dataType);
+    const int64_t dims[4] = {n, c, h, w};
+    const int64_t strides[4] = {nStride, cStride, hStride, wStride};
+    const char* dim_names[4] = {"n", "c", "h", "w"};
+    const char* stride_names[4] = {"nStride", "cStride", "hStride", "wStride"};
+    for (int i = 0; i < 4; ++i) check_positive("tensor descriptor", dim_names[i], dims[i]);
+    for (int i = 0; i < 4; ++i) check_positive("tensor descriptor", stride_names[i], strides[i]);
+    checked_mul(checked_mul(checked_mul(n, c, "n*c*h*w"), h, "n*c*h*w"), w, "n*c*h*w");
+    extent_bytes(dims, strides, 8);
+    desc->dtype = dataType;
+    std::copy(dims, dims + 4, desc->dims);
+    std::copy(strides, strides + 4, desc->strides);
+    desc->set = true;
+}
+
+void set_filter_ex(convcoreFilterDescriptor_t desc, const convcoreDataType_t& dataType, int64_t k,
+                   int64_t cPerGroup, int64_t r, int64_t s, int64_t kStride, int64_t cStride, int64_t rStride,
+                   int64_t sStride) {
+    require(desc, "desc");
+    check_dtype(dataType);
+    const int64_t dims[4] = {k, cPerGroup, r, s};
+    const int64_t strides[4] = {kStride, cStride, rStride, sStride};
+    const char* dim_names[4] = {"k", "cPerGroup", "r", "s"};
+    const char* stride_names[4] = {"kStride", "cStride", "rStride", "sStride"};
+    for (int i = 0; i < 4; ++i) check_positive("filter descriptor", dim_names[i], dims[i]);
+    for (int i = 0; i < 4; ++i) check_positive("filter descriptor", stride_names[i], strides[i]);
+    checked_mul(checked_mul(checked_mul(checked_mul(k, cPerGroup, "k*c*r*s"), r, "k*c*r*s"), s, "k*c*r*s"), 8,
+                "filter bytes");
+    extent_bytes(dims, strides, 8);
+    desc->dtype = dataType;
+    desc->k = k;
+    desc->c_per_group = cPerGroup;
+    desc->r = r;
+    desc->s = s;
+    std::copy(strides, strides + 4, desc->strides);
+    desc->set = true;
+}
+
+void set_filter_with_format(convcoreFilterDescriptor_t desc, const convcoreTensorFormat_t& format,
+                            const convcoreDataType_t& dataType, int64_t k, int64_t cPerGroup, int64_t r, int64_t s) {
+    require(desc, "desc");
+    check_format(format);
+    check_dtype(dataType);
+    check_positive("filter descriptor", "k", k);
+    check_positive("filter descriptor", "cPerGroup", cPerGroup);
+    check_positive("filter descriptor", "r", r);
+    check_positive("filter descriptor", "s", s);
+    checked_mul(checked_mul(checked_mul(checked_mul(k, cPerGroup, "k*c*r*s"), r, "k*c*r*s"), s, "k*c*r*s"), 8,
+                "filter bytes");
+    int64_t st[4];  // of K, C/groups, R, S
+    if (enum_int(format) == CONVCORE_TENSOR_NHWC) {
+        st[0] = r * s * cPerGroup, st[1] = 1, st[2] = s * cPerGroup, st[3] = cPerGroup;
+    } else {
+        packed_strides(k, cPerGroup, r, s, st);
+    }
+    set_filter_ex(desc, dataType, k, cPerGroup, r, s, st[0], st[1], st[2], st[3]);
+}
+
 #ifndef CONVCORE_WITH_CUDA
 [[noreturn]] void no_cuda() {
     throw_not_supported("convcore was built without CUDA support (nvcc was not found at build time)");
@@ -68,14 +133,51 @@ const Solver& forward_solver(const ConvProblem& prob, const convcoreConvolutionF
     check_algo(algo);
     const Solver* s = find_solver(algo, prob.device);
     if (!s)
-        throw_not_supported(std::string(convcoreGetFwdAlgoName(algo)) + " is not implemented on " +
+        throw_not_supported(std::string(algo_name(CONVCORE_PASS_FORWARD, enum_int(algo))) + " is not implemented on " +
                             (prob.device == CONVCORE_DEVICE_CPU ? "the CPU" : "CUDA") +
                             " in this build");
     const std::string why = s->why_not(prob.packed());
-    const std::string name = convcoreGetFwdAlgoName(algo);
+    const std::string name = algo_name(CONVCORE_PASS_FORWARD, enum_int(algo));
     if (!why.empty())  // every reason names the algorithm once
         throw_not_supported(why.find(name) == std::string::npos ? name + ": " + why : why);
     return *s;
+}
+
+void* device_alloc(const Context& ctx, size_t bytes) {
+    if (bytes == 0) return nullptr;
+    if (ctx.device == CONVCORE_DEVICE_CUDA) {
+#ifdef CONVCORE_WITH_CUDA
+        return cuda::malloc(ctx, bytes);
+#endif
+    }
+    if (bytes > SIZE_MAX - kAlign) throw Error(CONVCORE_STATUS_ALLOC_FAILED, "convcoreMalloc: size too large");
+    void* p = std::aligned_alloc(kAlign, align_up(bytes));
+    if (!p)
+        throw Error(CONVCORE_STATUS_ALLOC_FAILED,
+                    "convcoreMalloc: could not allocate " + std::to_string(bytes) + " host bytes");
+    return p;
+}
+
+void device_free(const Context& ctx, void* ptr) {
+    if (!ptr) return;
+    if (ctx.device == CONVCORE_DEVICE_CUDA) {
+#ifdef CONVCORE_WITH_CUDA
+        cuda::free(ctx, ptr);
+        return;
+#endif
+    }
+    std::free(ptr);
+}
+
+void copy_to_device(const Context& ctx, void* dst, const void* src, size_t bytes) {
+    if (bytes == 0) return;
+    if (ctx.device == CONVCORE_DEVICE_CUDA) {
+#ifdef CONVCORE_WITH_CUDA
+        cuda::memcpy_to_device(ctx, dst, src, bytes);
+        return;
+#endif
+    }
+    std::memcpy(dst, src, bytes);
 }
 
 ConvProblem forward_problem(convcoreHandle_t handle, convcoreTensorDescriptor_t x, convcoreFilterDescriptor_t w,
@@ -85,6 +187,20 @@ ConvProblem forward_problem(convcoreHandle_t handle, convcoreTensorDescriptor_t 
 }
 
 }  // namespace api
+
+std::vector<Ranked> forward_ranking(const ConvProblem& prob) {
+    std::vector<Ranked> ranked;
+    for (const RankedAlgo& r : rank_algorithms(prob)) {
+        Ranked out;
+        out.algo = r.algo;
+        out.status = r.solver ? CONVCORE_STATUS_SUCCESS : CONVCORE_STATUS_NOT_SUPPORTED;
+        out.determinism = r.solver && !r.solver->deterministic ? CONVCORE_NON_DETERMINISTIC : CONVCORE_DETERMINISTIC;
+        out.memory = r.solver ? plan_workspace(prob, *r.solver) : 0;
+        ranked.push_back(out);
+    }
+    return ranked;
+}
+
 }  // namespace convcore
 
 int convcoreContext::threads() const { return num_threads > 0 ? num_threads : omp_get_max_threads(); }
@@ -120,12 +236,20 @@ convcoreStatus_t convcoreGetCudaDeviceCount(int* count) {
 
 // ---- handle ----
 convcoreStatus_t convcoreCreate(convcoreHandle_t* handle) {
-    return convcoreCreateForDevice(handle, CONVCORE_DEVICE_CPU, 0);
+    return guard([&] { create_handle(handle, CONVCORE_DEVICE_CPU, 0); });
 }
 
 convcoreStatus_t convcoreCreateForDevice(convcoreHandle_t* handle, convcoreDeviceType_t device,
                                          int deviceIndex) {
-    return guard([&] {
+    return guard([&] { create_handle(handle, device, deviceIndex); });
+}
+
+}  // extern "C"
+
+namespace {
+
+void create_handle(convcoreHandle_t* handle, const convcoreDeviceType_t& device, int deviceIndex) {
+    {
         require(handle, "handle");
         *handle = nullptr;
         if (enum_int(device) != CONVCORE_DEVICE_CPU && enum_int(device) != CONVCORE_DEVICE_CUDA)
@@ -144,8 +268,12 @@ convcoreStatus_t convcoreCreateForDevice(convcoreHandle_t* handle, convcoreDevic
 #endif
         }
         *handle = ctx.release();
-    });
+    }
 }
+
+}  // namespace
+
+extern "C" {
 
 convcoreStatus_t convcoreDestroy(convcoreHandle_t handle) {
     return guard([&] { delete handle; });
@@ -212,9 +340,7 @@ convcoreStatus_t convcoreSetTensor4dDescriptor(convcoreTensorDescriptor_t desc,
         int64_t st[4];
         checked_mul(checked_mul(checked_mul(n, c, "n*c*h*w"), h, "n*c*h*w"), w, "n*c*h*w");
         packed_strides(n, c, h, w, st);
-        if (convcoreSetTensor4dDescriptorEx(desc, dataType, n, c, h, w, st[0], st[1], st[2], st[3]) !=
-            CONVCORE_STATUS_SUCCESS)
-            throw Error(CONVCORE_STATUS_BAD_PARAM, last_error);
+        set_tensor_ex(desc, dataType, n, c, h, w, st[0], st[1], st[2], st[3]);
     });
 }
 
@@ -225,19 +351,17 @@ convcoreStatus_t convcoreSetTensor4dDescriptorWithFormat(convcoreTensorDescripto
         require(desc, "desc");
         check_format(format);
         check_dtype(dataType);  // before passing dataType on (see enum_int)
-        if (enum_int(format) == CONVCORE_TENSOR_NCHW) {
-            if (convcoreSetTensor4dDescriptor(desc, dataType, n, c, h, w) != CONVCORE_STATUS_SUCCESS)
-                throw Error(CONVCORE_STATUS_BAD_PARAM, last_error);
-            return;
-        }
         check_positive("tensor descriptor", "n", n);
         check_positive("tensor descriptor", "c", c);
         check_positive("tensor descriptor", "h", h);
         check_positive("tensor descriptor", "w", w);
         checked_mul(checked_mul(checked_mul(n, c, "n*c*h*w"), h, "n*c*h*w"), w, "n*c*h*w");
-        if (convcoreSetTensor4dDescriptorEx(desc, dataType, n, c, h, w, h * w * c, 1, w * c, c) !=
-            CONVCORE_STATUS_SUCCESS)
-            throw Error(CONVCORE_STATUS_BAD_PARAM, last_error);
+        int64_t st[4];
+        if (enum_int(format) == CONVCORE_TENSOR_NCHW)
+            packed_strides(n, c, h, w, st);
+        else
+            packed_nhwc_strides(n, c, h, w, st);
+        set_tensor_ex(desc, dataType, n, c, h, w, st[0], st[1], st[2], st[3]);
     });
 }
 
@@ -245,22 +369,7 @@ convcoreStatus_t convcoreSetTensor4dDescriptorEx(convcoreTensorDescriptor_t desc
                                                  convcoreDataType_t dataType, int64_t n, int64_t c,
                                                  int64_t h, int64_t w, int64_t nStride,
                                                  int64_t cStride, int64_t hStride, int64_t wStride) {
-    return guard([&] {
-        require(desc, "desc");
-        check_dtype(dataType);
-        const int64_t dims[4] = {n, c, h, w};
-        const int64_t strides[4] = {nStride, cStride, hStride, wStride};
-        const char* dim_names[4] = {"n", "c", "h", "w"};
-        const char* stride_names[4] = {"nStride", "cStride", "hStride", "wStride"};
-        for (int i = 0; i < 4; ++i) check_positive("tensor descriptor", dim_names[i], dims[i]);
-        for (int i = 0; i < 4; ++i) check_positive("tensor descriptor", stride_names[i], strides[i]);
-        checked_mul(checked_mul(checked_mul(n, c, "n*c*h*w"), h, "n*c*h*w"), w, "n*c*h*w");
-        extent_bytes(dims, strides, 8);
-        desc->dtype = dataType;
-        std::copy(dims, dims + 4, desc->dims);
-        std::copy(strides, strides + 4, desc->strides);
-        desc->set = true;
-    });
+    return guard([&] { set_tensor_ex(desc, dataType, n, c, h, w, nStride, cStride, hStride, wStride); });
 }
 
 convcoreStatus_t convcoreGetTensor4dDescriptor(convcoreTensorDescriptor_t desc,
@@ -294,59 +403,18 @@ convcoreStatus_t convcoreDestroyFilterDescriptor(convcoreFilterDescriptor_t desc
 convcoreStatus_t convcoreSetFilter4dDescriptorEx(convcoreFilterDescriptor_t desc, convcoreDataType_t dataType,
                                                  int64_t k, int64_t cPerGroup, int64_t r, int64_t s, int64_t kStride,
                                                  int64_t cStride, int64_t rStride, int64_t sStride) {
-    return guard([&] {
-        require(desc, "desc");
-        check_dtype(dataType);
-        const int64_t dims[4] = {k, cPerGroup, r, s};
-        const int64_t strides[4] = {kStride, cStride, rStride, sStride};
-        const char* dim_names[4] = {"k", "cPerGroup", "r", "s"};
-        const char* stride_names[4] = {"kStride", "cStride", "rStride", "sStride"};
-        for (int i = 0; i < 4; ++i) check_positive("filter descriptor", dim_names[i], dims[i]);
-        for (int i = 0; i < 4; ++i) check_positive("filter descriptor", stride_names[i], strides[i]);
-        checked_mul(checked_mul(checked_mul(checked_mul(k, cPerGroup, "k*c*r*s"), r, "k*c*r*s"), s, "k*c*r*s"), 8,
-                    "filter bytes");
-        extent_bytes(dims, strides, 8);
-        desc->dtype = dataType;
-        desc->k = k;
-        desc->c_per_group = cPerGroup;
-        desc->r = r;
-        desc->s = s;
-        std::copy(strides, strides + 4, desc->strides);
-        desc->set = true;
-    });
+    return guard([&] { set_filter_ex(desc, dataType, k, cPerGroup, r, s, kStride, cStride, rStride, sStride); });
 }
 
 convcoreStatus_t convcoreSetFilter4dDescriptorWithFormat(convcoreFilterDescriptor_t desc, convcoreTensorFormat_t format,
                                                          convcoreDataType_t dataType, int64_t k, int64_t cPerGroup,
                                                          int64_t r, int64_t s) {
-    return guard([&] {
-        require(desc, "desc");
-        check_format(format);
-        check_dtype(dataType);
-        check_positive("filter descriptor", "k", k);
-        check_positive("filter descriptor", "cPerGroup", cPerGroup);
-        check_positive("filter descriptor", "r", r);
-        check_positive("filter descriptor", "s", s);
-        checked_mul(checked_mul(checked_mul(checked_mul(k, cPerGroup, "k*c*r*s"), r, "k*c*r*s"), s, "k*c*r*s"), 8,
-                    "filter bytes");
-        int64_t st[4];  // of K, C/groups, R, S
-        if (enum_int(format) == CONVCORE_TENSOR_NHWC) {
-            st[0] = r * s * cPerGroup, st[1] = 1, st[2] = s * cPerGroup, st[3] = cPerGroup;
-        } else {
-            packed_strides(k, cPerGroup, r, s, st);
-        }
-        if (convcoreSetFilter4dDescriptorEx(desc, dataType, k, cPerGroup, r, s, st[0], st[1], st[2], st[3]) !=
-            CONVCORE_STATUS_SUCCESS)
-            throw Error(CONVCORE_STATUS_BAD_PARAM, last_error);
-    });
+    return guard([&] { set_filter_with_format(desc, format, dataType, k, cPerGroup, r, s); });
 }
 
 convcoreStatus_t convcoreSetFilter4dDescriptor(convcoreFilterDescriptor_t desc, convcoreDataType_t dataType, int64_t k,
                                                int64_t cPerGroup, int64_t r, int64_t s) {
-    // dataType is checked before it is passed on by value (see enum_int).
-    const convcoreStatus_t status = guard([&] { check_dtype(dataType); });
-    if (status != CONVCORE_STATUS_SUCCESS) return status;
-    return convcoreSetFilter4dDescriptorWithFormat(desc, CONVCORE_TENSOR_NCHW, dataType, k, cPerGroup, r, s);
+    return guard([&] { set_filter_with_format(desc, CONVCORE_TENSOR_NCHW, dataType, k, cPerGroup, r, s); });
 }
 
 convcoreStatus_t convcoreGetFilter4dDescriptor(convcoreFilterDescriptor_t desc,
@@ -438,6 +506,27 @@ convcoreStatus_t convcoreGetConvolutionGroupCount(convcoreConvolutionDescriptor_
     });
 }
 
+convcoreStatus_t convcoreSetConvolutionFilterProtocol(convcoreConvolutionDescriptor_t desc,
+                                                      convcoreFilterProtocol_t protocol) {
+    return guard([&] {
+        require(desc, "desc");
+        const int v = enum_int(protocol);
+        if (v != CONVCORE_FILTERS_PER_CALL && v != CONVCORE_FILTERS_PREPARED)
+            throw_bad_param("protocol " + std::to_string(v) +
+                            " is not CONVCORE_FILTERS_PER_CALL or CONVCORE_FILTERS_PREPARED");
+        desc->prepared_filters = v == CONVCORE_FILTERS_PREPARED;
+    });
+}
+
+convcoreStatus_t convcoreGetConvolutionFilterProtocol(convcoreConvolutionDescriptor_t desc,
+                                                      convcoreFilterProtocol_t* protocol) {
+    return guard([&] {
+        require(desc, "desc");
+        require(protocol, "protocol");
+        *protocol = desc->prepared_filters ? CONVCORE_FILTERS_PREPARED : CONVCORE_FILTERS_PER_CALL;
+    });
+}
+
 convcoreStatus_t convcoreGetConvolution2dForwardOutputDim(convcoreConvolutionDescriptor_t convDesc,
                                                           convcoreTensorDescriptor_t xDesc,
                                                           convcoreFilterDescriptor_t wDesc, int64_t* n,
@@ -493,19 +582,17 @@ convcoreStatus_t convcoreGetConvolutionForwardAlgorithm(
         if (requestedAlgoCount < 1)
             throw_bad_param("requestedAlgoCount=" + std::to_string(requestedAlgoCount) + " must be >= 1");
         const ConvProblem prob = forward_problem(handle, xDesc, wDesc, convDesc, yDesc);
-        std::vector<convcoreConvolutionFwdAlgoPerf_t> ranked;
-        for (const RankedAlgo& r : rank_algorithms(prob)) {
-            convcoreConvolutionFwdAlgoPerf_t perf{};
-            perf.algo = r.algo;
-            perf.time = -1.0f;
-            perf.status = r.solver ? CONVCORE_STATUS_SUCCESS : CONVCORE_STATUS_NOT_SUPPORTED;
-            perf.determinism = r.solver && !r.solver->deterministic ? CONVCORE_NON_DETERMINISTIC
-                                                                    : CONVCORE_DETERMINISTIC;
-            perf.memory = r.solver ? plan_workspace(prob, *r.solver) : 0;
-            ranked.push_back(perf);
-        }
+        const std::vector<Ranked> ranked = forward_ranking(prob);
         const int count = std::min<int>(requestedAlgoCount, int(ranked.size()));
-        std::copy(ranked.begin(), ranked.begin() + count, perfResults);
+        for (int i = 0; i < count; ++i) {
+            convcoreConvolutionFwdAlgoPerf_t perf{};
+            perf.algo = convcoreConvolutionFwdAlgo_t(ranked[i].algo);
+            perf.status = ranked[i].status;
+            perf.time = perf.timePerCall = perf.timePrepared = -1.0f;
+            perf.memory = ranked[i].memory;
+            perf.determinism = ranked[i].determinism;
+            perfResults[i] = perf;
+        }
         *returnedAlgoCount = count;
     });
 }
@@ -595,32 +682,14 @@ convcoreStatus_t convcoreMalloc(convcoreHandle_t handle, void** ptr, size_t byte
         require(handle, "handle");
         require(ptr, "ptr");
         *ptr = nullptr;
-        if (bytes == 0) return;
-        if (handle->device == CONVCORE_DEVICE_CUDA) {
-#ifdef CONVCORE_WITH_CUDA
-            *ptr = cuda::malloc(*handle, bytes);
-            return;
-#endif
-        }
-        if (bytes > SIZE_MAX - kAlign) throw Error(CONVCORE_STATUS_ALLOC_FAILED, "convcoreMalloc: size too large");
-        *ptr = std::aligned_alloc(kAlign, align_up(bytes));
-        if (!*ptr)
-            throw Error(CONVCORE_STATUS_ALLOC_FAILED,
-                        "convcoreMalloc: could not allocate " + std::to_string(bytes) + " host bytes");
+        *ptr = device_alloc(*handle, bytes);
     });
 }
 
 convcoreStatus_t convcoreFree(convcoreHandle_t handle, void* ptr) {
     return guard([&] {
         require(handle, "handle");
-        if (!ptr) return;
-        if (handle->device == CONVCORE_DEVICE_CUDA) {
-#ifdef CONVCORE_WITH_CUDA
-            cuda::free(*handle, ptr);
-            return;
-#endif
-        }
-        std::free(ptr);
+        device_free(*handle, ptr);
     });
 }
 
@@ -630,13 +699,7 @@ convcoreStatus_t convcoreMemcpyToDevice(convcoreHandle_t handle, void* dst, cons
         if (bytes == 0) return;
         require(dst, "dst");
         require(src, "src");
-        if (handle->device == CONVCORE_DEVICE_CUDA) {
-#ifdef CONVCORE_WITH_CUDA
-            cuda::memcpy_to_device(*handle, dst, src, bytes);
-            return;
-#endif
-        }
-        std::memcpy(dst, src, bytes);
+        copy_to_device(*handle, dst, src, bytes);
     });
 }
 

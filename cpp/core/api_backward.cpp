@@ -19,6 +19,7 @@
 #include "core/error.hpp"
 #include "core/plan.hpp"
 #include "core/select_backward.hpp"
+#include "core/selection.hpp"
 #include "core/solver.hpp"
 
 using namespace convcore;
@@ -101,7 +102,7 @@ const BwdDataSolver& data_solver_for(const ConvProblem& prob,
     if (enum_int(algo) < 0 || enum_int(algo) >= CONVCORE_BWD_DATA_ALGO_COUNT)
         throw_bad_param("algo " + std::to_string(enum_int(algo)) + " is not a convcoreConvolutionBwdDataAlgo_t");
     const BwdDataSolver* s = find_bwd_data_solver(algo, prob.device);
-    const std::string why = not_applicable(s, prob, convcoreGetBwdDataAlgoName(algo), "backward data");
+    const std::string why = not_applicable(s, prob, algo_name(CONVCORE_PASS_BACKWARD_DATA, enum_int(algo)), "backward data");
     if (!why.empty()) throw_not_supported(why);
     return *s;
 }
@@ -112,7 +113,7 @@ const BwdFilterSolver& filter_solver_for(const ConvProblem& prob,
         throw_bad_param("algo " + std::to_string(enum_int(algo)) +
                         " is not a convcoreConvolutionBwdFilterAlgo_t");
     const BwdFilterSolver* s = find_bwd_filter_solver(algo, prob.device);
-    const std::string why = not_applicable(s, prob, convcoreGetBwdFilterAlgoName(algo), "backward filter");
+    const std::string why = not_applicable(s, prob, algo_name(CONVCORE_PASS_BACKWARD_FILTER, enum_int(algo)), "backward filter");
     if (!why.empty()) throw_not_supported(why);
     return *s;
 }
@@ -131,6 +132,40 @@ size_t filter_workspace(const ConvProblem& prob, const BwdFilterSolver& s) {
     const ConvProblem run = run_problem(prob, s.runs_nhwc);
     return workspace_with_staging(prob, run, CONVCORE_PASS_BACKWARD_FILTER, s.workspace_bytes(run));
 }
+
+}  // namespace
+
+namespace convcore {
+
+std::vector<Ranked> bwd_data_ranking(const ConvProblem& prob) {
+    std::vector<Ranked> ranked;
+    for (const RankedBwdDataAlgo& r : rank_bwd_data_algorithms(prob)) {
+        Ranked out;
+        out.algo = r.algo;
+        out.status = r.solver ? CONVCORE_STATUS_SUCCESS : CONVCORE_STATUS_NOT_SUPPORTED;
+        out.determinism = r.solver && !r.solver->deterministic ? CONVCORE_NON_DETERMINISTIC : CONVCORE_DETERMINISTIC;
+        out.memory = r.solver ? data_workspace(prob, *r.solver) : 0;
+        ranked.push_back(out);
+    }
+    return ranked;
+}
+
+std::vector<Ranked> bwd_filter_ranking(const ConvProblem& prob) {
+    std::vector<Ranked> ranked;
+    for (const RankedBwdFilterAlgo& r : rank_bwd_filter_algorithms(prob)) {
+        Ranked out;
+        out.algo = r.algo;
+        out.status = r.solver ? CONVCORE_STATUS_SUCCESS : CONVCORE_STATUS_NOT_SUPPORTED;
+        out.determinism = r.solver && !r.solver->deterministic ? CONVCORE_NON_DETERMINISTIC : CONVCORE_DETERMINISTIC;
+        out.memory = r.solver ? filter_workspace(prob, *r.solver) : 0;
+        ranked.push_back(out);
+    }
+    return ranked;
+}
+
+}  // namespace convcore
+
+namespace {
 
 template <typename T>
 void bias_t(const Context& ctx, const T* dy, const int64_t dims[4], const int64_t st[4], T* db,
@@ -217,19 +252,17 @@ convcoreStatus_t convcoreGetConvolutionBackwardDataAlgorithm(
         if (requestedAlgoCount < 1)
             throw_bad_param("requestedAlgoCount=" + std::to_string(requestedAlgoCount) + " must be >= 1");
         const ConvProblem prob = backward_problem(handle, dxDesc, wDesc, convDesc, dyDesc, true);
-        std::vector<convcoreConvolutionBwdDataAlgoPerf_t> ranked;
-        for (const RankedBwdDataAlgo& r : rank_bwd_data_algorithms(prob)) {
-            convcoreConvolutionBwdDataAlgoPerf_t perf{};
-            perf.algo = r.algo;
-            perf.time = -1.0f;
-            perf.status = r.solver ? CONVCORE_STATUS_SUCCESS : CONVCORE_STATUS_NOT_SUPPORTED;
-            perf.determinism = r.solver && !r.solver->deterministic ? CONVCORE_NON_DETERMINISTIC
-                                                                    : CONVCORE_DETERMINISTIC;
-            perf.memory = r.solver ? data_workspace(prob, *r.solver) : 0;
-            ranked.push_back(perf);
-        }
+        const std::vector<Ranked> ranked = bwd_data_ranking(prob);
         const int count = std::min<int>(requestedAlgoCount, int(ranked.size()));
-        std::copy(ranked.begin(), ranked.begin() + count, perfResults);
+        for (int i = 0; i < count; ++i) {
+            convcoreConvolutionBwdDataAlgoPerf_t perf{};
+            perf.algo = decltype(perf.algo)(ranked[i].algo);
+            perf.status = ranked[i].status;
+            perf.time = -1.0f;
+            perf.memory = ranked[i].memory;
+            perf.determinism = ranked[i].determinism;
+            perfResults[i] = perf;
+        }
         *returnedAlgoCount = count;
     });
 }
@@ -245,19 +278,17 @@ convcoreStatus_t convcoreGetConvolutionBackwardFilterAlgorithm(
         if (requestedAlgoCount < 1)
             throw_bad_param("requestedAlgoCount=" + std::to_string(requestedAlgoCount) + " must be >= 1");
         const ConvProblem prob = backward_problem(handle, xDesc, dwDesc, convDesc, dyDesc, false);
-        std::vector<convcoreConvolutionBwdFilterAlgoPerf_t> ranked;
-        for (const RankedBwdFilterAlgo& r : rank_bwd_filter_algorithms(prob)) {
-            convcoreConvolutionBwdFilterAlgoPerf_t perf{};
-            perf.algo = r.algo;
-            perf.time = -1.0f;
-            perf.status = r.solver ? CONVCORE_STATUS_SUCCESS : CONVCORE_STATUS_NOT_SUPPORTED;
-            perf.determinism = r.solver && !r.solver->deterministic ? CONVCORE_NON_DETERMINISTIC
-                                                                    : CONVCORE_DETERMINISTIC;
-            perf.memory = r.solver ? filter_workspace(prob, *r.solver) : 0;
-            ranked.push_back(perf);
-        }
+        const std::vector<Ranked> ranked = bwd_filter_ranking(prob);
         const int count = std::min<int>(requestedAlgoCount, int(ranked.size()));
-        std::copy(ranked.begin(), ranked.begin() + count, perfResults);
+        for (int i = 0; i < count; ++i) {
+            convcoreConvolutionBwdFilterAlgoPerf_t perf{};
+            perf.algo = decltype(perf.algo)(ranked[i].algo);
+            perf.status = ranked[i].status;
+            perf.time = -1.0f;
+            perf.memory = ranked[i].memory;
+            perf.determinism = ranked[i].determinism;
+            perfResults[i] = perf;
+        }
         *returnedAlgoCount = count;
     });
 }

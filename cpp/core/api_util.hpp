@@ -78,6 +78,13 @@ inline int64_t extent_bytes(const int64_t dims[4], const int64_t strides[4], siz
 constexpr size_t kAlign = 64;
 inline size_t align_up(size_t v) { return (v + kAlign - 1) / kAlign * kAlign; }
 
+// Memory on the context's device (core/api.cpp; convcoreMalloc, convcoreFree and
+// convcoreMemcpyToDevice are these with their argument checks). device_alloc throws
+// ALLOC_FAILED; 0 bytes give nullptr.
+void* device_alloc(const Context& ctx, size_t bytes);
+void device_free(const Context& ctx, void* ptr);
+void copy_to_device(const Context& ctx, void* dst, const void* src, size_t bytes);
+
 inline void copy_strided(const Context& ctx, size_t elem, const void* src, const Strided4d& sv,
                          void* dst, const Strided4d& dv) {
 #ifdef CONVCORE_WITH_CUDA

@@ -8,6 +8,7 @@
 #include "common/blend.hpp"
 #include "common/conv_index.hpp"
 #include "common/permute_planes.hpp"
+#include "core/algorithms.hpp"
 #include "core/api_util.hpp"
 #include "core/error.hpp"
 
@@ -22,7 +23,7 @@ const Solver* forward_solver(const ConvProblem& prob, convcoreConvolutionFwdAlgo
                              std::string* why) {
     const Solver* s = find_solver(fwd, prob.device);
     if (!s)
-        *why = std::string(convcoreGetFwdAlgoName(fwd)) + " has no forward solver on " +
+        *why = std::string(algo_name(CONVCORE_PASS_FORWARD, int(fwd))) + " has no forward solver on " +
                (prob.device == CONVCORE_DEVICE_CPU ? "the CPU" : "CUDA") + " in this build";
     return s;
 }

@@ -100,6 +100,7 @@ ConvProblem make_problem(convcoreDeviceType_t device, const convcoreTensorStruct
     p.dil_h = conv->dil_h;
     p.dil_w = conv->dil_w;
     p.flip = conv->mode == CONVCORE_CONVOLUTION;
+    p.prepared_filters = conv->prepared_filters;
     p.p = out[2];
     p.q = out[3];
     for (int i = 0; i < 4; ++i) p.x_strides[i] = x->strides[i];

@@ -24,6 +24,7 @@ struct convcoreConvolutionStruct {
     int64_t pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
     int64_t groups = 1;
     convcoreConvolutionMode_t mode = CONVCORE_CROSS_CORRELATION;
+    bool prepared_filters = false;  // convcoreSetConvolutionFilterProtocol: CONVCORE_FILTERS_PREPARED
 };
 
 namespace convcore {

@@ -1,30 +1,42 @@
-// Find (cuDNN's Find / FindEx) for the three passes: times every algorithm that may run a
-// problem, best first, through the find-db (core/find_db.hpp) so that each (problem,
-// algorithm) is timed once per machine. The candidates and their workspaces come from the
-// pass's Get ranking (so CONVCORE_DISABLE_ALGOS, applied there, removes algorithms here too);
-// deterministic-only and the workspace limit are applied before anything is timed. Runs go
-// through the public run call of the pass, so Find times exactly what a caller gets, staging
-// of strided tensors included, on any device.
+// Find (cuDNN's Find / FindEx) and Select for the three passes, inside the core: on one
+// validated problem (core/problem.hpp), Find times every algorithm that may run it, best first,
+// through the find-db (core/find_db.hpp) so that each (problem, algorithm) is timed once per
+// machine; Select keeps one decision per problem in one bounded cache. The candidates and their
+// workspaces come from the pass's Get ranking (core/selection.hpp; CONVCORE_DISABLE_ALGOS,
+// applied there, removes algorithms here too); deterministic-only and the workspace limit are
+// applied before anything is timed. Runs are the core's own plans (core/plan.hpp), staging of
+// strided tensors included, so Find times exactly what a caller gets, on any device. Forward
+// algorithms that prepare filters are timed both ways a caller runs them: per call and with
+// prepared filters. The C entry points at the end turn descriptors into the problem once and
+// wrap these; nothing here calls a public entry point.
 #include <strings.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <climits>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
 #include "convcore/convcore.h"
+#include "core/algo_filter.hpp"
+#include "core/algorithms.hpp"
 #include "core/api_util.hpp"
 #include "core/descriptors.hpp"
 #include "core/find_db.hpp"
+#include "core/plan.hpp"
+#include "core/selection.hpp"
 #include "core/timing.hpp"
 
 using namespace convcore;
@@ -37,62 +49,28 @@ constexpr int kTimedRounds = 5;  // after one warm-up run each; Find reports the
 std::atomic<int64_t> g_timed_runs{0};
 std::atomic<int64_t> g_db_hits{0};
 
-// One algorithm's row, the same fields for every pass.
-struct Result {
-    int algo = 0;
-    convcoreStatus_t status = CONVCORE_STATUS_NOT_SUPPORTED;
-    float time = -1.0f;
-    size_t memory = 0;
-    convcoreDeterminism_t determinism = CONVCORE_DETERMINISTIC;
-};
+const char* direction_of(convcoreConvolutionPass_t pass) {
+    switch (pass) {
+        case CONVCORE_PASS_BACKWARD_DATA: return "bwd_data";
+        case CONVCORE_PASS_BACKWARD_FILTER: return "bwd_filter";
+        default: return "fwd";
+    }
+}
 
-// What Find needs to know of a pass.
-struct Pass {
-    convcoreHandle_t handle = nullptr;
-    const char* direction = "";               // the find-db's "fwd", "bwd_data", "bwd_filter"
-    const char* (*name)(int algo) = nullptr;  // "DIRECT", ...
-    ConvProblem prob;               // the forward problem, validated
-    std::vector<Result> ranking;    // the pass's Get ranking: applicability, memory, determinism
-    // Runs `algo` with out = 1 * op(in0, in1) + 0 * out.
-    std::function<convcoreStatus_t(int algo, const void* in0, const void* in1, void* out,
-                                   void* workspace, size_t bytes)>
-        run;
-    int64_t bytes[3] = {0, 0, 0};  // extents of in0, in1 and out, for Find's own buffers
-};
-
-// The buffers to time on: the caller's where given, Find's own (random inputs) where NULL.
-// callers_workspace: the caller's workspace (FindEx) bounds every algorithm; else Find
-// allocates each algorithm's own, up to the handle's limit.
-struct Buffers {
-    const void* in0 = nullptr;
-    const void* in1 = nullptr;
-    void* out = nullptr;
-    void* workspace = nullptr;
-    size_t workspace_bytes = 0;
-    bool callers_workspace = false;
-};
-
-constexpr size_t kAllCandidates = SIZE_MAX;
-
-// A buffer from convcoreMalloc on the handle's device, freed on scope exit.
+// A buffer on the handle's device, freed on scope exit.
 struct DeviceMemory {
-    convcoreHandle_t handle;
+    const Context& ctx;
     void* ptr = nullptr;
-    DeviceMemory(convcoreHandle_t h, size_t bytes) : handle(h) {
-        if (convcoreMalloc(h, &ptr, bytes) != CONVCORE_STATUS_SUCCESS)
-            throw Error(CONVCORE_STATUS_ALLOC_FAILED, last_error);
-    }
-    ~DeviceMemory() {
-        if (ptr) convcoreFree(handle, ptr);
-    }
+    DeviceMemory(const Context& c, size_t bytes) : ctx(c) { ptr = device_alloc(ctx, bytes); }
+    ~DeviceMemory() { device_free(ctx, ptr); }
     DeviceMemory(const DeviceMemory&) = delete;
     DeviceMemory& operator=(const DeviceMemory&) = delete;
 };
 
 // Uniform [-1, 1) values on the handle's device (Find's own inputs: random, not zeros, so that
 // no algorithm meets a special case such as denormals or all-zero blocks).
-std::unique_ptr<DeviceMemory> random_buffer(convcoreHandle_t h, int64_t bytes, size_t elem, uint32_t seed) {
-    auto mem = std::make_unique<DeviceMemory>(h, size_t(bytes));
+std::unique_ptr<DeviceMemory> random_buffer(const Context& ctx, int64_t bytes, size_t elem, uint32_t seed) {
+    auto mem = std::make_unique<DeviceMemory>(ctx, size_t(bytes));
     std::mt19937 gen(seed);
     std::uniform_real_distribution<double> dist(-1.0, 1.0);
     std::vector<char> host(static_cast<size_t>(bytes));
@@ -103,27 +81,93 @@ std::unique_ptr<DeviceMemory> random_buffer(convcoreHandle_t h, int64_t bytes, s
         else
             reinterpret_cast<float*>(host.data())[i] = float(v);
     }
-    if (convcoreMemcpyToDevice(h, mem->ptr, host.data(), host.size()) != CONVCORE_STATUS_SUCCESS)
-        throw Error(CONVCORE_STATUS_EXECUTION_FAILED, last_error);
+    copy_to_device(ctx, mem->ptr, host.data(), host.size());
     return mem;
 }
 
-// Times `algos` interleaved: a warm-up run of each, then kTimedRounds rounds that each run
-// every algorithm still standing once, the starting one rotating, so that a slow stretch of a
-// shared machine falls on all of them alike; an algorithm's time is the median of its rounds.
-// `memory[i]` is algos[i]'s workspace; without the caller's workspace one buffer of the
-// largest is allocated (an algorithm whose workspace cannot be had is ALLOC_FAILED). A run that
-// fails gives its status; BAD_PARAM (the caller's buffers are wrong) is thrown.
-std::vector<find_db::Record> time_interleaved(const Pass& pass, const std::vector<int>& algos,
-                                              const std::vector<size_t>& memory, const Buffers& buf) {
+// alpha = 1 and beta = 0 in the problem's type.
+struct Scalars {
+    double one = 1.0, zero = 0.0;
+    float one_f = 1.0f, zero_f = 0.0f;
+    bool f64;
+    explicit Scalars(const ConvProblem& p) : f64(p.dtype == CONVCORE_DATA_DOUBLE) {}
+    const void* alpha() const { return f64 ? static_cast<const void*>(&one) : &one_f; }
+    const void* beta() const { return f64 ? static_cast<const void*>(&zero) : &zero_f; }
+};
+
+// What Find needs to know of a pass, on one problem: its Get ranking and its plans.
+class Pass {
+public:
+    Pass(convcoreHandle_t handle, convcoreConvolutionPass_t kind, const ConvProblem& prob)
+        : handle_(handle), kind_(kind), prob_(prob), scalars_(prob), ranking_(ranking(kind, prob)) {
+        const int64_t x = x_extent(prob), w = w_extent(prob), y = y_extent(prob);
+        // Extents of in0, in1 and out, for Find's own buffers.
+        if (kind == CONVCORE_PASS_FORWARD) bytes_[0] = x, bytes_[1] = w, bytes_[2] = y;
+        if (kind == CONVCORE_PASS_BACKWARD_DATA) bytes_[0] = w, bytes_[1] = y, bytes_[2] = x;
+        if (kind == CONVCORE_PASS_BACKWARD_FILTER) bytes_[0] = x, bytes_[1] = y, bytes_[2] = w;
+    }
+    convcoreHandle_t handle() const { return handle_; }
+    convcoreConvolutionPass_t kind() const { return kind_; }
+    const char* direction() const { return direction_of(kind_); }
+    const char* name(int algo) const { return algo_name(kind_, algo); }
+    const ConvProblem& prob() const { return prob_; }
+    const std::vector<Ranked>& ranking_rows() const { return ranking_; }
+    int64_t bytes(int i) const { return bytes_[i]; }
+
+    // Whether prepared filters change algo's run (then it is timed both ways).
+    bool prepares(int algo) {
+        if (kind_ != CONVCORE_PASS_FORWARD) return false;
+        try {
+            return prepares_filters(plan(algo, false));
+        } catch (const Error&) {
+            return false;  // its run says why
+        }
+    }
+
+    // out = 1 * op(in0, in1) + 0 * out with algo: as a plan without prepared filters, or (forward
+    // only) as a plan whose filters in1 are prepared once, outside the timed runs. Throws Error.
+    void run(int algo, bool prepared, const void* in0, const void* in1, void* out, void* ws, size_t bytes) {
+        convcoreConvolutionPlanStruct& p = plan(algo, prepared);
+        if (prepared && p.prepared_for != in1) prepare_filters(p, in1, nullptr);
+        execute(p, scalars_.alpha(), in0, in1, scalars_.beta(), out, ws, bytes);
+    }
+
+private:
+    convcoreConvolutionPlanStruct& plan(int algo, bool prepared) {
+        auto& slot = plans_[{algo, prepared}];
+        if (!slot) slot = std::make_unique<convcoreConvolutionPlanStruct>(make_plan(handle_, kind_, prob_, algo));
+        return *slot;
+    }
+
+    convcoreHandle_t handle_;
+    convcoreConvolutionPass_t kind_;
+    ConvProblem prob_;
+    Scalars scalars_;
+    std::vector<Ranked> ranking_;
+    int64_t bytes_[3] = {0, 0, 0};
+    std::map<std::pair<int, bool>, std::unique_ptr<convcoreConvolutionPlanStruct>> plans_;
+};
+
+constexpr size_t kAllCandidates = SIZE_MAX;
+
+// Times `algos` interleaved: a warm-up run of each contender (an algorithm, or an algorithm with
+// prepared filters when it prepares any), then kTimedRounds rounds that each run every contender
+// still standing once, the starting one rotating, so that a slow stretch of a shared machine
+// falls on all of them alike; a contender's time is the median of its rounds. `memory[i]` is
+// algos[i]'s workspace; without the caller's workspace one buffer of the largest is allocated
+// (an algorithm whose workspace cannot be had is ALLOC_FAILED). A run that fails gives its
+// status to its algorithm; BAD_PARAM (the caller's buffers are wrong) is thrown.
+std::vector<find_db::Record> time_interleaved(Pass& pass, const std::vector<int>& algos,
+                                              const std::vector<size_t>& memory, const TimingBuffers& buf) {
     const size_t n = algos.size();
     std::vector<find_db::Record> recs(n);
     std::vector<bool> alive(n, true);
     const auto fail = [&](size_t i, convcoreStatus_t status) {
         alive[i] = false;
         recs[i].status = status;
-        recs[i].time_ms = -1.0;
+        recs[i].time_ms = recs[i].time_prepared_ms = -1.0;
     };
+    const Context& ctx = *pass.handle();
 
     std::unique_ptr<DeviceMemory> own_workspace;
     void* workspace = buf.workspace;
@@ -135,7 +179,7 @@ std::vector<find_db::Record> time_interleaved(const Pass& pass, const std::vecto
                 if (alive[i]) need = std::max(need, memory[i]);
             if (need == 0) break;
             try {
-                own_workspace = std::make_unique<DeviceMemory>(pass.handle, need);
+                own_workspace = std::make_unique<DeviceMemory>(ctx, need);
                 bytes = need;
                 break;
             } catch (const Error& e) {
@@ -149,49 +193,77 @@ std::vector<find_db::Record> time_interleaved(const Pass& pass, const std::vecto
         if (!own_workspace) bytes = 0;
     }
 
-    std::vector<std::vector<double>> times(n);
-    const auto attempt = [&](size_t i, bool timed) {
-        try {
-            const double ms = time_run_ms(*pass.handle, [&] {
-                const convcoreStatus_t st = pass.run(algos[i], buf.in0, buf.in1, buf.out, workspace, bytes);
-                if (st != CONVCORE_STATUS_SUCCESS) throw Error(st, last_error);
-            });
-            if (timed) times[i].push_back(ms);
-        } catch (const Error& e) {
-            if (e.status() == CONVCORE_STATUS_BAD_PARAM) throw;
-            fail(i, e.status());
-        } catch (const std::bad_alloc&) {
-            fail(i, CONVCORE_STATUS_ALLOC_FAILED);
-        }
+    struct Contender {
+        size_t index;   // into algos
+        bool prepared;  // with prepared filters
+        std::vector<double> times;
     };
-    for (size_t i = 0; i < n; ++i)  // warm-up: plans, caches, first touch of the workspace
-        if (alive[i]) attempt(i, false);
-    for (int round = 0; round < kTimedRounds; ++round)
-        for (size_t j = 0; j < n; ++j) {
-            const size_t i = (size_t(round) + j) % n;
-            if (alive[i]) attempt(i, true);
-        }
+    std::vector<Contender> contenders;
     for (size_t i = 0; i < n; ++i) {
         if (!alive[i]) continue;
-        std::sort(times[i].begin(), times[i].end());
-        recs[i].time_ms = times[i][times[i].size() / 2];
-        ++g_timed_runs;
+        contenders.push_back({i, false, {}});
+        if (pass.prepares(algos[i])) contenders.push_back({i, true, {}});
+    }
+    const size_t m = contenders.size();
+    const auto attempt = [&](Contender& c, bool timed) {
+        try {
+            const double ms = time_run_ms(ctx, [&] {
+                pass.run(algos[c.index], c.prepared, buf.in0, buf.in1, buf.out, workspace, bytes);
+            });
+            if (timed) c.times.push_back(ms);
+        } catch (const Error& e) {
+            if (e.status() == CONVCORE_STATUS_BAD_PARAM) throw;
+            fail(c.index, e.status());
+        } catch (const std::bad_alloc&) {
+            fail(c.index, CONVCORE_STATUS_ALLOC_FAILED);
+        }
+    };
+    for (Contender& c : contenders)  // warm-up: plans, prepared filters, caches, first touch of the workspace
+        if (alive[c.index]) attempt(c, false);
+    for (int round = 0; round < kTimedRounds; ++round)
+        for (size_t j = 0; j < m; ++j) {
+            Contender& c = contenders[(size_t(round) + j) % m];
+            if (alive[c.index]) attempt(c, true);
+        }
+    const auto median = [](std::vector<double> t) {
+        std::sort(t.begin(), t.end());
+        return t[t.size() / 2];
+    };
+    for (Contender& c : contenders) {
+        if (!alive[c.index]) continue;
+        find_db::Record& rec = recs[c.index];
+        rec.status = CONVCORE_STATUS_SUCCESS;
+        if (c.prepared) {
+            rec.time_prepared_ms = median(c.times);
+        } else {
+            rec.time_ms = median(c.times);
+            if (rec.time_prepared_ms < 0) rec.time_prepared_ms = rec.time_ms;  // nothing to prepare (yet)
+            ++g_timed_runs;
+        }
     }
     return recs;
 }
 
-// Every algorithm of the pass: those that ran, fastest first, then the others in enum order.
-// Only the first `candidates` eligible algorithms of the Get ranking are timed, and those the
-// find-db already knows; the rest keep status SUCCESS with time -1 (listed after those timed).
-std::vector<Result> find(const Pass& pass, Buffers buf, size_t candidates = kAllCandidates) {
-    const convcoreContext& ctx = *pass.handle;
+// Every algorithm of the pass: those that ran, fastest first by the time of the problem's filter
+// protocol, then the others in enum order. Only the first `candidates` eligible algorithms of the
+// Get ranking are timed, and those the find-db already knows; the rest keep status SUCCESS with
+// times -1 (listed after those timed).
+std::vector<FindResult> find(Pass& pass, TimingBuffers buf, size_t candidates = kAllCandidates) {
+    const Context& ctx = *pass.handle();
     const size_t limit = buf.callers_workspace ? buf.workspace_bytes : ctx.find_workspace_limit;
 
-    std::vector<Result> perf = pass.ranking;
+    std::vector<FindResult> perf;
+    for (const Ranked& r : pass.ranking_rows()) {
+        FindResult f;
+        f.algo = r.algo;
+        f.status = r.status;
+        f.memory = r.memory;
+        f.determinism = r.determinism;
+        perf.push_back(f);
+    }
     std::vector<bool> eligible(perf.size(), false);
     for (size_t i = 0; i < perf.size(); ++i) {
-        Result& r = perf[i];
-        r.time = -1.0f;
+        FindResult& r = perf[i];
         if (r.status != CONVCORE_STATUS_SUCCESS) continue;  // cannot run it, or disabled
         if (ctx.deterministic_only && r.determinism == CONVCORE_NON_DETERMINISTIC) {
             r.status = CONVCORE_STATUS_NOT_SUPPORTED;
@@ -204,7 +276,7 @@ std::vector<Result> find(const Pass& pass, Buffers buf, size_t candidates = kAll
     }
 
     // The find-db first (the in-process cache, then the file); time only what it lacks.
-    const std::string key = find_db::make_key(ctx, pass.direction, pass.prob);
+    const std::string key = find_db::make_key(ctx, pass.direction(), pass.prob());
     const auto missing_from = [&](const find_db::Records& known) {
         std::vector<size_t> missing;
         for (size_t i = 0; i < perf.size(); ++i)
@@ -228,17 +300,17 @@ std::vector<Result> find(const Pass& pass, Buffers buf, size_t candidates = kAll
         ++g_db_hits;
     } else {
         std::unique_ptr<DeviceMemory> own[3];  // Find's own buffers, only when something is timed
-        const size_t elem = pass.prob.elem_size();
+        const size_t elem = pass.prob().elem_size();
         if (!buf.in0) {
-            own[0] = random_buffer(pass.handle, pass.bytes[0], elem, 1);
+            own[0] = random_buffer(ctx, pass.bytes(0), elem, 1);
             buf.in0 = own[0]->ptr;
         }
         if (!buf.in1) {
-            own[1] = random_buffer(pass.handle, pass.bytes[1], elem, 2);
+            own[1] = random_buffer(ctx, pass.bytes(1), elem, 2);
             buf.in1 = own[1]->ptr;
         }
         if (!buf.out) {
-            own[2] = std::make_unique<DeviceMemory>(pass.handle, size_t(pass.bytes[2]));
+            own[2] = std::make_unique<DeviceMemory>(ctx, size_t(pass.bytes(2)));
             buf.out = own[2]->ptr;
         }
         std::vector<int> algos;
@@ -262,50 +334,123 @@ std::vector<Result> find(const Pass& pass, Buffers buf, size_t candidates = kAll
         if (!eligible[i]) continue;
         const find_db::Record& rec = known.at(pass.name(perf[i].algo));
         perf[i].status = rec.status;
-        perf[i].time = rec.status == CONVCORE_STATUS_SUCCESS ? float(rec.time_ms) : -1.0f;
+        const bool ok = rec.status == CONVCORE_STATUS_SUCCESS;
+        perf[i].time_per_call = ok ? float(rec.time_ms) : -1.0f;
+        // The backward passes have one time, whatever a record says.
+        perf[i].time_prepared = !ok ? -1.0f
+                                : pass.kind() == CONVCORE_PASS_FORWARD ? float(rec.time_prepared_ms)
+                                                                       : float(rec.time_ms);
     }
-    // Timed successes by time, then untimed candidates in the Get ranking's order (stable),
-    // then failures in enum order.
-    const auto group = [](const Result& r) { return r.status != CONVCORE_STATUS_SUCCESS ? 2 : r.time < 0 ? 1 : 0; };
-    std::stable_sort(perf.begin(), perf.end(), [&](const Result& l, const Result& r) {
+    // Timed successes by the time of the problem's protocol, then untimed candidates in the Get
+    // ranking's order (stable), then failures in enum order.
+    const bool prepared = pass.kind() == CONVCORE_PASS_FORWARD && pass.prob().prepared_filters;
+    const auto group = [&](const FindResult& r) {
+        return r.status != CONVCORE_STATUS_SUCCESS ? 2 : r.time(prepared) < 0 ? 1 : 0;
+    };
+    std::stable_sort(perf.begin(), perf.end(), [&](const FindResult& l, const FindResult& r) {
         if (group(l) != group(r)) return group(l) < group(r);
-        if (group(l) == 0) return l.time < r.time;
+        if (group(l) == 0) return l.time(prepared) < r.time(prepared);
         return group(l) == 2 && l.algo < r.algo;
     });
     return perf;
 }
 
-// ---- Select: one decision per problem, cached in the process ----
+// ---- Select: one decision per problem, in one bounded cache ----
 
-ConvProblem problem_of(convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wDesc,
-                       convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t yDesc) {
-    require(handle, "handle");
-    require(xDesc, "xDesc");
-    require(wDesc, "wDesc");
-    require(convDesc, "convDesc");
-    require(yDesc, "yDesc");
-    return make_problem(handle->device, xDesc, wDesc, convDesc, yDesc);
+// The algorithms CONVCORE_DISABLE_ALGOS disables, one bit per algorithm of each pass, parsed
+// again only when the variable's text changes (tests and users may change it between calls).
+uint64_t disabled_mask(convcoreConvolutionPass_t pass) {
+    const char* env = std::getenv("CONVCORE_DISABLE_ALGOS");
+    if (!env || !*env) return 0;
+    struct Parsed {
+        std::string text;
+        uint64_t mask[3] = {0, 0, 0};
+    };
+    thread_local Parsed parsed;
+    if (parsed.text != env) {
+        for (int p = 0; p < 3; ++p) {
+            parsed.mask[p] = 0;
+            const auto kind = convcoreConvolutionPass_t(p);
+            for (int a = 0; a < algorithm_count(kind) && a < 64; ++a)
+                if (disabled_by_env(algo_name(kind, a))) parsed.mask[p] |= uint64_t(1) << a;
+        }
+        parsed.text = env;
+    }
+    return parsed.mask[int(pass)];
 }
 
-// What a decision depends on: the problem as the run call sees it (strides included), the
-// device and its threads, the handle's Find settings, the mode and CONVCORE_DISABLE_ALGOS.
+// What a decision depends on, as one key: the pass and the problem as the run sees it (sizes,
+// strides of x, w and y, data type, mode), the filter protocol (forward), the device and its
+// threads, the handle's Find settings, the select mode and the disabled algorithms.
 struct DecisionKey {
-    std::vector<int64_t> fields;
-    std::string disabled;
-    bool operator==(const DecisionKey& o) const { return fields == o.fields && disabled == o.disabled; }
+    static constexpr int kFields = 37;
+    std::array<int64_t, kFields> f{};
+    bool operator==(const DecisionKey& o) const { return f == o.f; }
 };
 
 struct DecisionKeyHash {
     size_t operator()(const DecisionKey& k) const {
         uint64_t h = 1469598103934665603ull;  // FNV-1a over the fields
-        for (int64_t v : k.fields) h = (h ^ uint64_t(v)) * 1099511628211ull;
-        return size_t(h ^ std::hash<std::string>()(k.disabled));
+        for (int64_t v : k.f) h = (h ^ uint64_t(v)) * 1099511628211ull;
+        return size_t(h);
     }
 };
 
-struct DecisionCache {
-    std::mutex mutex;
-    std::unordered_map<DecisionKey, int, DecisionKeyHash> algo;
+DecisionKey decision_key(const Context& ctx, const ConvProblem& p, convcoreConvolutionPass_t pass, SelectMode mode) {
+    DecisionKey key;
+    const bool prepared = pass == CONVCORE_PASS_FORWARD && p.prepared_filters;
+    const int64_t fields[] = {
+        int64_t(pass), int64_t(mode), int64_t(prepared), int64_t(p.device), ctx.device_index, ctx.threads(),
+        int64_t(p.dtype), p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.groups, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
+        p.dil_h, p.dil_w, int64_t(p.flip), int64_t(ctx.deterministic_only),
+        int64_t(std::min<size_t>(ctx.find_workspace_limit, INT64_MAX)), int64_t(disabled_mask(pass)),
+        p.x_strides[0], p.x_strides[1], p.x_strides[2], p.x_strides[3], p.y_strides[0], p.y_strides[1],
+        p.y_strides[2], p.y_strides[3], p.w_strides[0], p.w_strides[1], p.w_strides[2], p.w_strides[3]};
+    static_assert(sizeof(fields) / sizeof(fields[0]) == DecisionKey::kFields, "every field of the key");
+    std::copy(std::begin(fields), std::end(fields), key.f.begin());
+    return key;
+}
+
+// The one decision cache: least recently used first out beyond kDecisionCacheCapacity.
+class DecisionCache {
+public:
+    bool get(const DecisionKey& key, int* algo) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        const auto it = index_.find(key);
+        if (it == index_.end()) return false;
+        order_.splice(order_.begin(), order_, it->second);  // most recently used
+        *algo = it->second->second;
+        return true;
+    }
+    void put(const DecisionKey& key, int algo) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        const auto it = index_.find(key);
+        if (it != index_.end()) {
+            it->second->second = algo;
+            order_.splice(order_.begin(), order_, it->second);
+            return;
+        }
+        order_.emplace_front(key, algo);
+        index_[key] = order_.begin();
+        while (index_.size() > kDecisionCacheCapacity) {
+            index_.erase(order_.back().first);
+            order_.pop_back();
+        }
+    }
+    size_t size() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        return index_.size();
+    }
+    void clear() {
+        std::lock_guard<std::mutex> lock(mutex_);
+        index_.clear();
+        order_.clear();
+    }
+
+private:
+    std::mutex mutex_;
+    std::list<std::pair<DecisionKey, int>> order_;  // most recently used first
+    std::unordered_map<DecisionKey, std::list<std::pair<DecisionKey, int>>::iterator, DecisionKeyHash> index_;
 };
 
 DecisionCache& decisions() {
@@ -313,92 +458,104 @@ DecisionCache& decisions() {
     return *cache;
 }
 
-DecisionKey decision_key(const convcoreContext& ctx, const ConvProblem& p, int direction,
-                         convcoreSelectMode_t mode) {
-    DecisionKey key;
-    key.fields = {direction, int64_t(mode), int64_t(p.device), ctx.device_index, ctx.threads(),
-                  int64_t(p.dtype), p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.groups, p.pad_h, p.pad_w,
-                  p.stride_h, p.stride_w, p.dil_h, p.dil_w, int64_t(p.flip),
-                  int64_t(ctx.deterministic_only), int64_t(std::min<size_t>(ctx.find_workspace_limit, INT64_MAX))};
-    key.fields.insert(key.fields.end(), p.x_strides, p.x_strides + 4);
-    key.fields.insert(key.fields.end(), p.y_strides, p.y_strides + 4);
-    const char* env = std::getenv("CONVCORE_DISABLE_ALGOS");
-    key.disabled = env ? env : "";
-    return key;
-}
-
-// `mode` as the int the caller passed (an out-of-range enum value is not loaded as the enum).
-convcoreSelectMode_t effective_mode(int mode) {
-    if (mode != CONVCORE_SELECT_HEURISTIC && mode != CONVCORE_SELECT_MEASURED && mode != CONVCORE_SELECT_FIND)
-        throw_bad_param("mode=" + std::to_string(mode) +
-                        " is not a convcoreSelectMode_t (HEURISTIC, MEASURED or FIND)");
+// CONVCORE_AUTO=heuristic turns MEASURED into HEURISTIC.
+SelectMode effective_mode(SelectMode mode) {
+    if (mode != SelectMode::Measured) return mode;
     const char* env = std::getenv("CONVCORE_AUTO");
-    if (mode == CONVCORE_SELECT_MEASURED && env && strcasecmp(env, "heuristic") == 0)
-        return CONVCORE_SELECT_HEURISTIC;
-    return convcoreSelectMode_t(mode);
+    return env && strcasecmp(env, "heuristic") == 0 ? SelectMode::Heuristic : mode;
 }
 
-// The algorithm to run: the cached decision, else the mode's choice (see convcore.h, Select).
-// `prob` is the pass's forward problem (validated); make_pass builds the Pass, whose Get
-// ranking costs microseconds, only when nothing is cached.
-int select(convcoreHandle_t handle, const ConvProblem& prob, int direction, int requested_mode,
-           const std::function<Pass()>& make_pass, const Buffers& buf) {
-    const convcoreSelectMode_t mode = effective_mode(requested_mode);
-    const DecisionKey key = decision_key(*handle, prob, direction, mode);
-    DecisionCache& cache = decisions();
-    {
-        std::lock_guard<std::mutex> lock(cache.mutex);
-        const auto it = cache.algo.find(key);
-        if (it != cache.algo.end()) return it->second;
+}  // namespace
+
+namespace convcore {
+
+SelectMode select_mode_of(int mode) {
+    switch (mode) {
+        case CONVCORE_SELECT_HEURISTIC: return SelectMode::Heuristic;
+        case CONVCORE_SELECT_MEASURED: return SelectMode::Measured;
+        case CONVCORE_SELECT_FIND: return SelectMode::Find;
     }
-    const Pass pass = make_pass();
+    throw_bad_param("mode=" + std::to_string(mode) + " is not a convcoreSelectMode_t (HEURISTIC, MEASURED or FIND)");
+}
+
+SelectMode plan_select_mode_of(int algo) {
+    switch (algo) {
+        case CONVCORE_PLAN_SELECT_HEURISTIC: return SelectMode::Heuristic;
+        case CONVCORE_PLAN_SELECT_MEASURED: return SelectMode::Measured;
+        case CONVCORE_PLAN_SELECT_FIND: return SelectMode::Find;
+    }
+    throw_bad_param("algo " + std::to_string(algo) + " is neither an algorithm nor a CONVCORE_PLAN_SELECT_* value");
+}
+
+std::vector<Ranked> ranking(convcoreConvolutionPass_t pass, const ConvProblem& prob) {
+    switch (pass) {
+        case CONVCORE_PASS_BACKWARD_DATA: return bwd_data_ranking(prob);
+        case CONVCORE_PASS_BACKWARD_FILTER: return bwd_filter_ranking(prob);
+        default: return forward_ranking(prob);
+    }
+}
+
+std::vector<FindResult> find_algorithms(convcoreHandle_t handle, convcoreConvolutionPass_t kind,
+                                        const ConvProblem& prob, const TimingBuffers& buf) {
+    require(handle, "handle");
+    Pass pass(handle, kind, prob);
+    return find(pass, buf);
+}
+
+int select_algorithm(convcoreHandle_t handle, convcoreConvolutionPass_t kind, const ConvProblem& prob,
+                     SelectMode requested, const TimingBuffers& buf) {
+    require(handle, "handle");
+    const SelectMode mode = effective_mode(requested);
+    const DecisionKey key = decision_key(*handle, prob, kind, mode);
+    DecisionCache& cache = decisions();
     int chosen = -1;
-    if (mode == CONVCORE_SELECT_HEURISTIC) {
-        for (const Result& r : pass.ranking) {
-            if (r.status == CONVCORE_STATUS_SUCCESS && !(pass.handle->deterministic_only &&
-                                                         r.determinism == CONVCORE_NON_DETERMINISTIC)) {
+    if (cache.get(key, &chosen)) return chosen;
+    Pass pass(handle, kind, prob);  // its Get ranking costs microseconds: only when nothing is cached
+    if (mode == SelectMode::Heuristic) {
+        for (const Ranked& r : pass.ranking_rows()) {
+            if (r.status == CONVCORE_STATUS_SUCCESS &&
+                !(handle->deterministic_only && r.determinism == CONVCORE_NON_DETERMINISTIC)) {
                 chosen = r.algo;
                 break;
             }
         }
     } else {
-        const size_t candidates = mode == CONVCORE_SELECT_FIND ? kAllCandidates : CONVCORE_SELECT_CANDIDATES;
-        const std::vector<Result> results = find(pass, buf, candidates);
-        if (!results.empty() && results[0].status == CONVCORE_STATUS_SUCCESS && results[0].time >= 0)
+        const size_t candidates = mode == SelectMode::Find ? kAllCandidates : CONVCORE_SELECT_CANDIDATES;
+        const bool prepared = kind == CONVCORE_PASS_FORWARD && prob.prepared_filters;
+        const std::vector<FindResult> results = find(pass, buf, candidates);
+        if (!results.empty() && results[0].status == CONVCORE_STATUS_SUCCESS && results[0].time(prepared) >= 0)
             chosen = results[0].algo;
     }
     if (chosen < 0)
         throw Error(CONVCORE_STATUS_NOT_SUPPORTED,
-                    std::string("no convcore algorithm can run this problem on this device (") +
-                        pass.direction + ", " + find_db::problem_string(pass.prob) + ")");
-    std::lock_guard<std::mutex> lock(cache.mutex);
-    cache.algo[key] = chosen;
+                    std::string("no convcore algorithm can run this problem on this device (") + pass.direction() +
+                        ", " + find_db::problem_string(prob) + ")");
+    cache.put(key, chosen);
     return chosen;
 }
 
-// The pass's Get ranking (which also validates the descriptors, with the pass's names).
-template <typename Perf, typename Get>
-std::vector<Result> ranking(int count, Get get) {
-    std::vector<Perf> perf(count);
-    int returned = 0;
-    const convcoreStatus_t st = get(count, &returned, perf.data());
-    if (st != CONVCORE_STATUS_SUCCESS) throw Error(st, last_error);
-    std::vector<Result> out;
-    for (int i = 0; i < returned; ++i)
-        out.push_back({int(perf[i].algo), perf[i].status, -1.0f, perf[i].memory, perf[i].determinism});
-    return out;
-}
+size_t decision_cache_entries() { return decisions().size(); }
+
+void clear_decisions() { decisions().clear(); }
+
+}  // namespace convcore
+
+namespace {
 
 template <typename Perf>
-void copy_results(const std::vector<Result>& results, int requested, int* returned, Perf* out) {
+void copy_results(const std::vector<FindResult>& results, bool prepared, int requested, int* returned, Perf* out) {
     const int count = std::min<int>(requested, int(results.size()));
     for (int i = 0; i < count; ++i) {
         out[i] = Perf{};
         out[i].algo = decltype(out[i].algo)(results[i].algo);
         out[i].status = results[i].status;
-        out[i].time = results[i].time;
+        out[i].time = results[i].time(prepared);
         out[i].memory = results[i].memory;
         out[i].determinism = results[i].determinism;
+        if constexpr (std::is_same<Perf, convcoreConvolutionFwdAlgoPerf_t>::value) {
+            out[i].timePerCall = results[i].time_per_call;
+            out[i].timePrepared = results[i].time_prepared;
+        }
     }
     *returned = count;
 }
@@ -412,14 +569,14 @@ void check_counts(int requested, int* returned, const void* perf) {
 }
 
 // FindEx's buffers: inputs and output given; the workspace may be NULL only when its size is 0.
-Buffers callers_buffers(const void* in0, const char* in0_name, const void* in1, const char* in1_name,
-                        void* out, const char* out_name, void* workspace, size_t bytes) {
+TimingBuffers callers_buffers(const void* in0, const char* in0_name, const void* in1, const char* in1_name,
+                              void* out, const char* out_name, void* workspace, size_t bytes) {
     require(in0, in0_name);
     require(in1, in1_name);
     require(out, out_name);
     if (bytes > 0 && !workspace)
         throw_bad_param("workspace is NULL but workspaceSizeInBytes=" + std::to_string(bytes));
-    Buffers buf;
+    TimingBuffers buf;
     buf.callers_workspace = true;
     buf.in0 = in0;
     buf.in1 = in1;
@@ -429,115 +586,31 @@ Buffers callers_buffers(const void* in0, const char* in0_name, const void* in1, 
     return buf;
 }
 
-int64_t extent(const convcoreTensorStruct* t, size_t elem) { return extent_bytes(t->dims, t->strides, elem); }
-int64_t filter_extent(const ConvProblem& p) {
-    const int64_t dims[4] = {p.k, p.c_per_group(), p.r, p.s};
-    return extent_bytes(dims, p.w_strides, p.elem_size());
+// Select's buffers: any may be null (Select then times on its own).
+TimingBuffers select_buffers(const void* in0, const void* in1, void* out) {
+    TimingBuffers buf;
+    buf.in0 = in0;
+    buf.in1 = in1;
+    buf.out = out;
+    return buf;
 }
 
-// alpha = 1 and beta = 0 in the problem's type.
-struct Scalars {
-    double one = 1.0, zero = 0.0;
-    float one_f = 1.0f, zero_f = 0.0f;
-    bool f64;
-    explicit Scalars(const ConvProblem& p) : f64(p.dtype == CONVCORE_DATA_DOUBLE) {}
-    const void* alpha() const { return f64 ? static_cast<const void*>(&one) : &one_f; }
-    const void* beta() const { return f64 ? static_cast<const void*>(&zero) : &zero_f; }
-};
-
-// A forward plan and the filters it prepared (their pointer).
-struct PreparedPlan {
-    std::shared_ptr<convcoreConvolutionPlanStruct> plan;
-    const void* prepared_for = nullptr;
-};
-
-Pass forward_pass(convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wDesc,
-                  convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t yDesc) {
+// The problems of the entry points, from their descriptors (validated once per call).
+ConvProblem fwd_problem(convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wDesc,
+                        convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t yDesc) {
     require(handle, "handle");
     require(yDesc, "yDesc");
-    Pass pass;
-    pass.handle = handle;
-    pass.direction = "fwd";
-    pass.name = [](int a) { return convcoreGetFwdAlgoName(convcoreConvolutionFwdAlgo_t(a)); };
-    pass.ranking = ranking<convcoreConvolutionFwdAlgoPerf_t>(CONVCORE_FWD_ALGO_COUNT, [&](int n, int* r, auto* p) {
-        return convcoreGetConvolutionForwardAlgorithm(handle, xDesc, wDesc, convDesc, yDesc, n, r, p);
-    });
-    pass.prob = make_problem(handle->device, xDesc, wDesc, convDesc, yDesc);
-    const size_t elem = pass.prob.elem_size();
-    pass.bytes[0] = extent(xDesc, elem);
-    pass.bytes[1] = filter_extent(pass.prob);
-    pass.bytes[2] = extent(yDesc, elem);
-    auto scalars = std::make_shared<Scalars>(pass.prob);
-    // Each algorithm runs as a plan whose filters are prepared (transformed once, outside the
-    // timed runs): the steady state of inference, where a network's weights do not change.
-    auto plans = std::make_shared<std::map<int, PreparedPlan>>();
-    pass.run = [=](int algo, const void* x, const void* w, void* y, void* ws, size_t bytes) {
-        PreparedPlan& p = (*plans)[algo];
-        if (!p.plan) {
-            convcoreConvolutionPlan_t plan = nullptr;
-            const convcoreStatus_t st = convcoreCreateConvolutionPlan(handle, CONVCORE_PASS_FORWARD, xDesc, wDesc,
-                                                                      convDesc, yDesc, algo, &plan);
-            if (st != CONVCORE_STATUS_SUCCESS) return st;
-            p.plan.reset(plan, convcoreDestroyConvolutionPlan);
-        }
-        if (p.prepared_for != w) {
-            const convcoreStatus_t st = convcorePrepareConvolutionPlanFilters(p.plan.get(), w, nullptr);
-            if (st != CONVCORE_STATUS_SUCCESS) return st;
-            p.prepared_for = w;
-        }
-        return convcoreExecuteConvolutionPlan(p.plan.get(), scalars->alpha(), x, w, scalars->beta(), y, ws, bytes);
-    };
-    return pass;
+    return forward_problem(handle, xDesc, wDesc, convDesc, yDesc);
 }
-
-Pass bwd_data_pass(convcoreHandle_t handle, convcoreFilterDescriptor_t wDesc, convcoreTensorDescriptor_t dyDesc,
-                   convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t dxDesc) {
+ConvProblem data_problem(convcoreHandle_t handle, convcoreFilterDescriptor_t wDesc, convcoreTensorDescriptor_t dyDesc,
+                         convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t dxDesc) {
     require(handle, "handle");
-    Pass pass;
-    pass.handle = handle;
-    pass.direction = "bwd_data";
-    pass.name = [](int a) { return convcoreGetBwdDataAlgoName(convcoreConvolutionBwdDataAlgo_t(a)); };
-    pass.ranking = ranking<convcoreConvolutionBwdDataAlgoPerf_t>(
-        CONVCORE_BWD_DATA_ALGO_COUNT, [&](int n, int* r, auto* p) {
-            return convcoreGetConvolutionBackwardDataAlgorithm(handle, wDesc, dyDesc, convDesc, dxDesc, n, r, p);
-        });
-    pass.prob = make_problem(handle->device, dxDesc, wDesc, convDesc, dyDesc);
-    const size_t elem = pass.prob.elem_size();
-    pass.bytes[0] = filter_extent(pass.prob);
-    pass.bytes[1] = extent(dyDesc, elem);
-    pass.bytes[2] = extent(dxDesc, elem);
-    auto scalars = std::make_shared<Scalars>(pass.prob);
-    pass.run = [=](int algo, const void* w, const void* dy, void* dx, void* ws, size_t bytes) {
-        return convcoreConvolutionBackwardData(handle, scalars->alpha(), wDesc, w, dyDesc, dy, convDesc,
-                                               convcoreConvolutionBwdDataAlgo_t(algo), ws, bytes,
-                                               scalars->beta(), dxDesc, dx);
-    };
-    return pass;
+    return backward_problem(handle, dxDesc, wDesc, convDesc, dyDesc, true);
 }
-
-Pass bwd_filter_pass(convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreTensorDescriptor_t dyDesc,
-                     convcoreConvolutionDescriptor_t convDesc, convcoreFilterDescriptor_t dwDesc) {
+ConvProblem filter_problem(convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreTensorDescriptor_t dyDesc,
+                           convcoreConvolutionDescriptor_t convDesc, convcoreFilterDescriptor_t dwDesc) {
     require(handle, "handle");
-    Pass pass;
-    pass.handle = handle;
-    pass.direction = "bwd_filter";
-    pass.name = [](int a) { return convcoreGetBwdFilterAlgoName(convcoreConvolutionBwdFilterAlgo_t(a)); };
-    pass.ranking = ranking<convcoreConvolutionBwdFilterAlgoPerf_t>(
-        CONVCORE_BWD_FILTER_ALGO_COUNT, [&](int n, int* r, auto* p) {
-            return convcoreGetConvolutionBackwardFilterAlgorithm(handle, xDesc, dyDesc, convDesc, dwDesc, n, r, p);
-        });
-    pass.prob = make_problem(handle->device, xDesc, dwDesc, convDesc, dyDesc);
-    const size_t elem = pass.prob.elem_size();
-    pass.bytes[0] = extent(xDesc, elem);
-    pass.bytes[1] = extent(dyDesc, elem);
-    pass.bytes[2] = filter_extent(pass.prob);
-    auto scalars = std::make_shared<Scalars>(pass.prob);
-    pass.run = [=](int algo, const void* x, const void* dy, void* dw, void* ws, size_t bytes) {
-        return convcoreConvolutionBackwardFilter(handle, scalars->alpha(), xDesc, x, dyDesc, dy, convDesc,
-                                                 convcoreConvolutionBwdFilterAlgo_t(algo), ws, bytes,
-                                                 scalars->beta(), dwDesc, dw);
-    };
-    return pass;
+    return backward_problem(handle, xDesc, dwDesc, convDesc, dyDesc, false);
 }
 
 }  // namespace
@@ -564,8 +637,9 @@ convcoreStatus_t convcoreFindConvolutionForwardAlgorithm(
     int* returnedAlgoCount, convcoreConvolutionFwdAlgoPerf_t* perfResults) {
     return guard([&] {
         check_counts(requestedAlgoCount, returnedAlgoCount, perfResults);
-        const auto results = find(forward_pass(handle, xDesc, wDesc, convDesc, yDesc), Buffers{});
-        copy_results(results, requestedAlgoCount, returnedAlgoCount, perfResults);
+        const ConvProblem prob = fwd_problem(handle, xDesc, wDesc, convDesc, yDesc);
+        const auto results = find_algorithms(handle, CONVCORE_PASS_FORWARD, prob, TimingBuffers{});
+        copy_results(results, prob.prepared_filters, requestedAlgoCount, returnedAlgoCount, perfResults);
     });
 }
 
@@ -576,9 +650,10 @@ convcoreStatus_t convcoreFindConvolutionForwardAlgorithmEx(
     convcoreConvolutionFwdAlgoPerf_t* perfResults, void* workspace, size_t workspaceSizeInBytes) {
     return guard([&] {
         check_counts(requestedAlgoCount, returnedAlgoCount, perfResults);
-        const Buffers buf = callers_buffers(x, "x", w, "w", y, "y", workspace, workspaceSizeInBytes);
-        const auto results = find(forward_pass(handle, xDesc, wDesc, convDesc, yDesc), buf);
-        copy_results(results, requestedAlgoCount, returnedAlgoCount, perfResults);
+        const TimingBuffers buf = callers_buffers(x, "x", w, "w", y, "y", workspace, workspaceSizeInBytes);
+        const ConvProblem prob = fwd_problem(handle, xDesc, wDesc, convDesc, yDesc);
+        const auto results = find_algorithms(handle, CONVCORE_PASS_FORWARD, prob, buf);
+        copy_results(results, prob.prepared_filters, requestedAlgoCount, returnedAlgoCount, perfResults);
     });
 }
 
@@ -588,8 +663,9 @@ convcoreStatus_t convcoreFindConvolutionBackwardDataAlgorithm(
     int* returnedAlgoCount, convcoreConvolutionBwdDataAlgoPerf_t* perfResults) {
     return guard([&] {
         check_counts(requestedAlgoCount, returnedAlgoCount, perfResults);
-        const auto results = find(bwd_data_pass(handle, wDesc, dyDesc, convDesc, dxDesc), Buffers{});
-        copy_results(results, requestedAlgoCount, returnedAlgoCount, perfResults);
+        const ConvProblem prob = data_problem(handle, wDesc, dyDesc, convDesc, dxDesc);
+        const auto results = find_algorithms(handle, CONVCORE_PASS_BACKWARD_DATA, prob, TimingBuffers{});
+        copy_results(results, false, requestedAlgoCount, returnedAlgoCount, perfResults);
     });
 }
 
@@ -600,9 +676,10 @@ convcoreStatus_t convcoreFindConvolutionBackwardDataAlgorithmEx(
     convcoreConvolutionBwdDataAlgoPerf_t* perfResults, void* workspace, size_t workspaceSizeInBytes) {
     return guard([&] {
         check_counts(requestedAlgoCount, returnedAlgoCount, perfResults);
-        const Buffers buf = callers_buffers(w, "w", dy, "dy", dx, "dx", workspace, workspaceSizeInBytes);
-        const auto results = find(bwd_data_pass(handle, wDesc, dyDesc, convDesc, dxDesc), buf);
-        copy_results(results, requestedAlgoCount, returnedAlgoCount, perfResults);
+        const TimingBuffers buf = callers_buffers(w, "w", dy, "dy", dx, "dx", workspace, workspaceSizeInBytes);
+        const ConvProblem prob = data_problem(handle, wDesc, dyDesc, convDesc, dxDesc);
+        const auto results = find_algorithms(handle, CONVCORE_PASS_BACKWARD_DATA, prob, buf);
+        copy_results(results, false, requestedAlgoCount, returnedAlgoCount, perfResults);
     });
 }
 
@@ -612,8 +689,9 @@ convcoreStatus_t convcoreFindConvolutionBackwardFilterAlgorithm(
     int* returnedAlgoCount, convcoreConvolutionBwdFilterAlgoPerf_t* perfResults) {
     return guard([&] {
         check_counts(requestedAlgoCount, returnedAlgoCount, perfResults);
-        const auto results = find(bwd_filter_pass(handle, xDesc, dyDesc, convDesc, dwDesc), Buffers{});
-        copy_results(results, requestedAlgoCount, returnedAlgoCount, perfResults);
+        const ConvProblem prob = filter_problem(handle, xDesc, dyDesc, convDesc, dwDesc);
+        const auto results = find_algorithms(handle, CONVCORE_PASS_BACKWARD_FILTER, prob, TimingBuffers{});
+        copy_results(results, false, requestedAlgoCount, returnedAlgoCount, perfResults);
     });
 }
 
@@ -624,9 +702,10 @@ convcoreStatus_t convcoreFindConvolutionBackwardFilterAlgorithmEx(
     convcoreConvolutionBwdFilterAlgoPerf_t* perfResults, void* workspace, size_t workspaceSizeInBytes) {
     return guard([&] {
         check_counts(requestedAlgoCount, returnedAlgoCount, perfResults);
-        const Buffers buf = callers_buffers(x, "x", dy, "dy", dw, "dw", workspace, workspaceSizeInBytes);
-        const auto results = find(bwd_filter_pass(handle, xDesc, dyDesc, convDesc, dwDesc), buf);
-        copy_results(results, requestedAlgoCount, returnedAlgoCount, perfResults);
+        const TimingBuffers buf = callers_buffers(x, "x", dy, "dy", dw, "dw", workspace, workspaceSizeInBytes);
+        const ConvProblem prob = filter_problem(handle, xDesc, dyDesc, convDesc, dwDesc);
+        const auto results = find_algorithms(handle, CONVCORE_PASS_BACKWARD_FILTER, prob, buf);
+        copy_results(results, false, requestedAlgoCount, returnedAlgoCount, perfResults);
     });
 }
 
@@ -636,14 +715,10 @@ convcoreStatus_t convcoreSelectConvolutionForwardAlgorithm(
     convcoreTensorDescriptor_t yDesc, void* y, convcoreSelectMode_t mode, convcoreConvolutionFwdAlgo_t* algo) {
     return guard([&] {
         require(algo, "algo");
-        Buffers buf;
-        buf.in0 = x;
-        buf.in1 = w;
-        buf.out = y;
-        const ConvProblem prob = problem_of(handle, xDesc, wDesc, convDesc, yDesc);
-        *algo = convcoreConvolutionFwdAlgo_t(select(handle, prob, 0, enum_int(mode), [&] {
-            return forward_pass(handle, xDesc, wDesc, convDesc, yDesc);
-        }, buf));
+        const SelectMode m = select_mode_of(enum_int(mode));
+        const ConvProblem prob = fwd_problem(handle, xDesc, wDesc, convDesc, yDesc);
+        *algo = convcoreConvolutionFwdAlgo_t(
+            select_algorithm(handle, CONVCORE_PASS_FORWARD, prob, m, select_buffers(x, w, y)));
     });
 }
 
@@ -653,14 +728,10 @@ convcoreStatus_t convcoreSelectConvolutionBackwardDataAlgorithm(
     convcoreTensorDescriptor_t dxDesc, void* dx, convcoreSelectMode_t mode, convcoreConvolutionBwdDataAlgo_t* algo) {
     return guard([&] {
         require(algo, "algo");
-        Buffers buf;
-        buf.in0 = w;
-        buf.in1 = dy;
-        buf.out = dx;
-        const ConvProblem prob = problem_of(handle, dxDesc, wDesc, convDesc, dyDesc);
-        *algo = convcoreConvolutionBwdDataAlgo_t(select(handle, prob, 1, enum_int(mode), [&] {
-            return bwd_data_pass(handle, wDesc, dyDesc, convDesc, dxDesc);
-        }, buf));
+        const SelectMode m = select_mode_of(enum_int(mode));
+        const ConvProblem prob = data_problem(handle, wDesc, dyDesc, convDesc, dxDesc);
+        *algo = convcoreConvolutionBwdDataAlgo_t(
+            select_algorithm(handle, CONVCORE_PASS_BACKWARD_DATA, prob, m, select_buffers(w, dy, dx)));
     });
 }
 
@@ -670,14 +741,10 @@ convcoreStatus_t convcoreSelectConvolutionBackwardFilterAlgorithm(
     convcoreFilterDescriptor_t dwDesc, void* dw, convcoreSelectMode_t mode, convcoreConvolutionBwdFilterAlgo_t* algo) {
     return guard([&] {
         require(algo, "algo");
-        Buffers buf;
-        buf.in0 = x;
-        buf.in1 = dy;
-        buf.out = dw;
-        const ConvProblem prob = problem_of(handle, xDesc, dwDesc, convDesc, dyDesc);
-        *algo = convcoreConvolutionBwdFilterAlgo_t(select(handle, prob, 2, enum_int(mode), [&] {
-            return bwd_filter_pass(handle, xDesc, dyDesc, convDesc, dwDesc);
-        }, buf));
+        const SelectMode m = select_mode_of(enum_int(mode));
+        const ConvProblem prob = filter_problem(handle, xDesc, dyDesc, convDesc, dwDesc);
+        *algo = convcoreConvolutionBwdFilterAlgo_t(
+            select_algorithm(handle, CONVCORE_PASS_BACKWARD_FILTER, prob, m, select_buffers(x, dy, dw)));
     });
 }
 
@@ -691,9 +758,14 @@ convcoreStatus_t convcoreGetFindStats(int64_t* timedRuns, int64_t* dbHits) {
 convcoreStatus_t convcoreClearFindCache(void) {
     return guard([] {
         find_db::clear_cache();
-        DecisionCache& cache = decisions();
-        std::lock_guard<std::mutex> lock(cache.mutex);
-        cache.algo.clear();
+        clear_decisions();
+    });
+}
+
+convcoreStatus_t convcoreGetSelectCacheSize(size_t* entries) {
+    return guard([&] {
+        require(entries, "entries");
+        *entries = decision_cache_entries();
     });
 }
 

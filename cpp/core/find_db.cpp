@@ -26,8 +26,9 @@ namespace convcore {
 namespace find_db {
 namespace {
 
-constexpr const char* kHeader = "convcore-find-db 2";
-constexpr int kFields = 7;  // version, device, direction, problem, algorithm, status, time
+// Format 3 added the prepared-filter time; files of formats 1 and 2 are ignored (and rewritten).
+constexpr const char* kHeader = "convcore-find-db 3";
+constexpr int kFields = 8;  // version, device, direction, problem, algorithm, status, time, prepared time
 
 const char* status_word(convcoreStatus_t s) {
     switch (s) {
@@ -86,11 +87,14 @@ void read_file(const std::string& file, Db& db) {
         if (empty_field) continue;
         Record rec;
         if (!parse_status(f[5], &rec.status)) continue;
-        char* end = nullptr;
-        errno = 0;
-        rec.time_ms = std::strtod(f[6].c_str(), &end);
-        if (errno != 0 || end != f[6].c_str() + f[6].size() || !std::isfinite(rec.time_ms)) continue;
-        if (rec.status == CONVCORE_STATUS_SUCCESS && rec.time_ms < 0) continue;
+        const auto parse_time = [](const std::string& text, double* out) {
+            char* end = nullptr;
+            errno = 0;
+            *out = std::strtod(text.c_str(), &end);
+            return errno == 0 && end == text.c_str() + text.size() && std::isfinite(*out);
+        };
+        if (!parse_time(f[6], &rec.time_ms) || !parse_time(f[7], &rec.time_prepared_ms)) continue;
+        if (rec.status == CONVCORE_STATUS_SUCCESS && (rec.time_ms < 0 || rec.time_prepared_ms < 0)) continue;
         db[f[0] + '\t' + f[1] + '\t' + f[2] + '\t' + f[3]][f[4]] = rec;
     }
 }
@@ -124,11 +128,11 @@ Db merge_into_file(const std::string& file, const std::string& key, const Record
         // Find's order once the db is read back.
         out << std::setprecision(std::numeric_limits<double>::max_digits10);
         out << kHeader << "\n";
-        out << "# version\tdevice\tdirection\tproblem\talgorithm\tstatus\ttime_ms\n";
+        out << "# version\tdevice\tdirection\tproblem\talgorithm\tstatus\ttime_ms\ttime_prepared_ms\n";
         for (const auto& entry : db)
             for (const auto& rec : entry.second)
                 out << entry.first << '\t' << rec.first << '\t' << status_word(rec.second.status)
-                    << '\t' << rec.second.time_ms << '\n';
+                    << '\t' << rec.second.time_ms << '\t' << rec.second.time_prepared_ms << '\n';
         const std::string text = out.str();
         size_t written = 0;
         while (written < text.size()) {
@@ -207,6 +211,10 @@ std::string problem_string(const ConvProblem& p) {
     const std::string x = layout_tag(p.n, p.c, p.h, p.w, p.x_strides);
     const std::string y = layout_tag(p.n, p.k, p.p, p.q, p.y_strides);
     if (!x.empty() || !y.empty()) o << "_x" << (x.empty() ? "nchw" : x) << "_y" << (y.empty() ? "nchw" : y);
+    // w: "" packed KCRS, "krsc" packed K x R x S x C/groups (the NHWC filter format), else strides.
+    const int64_t cg = p.c_per_group();
+    const std::string w = layout_tag(p.k, cg, p.r, p.s, p.w_strides);
+    if (!w.empty()) o << "_w" << (w == "nhwc" ? "krsc" : w);
     return o.str();
 }
 

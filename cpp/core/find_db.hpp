@@ -1,9 +1,10 @@
 // The find-db: Find's timings, kept per (library version, device, direction, problem) in a
 // user cache file so that a shape is timed once per machine, not once per process, with a
 // thread-safe in-process cache in front of it. The file format is in README.md ("Find and
-// the find-db"); one line per algorithm result:
-//   convcore-find-db 1                                   <- header (format version)
-//   0.1.0<TAB>cpu:<model> x2 threads<TAB>fwd<TAB>mb1ic64ih56iw56oc64kh3kw3ph1pw1sh1sw1dh1dw1g1_f32_xcorr<TAB>IMPLICIT_GEMM<TAB>SUCCESS<TAB>0.8125
+// the find-db"); one line per algorithm result, with its two times (per call, prepared filters):
+//   convcore-find-db 3                                   <- header (format version)
+//   0.1.0<TAB>cpu:<model> x2 threads<TAB>fwd<TAB>mb1ic64ih56iw56oc64kh3kw3ph1pw1sh1sw1dh1dw1g1_f32_xcorr<TAB>WINOGRAD_4X4_3X3<TAB>SUCCESS<TAB>0.8125<TAB>0.5
+// A file with another header (an older format) is ignored, and rewritten at the next store.
 #pragma once
 #include <map>
 #include <string>
@@ -15,16 +16,20 @@
 namespace convcore {
 namespace find_db {
 
-// One algorithm's result: SUCCESS with its time, or the status its run failed with.
+// One algorithm's result: SUCCESS with its times, or the status its run failed with (times -1).
+// time_ms: the filters transformed by every run; time_prepared_ms: the filters prepared once
+// (equal to time_ms for an algorithm with nothing to prepare, and in the backward passes).
 struct Record {
     convcoreStatus_t status = CONVCORE_STATUS_SUCCESS;
     double time_ms = -1.0;
+    double time_prepared_ms = -1.0;
 };
 using Records = std::map<std::string, Record>;  // algorithm name -> result
 
 // The problem in benchdnn's style (the bench suites' strings, every field spelled out) plus
 // dtype and mode: "mb1ic64ih56iw56oc64kh3kw3ph1pw1sh1sw1dh1dw1g1_f32_xcorr", and the layouts of
-// x and y unless both are packed NCHW ("..._xnhwc_ynchw", "..._xs<strides>_ynchw").
+// x and y unless both are packed NCHW ("..._xnhwc_ynchw", "..._xs<strides>_ynchw"), then w's
+// unless it is packed KCRS ("..._wkrsc", "..._ws<strides>"): staging a tensor changes the times.
 std::string problem_string(const ConvProblem& prob);
 // "cpu:<CPU model name> x<threads> threads" or "cuda:<GPU name (sm_XX)>".
 std::string device_string(const Context& ctx);

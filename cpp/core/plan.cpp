@@ -9,10 +9,12 @@
 #include <new>
 #include <string>
 
+#include "core/algorithms.hpp"
 #include "core/api_util.hpp"
 #include "core/descriptors.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "core/selection.hpp"
 
 using namespace convcore;
 using namespace convcore::api;
@@ -39,16 +41,7 @@ PassNames names_of(convcoreConvolutionPass_t pass) {
     }
 }
 
-const char* algo_name(const convcoreConvolutionPlanStruct& plan) {
-    switch (plan.pass) {
-        case CONVCORE_PASS_BACKWARD_DATA:
-            return convcoreGetBwdDataAlgoName(convcoreConvolutionBwdDataAlgo_t(plan.algo));
-        case CONVCORE_PASS_BACKWARD_FILTER:
-            return convcoreGetBwdFilterAlgoName(convcoreConvolutionBwdFilterAlgo_t(plan.algo));
-        default:
-            return convcoreGetFwdAlgoName(convcoreConvolutionFwdAlgo_t(plan.algo));
-    }
-}
+const char* plan_algo_name(const convcoreConvolutionPlanStruct& plan) { return convcore::algo_name(plan.pass, plan.algo); }
 
 Strided4d view(int64_t n, int64_t c, int64_t h, int64_t w, const int64_t strides[4]) {
     Strided4d v{{n, c, h, w}, {0, 0, 0, 0}};
@@ -58,6 +51,11 @@ Strided4d view(int64_t n, int64_t c, int64_t h, int64_t w, const int64_t strides
 Strided4d x_view(const ConvProblem& p) { return view(p.n, p.c, p.h, p.w, p.x_strides); }
 Strided4d y_view(const ConvProblem& p) { return view(p.n, p.k, p.p, p.q, p.y_strides); }
 Strided4d w_view(const ConvProblem& p) { return view(p.k, p.c_per_group(), p.r, p.s, p.w_strides); }
+
+}  // namespace
+
+namespace convcore {
+namespace api {
 
 int64_t x_extent(const ConvProblem& p) {
     const int64_t dims[4] = {p.n, p.c, p.h, p.w};
@@ -72,37 +70,43 @@ int64_t y_extent(const ConvProblem& p) {
     return extent_bytes(dims, p.y_strides, p.elem_size());
 }
 
-}  // namespace
-
-namespace convcore {
-namespace api {
+ConvProblem pass_problem(convcoreHandle_t handle, convcoreConvolutionPass_t pass, convcoreTensorDescriptor_t xDesc,
+                         convcoreFilterDescriptor_t wDesc, convcoreConvolutionDescriptor_t convDesc,
+                         convcoreTensorDescriptor_t yDesc) {
+    switch (enum_int(pass)) {
+        case CONVCORE_PASS_FORWARD:
+            return forward_problem(handle, xDesc, wDesc, convDesc, yDesc);
+        case CONVCORE_PASS_BACKWARD_DATA:
+            return backward_problem(handle, xDesc, wDesc, convDesc, yDesc, true);
+        case CONVCORE_PASS_BACKWARD_FILTER:
+            return backward_problem(handle, xDesc, wDesc, convDesc, yDesc, false);
+        default:
+            throw_bad_param("pass " + std::to_string(enum_int(pass)) + " is not a convcoreConvolutionPass_t");
+    }
+}
 
 convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolutionPass_t pass,
-                                        convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wDesc,
-                                        convcoreConvolutionDescriptor_t convDesc,
-                                        convcoreTensorDescriptor_t yDesc, int algo) {
+                                        const ConvProblem& problem, int algo) {
     convcoreConvolutionPlanStruct plan;
     plan.handle = handle;
     plan.pass = pass;
     plan.algo = algo;
-    ConvProblem& prob = plan.prob;
+    plan.prob = problem;
+    const ConvProblem& prob = plan.prob;
     switch (enum_int(pass)) {
         case CONVCORE_PASS_FORWARD: {
-            prob = forward_problem(handle, xDesc, wDesc, convDesc, yDesc);
             plan.forward = &forward_solver(prob, convcoreConvolutionFwdAlgo_t(algo));
             plan.run_prob = run_problem(prob, plan.forward->runs_nhwc);
             plan.solver_bytes = plan.forward->workspace_bytes(plan.run_prob);
             break;
         }
         case CONVCORE_PASS_BACKWARD_DATA: {
-            prob = backward_problem(handle, xDesc, wDesc, convDesc, yDesc, true);
             plan.data = &data_solver_for(prob, convcoreConvolutionBwdDataAlgo_t(algo));
             plan.run_prob = run_problem(prob, plan.data->runs_nhwc);
             plan.solver_bytes = plan.data->workspace_bytes(plan.run_prob);
             break;
         }
         case CONVCORE_PASS_BACKWARD_FILTER: {
-            prob = backward_problem(handle, xDesc, wDesc, convDesc, yDesc, false);
             plan.filter = &filter_solver_for(prob, convcoreConvolutionBwdFilterAlgo_t(algo));
             plan.run_prob = run_problem(prob, plan.filter->runs_nhwc);
             plan.solver_bytes = plan.filter->workspace_bytes(plan.run_prob);
@@ -113,6 +117,51 @@ convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolu
     }
     staged_bytes(prob, plan.run_prob, pass, &plan.first_bytes, &plan.second_bytes, &plan.filter_bytes);
     return plan;
+}
+
+convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolutionPass_t pass,
+                                        convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wDesc,
+                                        convcoreConvolutionDescriptor_t convDesc,
+                                        convcoreTensorDescriptor_t yDesc, int algo) {
+    return make_plan(handle, pass, pass_problem(handle, pass, xDesc, wDesc, convDesc, yDesc), algo);
+}
+
+bool prepares_filters(const convcoreConvolutionPlanStruct& plan) {
+    const Solver* solver = plan.forward;
+    return solver && solver->prepare_filter && solver->prepared_filter_bytes &&
+           plan.handle->device == CONVCORE_DEVICE_CPU && solver->prepared_filter_bytes(plan.run_prob) > 0;
+}
+
+void prepare_filters(convcoreConvolutionPlanStruct& plan, const void* w, size_t* preparedBytes) {
+    require(w, "w");
+    if (preparedBytes) *preparedBytes = 0;
+    plan.prepared.reset();
+    plan.prepared_bytes = 0;
+    plan.prepared_for = nullptr;
+    const Solver* solver = plan.forward;
+    if (!solver || !solver->prepare_filter || plan.handle->device != CONVCORE_DEVICE_CPU) return;
+    check_aligned(w, plan.prob.elem_size(), "w");
+    const ConvProblem& run = plan.run_prob;
+    const size_t bytes = solver->prepared_filter_bytes(run);
+    if (bytes == 0) return;
+    // A filter in another layout than packed KCRS is packed first, as an execution would.
+    std::unique_ptr<void, decltype(&std::free)> staged(nullptr, std::free);
+    if (plan.filter_bytes) {
+        staged.reset(std::aligned_alloc(64, (plan.filter_bytes + 63) / 64 * 64));
+        if (!staged) throw Error(CONVCORE_STATUS_ALLOC_FAILED, "could not allocate " +
+                                                              std::to_string(plan.filter_bytes) +
+                                                              " bytes to pack the filters");
+        copy_strided(*plan.handle, plan.prob.elem_size(), w, w_view(plan.prob), staged.get(), w_view(run));
+    }
+    void* storage = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!storage) throw Error(CONVCORE_STATUS_ALLOC_FAILED, "could not allocate " + std::to_string(bytes) +
+                                                                " bytes for the prepared filters");
+    std::shared_ptr<void> prepared(storage, std::free);
+    solver->prepare_filter(run, *plan.handle, staged ? staged.get() : w, prepared.get());
+    plan.prepared = std::move(prepared);
+    plan.prepared_bytes = bytes;
+    plan.prepared_for = w;
+    if (preparedBytes) *preparedBytes = bytes;
 }
 
 void staged_bytes(const ConvProblem& prob, const ConvProblem& run_prob, convcoreConvolutionPass_t pass,
@@ -148,7 +197,7 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
     require(out, names.out);
     const size_t total = plan.workspace_bytes();
     if (total > 0 && workspace_size < total)
-        throw_bad_param("workspace: " + std::to_string(workspace_size) + " bytes given, " + algo_name(plan) +
+        throw_bad_param("workspace: " + std::to_string(workspace_size) + " bytes given, " + plan_algo_name(plan) +
                         " needs " + std::to_string(total) + " for this problem (" + names.query + ")");
     if (total > 0 && !workspace)
         throw_bad_param("workspace is NULL but " + std::to_string(total) + " bytes are needed");
@@ -328,39 +377,6 @@ void execute_bias_activation(const convcoreConvolutionPlanStruct& plan, const vo
 }  // namespace api
 }  // namespace convcore
 
-namespace {
-
-// The algorithm a CONVCORE_PLAN_SELECT_* value chooses (Select in that mode, on its own buffers).
-int selected_algo(convcoreHandle_t handle, convcoreConvolutionPass_t pass, convcoreTensorDescriptor_t xDesc,
-                  convcoreFilterDescriptor_t wDesc, convcoreConvolutionDescriptor_t convDesc,
-                  convcoreTensorDescriptor_t yDesc, int select) {
-    const convcoreSelectMode_t mode = select == CONVCORE_PLAN_SELECT_HEURISTIC ? CONVCORE_SELECT_HEURISTIC
-                                      : select == CONVCORE_PLAN_SELECT_MEASURED ? CONVCORE_SELECT_MEASURED
-                                                                                : CONVCORE_SELECT_FIND;
-    convcoreStatus_t status = CONVCORE_STATUS_SUCCESS;
-    int algo = 0;
-    if (pass == CONVCORE_PASS_BACKWARD_DATA) {
-        convcoreConvolutionBwdDataAlgo_t a{};
-        status = convcoreSelectConvolutionBackwardDataAlgorithm(handle, wDesc, nullptr, yDesc, nullptr, convDesc,
-                                                                xDesc, nullptr, mode, &a);
-        algo = a;
-    } else if (pass == CONVCORE_PASS_BACKWARD_FILTER) {
-        convcoreConvolutionBwdFilterAlgo_t a{};
-        status = convcoreSelectConvolutionBackwardFilterAlgorithm(handle, xDesc, nullptr, yDesc, nullptr,
-                                                                  convDesc, wDesc, nullptr, mode, &a);
-        algo = a;
-    } else {
-        convcoreConvolutionFwdAlgo_t a{};
-        status = convcoreSelectConvolutionForwardAlgorithm(handle, xDesc, nullptr, wDesc, nullptr, convDesc, yDesc,
-                                                           nullptr, mode, &a);
-        algo = a;
-    }
-    if (status != CONVCORE_STATUS_SUCCESS) throw Error(status, convcoreGetLastErrorString());
-    return algo;
-}
-
-}  // namespace
-
 convcoreStatus_t convcoreCreateConvolutionPlan(convcoreHandle_t handle, convcoreConvolutionPass_t pass,
                                                convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wDesc,
                                                convcoreConvolutionDescriptor_t convDesc,
@@ -372,14 +388,11 @@ convcoreStatus_t convcoreCreateConvolutionPlan(convcoreHandle_t handle, convcore
         const int pass_value = enum_int(pass);
         if (pass_value < CONVCORE_PASS_FORWARD || pass_value > CONVCORE_PASS_BACKWARD_FILTER)
             throw_bad_param("pass " + std::to_string(pass_value) + " is not a convcoreConvolutionPass_t");
-        if (algo < 0) {
-            if (algo < CONVCORE_PLAN_SELECT_FIND)
-                throw_bad_param("algo " + std::to_string(algo) +
-                                " is neither an algorithm nor a CONVCORE_PLAN_SELECT_* value");
-            algo = selected_algo(handle, pass, xDesc, wDesc, convDesc, yDesc, algo);
-        }
-        auto made = std::make_unique<convcoreConvolutionPlanStruct>(
-            make_plan(handle, pass, xDesc, wDesc, convDesc, yDesc, algo));
+        // One validated problem; a CONVCORE_PLAN_SELECT_* value is mapped to the core's select
+        // mode and chosen on it (Select's decision cache, on the library's own buffers).
+        const ConvProblem prob = pass_problem(handle, pass, xDesc, wDesc, convDesc, yDesc);
+        if (algo < 0) algo = select_algorithm(handle, pass, prob, plan_select_mode_of(algo), TimingBuffers{});
+        auto made = std::make_unique<convcoreConvolutionPlanStruct>(make_plan(handle, pass, prob, algo));
         *plan = made.release();
     });
 }
@@ -429,34 +442,6 @@ convcoreStatus_t convcorePrepareConvolutionPlanFilters(convcoreConvolutionPlan_t
                                                        size_t* preparedBytes) {
     return guard([&] {
         require(plan, "plan");
-        require(w, "w");
-        if (preparedBytes) *preparedBytes = 0;
-        plan->prepared.reset();
-        plan->prepared_bytes = 0;
-        plan->prepared_for = nullptr;
-        const Solver* solver = plan->forward;
-        if (!solver || !solver->prepare_filter || plan->handle->device != CONVCORE_DEVICE_CPU) return;
-        check_aligned(w, plan->prob.elem_size(), "w");
-        const ConvProblem& run = plan->run_prob;
-        const size_t bytes = solver->prepared_filter_bytes(run);
-        if (bytes == 0) return;
-        // A filter in another layout than packed KCRS is packed first, as an execution would.
-        std::unique_ptr<void, decltype(&std::free)> staged(nullptr, std::free);
-        if (plan->filter_bytes) {
-            staged.reset(std::aligned_alloc(64, (plan->filter_bytes + 63) / 64 * 64));
-            if (!staged) throw Error(CONVCORE_STATUS_ALLOC_FAILED, "could not allocate " +
-                                                                  std::to_string(plan->filter_bytes) +
-                                                                  " bytes to pack the filters");
-            copy_strided(*plan->handle, plan->prob.elem_size(), w, w_view(plan->prob), staged.get(), w_view(run));
-        }
-        void* storage = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-        if (!storage) throw Error(CONVCORE_STATUS_ALLOC_FAILED, "could not allocate " + std::to_string(bytes) +
-                                                                    " bytes for the prepared filters");
-        std::shared_ptr<void> prepared(storage, std::free);
-        solver->prepare_filter(run, *plan->handle, staged ? staged.get() : w, prepared.get());
-        plan->prepared = std::move(prepared);
-        plan->prepared_bytes = bytes;
-        plan->prepared_for = w;
-        if (preparedBytes) *preparedBytes = bytes;
+        prepare_filters(*plan, w, preparedBytes);
     });
 }

@@ -36,12 +36,34 @@ struct convcoreConvolutionPlanStruct {
 namespace convcore {
 namespace api {
 
-// A validated plan for `algo` (the pass's enum value). Throws convcore::Error: BAD_PARAM for
-// bad descriptors or an algo out of range, NOT_SUPPORTED with the solver's reason.
+// The pass's forward problem from a plan's descriptors (x, w, y; dx, w, dy; x, dw, dy), validated
+// once. Throws BAD_PARAM for bad descriptors or an unknown pass.
+ConvProblem pass_problem(convcoreHandle_t handle, convcoreConvolutionPass_t pass, convcoreTensorDescriptor_t xDesc,
+                         convcoreFilterDescriptor_t wDesc, convcoreConvolutionDescriptor_t convDesc,
+                         convcoreTensorDescriptor_t yDesc);
+
+// A plan for `algo` (the pass's enum value) on a validated problem (pass_problem). Throws
+// convcore::Error: BAD_PARAM for an algo out of range, NOT_SUPPORTED with the solver's reason.
+convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolutionPass_t pass,
+                                        const ConvProblem& prob, int algo);
+// The same from descriptors: pass_problem, then make_plan.
 convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolutionPass_t pass,
                                         convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wDesc,
                                         convcoreConvolutionDescriptor_t convDesc,
                                         convcoreTensorDescriptor_t yDesc, int algo);
+
+// Whether the plan's solver prepares filters for its problem on its device
+// (convcorePrepareConvolutionPlanFilters keeps something): only then do prepared filters change
+// its time.
+bool prepares_filters(const convcoreConvolutionPlanStruct& plan);
+// convcorePrepareConvolutionPlanFilters: prepares w for the plan (drops what it kept before).
+// *prepared_bytes (may be null): the bytes kept, 0 when the solver has nothing to prepare.
+void prepare_filters(convcoreConvolutionPlanStruct& plan, const void* w, size_t* prepared_bytes);
+
+// Byte extents of the problem's x, w and y (their strides included).
+int64_t x_extent(const ConvProblem& p);
+int64_t w_extent(const ConvProblem& p);
+int64_t y_extent(const ConvProblem& p);
 
 // The bytes of the two staged tensors of a pass and of the staged filter (zero for one already in
 // run_prob's layout), and a pass's whole workspace for a solver that needs solver_bytes.

@@ -24,6 +24,10 @@ struct ConvProblem {
     int64_t w_strides[4] = {0, 0, 0, 0}; // element strides of w (K, C/groups, R, S)
     // Set only in the problem a solver runs (run_problem): x and y are packed NHWC, not NCHW.
     bool nhwc = false;
+    // The caller prepares the forward filters once (the convolution descriptor's
+    // CONVCORE_FILTERS_PREPARED): selection judges forward algorithms by their prepared-filter
+    // times. Changes no run; not part of key() nor of the find-db's problem string.
+    bool prepared_filters = false;
 
     int64_t c_per_group() const { return c / groups; }
     int64_t k_per_group() const { return k / groups; }

@@ -445,27 +445,37 @@ _STATUS_NAMES = {0: "success", _C.STATUS_BAD_PARAM: "bad_param",
 
 class FindResult(tuple):
     """One algorithm's result from Convolution.find: ``algo`` (a convcore.Algo), ``status``
-    ("success", "not_supported", "alloc_failed", ...), ``time_ms`` (None unless it ran),
-    ``workspace`` (bytes it needs), ``deterministic`` (bool); ``name`` is the algorithm's
-    name as algo= takes it."""
+    ("success", "not_supported", "alloc_failed", ...), ``time_ms`` (None unless it ran: the time
+    for the way the caller runs, find's ``filters``), ``workspace`` (bytes it needs),
+    ``deterministic`` (bool), and both times: ``time_per_call_ms`` (the filters transformed by
+    every call) and ``time_prepared_ms`` (the filters prepared once; equal to the other for an
+    algorithm with nothing to prepare). ``name`` is the algorithm's name as algo= takes it."""
 
     __slots__ = ()
-    _fields = ("algo", "status", "time_ms", "workspace", "deterministic")
+    _fields = ("algo", "status", "time_ms", "workspace", "deterministic", "time_per_call_ms",
+               "time_prepared_ms")
 
-    def __new__(cls, algo, status, time_ms, workspace, deterministic):
-        return tuple.__new__(cls, (algo, status, time_ms, workspace, deterministic))
+    def __new__(cls, algo, status, time_ms, workspace, deterministic, time_per_call_ms=None,
+                time_prepared_ms=None):
+        return tuple.__new__(cls, (algo, status, time_ms, workspace, deterministic,
+                                   time_per_call_ms, time_prepared_ms))
 
     algo = property(lambda self: self[0])
     status = property(lambda self: self[1])
     time_ms = property(lambda self: self[2])
     workspace = property(lambda self: self[3])
     deterministic = property(lambda self: self[4])
+    time_per_call_ms = property(lambda self: self[5])
+    time_prepared_ms = property(lambda self: self[6])
     name = property(lambda self: self[0].name.lower())
 
     def __repr__(self):
-        time = "None" if self.time_ms is None else f"{self.time_ms:.4g}"
-        return (f"FindResult({self.name}, {self.status}, time_ms={time}, "
-                f"workspace={self.workspace}, deterministic={self.deterministic})")
+        def ms(t):
+            return "None" if t is None else f"{t:.4g}"
+        return (f"FindResult({self.name}, {self.status}, time_ms={ms(self.time_ms)}, "
+                f"workspace={self.workspace}, deterministic={self.deterministic}, "
+                f"time_per_call_ms={ms(self.time_per_call_ms)}, "
+                f"time_prepared_ms={ms(self.time_prepared_ms)})")
 
 
 def find_stats():
@@ -806,14 +816,21 @@ class Convolution:
         algo = getattr(self._local, "last_algo", None)
         return None if algo is None else Algo(algo).name.lower()
 
-    def find(self, x, w, workspace_limit=None, deterministic=False):
+    def find(self, x, w, workspace_limit=None, deterministic=False, filters="per-call"):
         """Times every forward algorithm on ``x`` and ``w`` (cuDNN's FindEx; nothing is written
         to x or w) and returns a FindResult per algorithm: those that ran, fastest first, then
         the others with their status ("not_supported": cannot run the problem, disabled by
         CONVCORE_DISABLE_ALGOS, or not deterministic when ``deterministic=True``;
         "alloc_failed": needs more workspace than ``workspace_limit`` bytes). Results come
         from the find-db when this problem was timed before on this machine (README: "Find
-        and the find-db"); convcore.find_stats() counts what was timed."""
+        and the find-db"); convcore.find_stats() counts what was timed.
+
+        ``filters`` says how the caller runs the filters, which orders the results and sets
+        ``time_ms``: "per-call" (the default: transformed at every call, as forward without
+        filter_version) or "prepared" (kept between calls: forward with a filter_version or
+        "check", convcore.torch in inference). Each result holds both times."""
+        if filters not in ("per-call", "prepared"):
+            raise BadParamError(f"filters: expected 'per-call' or 'prepared', got {filters!r}")
         if workspace_limit is not None:
             workspace_limit = _int_arg("workspace_limit", workspace_limit, 0)
         if not isinstance(deterministic, bool):
@@ -835,10 +852,11 @@ class Convolution:
         scratch = _allocate_output(x, y_shape, dtype, device)
         yt = _import_output(scratch, dlpack_stream)
         rows = _C.find(xt, wt, yt, self.desc._params, -1 if workspace_limit is None else workspace_limit,
-                       deterministic, stream)
+                       deterministic, stream, filters == "prepared")
         return [FindResult(Algo(algo), _STATUS_NAMES.get(status, str(status)),
-                           time_ms if status == 0 else None, workspace, det)
-                for algo, status, time_ms, workspace, det in rows]
+                           *((time_ms, workspace, det, per_call, prepared) if status == 0 else
+                             (None, workspace, det, None, None)))
+                for algo, status, time_ms, workspace, det, per_call, prepared in rows]
 
     # ---- backward passes (training) ----
 

@@ -941,6 +941,10 @@ int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
     auto describe = [&](Descriptors& d, convcoreHandle_t h) {
         set_forward_descriptors(d, x, w, y, p);
         check_epilogue_layout(epilogue, x, y);
+        // Select for the way this call runs: filters kept between calls (a filter_version or
+        // "check"), or transformed at every call.
+        if (filter_version != kFiltersPerCall)
+            check(convcoreSetConvolutionFilterProtocol(d.conv, CONVCORE_FILTERS_PREPARED));
         if (algo >= 0) return algo;
         // Timing may overwrite y: it is given as scratch only when its contents are not blended
         // and it is not the residual.
@@ -1216,9 +1220,10 @@ double cache_line_round_trip_ns() {
 // largest size that an algorithm within `workspace_limit` (-1: no limit) needs.
 // [(algo, status, time_ms, workspace_bytes, deterministic)], fastest first, failures last.
 py::list find(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y, const ConvParams& p,
-              int64_t workspace_limit, bool deterministic, uintptr_t stream) {
+              int64_t workspace_limit, bool deterministic, uintptr_t stream, bool prepared) {
     Descriptors d;
     set_forward_descriptors(d, x, w, y, p);
+    if (prepared) check(convcoreSetConvolutionFilterProtocol(d.conv, CONVCORE_FILTERS_PREPARED));
     const bool on_cuda = x.device_type() == kDLCUDA;
     convcoreHandle_t h = handle_on(x, stream);
     const size_t limit = workspace_limit < 0 ? SIZE_MAX : size_t(workspace_limit);
@@ -1240,7 +1245,8 @@ py::list find(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& 
     py::list out;
     for (int i = 0; i < count; ++i)
         out.append(py::make_tuple(int(perf[i].algo), int(perf[i].status), double(perf[i].time),
-                                  perf[i].memory, perf[i].determinism == CONVCORE_DETERMINISTIC));
+                                  perf[i].memory, perf[i].determinism == CONVCORE_DETERMINISTIC,
+                                  double(perf[i].timePerCall), double(perf[i].timePrepared)));
     return out;
 }
 
@@ -1371,9 +1377,9 @@ PYBIND11_MODULE(_convcore, m) {
     m.attr("FILTERS_CHECKED") = kFiltersChecked;
     m.attr("SELECT_CANDIDATES") = CONVCORE_SELECT_CANDIDATES;
     m.def("find", &find, py::arg("x"), py::arg("w"), py::arg("y"), py::arg("params"),
-          py::arg("workspace_limit"), py::arg("deterministic"), py::arg("stream"),
-          "FindEx on x and w (y: scratch): [(algo, status, time_ms, workspace, deterministic)], "
-          "fastest first.");
+          py::arg("workspace_limit"), py::arg("deterministic"), py::arg("stream"), py::arg("prepared") = false,
+          "FindEx on x and w (y: scratch): [(algo, status, time_ms, workspace, deterministic, "
+          "time_per_call_ms, time_prepared_ms)], fastest first for the protocol (prepared filters or per call).");
     m.def("find_stats", &find_stats, "(timed_runs, db_hits) of Find in this process.");
     m.def("clear_find_cache",
           [] {

@@ -288,7 +288,7 @@ TEST_F(FindTest, DisableAlgosEnvironmentSwitch) {
 TEST_F(FindTest, SecondFindTimesNothingAndTheDbSurvivesTheProcessCache) {
     const std::vector<Perf> first = find();
     const std::string text = read_text(db);
-    ASSERT_EQ(text.rfind("convcore-find-db 2\n", 0), 0u) << text;
+    ASSERT_EQ(text.rfind("convcore-find-db 3\n", 0), 0u) << text;
     EXPECT_NE(text.find("\tfwd\tmb1ic4ih10iw9oc5kh3kw3ph1pw1sh1sw1dh1dw1g1_f32_xcorr\tDIRECT\tSUCCESS\t"),
               std::string::npos)
         << text;
@@ -305,6 +305,8 @@ TEST_F(FindTest, SecondFindTimesNothingAndTheDbSurvivesTheProcessCache) {
             EXPECT_EQ((*again)[i].algo, first[i].algo);
             EXPECT_EQ((*again)[i].status, first[i].status);
             EXPECT_NEAR((*again)[i].time, first[i].time, 1e-3 * std::abs(first[i].time) + 1e-6);
+            EXPECT_EQ((*again)[i].timePerCall, first[i].timePerCall);
+            EXPECT_EQ((*again)[i].timePrepared, first[i].timePrepared);
         }
     }
 }
@@ -318,10 +320,12 @@ TEST_F(FindTest, DbTimesRoundTripExactly) {
     std::istringstream in(read_text(db));
     std::string line, edited;
     while (std::getline(in, line)) {
-        const size_t last_tab = line.rfind('\t');
-        if (line.find("\tSUCCESS\t") != std::string::npos)
-            line = line.substr(0, last_tab + 1) +
-                   (line.find("\tDIRECT\t") != std::string::npos ? "1.2345678912345" : "1.2345679");
+        if (line.find("\tSUCCESS\t") != std::string::npos) {  // both times: per call, then prepared
+            const size_t times = line.find("\tSUCCESS\t") + 9;
+            line = line.substr(0, times) + (line.find("\tDIRECT\t") != std::string::npos
+                                                ? "1.2345678912345\t0.98765432109876"
+                                                : "1.2345679\t1.2345679");
+        }
         edited += line + "\n";
     }
     write_text(db, edited);
@@ -331,7 +335,10 @@ TEST_F(FindTest, DbTimesRoundTripExactly) {
     const std::string field = "\tDIRECT\tSUCCESS\t";
     const size_t at = text.find(field);
     ASSERT_NE(at, std::string::npos) << text;
-    EXPECT_EQ(std::strtod(text.c_str() + at + field.size(), nullptr), 1.2345678912345) << text.substr(at, 60);
+    char* end = nullptr;
+    EXPECT_EQ(std::strtod(text.c_str() + at + field.size(), &end), 1.2345678912345) << text.substr(at, 60);
+    ASSERT_EQ(*end, '\t') << text.substr(at, 60);
+    EXPECT_EQ(std::strtod(end + 1, nullptr), 0.98765432109876) << text.substr(at, 60);
 }
 
 TEST_F(FindTest, FindUsesTheTimesInTheDb) {
@@ -341,10 +348,9 @@ TEST_F(FindTest, FindUsesTheTimesInTheDb) {
     std::string line, edited;
     int rewritten = 0;
     while (std::getline(in, line)) {
-        const size_t last_tab = line.rfind('\t');
-        if (line.find("\tSUCCESS\t") != std::string::npos && last_tab != std::string::npos) {
+        if (line.find("\tSUCCESS\t") != std::string::npos) {
             const bool direct = line.find("\tDIRECT\t") != std::string::npos;
-            line = line.substr(0, last_tab + 1) + (direct ? "0.25" : "7");
+            line = line.substr(0, line.find("\tSUCCESS\t") + 9) + (direct ? "0.25\t0.25" : "7\t7");
             ++rewritten;
         }
         edited += line + "\n";
@@ -373,9 +379,10 @@ TEST_F(FindTest, CorruptDbIsIgnoredAndRewritten) {
     std::system(("mkdir -p " + dir + "/sub").c_str());
     for (const std::string garbage :
          {std::string("\x00\xff\xfe garbage\n\n\t\t\t", 12), std::string("convcore-find-db 999\nx\ty\n"),
-          std::string("convcore-find-db 2\n0.1.0\tcpu\tfwd\tmb1\tDIRECT\tSUCCESS\tnot_a_number\n"
-                      "too\tfew\tfields\n0.1.0\tcpu\tfwd\tmb1\tDIRECT\tWHAT\t1\n\t\t\t\t\t\t\n"
-                      "0.1.0\tcpu\tfwd\tmb1\tDIRECT\tSUCCESS\tinf\n0.1.0\tcpu\tfwd\tmb1\tDIRECT\tSUCC")}) {
+          std::string("convcore-find-db 3\n0.1.0\tcpu\tfwd\tmb1\tDIRECT\tSUCCESS\tnot_a_number\t1\n"
+                      "too\tfew\tfields\n0.1.0\tcpu\tfwd\tmb1\tDIRECT\tWHAT\t1\t1\n\t\t\t\t\t\t\t\n"
+                      "0.1.0\tcpu\tfwd\tmb1\tDIRECT\tSUCCESS\t1\tinf\n0.1.0\tcpu\tfwd\tmb1\tDIRECT\tSUCCESS\t1\n"
+                      "0.1.0\tcpu\tfwd\tmb1\tDIRECT\tSUCC")}) {
         write_text(db, garbage);
         convcoreClearFindCache();
         const int64_t runs = timed_runs();
@@ -383,7 +390,7 @@ TEST_F(FindTest, CorruptDbIsIgnoredAndRewritten) {
         expect_sorted(perf);
         EXPECT_GT(timed_runs(), runs);  // nothing usable in it
         const std::string text = read_text(db);
-        EXPECT_EQ(text.rfind("convcore-find-db 2\n", 0), 0u);
+        EXPECT_EQ(text.rfind("convcore-find-db 3\n", 0), 0u);
         EXPECT_NE(text.find("\tDIRECT\tSUCCESS\t"), std::string::npos);
         EXPECT_EQ(text.find("garbage"), std::string::npos);
         EXPECT_EQ(text.find("not_a_number"), std::string::npos);
@@ -674,4 +681,210 @@ TEST_F(FindTest, StridedProblemsAreTimedApartFromPackedOnes) {
     const std::string text = read_text(db);
     EXPECT_NE(text.find("g1_f32_xcorr_xnhwc_ynchw\t"), std::string::npos) << text;
     EXPECT_EQ(text.find("g1_f32_xcorr\t"), std::string::npos) << "a packed problem was recorded";
+}
+
+// ---- the two ways of running the forward filters: per call, or prepared once ----
+
+namespace {
+
+// Rewrites every SUCCESS line of the db: `times(algorithm name)` gives its two time fields
+// ("<per call>\t<prepared>"). Returns the number of lines rewritten.
+template <typename Times>
+int rewrite_times(const std::string& db, Times times) {
+    std::istringstream in(read_text(db));
+    std::string line, edited;
+    int rewritten = 0;
+    while (std::getline(in, line)) {
+        const size_t status = line.find("\tSUCCESS\t");
+        if (status != std::string::npos && line[0] != '#') {
+            const size_t name_start = line.rfind('\t', status - 1) + 1;
+            line = line.substr(0, status + 9) + times(line.substr(name_start, status - name_start));
+            ++rewritten;
+        }
+        edited += line + "\n";
+    }
+    write_text(db, edited);
+    return rewritten;
+}
+
+}  // namespace
+
+// Find measures both times of every forward algorithm that ran; an algorithm with nothing to
+// prepare has one time in both fields; with the default protocol, time is the per-call time and
+// the order follows it. The db has both fields on every line.
+TEST_F(FindTest, FindReportsBothTimes) {
+    const std::vector<Perf> perf = find();
+    expect_sorted(perf);
+    int ran = 0;
+    for (const Perf& p : perf) {
+        if (p.status != CONVCORE_STATUS_SUCCESS) {
+            EXPECT_EQ(p.timePerCall, -1.0f);
+            EXPECT_EQ(p.timePrepared, -1.0f);
+            continue;
+        }
+        ++ran;
+        EXPECT_GE(p.timePerCall, 0.0f);
+        EXPECT_GE(p.timePrepared, 0.0f);
+        EXPECT_EQ(p.time, p.timePerCall) << convcoreGetFwdAlgoName(p.algo);
+    }
+    EXPECT_GE(ran, 8);
+    // DIRECT prepares nothing: one measurement, in both fields.
+    EXPECT_EQ(of(perf, CONVCORE_FWD_ALGO_DIRECT).timePerCall, of(perf, CONVCORE_FWD_ALGO_DIRECT).timePrepared);
+    // The Winograd algorithms prepare U on the CPU: two measurements of their own (two medians of
+    // nanosecond clocks are equal by chance for one of them, rarely for both).
+    const Perf& w2 = of(perf, CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3);
+    const Perf& w4 = of(perf, CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3);
+    EXPECT_TRUE(w2.timePerCall != w2.timePrepared || w4.timePerCall != w4.timePrepared)
+        << "the prepared-filter runs of Winograd were not timed apart";
+    // Get times nothing: every time is -1.
+    for (const Perf& p : get()) {
+        EXPECT_EQ(p.time, -1.0f);
+        EXPECT_EQ(p.timePerCall, -1.0f);
+        EXPECT_EQ(p.timePrepared, -1.0f);
+    }
+    std::istringstream in(read_text(db));
+    std::string line;
+    int lines = 0;
+    while (std::getline(in, line)) {
+        if (line.find("\tSUCCESS\t") == std::string::npos || line[0] == '#') continue;
+        ++lines;
+        EXPECT_EQ(std::count(line.begin(), line.end(), '\t'), 7) << line;
+    }
+    EXPECT_EQ(lines, ran);
+}
+
+// The protocol decides by its own column: with times put in the db where the per-call and the
+// prepared orders disagree, Find's order and time, Select (FIND and MEASURED) and plan creation
+// follow the convolution descriptor's protocol, each with its own cached decision.
+TEST_F(FindTest, TheFilterProtocolChoosesByItsTime) {
+    find();
+    // DIRECT fastest per call, WINOGRAD_4X4_3X3 fastest with prepared filters, the rest slower.
+    const int rewritten = rewrite_times(db, [](const std::string& name) {
+        if (name == "DIRECT") return std::string("0.25\t7");
+        if (name == "WINOGRAD_4X4_3X3") return std::string("7\t0.125");
+        return std::string("5\t5");
+    });
+    ASSERT_GE(rewritten, 8);
+    convcoreClearFindCache();
+    const int64_t runs = timed_runs();
+
+    convcoreFilterProtocol_t protocol{};
+    ASSERT_EQ(convcoreGetConvolutionFilterProtocol(conv, &protocol), CONVCORE_STATUS_SUCCESS);
+    EXPECT_EQ(protocol, CONVCORE_FILTERS_PER_CALL);  // the default
+    std::vector<Perf> per_call = find();
+    ASSERT_EQ(per_call[0].algo, CONVCORE_FWD_ALGO_DIRECT);
+    EXPECT_EQ(per_call[0].time, 0.25f);
+    EXPECT_EQ(per_call[0].timePerCall, 0.25f);
+    EXPECT_EQ(per_call[0].timePrepared, 7.0f);
+    size_t last_success = 0;
+    for (size_t i = 0; i < per_call.size(); ++i)
+        if (per_call[i].status == CONVCORE_STATUS_SUCCESS) last_success = i;
+    EXPECT_EQ(per_call[last_success].algo, CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3);  // the slowest per call (7 ms)
+    EXPECT_EQ(select_fwd(*this, CONVCORE_SELECT_FIND), CONVCORE_FWD_ALGO_DIRECT);
+    EXPECT_EQ(select_fwd(*this, CONVCORE_SELECT_MEASURED), CONVCORE_FWD_ALGO_DIRECT);  // the db knows it
+    {
+        convcore::Plan plan(handle, CONVCORE_PASS_FORWARD, x, w, conv, y, CONVCORE_PLAN_SELECT_FIND);
+        int algo = -1;
+        ASSERT_EQ(convcoreGetConvolutionPlanAlgorithm(plan, &algo), CONVCORE_STATUS_SUCCESS);
+        EXPECT_EQ(algo, CONVCORE_FWD_ALGO_DIRECT);
+    }
+
+    conv.set_filter_protocol(CONVCORE_FILTERS_PREPARED);
+    ASSERT_EQ(convcoreGetConvolutionFilterProtocol(conv, &protocol), CONVCORE_STATUS_SUCCESS);
+    EXPECT_EQ(protocol, CONVCORE_FILTERS_PREPARED);
+    const std::vector<Perf> prepared = find();
+    ASSERT_EQ(prepared[0].algo, CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3);
+    EXPECT_EQ(prepared[0].time, 0.125f);
+    EXPECT_EQ(prepared[0].timePerCall, 7.0f);
+    EXPECT_EQ(prepared[0].timePrepared, 0.125f);
+    for (size_t i = 1; i < prepared.size(); ++i)
+        if (prepared[i].status == CONVCORE_STATUS_SUCCESS) EXPECT_LE(prepared[i - 1].timePrepared, prepared[i].timePrepared);
+    EXPECT_EQ(select_fwd(*this, CONVCORE_SELECT_FIND), CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3);
+    EXPECT_EQ(select_fwd(*this, CONVCORE_SELECT_MEASURED), CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3);
+    {
+        convcore::Plan plan(handle, CONVCORE_PASS_FORWARD, x, w, conv, y, CONVCORE_PLAN_SELECT_MEASURED);
+        int algo = -1;
+        ASSERT_EQ(convcoreGetConvolutionPlanAlgorithm(plan, &algo), CONVCORE_STATUS_SUCCESS);
+        EXPECT_EQ(algo, CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3);
+    }
+    // Each protocol keeps its own decision in the cache.
+    conv.set_filter_protocol(CONVCORE_FILTERS_PER_CALL);
+    EXPECT_EQ(select_fwd(*this, CONVCORE_SELECT_FIND), CONVCORE_FWD_ALGO_DIRECT);
+    EXPECT_EQ(timed_runs(), runs);  // everything came from the db
+
+    EXPECT_EQ(convcoreSetConvolutionFilterProtocol(conv, convcoreFilterProtocol_t(2)), CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_EQ(convcoreSetConvolutionFilterProtocol(nullptr, CONVCORE_FILTERS_PREPARED), CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_EQ(convcoreGetConvolutionFilterProtocol(conv, nullptr), CONVCORE_STATUS_BAD_PARAM);
+}
+
+// A db of the previous format (one time per line) is ignored, as a foreign file: its shapes are
+// timed again, and the file is rewritten in the current format with both times.
+TEST_F(FindTest, OldFormatDbIsIgnoredAndRewritten) {
+    find();
+    std::istringstream in(read_text(db));
+    std::string line, old_format = "convcore-find-db 2\n";
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+        if (line[0] == '#') continue;
+        old_format += line.substr(0, line.rfind('\t')) + "\n";  // drop the prepared time
+    }
+    ASSERT_NE(old_format.find("\tDIRECT\tSUCCESS\t"), std::string::npos);
+    write_text(db, old_format);
+    convcoreClearFindCache();
+    const int64_t runs = timed_runs();
+    expect_sorted(find());
+    EXPECT_GT(timed_runs(), runs);  // nothing was taken from the old file
+    const std::string text = read_text(db);
+    EXPECT_EQ(text.rfind("convcore-find-db 3\n", 0), 0u) << text;
+    const size_t at = text.find("\tDIRECT\tSUCCESS\t");
+    ASSERT_NE(at, std::string::npos);
+    const std::string direct = text.substr(at, text.find('\n', at) - at);
+    EXPECT_EQ(std::count(direct.begin(), direct.end(), '\t'), 4) << direct;  // name, status, two times
+}
+
+// Select's decisions live in one cache of at most CONVCORE_SELECT_CACHE_CAPACITY entries, least
+// recently used out first. A dropped decision is made again from the find-db (a db hit, nothing timed).
+TEST_F(FindTest, TheDecisionCacheIsBoundedLeastRecentlyUsedFirstOut) {
+    size_t entries = 1;
+    ASSERT_EQ(convcoreGetSelectCacheSize(&entries), CONVCORE_STATUS_SUCCESS);
+    EXPECT_EQ(entries, 0u);
+    EXPECT_EQ(convcoreGetSelectCacheSize(nullptr), CONVCORE_STATUS_BAD_PARAM);
+
+    const auto chosen = select_fwd(*this, CONVCORE_SELECT_MEASURED);  // the problem this test watches
+    const int64_t runs = timed_runs(), hits = db_hits();
+    // Distinct 1x1 problems (heights 1, 2, ...), chosen by the heuristic: no timing, no db.
+    int height = 0;
+    convcore::FilterDesc w1{CONVCORE_DATA_FLOAT, 1, 1, 1, 1};
+    convcore::ConvDesc conv1{0};
+    const auto fill = [&](size_t count) {
+        for (size_t i = 0; i < count; ++i) {
+            ++height;
+            convcore::TensorDesc xi{CONVCORE_DATA_FLOAT, 1, 1, height, 1}, yi{CONVCORE_DATA_FLOAT, 1, 1, height, 1};
+            convcoreConvolutionFwdAlgo_t algo{};
+            ASSERT_EQ(convcoreSelectConvolutionForwardAlgorithm(handle, xi, nullptr, w1, nullptr, conv1, yi, nullptr,
+                                                                CONVCORE_SELECT_HEURISTIC, &algo),
+                      CONVCORE_STATUS_SUCCESS)
+                << convcoreGetLastErrorString();
+        }
+    };
+    const auto size = [] {
+        size_t n = 0;
+        EXPECT_EQ(convcoreGetSelectCacheSize(&n), CONVCORE_STATUS_SUCCESS);
+        return n;
+    };
+    fill(CONVCORE_SELECT_CACHE_CAPACITY - 1);
+    EXPECT_EQ(size(), size_t(CONVCORE_SELECT_CACHE_CAPACITY));  // full; the watched one is the oldest
+    EXPECT_EQ(select_fwd(*this, CONVCORE_SELECT_MEASURED), chosen);  // a hit: now the most recent
+    EXPECT_EQ(db_hits(), hits);
+    fill(1);  // drops the oldest filler, not the watched decision
+    EXPECT_EQ(size(), size_t(CONVCORE_SELECT_CACHE_CAPACITY));
+    EXPECT_EQ(select_fwd(*this, CONVCORE_SELECT_MEASURED), chosen);
+    EXPECT_EQ(db_hits(), hits);  // still cached
+    fill(CONVCORE_SELECT_CACHE_CAPACITY);  // pushes everything older out
+    EXPECT_EQ(size(), size_t(CONVCORE_SELECT_CACHE_CAPACITY));
+    EXPECT_EQ(select_fwd(*this, CONVCORE_SELECT_MEASURED), chosen);
+    EXPECT_EQ(db_hits(), hits + 1);  // dropped: decided again from the db
+    EXPECT_EQ(timed_runs(), runs);
+    convcoreClearFindCache();
+    EXPECT_EQ(size(), 0u);
 }

@@ -14,7 +14,7 @@ import pytest
 import convcore
 from reference import conv2d_reference, error_bound, relative_error
 
-HEADER = "convcore-find-db 2"
+HEADER = "convcore-find-db 3"
 
 
 @pytest.fixture
@@ -68,6 +68,26 @@ def test_find_sorted_with_every_status(db):
     x2, w2 = _problem()
     np.testing.assert_array_equal(x, x2)
     np.testing.assert_array_equal(w, w2)
+
+
+@pytest.mark.parametrize("filters", ["per-call", "prepared"])
+def test_find_gives_both_times_and_orders_by_the_callers(db, filters):
+    """Each result has the per-call and the prepared-filter time; time_ms and the order are those
+    of the caller's protocol; algorithms with nothing to prepare have one time in both; auto and
+    algo="find" choose by the same protocol as forward's filter_version says."""
+    conv = convcore.Convolution(padding=1)
+    x, w = _problem(c=8, k=8, h=12, w=12)
+    ran = _check_sorted(conv.find(x, w, filters=filters))
+    for r in ran:
+        assert r.time_per_call_ms >= 0 and r.time_prepared_ms >= 0
+        assert r.time_ms == (r.time_prepared_ms if filters == "prepared" else r.time_per_call_ms)
+        if r.name in ("direct", "im2col_gemm", "implicit_gemm"):  # nothing to prepare
+            assert r.time_per_call_ms == r.time_prepared_ms
+    version = 0 if filters == "prepared" else None
+    conv.forward(x, w, algo="find", filter_version=version)
+    assert conv.last_algo == ran[0].name
+    with pytest.raises(convcore.BadParamError, match="filters"):
+        conv.find(x, w, filters="cached")
 
 
 def test_not_supported_algorithms_are_listed(db):
@@ -177,7 +197,7 @@ def test_db_file_round_trip(db):
     lines = db.read_text().splitlines()
     assert lines[0] == HEADER
     rows = [line.split("\t") for line in lines[1:] if not line.startswith("#")]
-    assert all(len(row) == 7 for row in rows)
+    assert all(len(row) == 8 for row in rows)  # ..., status, time_ms, time_prepared_ms
     problem = "mb1ic4ih11iw9oc5kh3kw3ph1pw1sh1sw1dh1dw1g1_f32_xcorr"
     mine = {row[4]: row for row in rows if row[3] == problem}
     assert set(mine) == {r.algo.name for r in first if r.status == "success"}
@@ -194,7 +214,8 @@ def test_db_file_round_trip(db):
 
 
 @pytest.mark.parametrize("garbage", [b"\x00\xff\xfe\n\t\t", b"convcore-find-db 0\nold\tformat\n",
-                                     b"convcore-find-db 2\n1\t2\t3\t4\tDIRECT\tSUCCESS\tNaN\nhalf\tline"])
+                                     b"convcore-find-db 3\n1\t2\t3\t4\tDIRECT\tSUCCESS\tNaN\t1\nhalf\tline",
+                                     b"convcore-find-db 2\n1\t2\t3\t4\tDIRECT\tSUCCESS\t0.5\n"])
 def test_corrupt_db_is_ignored_and_rewritten(db, garbage):
     db.parent.mkdir(parents=True)
     db.write_bytes(garbage)
@@ -294,7 +315,7 @@ def test_concurrent_writers_lose_nothing(tmp_path, db):
     lines = db.read_text().splitlines()
     assert lines[0] == HEADER
     rows = [line.split("\t") for line in lines[1:] if not line.startswith("#")]
-    assert all(len(row) == 7 for row in rows)
+    assert all(len(row) == 8 for row in rows)  # ..., status, time_ms, time_prepared_ms
     problems = {row[3] for row in rows}
     for [[c, k, h]] in workers:
         assert f"mb1ic{c}ih{h}iw{h}oc{k}kh3kw3ph1pw1sh1sw1dh1dw1g1_f32_xcorr" in problems

@@ -92,13 +92,25 @@ typedef enum {
     CONVCORE_DETERMINISTIC = 1
 } convcoreDeterminism_t;
 
-/* One entry of a ranking (convcoreGetConvolutionForwardAlgorithm). */
+/* One entry of a ranking (convcoreGetConvolutionForwardAlgorithm, convcoreFind...).
+ * Find times each forward algorithm both ways a caller can run it (see convcoreFilterProtocol_t):
+ *   timePerCall   the filters transformed by every run: convcoreConvolutionForward, and a plan
+ *                 executed without prepared filters;
+ *   timePrepared  the filters prepared once (convcorePrepareConvolutionPlanFilters, not timed):
+ *                 a plan with prepared filters, inference's steady state.
+ * They are the same number for an algorithm with nothing to prepare for the problem. time is the
+ * one of the two that the convolution descriptor's filter protocol names (timePerCall by
+ * default), the one Find sorts by. All three are milliseconds, -1 when nothing was timed (Get, or
+ * a failed Find entry). timePerCall and timePrepared were added after time: code written before
+ * them compiles and reads time as before. */
 typedef struct {
     convcoreConvolutionFwdAlgo_t algo;
     convcoreStatus_t status;   /* SUCCESS: the algorithm can run the problem; else NOT_SUPPORTED */
-    float time;                /* milliseconds; -1 when nothing was timed (Get, or a failed Find entry) */
+    float time;                /* ms for the descriptor's filter protocol (timePerCall or timePrepared) */
     size_t memory;             /* workspace bytes (0 when NOT_SUPPORTED; with ALLOC_FAILED from Find, what it needs) */
     convcoreDeterminism_t determinism;
+    float timePerCall;         /* ms, the filters transformed by every run */
+    float timePrepared;        /* ms, the filters prepared once */
 } convcoreConvolutionFwdAlgoPerf_t;
 
 typedef struct convcoreContext* convcoreHandle_t;
@@ -201,6 +213,26 @@ CONVCORE_API convcoreStatus_t convcoreSetConvolutionGroupCount(convcoreConvoluti
 CONVCORE_API convcoreStatus_t convcoreGetConvolutionGroupCount(convcoreConvolutionDescriptor_t desc,
                                                                int64_t* groups);
 
+/* How the caller runs the forward filters, which decides the time that selection judges a forward
+ * algorithm by (Find's sort order and `time`, Select, and the CONVCORE_PLAN_SELECT_* values of
+ * convcoreCreateConvolutionPlan). Like cuDNN's reorder type, a property of the convolution:
+ *   CONVCORE_FILTERS_PER_CALL  (the default) every call transforms the filters for its algorithm
+ *                              (Winograd's U, packed filters, filter spectra):
+ *                              convcoreConvolutionForward, a plan executed without prepared filters.
+ *   CONVCORE_FILTERS_PREPARED  the caller prepares the filters once per weight value
+ *                              (convcorePrepareConvolutionPlanFilters) and runs them many times:
+ *                              inference with fixed weights.
+ * It changes no result and no run, only which algorithm is fastest for the caller. The backward
+ * passes have no prepared filters: they ignore it. */
+typedef enum {
+    CONVCORE_FILTERS_PER_CALL = 0,
+    CONVCORE_FILTERS_PREPARED = 1
+} convcoreFilterProtocol_t;
+CONVCORE_API convcoreStatus_t convcoreSetConvolutionFilterProtocol(convcoreConvolutionDescriptor_t desc,
+                                                                   convcoreFilterProtocol_t protocol);
+CONVCORE_API convcoreStatus_t convcoreGetConvolutionFilterProtocol(convcoreConvolutionDescriptor_t desc,
+                                                                   convcoreFilterProtocol_t* protocol);
+
 /* Output dimensions of the forward convolution of x by w. */
 CONVCORE_API convcoreStatus_t convcoreGetConvolution2dForwardOutputDim(
     convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t xDesc,
@@ -274,11 +306,13 @@ CONVCORE_API convcoreStatus_t convcoreConvolutionBiasActivationForward(
  *   ALLOC_FAILED   its workspace (in `memory`) is more than the handle's workspace limit (Find)
  *                  or the workspace given (FindEx), or could not be allocated;
  *   other          the run failed (the status of the run; time is -1).
- * time is the median of 5 rounds after a warm-up run (the algorithms interleaved), in ms (CUDA handles: CUDA
- * events on the handle's stream). Forward algorithms are timed as plans whose filters are
- * prepared (convcorePrepareConvolutionPlanFilters, done once and not timed): inference's steady
- * state; convcoreConvolutionForward transforms them on every call, which costs more for the
- * algorithms that prepare filters. The results go into the find-db, and Find consults the
+ * A time is the median of 5 rounds after a warm-up run (the algorithms interleaved), in ms (CUDA handles: CUDA
+ * events on the handle's stream). A forward algorithm that prepares filters for the problem is
+ * timed both ways, interleaved with the others: as a plan executed without prepared filters
+ * (timePerCall: what convcoreConvolutionForward costs) and as a plan whose filters are prepared
+ * once, outside the timed runs (timePrepared); the sort order and `time` follow the convolution
+ * descriptor's filter protocol (convcoreSetConvolutionFilterProtocol). The backward passes have
+ * one time. The results go into the find-db (both times), and Find consults the
  * db first: an algorithm already timed for this problem, device and library version is
  * not timed again, so the second run of a program times nothing.
  * The find-db is a text file, by default $XDG_CACHE_HOME/convcore/find-db.txt (else
@@ -327,14 +361,23 @@ CONVCORE_API convcoreStatus_t convcoreFindConvolutionForwardAlgorithmEx(
  * contents afterwards unspecified); any of them may be NULL, and Select then times on random
  * buffers of its own. Workspaces are allocated by Select (the handle's Find workspace limit
  * applies), and CONVCORE_DISABLE_ALGOS and deterministic-only apply as in Find.
- * The decision is cached in the process per (problem, strides, device, threads, handle
- * settings, mode): a repeated call costs a hash lookup. convcoreClearFindCache forgets it. */
+ * Forward algorithms are judged by the time of the convolution descriptor's filter protocol
+ * (convcoreSetConvolutionFilterProtocol): per call by default, prepared filters when the caller
+ * prepares them.
+ * The decision is cached in the process, in one cache shared by Select and plan creation, under
+ * one key: the pass, the problem (sizes, strides of x, w and y, data type, mode), the device and
+ * its threads, the handle's Find settings (workspace limit, deterministic-only), the select mode,
+ * the filter protocol and the algorithms CONVCORE_DISABLE_ALGOS disables. A repeated call costs a
+ * hash lookup. The cache is bounded: beyond CONVCORE_SELECT_CACHE_CAPACITY decisions the least
+ * recently used one is dropped (a dropped decision is made again from the find-db, without
+ * timing anything). convcoreClearFindCache forgets it. */
 typedef enum {
     CONVCORE_SELECT_HEURISTIC = 0,
     CONVCORE_SELECT_MEASURED = 1,
     CONVCORE_SELECT_FIND = 2
 } convcoreSelectMode_t;
 #define CONVCORE_SELECT_CANDIDATES 3
+#define CONVCORE_SELECT_CACHE_CAPACITY 4096
 
 CONVCORE_API convcoreStatus_t convcoreSelectConvolutionForwardAlgorithm(
     convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, const void* x,
@@ -349,6 +392,8 @@ CONVCORE_API convcoreStatus_t convcoreGetFindStats(int64_t* timedRuns, int64_t* 
 /* Forgets the in-process cache of find results (the next Find reads the find-db file again)
  * and Select's cached decisions. */
 CONVCORE_API convcoreStatus_t convcoreClearFindCache(void);
+/* The number of decisions Select's cache holds now (at most CONVCORE_SELECT_CACHE_CAPACITY). */
+CONVCORE_API convcoreStatus_t convcoreGetSelectCacheSize(size_t* entries);
 
 /* ---- device memory (CUDA handles; on a CPU handle these are aligned host allocations) ---- */
 CONVCORE_API convcoreStatus_t convcoreMalloc(convcoreHandle_t handle, void** ptr, size_t bytes);
@@ -525,7 +570,12 @@ typedef enum {
 } convcoreConvolutionPass_t;
 
 /* algo values that choose the algorithm at creation, as convcoreSelect...Algorithm does in the
- * matching mode (timing, where the mode times, on buffers the library allocates). */
+ * matching mode (timing, where the mode times, on buffers the library allocates). A forward
+ * plan is chosen for the way it will run: set CONVCORE_FILTERS_PREPARED on convDesc
+ * (convcoreSetConvolutionFilterProtocol) for a plan whose filters will be prepared
+ * (convcorePrepareConvolutionPlanFilters); the default, CONVCORE_FILTERS_PER_CALL, chooses for a
+ * plan executed without them. These values are the C encoding of the select modes at plan
+ * creation: they map one to one to CONVCORE_SELECT_HEURISTIC, _MEASURED and _FIND. */
 #define CONVCORE_PLAN_SELECT_HEURISTIC (-1)
 #define CONVCORE_PLAN_SELECT_MEASURED (-2)
 #define CONVCORE_PLAN_SELECT_FIND (-3)

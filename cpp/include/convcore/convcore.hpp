@@ -111,6 +111,10 @@ class ConvDesc {
         check(convcoreSetConvolution2dDescriptor(d_, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, mode));
     }
     void set_groups(int64_t groups) { check(convcoreSetConvolutionGroupCount(d_, groups)); }
+    // How the caller runs the forward filters, for selection (convcoreSetConvolutionFilterProtocol).
+    void set_filter_protocol(convcoreFilterProtocol_t protocol) {
+        check(convcoreSetConvolutionFilterProtocol(d_, protocol));
+    }
     std::array<int64_t, 4> output_dims(const TensorDesc& x, const FilterDesc& w) const {
         std::array<int64_t, 4> o{};
         check(convcoreGetConvolution2dForwardOutputDim(d_, x, w, &o[0], &o[1], &o[2], &o[3]));
