@@ -375,15 +375,17 @@ def _route(x, w, bias):
 
     - The custom operator when a graph capture records the call (torch.compile, torch.export,
       torch.jit.trace: a call that bypasses the operator is invisible to a capture, which would
-      keep its output as a constant), under a dispatch mode (FakeTensorMode, FlopCounterMode, ...)
-      or a functorch transform, and for autograd on other than plain CPU tensors.
+      keep its output as a constant), under a dispatch mode (FakeTensorMode, FlopCounterMode, ...),
+      a functorch transform or the profiler (which then names convcore's operators), and for
+      autograd on other than plain CPU tensors.
     - convcore directly when autograd records nothing (inference, torch.no_grad): the
       operator's dispatch costs tens of microseconds per call, a large share of a small layer.
     - _Conv2dFunction when autograd records the call on plain CPU tensors: the same formulas as
       the operator's autograd, without its dispatch."""
     if (torch.compiler.is_compiling() or torch._C._get_tracing_state() is not None
             or torch._C._len_torch_dispatch_stack()
-            or torch._C._functorch.peek_interpreter_stack() is not None):
+            or torch._C._functorch.peek_interpreter_stack() is not None
+            or torch._C._autograd._profiler_enabled()):
         return _OPERATOR
     if not torch.is_grad_enabled() or not (x.requires_grad or w.requires_grad or
                                            (bias is not None and bias.requires_grad)):
