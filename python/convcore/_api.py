@@ -735,8 +735,8 @@ class Convolution:
                 shapes.clear()
             shapes[key] = y_shape
         to_dlpack = torch.utils.dlpack.to_dlpack
-        if x.is_contiguous():
-            out = torch.empty(y_shape, dtype=x.dtype)
+        if x.is_contiguous():  # (torch.empty(*sizes) parses its arguments fastest)
+            out = torch.empty(*y_shape, dtype=x.dtype)
         else:  # channels_last in, channels_last out
             out = torch.empty(y_shape, dtype=x.dtype, memory_format=_torch_memory_format(x))
         try:  # (to_dlpack exports tensors that require grad as they are)
@@ -762,8 +762,10 @@ class Convolution:
             if data:
                 return self.backward_data(a, b, shape, algo=_algo_for(BwdDataAlgo, algo_id))
             return self.backward_filter(a, b, shape, algo=_algo_for(BwdFilterAlgo, algo_id))
-        fmt = _torch_memory_format(a) if data else torch.contiguous_format
-        out = torch.empty(shape, dtype=a.dtype, memory_format=fmt)
+        if not data or a.is_contiguous():
+            out = torch.empty(*shape, dtype=a.dtype)
+        else:
+            out = torch.empty(*shape, dtype=a.dtype, memory_format=_torch_memory_format(a))
         to_dlpack = torch.utils.dlpack.to_dlpack
         try:
             ac, bc = to_dlpack(a), to_dlpack(b)
@@ -787,8 +789,8 @@ class Convolution:
             xc, dyc = to_dlpack(x), to_dlpack(dy)
         except RuntimeError:  # e.g. the negative bit: the general path copies it
             return self._backward_torch_cpu(_C.BACKWARD_FILTER, x, dy, w_shape, algo_id, with_bias=True)
-        dw = torch.empty(w_shape, dtype=x.dtype)
-        db = torch.empty((dy.shape[1],), dtype=x.dtype)
+        dw = torch.empty(*w_shape, dtype=x.dtype)
+        db = torch.empty(dy.shape[1], dtype=x.dtype)
         _C.backward_capsules(_C.BACKWARD_FILTER, xc, dyc, to_dlpack(dw), self.desc._params, algo_id,
                              self._plans(), to_dlpack(db))
         return dw, db
