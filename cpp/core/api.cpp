@@ -221,7 +221,7 @@ const char* convcoreGetStatusName(convcoreStatus_t status) {
     return "CONVCORE_STATUS_UNKNOWN";
 }
 
-const char* convcoreGetLastErrorString(void) { return last_error.c_str(); }
+const char* convcoreGetLastErrorString(void) { return last_error; }
 
 convcoreStatus_t convcoreGetCudaDeviceCount(int* count) {
     return guard([&] {

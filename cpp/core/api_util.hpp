@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <new>
 #include <string>
@@ -16,27 +17,35 @@
 namespace convcore {
 namespace api {
 
-// The reason for the last failed call on this thread (convcoreGetLastErrorString).
-inline thread_local std::string last_error;
+// The reason for the last failed call on this thread (convcoreGetLastErrorString), truncated to
+// its capacity. A plain array, not a std::string: it has no destructor, so a call made by another
+// thread-local destructor at thread exit (a binding destroying its per-thread handles) still
+// finds it valid; a std::string destroyed before it was written to after its free.
+inline constexpr size_t kLastErrorCapacity = 4096;
+inline thread_local char last_error[kLastErrorCapacity] = "";
+
+inline void set_last_error(const char* prefix, const char* reason) {
+    std::snprintf(last_error, kLastErrorCapacity, "%s%s", prefix, reason);
+}
 
 // Runs an entry point's body: a thrown convcore::Error becomes its status code and reason.
 template <typename F>
 convcoreStatus_t guard(F&& body) {
     try {
         body();
-        last_error.clear();
+        last_error[0] = '\0';
         return CONVCORE_STATUS_SUCCESS;
     } catch (const Error& e) {
-        last_error = e.what();
+        set_last_error("", e.what());
         return e.status();
     } catch (const std::bad_alloc&) {
-        last_error = "out of host memory";
+        set_last_error("", "out of host memory");
         return CONVCORE_STATUS_ALLOC_FAILED;
     } catch (const std::exception& e) {
-        last_error = std::string("internal error: ") + e.what();
+        set_last_error("internal error: ", e.what());
         return CONVCORE_STATUS_INTERNAL_ERROR;
     } catch (...) {
-        last_error = "internal error: unknown exception";
+        set_last_error("internal error: ", "unknown exception");
         return CONVCORE_STATUS_INTERNAL_ERROR;
     }
 }

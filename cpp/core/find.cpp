@@ -127,6 +127,9 @@ public:
     // out = 1 * op(in0, in1) + 0 * out with algo: as a plan without prepared filters, or (forward
     // only) as a plan whose filters in1 are prepared once, outside the timed runs. Throws Error.
     void run(int algo, bool prepared, const void* in0, const void* in1, void* out, void* ws, size_t bytes) {
+        // Find's buffers follow the API's argument order (backward data: w, dy, dx); a backward
+        // data plan executes (dy, w) (convcore.h, plans).
+        if (kind_ == CONVCORE_PASS_BACKWARD_DATA) std::swap(in0, in1);
         convcoreConvolutionPlanStruct& p = plan(algo, prepared);
         if (prepared && p.prepared_for != in1) prepare_filters(p, in1, nullptr);
         execute(p, scalars_.alpha(), in0, in1, scalars_.beta(), out, ws, bytes);
