@@ -3,14 +3,15 @@
 // may have been changed in ways no version counter sees: `.data` writes, tensors made under
 // torch.inference_mode).
 //
-// 16 lanes of 32-bit words; each lane folds its words with acc = rotl(acc, 5) + word. Each step
+// 32 lanes of 32-bit words; each lane folds its words with acc = rotl(acc, 5) + word. Each step
 // is a bijection of acc for a fixed word and of the word for a fixed acc, so a change of any
 // single word always changes the lane, and the rotation makes the order of the words count
-// (a swap changes it too). Several changes cancel only by chance (about 2^-64 once the 16
-// lanes are mixed into 64 bits). The loop is plain C++ that compilers vectorize for the
-// baseline ISA (SSE2) and any wider one; it runs at memory bandwidth. Buffers of 1 MiB and more
-// are cut into 1 MiB chunks hashed by OpenMP threads and combined in order, so the value does
-// not depend on the thread count.
+// (a swap changes it too). Several changes cancel only by chance (about 2^-64 once the 32
+// lanes are mixed into 64 bits). The loop is plain C++ that compilers vectorize (-O3) for the
+// baseline ISA (SSE2) and any wider one; 32 independent lanes keep it at memory bandwidth (16
+// left it at half that on Zen 3). Buffers of 256 KiB and more are cut into 256 KiB chunks
+// hashed by OpenMP threads and combined in order, so the value does not depend on the thread
+// count.
 #pragma once
 
 #include <omp.h>
@@ -29,7 +30,7 @@ inline uint64_t mix64(uint64_t z) {  // SplitMix64's finalizer (Steele, Lea, Flo
 }
 
 inline uint64_t fingerprint_chunk(const unsigned char* p, size_t n, uint64_t seed) {
-    constexpr size_t kLanes = 16;
+    constexpr size_t kLanes = 32;
     uint32_t acc[kLanes];
     for (size_t l = 0; l < kLanes; ++l) acc[l] = uint32_t(mix64(seed + l));
     const size_t blocks = n / (4 * kLanes);
@@ -45,7 +46,7 @@ inline uint64_t fingerprint_chunk(const unsigned char* p, size_t n, uint64_t see
 }
 
 inline uint64_t fingerprint(const void* data, size_t bytes) {
-    constexpr size_t kChunk = size_t(1) << 20;
+    constexpr size_t kChunk = size_t(1) << 18;
     const auto* p = static_cast<const unsigned char*>(data);
     if (bytes < kChunk) return fingerprint_chunk(p, bytes, 0);
     const int64_t chunks = int64_t((bytes + kChunk - 1) / kChunk);
