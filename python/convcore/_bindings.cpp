@@ -26,6 +26,7 @@
 
 #include "common/cache_line_round_trip.h"
 #include "convcore/convcore.h"
+#include "convcore/convcore.hpp"
 #include "dlpack.hpp"
 #include "fingerprint.hpp"
 
@@ -311,62 +312,59 @@ struct ConvParams {
     int mode = CONVCORE_CROSS_CORRELATION;
 };
 
-// The four descriptors of one forward problem, destroyed on scope exit.
-struct Descriptors {
-    convcoreTensorDescriptor_t x = nullptr, y = nullptr;
-    convcoreFilterDescriptor_t w = nullptr;
-    convcoreConvolutionDescriptor_t conv = nullptr;
+// Runs calls of the C++ wrapper (convcore/convcore.hpp): its convcore::Exception becomes the
+// bindings' StatusError, `context` (the user's argument, e.g. "x: ") before the library's reason.
+template <typename F>
+void wrapped(const std::string& context, F call) {
+    try {
+        call();
+    } catch (const convcore::Exception& e) {
+        throw StatusError(e.status(), context + convcoreGetLastErrorString());
+    }
+}
 
-    Descriptors() {
-        check(convcoreCreateTensorDescriptor(&x));
-        check(convcoreCreateTensorDescriptor(&y));
-        check(convcoreCreateFilterDescriptor(&w));
-        check(convcoreCreateConvolutionDescriptor(&conv));
-    }
-    ~Descriptors() {
-        convcoreDestroyTensorDescriptor(x);
-        convcoreDestroyTensorDescriptor(y);
-        convcoreDestroyFilterDescriptor(w);
-        convcoreDestroyConvolutionDescriptor(conv);
-    }
-    Descriptors(const Descriptors&) = delete;
-    Descriptors& operator=(const Descriptors&) = delete;
+// The four descriptors of one problem (convcore.hpp's RAII classes), set from the user's tensors
+// with their argument names in the errors.
+struct Descriptors {
+    convcore::TensorDesc x, y;
+    convcore::FilterDesc w;
+    convcore::ConvDesc conv;
 
     void set_conv(const ConvParams& p) {
-        check(convcoreSetConvolution2dDescriptor(conv, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
-                                                 p.dil_h, p.dil_w, convcoreConvolutionMode_t(p.mode)));
-        check(convcoreSetConvolutionGroupCount(conv, p.groups), "groups: ");
+        wrapped("", [&] {
+            conv.set(p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h, p.dil_w, convcoreConvolutionMode_t(p.mode));
+        });
+        wrapped("groups: ", [&] { conv.set_groups(p.groups); });
     }
     // x (and w) from shapes; x strides when given (else packed).
-    void set_x(const std::vector<int64_t>& s, convcoreDataType_t t,
-               const std::vector<int64_t>* strides = nullptr) {
-        if (strides)
-            check(convcoreSetTensor4dDescriptorEx(x, t, s[0], s[1], s[2], s[3], (*strides)[0],
-                                                  (*strides)[1], (*strides)[2], (*strides)[3]),
-                  "x: ");
-        else
-            check(convcoreSetTensor4dDescriptor(x, t, s[0], s[1], s[2], s[3]), "x: ");
+    void set_x(const std::vector<int64_t>& s, convcoreDataType_t t, const std::vector<int64_t>* strides = nullptr) {
+        wrapped("x: ", [&] {
+            if (strides)
+                x.set_strided(t, {s[0], s[1], s[2], s[3]}, {(*strides)[0], (*strides)[1], (*strides)[2], (*strides)[3]});
+            else
+                x.set(t, s[0], s[1], s[2], s[3]);
+        });
     }
     void set_w(const std::vector<int64_t>& s, convcoreDataType_t t) {
-        check(convcoreSetFilter4dDescriptor(w, t, s[0], s[1], s[2], s[3]), "w: ");
+        wrapped("w: ", [&] { w.set(t, s[0], s[1], s[2], s[3]); });
     }
     // w with its strides (KCRS, KRSC or any positive ones: the library packs it when needed).
     void set_w(const DLPackTensor& t, convcoreDataType_t dtype, const char* name) {
         const auto s = t.shape(), st = t.strides_for_c();
-        check(convcoreSetFilter4dDescriptorEx(w, dtype, s[0], s[1], s[2], s[3], st[0], st[1], st[2], st[3]),
-              std::string(name) + ": ");
+        wrapped(std::string(name) + ": ",
+                [&] { w.set_strided(dtype, {s[0], s[1], s[2], s[3]}, {st[0], st[1], st[2], st[3]}); });
     }
     // The output shape; sets y (packed unless strides are given).
     std::vector<int64_t> set_y(convcoreDataType_t t, const std::vector<int64_t>* strides = nullptr) {
-        std::vector<int64_t> o(4);
-        check(convcoreGetConvolution2dForwardOutputDim(conv, x, w, &o[0], &o[1], &o[2], &o[3]));
-        if (strides)
-            check(convcoreSetTensor4dDescriptorEx(y, t, o[0], o[1], o[2], o[3], (*strides)[0],
-                                                  (*strides)[1], (*strides)[2], (*strides)[3]),
-                  "out: ");
-        else
-            check(convcoreSetTensor4dDescriptor(y, t, o[0], o[1], o[2], o[3]), "out: ");
-        return o;
+        std::array<int64_t, 4> o{};
+        wrapped("", [&] { o = conv.output_dims(x, w); });
+        wrapped("out: ", [&] {
+            if (strides)
+                y.set_strided(t, o, {(*strides)[0], (*strides)[1], (*strides)[2], (*strides)[3]});
+            else
+                y.set(t, o[0], o[1], o[2], o[3]);
+        });
+        return std::vector<int64_t>(o.begin(), o.end());
     }
 };
 
@@ -457,9 +455,11 @@ constexpr int64_t kFiltersChecked = -2;
 // Bumped by clear_find_cache: plans chosen by "auto" or "find" before it are made again.
 std::atomic<uint64_t> g_plan_generation{0};
 
-// One convcore plan (convcore.h, "plans") and what it keeps between calls.
+// One convcore plan (convcore.h, "plans"; convcore.hpp's RAII class) and what it keeps between
+// calls.
 struct CachedPlan {
-    convcoreConvolutionPlan_t plan = nullptr;
+    explicit CachedPlan(convcore::Plan&& p) : plan(std::move(p)) {}
+    convcore::Plan plan;
     int algo = 0;          // the pass's algorithm the plan runs
     size_t workspace = 0;  // its exact workspace size
     // The filters prepared in the plan: their pointer, the caller's version of their contents
@@ -470,10 +470,6 @@ struct CachedPlan {
     // Whether the plan's algorithm keeps prepared filters (known after the first preparation):
     // a plan that keeps none reads w at every call, so its filters can never be stale.
     enum { kUnknown, kKeeps, kKeepsNone } keeps_filters = kUnknown;
-    CachedPlan() = default;
-    CachedPlan(const CachedPlan&) = delete;
-    CachedPlan& operator=(const CachedPlan&) = delete;
-    ~CachedPlan() { convcoreDestroyConvolutionPlan(plan); }
 };
 
 // What identifies a problem: the pass, the requested algorithm, the convolution parameters and
@@ -854,10 +850,13 @@ int run_plan(convcoreConvolutionPass_t pass, const DLPackTensor& in0, const char
     if (!plan) {
         Descriptors d;
         const int chosen = describe(d, h);
-        plan = std::make_shared<CachedPlan>();
-        check_status(convcoreCreateConvolutionPlan(h, pass, d.x, d.w, d.conv, d.y, chosen, &plan->plan), chosen);
+        try {
+            plan = std::make_shared<CachedPlan>(convcore::Plan(h, pass, d.x, d.w, d.conv, d.y, chosen));
+        } catch (const convcore::Exception& e) {
+            check_status(e.status(), chosen);  // the pass's exception, naming the algorithm
+        }
         plan->algo = chosen;
-        check(convcoreGetConvolutionPlanWorkspaceSize(plan->plan, &plan->workspace));
+        wrapped("", [&] { plan->workspace = plan->plan.workspace_size(); });
         cache.insert(std::move(key), plan);
     }
     const bool fused = epilogue && epilogue->any();
@@ -1266,6 +1265,11 @@ PYBIND11_MODULE(_convcore, m) {
             if (p) std::rethrow_exception(p);
         } catch (const StatusError& e) {
             const int s = int(e.status);
+            PyObject* cls = (s >= 0 && s <= 5 && g_error_classes[s]) ? g_error_classes[s]
+                                                                     : PyExc_RuntimeError;
+            PyErr_SetString(cls, e.what());
+        } catch (const convcore::Exception& e) {  // a wrapper call outside wrapped()
+            const int s = int(e.status());
             PyObject* cls = (s >= 0 && s <= 5 && g_error_classes[s]) ? g_error_classes[s]
                                                                      : PyExc_RuntimeError;
             PyErr_SetString(cls, e.what());

@@ -49,6 +49,8 @@ class Handle {
 
 class TensorDesc {
    public:
+    // A descriptor to set later (set, set_strided).
+    TensorDesc() { check(convcoreCreateTensorDescriptor(&d_)); }
     TensorDesc(convcoreDataType_t t, int64_t n, int64_t c, int64_t h, int64_t w) {
         check(convcoreCreateTensorDescriptor(&d_));
         set(t, n, c, h, w);
@@ -76,6 +78,8 @@ class TensorDesc {
 
 class FilterDesc {
    public:
+    // A descriptor to set later (set, set_strided).
+    FilterDesc() { check(convcoreCreateFilterDescriptor(&d_)); }
     FilterDesc(convcoreDataType_t t, int64_t k, int64_t c_per_group, int64_t r, int64_t s) {
         check(convcoreCreateFilterDescriptor(&d_));
         check(convcoreSetFilter4dDescriptor(d_, t, k, c_per_group, r, s));
@@ -89,6 +93,14 @@ class FilterDesc {
     ~FilterDesc() { convcoreDestroyFilterDescriptor(d_); }
     FilterDesc(const FilterDesc&) = delete;
     FilterDesc& operator=(const FilterDesc&) = delete;
+    void set(convcoreDataType_t t, int64_t k, int64_t c_per_group, int64_t r, int64_t s) {
+        check(convcoreSetFilter4dDescriptor(d_, t, k, c_per_group, r, s));
+    }
+    // Any positive strides (KCRS, KRSC, ...): the library packs the filter where it needs to.
+    void set_strided(convcoreDataType_t t, std::array<int64_t, 4> dims, std::array<int64_t, 4> strides) {
+        check(convcoreSetFilter4dDescriptorEx(d_, t, dims[0], dims[1], dims[2], dims[3], strides[0], strides[1],
+                                              strides[2], strides[3]));
+    }
     operator convcoreFilterDescriptor_t() const { return d_; }
 
    private:
