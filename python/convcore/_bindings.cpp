@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -517,8 +518,9 @@ thread_local HostWorkspace t_workspace;
 
 // The plans of one Convolution in one thread (convcore.Convolution keeps one per thread): a call
 // whose problem was seen before runs its plan with only the data pointers, without building
-// descriptors, validating or choosing again. At most kMaxPlans problems are kept; all are dropped
-// when that is exceeded. The mutex orders preparing a plan's filters and running it, should two
+// descriptors, validating or choosing again. At most kMaxPlans problems are kept, the least
+// recently used dropped first (the decisions themselves stay in the core's decision cache).
+// The mutex orders preparing a plan's filters and running it, should two
 // threads share one (each CUDA plan runs on the handle of the thread that made it).
 class PlanCache {
    public:
@@ -529,29 +531,40 @@ class PlanCache {
 
     std::mutex& mutex() { return mutex_; }
 
-    // Call with the GIL held (it orders the map's users).
+    // Call with the GIL held (it orders the map's users). A hit becomes the most recently used.
     std::shared_ptr<CachedPlan> find(const PlanKey& key) {
         const uint64_t generation = g_plan_generation.load(std::memory_order_relaxed);
         if (generation != generation_) {
-            plans_.clear();
+            index_.clear();
+            order_.clear();
             generation_ = generation;
         }
-        auto it = plans_.find(key);
-        return it == plans_.end() ? nullptr : it->second;
+        auto it = index_.find(key);
+        if (it == index_.end()) return nullptr;
+        if (it->second != order_.begin()) order_.splice(order_.begin(), order_, it->second);
+        return it->second->second;
     }
+    // Beyond kMaxPlans problems, the least recently used plan is dropped.
     void insert(PlanKey key, std::shared_ptr<CachedPlan> plan) {
-        if (plans_.size() >= kMaxPlans) plans_.clear();
-        plans_.emplace(std::move(key), std::move(plan));
+        if (index_.count(key)) return;
+        order_.emplace_front(key, std::move(plan));
+        index_.emplace(std::move(key), order_.begin());
+        if (index_.size() > kMaxPlans) {
+            index_.erase(order_.back().first);
+            order_.pop_back();
+        }
     }
-    size_t plan_count() const { return plans_.size(); }
+    size_t plan_count() const { return index_.size(); }
     // How many times filters were prepared (transformed and kept) in this cache's plans.
     void count_preparation() { ++preparations_; }
     int64_t preparations() const { return preparations_; }
 
    private:
+    using Entry = std::pair<PlanKey, std::shared_ptr<CachedPlan>>;
     std::mutex mutex_;
     int64_t preparations_ = 0;
-    std::unordered_map<PlanKey, std::shared_ptr<CachedPlan>, PlanKeyHash> plans_;
+    std::list<Entry> order_;  // most recently used first
+    std::unordered_map<PlanKey, std::list<Entry>::iterator, PlanKeyHash> index_;
     uint64_t generation_ = 0;
 };
 

@@ -504,3 +504,21 @@ def test_numpy_call_takes_the_short_path_once_its_plan_exists(dtype, algo, filte
     assert convcore.Algo(got[1]).name.lower() == conv.last_algo
     assert conv._plans().plan_count == 1
     assert _api._C.forward_array(x[:, :, :, :5], w, conv.desc._params, algo_id, conv._plans(), version) is None
+
+
+def test_plan_cache_drops_the_least_recently_used_plan():
+    """A Convolution keeps at most 64 plans per thread; beyond that the least recently used goes,
+    and a plan in use stays (its call still takes the short path)."""
+    from convcore import _api
+    rng = np.random.default_rng(0)
+    conv = convcore.Convolution(padding=1)
+    w = rng.standard_normal((2, 2, 3, 3)).astype(np.float32)
+    hot = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
+    short = lambda x: _api._C.forward_array(x, w, conv.desc._params, 1, conv._plans(), -1)  # noqa: E731
+    conv.forward(hot, w, algo="im2col_gemm")
+    for size in range(6, 6 + 80):
+        conv.forward(rng.standard_normal((1, 2, size, 5)).astype(np.float32), w, algo="im2col_gemm")
+        assert short(hot) is not None  # used: kept
+    assert conv._plans().plan_count == 64
+    first_cold = rng.standard_normal((1, 2, 6, 5)).astype(np.float32)
+    assert short(first_cold) is None  # the least recently used: dropped
