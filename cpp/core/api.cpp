@@ -189,16 +189,8 @@ ConvProblem forward_problem(convcoreHandle_t handle, convcoreTensorDescriptor_t 
 }  // namespace api
 
 std::vector<Ranked> forward_ranking(const ConvProblem& prob) {
-    std::vector<Ranked> ranked;
-    for (const RankedAlgo& r : rank_algorithms(prob)) {
-        Ranked out;
-        out.algo = r.algo;
-        out.status = r.solver ? CONVCORE_STATUS_SUCCESS : CONVCORE_STATUS_NOT_SUPPORTED;
-        out.determinism = r.solver && !r.solver->deterministic ? CONVCORE_NON_DETERMINISTIC : CONVCORE_DETERMINISTIC;
-        out.memory = r.solver ? plan_workspace(prob, *r.solver) : 0;
-        ranked.push_back(out);
-    }
-    return ranked;
+    return ranked_rows(rank_algorithms(prob), prob,
+                       [](const ConvProblem& p, const auto& solver) { return plan_workspace(p, solver); });
 }
 
 }  // namespace convcore

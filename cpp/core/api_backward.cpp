@@ -138,29 +138,13 @@ size_t filter_workspace(const ConvProblem& prob, const BwdFilterSolver& s) {
 namespace convcore {
 
 std::vector<Ranked> bwd_data_ranking(const ConvProblem& prob) {
-    std::vector<Ranked> ranked;
-    for (const RankedBwdDataAlgo& r : rank_bwd_data_algorithms(prob)) {
-        Ranked out;
-        out.algo = r.algo;
-        out.status = r.solver ? CONVCORE_STATUS_SUCCESS : CONVCORE_STATUS_NOT_SUPPORTED;
-        out.determinism = r.solver && !r.solver->deterministic ? CONVCORE_NON_DETERMINISTIC : CONVCORE_DETERMINISTIC;
-        out.memory = r.solver ? data_workspace(prob, *r.solver) : 0;
-        ranked.push_back(out);
-    }
-    return ranked;
+    return ranked_rows(rank_bwd_data_algorithms(prob), prob,
+                       [](const ConvProblem& p, const auto& solver) { return data_workspace(p, solver); });
 }
 
 std::vector<Ranked> bwd_filter_ranking(const ConvProblem& prob) {
-    std::vector<Ranked> ranked;
-    for (const RankedBwdFilterAlgo& r : rank_bwd_filter_algorithms(prob)) {
-        Ranked out;
-        out.algo = r.algo;
-        out.status = r.solver ? CONVCORE_STATUS_SUCCESS : CONVCORE_STATUS_NOT_SUPPORTED;
-        out.determinism = r.solver && !r.solver->deterministic ? CONVCORE_NON_DETERMINISTIC : CONVCORE_DETERMINISTIC;
-        out.memory = r.solver ? filter_workspace(prob, *r.solver) : 0;
-        ranked.push_back(out);
-    }
-    return ranked;
+    return ranked_rows(rank_bwd_filter_algorithms(prob), prob,
+                       [](const ConvProblem& p, const auto& solver) { return filter_workspace(p, solver); });
 }
 
 }  // namespace convcore

@@ -31,6 +31,21 @@ struct Ranked {
     size_t memory = 0;
     convcoreDeterminism_t determinism = CONVCORE_DETERMINISTIC;
 };
+// The Ranked rows of a ranking's rows (rank_algorithms and its backward kinds: algo and solver,
+// null where the algorithm cannot run), each with `workspace(prob, solver)`.
+template <typename Row, typename Workspace>
+std::vector<Ranked> ranked_rows(const std::vector<Row>& rows, const ConvProblem& prob, Workspace workspace) {
+    std::vector<Ranked> ranked;
+    for (const Row& r : rows) {
+        Ranked out;
+        out.algo = r.algo;
+        out.status = r.solver ? CONVCORE_STATUS_SUCCESS : CONVCORE_STATUS_NOT_SUPPORTED;
+        out.determinism = r.solver && !r.solver->deterministic ? CONVCORE_NON_DETERMINISTIC : CONVCORE_DETERMINISTIC;
+        out.memory = r.solver ? workspace(prob, *r.solver) : 0;
+        ranked.push_back(out);
+    }
+    return ranked;
+}
 // `prob` is the pass's forward problem (x is dx in backward data, w is dw in backward filter).
 std::vector<Ranked> ranking(convcoreConvolutionPass_t pass, const ConvProblem& prob);
 // The same per pass (core/api.cpp, core/api_backward.cpp).

@@ -43,7 +43,8 @@ def _algo_names_lower():
 
 
 def _algo_id(algo):
-    """The C enum value for ``algo``; -1 for "auto", _C.ALGO_FIND (-2) for "find"."""
+    """The C enum value for ``algo``; _C.ALGO_AUTO for "auto", _C.ALGO_FIND for "find" (the C
+    API's CONVCORE_PLAN_SELECT_MEASURED and _FIND)."""
     algo_id = _ALGO_IDS.get(algo) if type(algo) is str else None  # the common case, fast
     if algo_id is not None:
         return algo_id
@@ -52,7 +53,7 @@ def _algo_id(algo):
     if isinstance(algo, str):
         key = algo.strip().upper()
         if key == "AUTO":
-            return -1
+            return _C.ALGO_AUTO
         if key == "FIND":
             return _C.ALGO_FIND
         if key in Algo.__members__:
@@ -62,7 +63,7 @@ def _algo_id(algo):
 
 
 # Exact spellings -> ids, for the per-call fast path of _algo_id.
-_ALGO_IDS = {"auto": -1, "AUTO": -1, "find": _C.ALGO_FIND, "FIND": _C.ALGO_FIND,
+_ALGO_IDS = {"auto": _C.ALGO_AUTO, "AUTO": _C.ALGO_AUTO, "find": _C.ALGO_FIND, "FIND": _C.ALGO_FIND,
              **{a.name: a.value for a in Algo}, **{a.name.lower(): a.value for a in Algo}}
 
 BwdDataAlgo = enum.Enum("BwdDataAlgo", [(name, i) for i, name in
@@ -93,7 +94,8 @@ def _direction_arg(direction):
 
 def _enum_algo_id(algo, enum_cls):
     """The C enum value of ``algo`` in ``enum_cls`` (a member of that enum, a member of another
-    direction's enum with the same name, or a name); -1 for "auto", _C.ALGO_FIND for "find"."""
+    direction's enum with the same name, or a name); _C.ALGO_AUTO for "auto", _C.ALGO_FIND for
+    "find"."""
     if isinstance(algo, enum_cls):
         return algo.value
     if isinstance(algo, enum.Enum) and algo.name in enum_cls.__members__:
@@ -101,7 +103,7 @@ def _enum_algo_id(algo, enum_cls):
     if isinstance(algo, str):
         key = algo.strip().upper()
         if key == "AUTO":
-            return -1
+            return _C.ALGO_AUTO
         if key == "FIND":
             return _C.ALGO_FIND
         if key in enum_cls.__members__:
@@ -703,7 +705,8 @@ class Convolution:
 
     __call__ = forward
 
-    def _forward_torch_cpu(self, x, w, algo, filter_version=-1, bias=None, activation=0):
+    def _forward_torch_cpu(self, x, w, algo, filter_version=_C.FILTERS_PER_CALL, bias=None,
+                           activation=0):
         """The common case of convcore.torch in inference, kept short (a layer pays it per call):
         CPU torch tensors, a new output. None when the call is anything else or looks wrong: the
         general path then handles it or says what is wrong. filter_version >= 0 identifies the
@@ -978,8 +981,8 @@ class Convolution:
 
 
 def _algo_for(enum_cls, algo_id):
-    """The algo= argument for a C algorithm id (-1 "auto", ALGO_FIND "find")."""
-    return "auto" if algo_id == -1 else "find" if algo_id == _C.ALGO_FIND else enum_cls(algo_id)
+    """The algo= argument for a C algorithm id (ALGO_AUTO "auto", ALGO_FIND "find")."""
+    return "auto" if algo_id == _C.ALGO_AUTO else "find" if algo_id == _C.ALGO_FIND else enum_cls(algo_id)
 
 
 def _in_layout_of(residual, out):

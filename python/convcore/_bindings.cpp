@@ -635,10 +635,12 @@ convcoreDataType_t set_forward_descriptors(Descriptors& d, const DLPackTensor& x
     return t;
 }
 
-// "find" as algo= of forward (the Python API's -2; -1 is "auto").
-constexpr int kAlgoFind = -2;
+// algo= values that choose, in the C API's one encoding of them (convcore.h, plans): "auto" is
+// CONVCORE_PLAN_SELECT_MEASURED, "find" CONVCORE_PLAN_SELECT_FIND; >= 0 names an algorithm.
+constexpr int kAlgoAuto = CONVCORE_PLAN_SELECT_MEASURED;
+constexpr int kAlgoFind = CONVCORE_PLAN_SELECT_FIND;
 
-// The Select mode of "auto" (-1) and "find" (-2).
+// The Select mode of "auto" and "find".
 convcoreSelectMode_t select_mode(int algo) {
     return algo == kAlgoFind ? CONVCORE_SELECT_FIND : CONVCORE_SELECT_MEASURED;
 }
@@ -1389,6 +1391,7 @@ PYBIND11_MODULE(_convcore, m) {
           py::arg("activation") = 0, py::arg("residual") = nullptr, py::arg("alpha2") = 1.0,
           "The forward pass; with bias, activation or residual the fused epilogue "
           "(convcoreExecuteConvolutionPlanBiasActivation).");
+    m.attr("ALGO_AUTO") = kAlgoAuto;
     m.attr("ALGO_FIND") = kAlgoFind;
     m.attr("FILTERS_PER_CALL") = kFiltersPerCall;
     m.attr("FILTERS_CHECKED") = kFiltersChecked;

@@ -415,8 +415,8 @@ def _function_args(spec, activation):
     fwd, data, filt = _split_algo(spec)
     enums = _pass_enums()
     return (spec, fwd, activation, _api.ACTIVATIONS[activation],
-            _api._enum_algo_id(data, enums[1]) if enums[1] else -1,
-            _api._enum_algo_id(filt, enums[2]) if enums[2] else -1)
+            _api._enum_algo_id(data, enums[1]) if enums[1] else _api._C.ALGO_AUTO,
+            _api._enum_algo_id(filt, enums[2]) if enums[2] else _api._C.ALGO_AUTO)
 
 
 class _Conv2dFunction(torch.autograd.Function):
@@ -430,7 +430,7 @@ class _Conv2dFunction(torch.autograd.Function):
         _, fwd_algo, activation, activation_code, _, _ = args
         # DLPack's export (torch.utils.dlpack.to_dlpack) reads tensors that require grad as they
         # are: no detach needed on the short path.
-        y = conv._forward_torch_cpu(x, w, fwd_algo, -1, bias, activation_code)
+        y = conv._forward_torch_cpu(x, w, fwd_algo, _api._C.FILTERS_PER_CALL, bias, activation_code)
         if y is None:  # what the short path does not take: the checks say what is wrong
             _check_tensors("convcore.torch.conv2d", x, w, bias)
             y = conv.forward(x.detach(), w.detach(), algo=fwd_algo,
