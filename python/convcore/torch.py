@@ -256,22 +256,24 @@ def _setup_context(ctx, inputs, output):
     ctx.params = (list(stride), list(padding), list(dilation), groups, algo)
 
 
-def _activation_backward(ctx, dy, x, w, bias, y):
-    """The gradient with respect to the pre-activation conv(x, w) + bias, given dy."""
-    if ctx.activation == "relu":
+def _activation_backward(activation, dy, y, preactivation):
+    """The gradient with respect to the pre-activation conv(x, w) + bias, given dy: ReLU's and
+    ReLU6's from the output y, SiLU's from the pre-activation (``preactivation()`` recomputes
+    it). The operator's autograd and _Conv2dFunction share it."""
+    if activation == "relu":
         return torch.ops.aten.threshold_backward(dy, y, 0.0)  # y > 0 exactly where the input was
-    if ctx.activation == "relu6":
+    if activation == "relu6":
         return torch.ops.aten.hardtanh_backward(dy, y, 0.0, 6.0)  # y in (0, 6): the same set
-    if ctx.activation == "silu":
-        pre = torch.ops.convcore.conv2d(x, w, bias, *ctx.params)  # identity epilogue
-        return torch.ops.aten.silu_backward(dy, pre)
+    if activation == "silu":
+        return torch.ops.aten.silu_backward(dy, preactivation())
     return dy
 
 
 def _conv2d_backward(ctx, dy):
     x, w, bias, y = ctx.saved_tensors
     x_shape, w_shape = ctx.shapes
-    dy = _activation_backward(ctx, dy, x, w, bias, y)
+    dy = _activation_backward(ctx.activation, dy, y,
+                              lambda: torch.ops.convcore.conv2d(x, w, bias, *ctx.params))  # identity epilogue
     dx = dw = db = None
     if ctx.needs_input_grad[0]:
         dx = torch.ops.convcore.conv2d_backward_data(dy, w, x_shape, *ctx.params)
@@ -396,12 +398,6 @@ def _route(x, w, bias):
     return _OPERATOR
 
 
-def _needs_op(*tensors):
-    """Whether a call must go through the operator or autograd (not the direct inference path)."""
-    x, w, bias = (tensors + (None,))[:3]
-    return _route(x, w, bias) != _DIRECT
-
-
 _PLAIN_TENSORS = (Tensor, nn.Parameter)
 _BACKWARD_DATA, _BACKWARD_FILTER = (getattr(_api._C, "BACKWARD_DATA", 1),
                                     getattr(_api._C, "BACKWARD_FILTER", 2))
@@ -450,14 +446,8 @@ class _Conv2dFunction(torch.autograd.Function):
         x, w, bias, y = ctx.saved_tensors
         conv = ctx.conv
         _, fwd_algo, activation, _, data_algo, filter_algo = ctx.args
-        if activation == "relu":
-            dy = torch.ops.aten.threshold_backward(dy, y, 0.0)
-        elif activation == "relu6":
-            dy = torch.ops.aten.hardtanh_backward(dy, y, 0.0, 6.0)
-        elif activation == "silu":
-            pre = conv.forward(x.detach(), w.detach(), algo=fwd_algo,
-                               bias=None if bias is None else bias.detach())
-            dy = torch.ops.aten.silu_backward(dy, pre)
+        dy = _activation_backward(activation, dy, y, lambda: conv.forward(
+            x.detach(), w.detach(), algo=fwd_algo, bias=None if bias is None else bias.detach()))
         if not dy.is_contiguous() and not dy.is_contiguous(memory_format=torch.channels_last):
             # e.g. y.sum()'s gradient, expanded with stride 0: laid out as x (dx follows dy)
             dy = dy.contiguous(memory_format=ctx.memory_format or torch.contiguous_format)
