@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 
 #include "core/error.hpp"
@@ -132,11 +133,13 @@ std::string why_not(const ConvProblem& p) {
     // 2^31 columns of tiles for 2 outputs: hours).
     const double stride1 = (double(p.p - 1) * double(p.stride_h) + 1.0) *
                            (double(p.q - 1) * double(p.stride_w) + 1.0);
-    if (stride1 > 64.0 * double(p.p) * double(p.q))
-        return "FFT_TILING computes every stride-1 output: with stride " +
-               std::to_string(p.stride_h) + "x" + std::to_string(p.stride_w) + " that is " +
-               std::to_string(int64_t(stride1 / (double(p.p) * double(p.q)))) +
-               " times the outputs (the limit is 64)";
+    if (stride1 > 64.0 * double(p.p) * double(p.q)) {
+        // The ratio as a double: it may pass 2^63 (found by fuzzing), where an int64 cast is undefined.
+        char ratio[32];
+        std::snprintf(ratio, sizeof ratio, "%.3g", stride1 / (double(p.p) * double(p.q)));
+        return "FFT_TILING computes every stride-1 output: with stride " + std::to_string(p.stride_h) + "x" +
+               std::to_string(p.stride_w) + " that is " + ratio + " times the outputs (the limit is 64)";
+    }
     const Geometry g = geometry_of(p);
     if (g.ws.overflow() || g.ws.total() > double(kWorkspaceCap))
         return too_big("FFT_TILING", g.ws.total());
