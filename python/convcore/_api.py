@@ -706,14 +706,15 @@ class Convolution:
     __call__ = forward
 
     def _forward_torch_cpu(self, x, w, algo, filter_version=_C.FILTERS_PER_CALL, bias=None,
-                           activation=0):
+                           activation=0, residual=None):
         """The common case of convcore.torch in inference, kept short (a layer pays it per call):
         CPU torch tensors, a new output. None when the call is anything else or looks wrong: the
         general path then handles it or says what is wrong. filter_version >= 0 identifies the
         contents of w: the plan keeps w's transformed filters for as long as w's pointer and
         filter_version stay the same (convcore.torch.Conv2d passes a number that changes with
-        the weight's version counter). bias (a CPU tensor of K values, or None) and activation (an
-        ACTIVATIONS code) run in the fused epilogue."""
+        the weight's version counter). bias (a CPU tensor of K values, or None), activation (an
+        ACTIVATIONS code) and residual (a CPU tensor of the output's shape, dtype and memory
+        format, or None; anything else returns None) run in the fused epilogue."""
         torch = _torch_module()
         algo_id = _ALGO_IDS.get(algo) if type(algo) is str else None
         if (torch is None or algo_id is None or not isinstance(x, torch.Tensor)
@@ -742,13 +743,19 @@ class Convolution:
             out = torch.empty(*y_shape, dtype=x.dtype)
         else:  # channels_last in, channels_last out
             out = torch.empty(y_shape, dtype=x.dtype, memory_format=_torch_memory_format(x))
+        if residual is not None and (
+                not isinstance(residual, torch.Tensor) or residual.shape != out.shape
+                or residual.dtype != out.dtype or not residual.is_cpu
+                or residual.stride() != out.stride()):
+            return None
         try:  # (to_dlpack exports tensors that require grad as they are)
             xc, wc = to_dlpack(x), to_dlpack(w)
             bc = None if bias is None else to_dlpack(bias)
+            zc = None if residual is None else to_dlpack(residual)
         except RuntimeError:  # e.g. a tensor with the negative bit: the general path copies it
             return None
         local.last_algo = _C.forward_capsules(xc, wc, to_dlpack(out), bc, self.desc._params, algo_id,
-                                              self._plans(), filter_version, activation)
+                                              self._plans(), filter_version, activation, zc)
         return out
 
     def _backward_torch_cpu(self, direction, a, b, shape, algo_id, with_bias=False):

@@ -19,6 +19,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <unordered_map>
@@ -975,14 +976,39 @@ int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
 }
 
 // convcore.torch's inference and training forward, kept short: forward() on DLPack capsules
-// (torch.utils.dlpack.to_dlpack's), without making a Python DLPackTensor of each.
+// (torch.utils.dlpack.to_dlpack's), without making a Python DLPackTensor of each. bias and residual
+// are capsules or None.
 int forward_capsules(py::capsule x, py::capsule w, py::capsule y, const py::object& bias, const ConvParams& p,
-                     int algo, PlanCache& cache, int64_t filter_version, int activation) {
+                     int algo, PlanCache& cache, int64_t filter_version, int activation,
+                     const py::object& residual) {
     const DLPackTensor xt(x), wt(w), yt(y);
-    if (bias.is_none())
-        return forward(xt, wt, yt, p, algo, 1.0, 0.0, cache, 0, filter_version, nullptr, activation, nullptr, 1.0);
-    const DLPackTensor bt(bias.cast<py::capsule>());
-    return forward(xt, wt, yt, p, algo, 1.0, 0.0, cache, 0, filter_version, &bt, activation, nullptr, 1.0);
+    std::optional<DLPackTensor> bt, zt;
+    if (!bias.is_none()) bt.emplace(bias.cast<py::capsule>());
+    if (!residual.is_none()) zt.emplace(residual.cast<py::capsule>());
+    return forward(xt, wt, yt, p, algo, 1.0, 0.0, cache, 0, filter_version, bt ? &*bt : nullptr, activation,
+                   zt ? &*zt : nullptr, 1.0);
+}
+
+// One fingerprint (fingerprint.hpp) of the bytes of several CPU tensors given as DLPack capsules,
+// each dense (its elements fill one span of memory, in any order of dimensions). None when one is
+// not: the caller then cannot tell a change and must not keep anything made from them.
+py::object fingerprint_tensors(const py::list& capsules) {
+    uint64_t h = convcore_py::mix64(capsules.size());
+    for (const py::handle& c : capsules) {
+        const DLPackTensor t(c.cast<py::capsule>());
+        if (t.device_type() != kDLCPU) return py::none();
+        const std::vector<int64_t> shape = t.shape(), strides = t.strides();
+        int64_t span = 1, count = 1;  // the elements the strides reach, and the element count
+        for (size_t i = 0; i < shape.size(); ++i) {
+            if (strides[i] < 0) return py::none();
+            span += (shape[i] - 1) * strides[i];
+            count *= shape[i];
+        }
+        if (count > 0 && span != count) return py::none();  // gaps or overlaps
+        const auto span_bytes = t.byte_span();
+        h = convcore_py::mix64(h ^ convcore_py::fingerprint(t.data(), size_t(span_bytes.second - span_bytes.first)));
+    }
+    return py::int_(h);
 }
 
 // The common NumPy call, kept short: y = conv(x, w) of C-contiguous, aligned float arrays into a
@@ -1381,7 +1407,10 @@ PYBIND11_MODULE(_convcore, m) {
           "Checks ndim, dtype and device of x and w; returns the dtype name.");
     m.def("forward_capsules", &forward_capsules, py::arg("x"), py::arg("w"), py::arg("y"), py::arg("bias"),
           py::arg("params"), py::arg("algo"), py::arg("plans"), py::arg("filter_version"), py::arg("activation"),
-          "forward() of CPU tensors given as DLPack capsules (alpha 1, beta 0, no residual).");
+          py::arg("residual") = py::none(),
+          "forward() of CPU tensors given as DLPack capsules (alpha 1, beta 0).");
+    m.def("fingerprint_tensors", &fingerprint_tensors, py::arg("capsules"),
+          "One 64-bit fingerprint of the bytes of dense CPU tensors (DLPack capsules), or None.");
     m.def("forward_array", &forward_array, py::arg("x"), py::arg("w"), py::arg("params"), py::arg("algo"),
           py::arg("plans"), py::arg("filter_version"),
           "(y, algo) of a NumPy call whose plan exists, or None (the general path then runs).");

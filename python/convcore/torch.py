@@ -30,9 +30,11 @@ output, SiLU's from the pre-activation, which the backward pass recomputes.
 This module imports torch; ``import convcore`` alone does not.
 """
 
+import collections
 import enum
 import functools
 import itertools
+import operator
 from typing import List, Optional
 
 import torch
@@ -172,22 +174,63 @@ def _conv_for(stride, padding, dilation, groups):
 @torch.library.custom_op("convcore::conv2d", mutates_args=())
 def _conv2d_op(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: List[int],
                padding: List[int], dilation: List[int], groups: int, algo: str,
-               activation: str = "identity") -> Tensor:
-    """y = act(conv(x, w) + bias), computed by convcore's forward with algorithm ``algo`` and
-    its fused epilogue (``activation``: "identity", "relu", "relu6" or "silu")."""
+               activation: str = "identity", residual: Optional[Tensor] = None,
+               prepared: bool = False) -> Tensor:
+    """y = act(conv(x, w) + bias + residual), computed by convcore's forward with algorithm
+    ``algo`` and its fused epilogue (``activation``: "identity", "relu", "relu6" or "silu";
+    ``residual``: None or a tensor of the output's shape). ``prepared``: the weights are not
+    being trained (the caller recorded no autograd), so the filters transformed for ``algo`` are
+    kept between calls for as long as w's bytes stay the same (checked at every call)."""
     _check_tensors("convcore::conv2d", x, w, bias)
-    return _forward(x, w, bias, stride, padding, dilation, groups, _split_algo(algo)[0],
-                    _activation_name(activation))
+    if residual is not None:
+        _check_residual("convcore::conv2d", x, residual)
+    if prepared:
+        conv = _convolution_of_weight(w, stride, padding, dilation, groups)
+        filters = _FILTERS_CHECKED
+    else:
+        conv, filters = _conv_for(stride, padding, dilation, groups), None
+    if bias is not None and not bias.is_contiguous():
+        bias = bias.contiguous()
+    return conv.forward(x, w, algo=_split_algo(algo)[0], bias=bias,
+                        activation=_activation_name(activation), residual=residual,
+                        filter_version=filters)
+
+
+def _check_residual(fn, x, residual):
+    if not isinstance(residual, Tensor):
+        raise TypeError(f"{fn}: residual must be a torch.Tensor, got {type(residual).__name__}")
+    if residual.dtype != x.dtype or residual.device != x.device:
+        raise BadParamError(f"{fn}: residual is {residual.dtype} on {residual.device} but input is "
+                            f"{x.dtype} on {x.device}; they must be equal")
+
+
+@functools.lru_cache(maxsize=512)
+def _weight_convolution(address, shape, stride, padding, dilation, groups):
+    return Convolution(ConvDesc(padding=padding, stride=stride, dilation=dilation, groups=groups))
+
+
+def _convolution_of_weight(w, stride, padding, dilation, groups):
+    """A Convolution for the weight at w's address: its plans keep w's transformed filters
+    (a graph's frozen weights are prepared once, and layers of one shape do not take turns
+    re-transforming theirs). The plans check w's bytes at every call (FILTERS_CHECKED): memory
+    reused by another weight is seen."""
+    return _weight_convolution(w.data_ptr(), tuple(w.shape), tuple(stride), tuple(padding),
+                               tuple(dilation), int(groups))
 
 
 @_conv2d_op.register_fake
-def _conv2d_fake(x, w, bias, stride, padding, dilation, groups, algo, activation="identity"):
+def _conv2d_fake(x, w, bias, stride, padding, dilation, groups, algo, activation="identity",
+                 residual=None, prepared=False):
     n, c, h, wd = x.shape
     k, cg, r, s = w.shape
     torch._check(cg * groups == c, lambda: f"convcore::conv2d: input has {c} channels but weight "
                                            f"expects {cg} x {groups} groups")
     p = _output_size(h, padding[0], r, stride[0], dilation[0])
     q = _output_size(wd, padding[1], s, stride[1], dilation[1])
+    if residual is not None:
+        torch._check(tuple(residual.shape) == (n, k, p, q), lambda: (
+            f"convcore::conv2d: residual has shape {tuple(residual.shape)}, the output "
+            f"{(n, k, p, q)}"))
     return torch.empty((n, k, p, q), dtype=x.dtype, device=x.device, memory_format=_torch_memory_format(x))
 
 
@@ -243,15 +286,19 @@ def _conv2d_backward_bias_fake(dy):
 def _setup_context(ctx, inputs, output):
     x, w, bias, stride, padding, dilation, groups, algo = inputs[:8]
     activation = _activation_name(inputs[8] if len(inputs) > 8 else "identity")
+    residual = inputs[9] if len(inputs) > 9 else None
     needs = getattr(ctx, "needs_input_grad", None) or (True, True)
     # dx needs w, dw needs x: a frozen layer does not keep its input alive. ReLU and ReLU6 take
-    # their gradient from the output; SiLU from the pre-activation, recomputed from x, w, bias.
+    # their gradient from the output; SiLU from the pre-activation, recomputed from x, w, bias
+    # and the residual.
     silu = activation == "silu"
     ctx.save_for_backward(x if needs[1] or silu else None, w if needs[0] or silu else None,
                           bias if silu else None,
-                          output if activation in ("relu", "relu6") else None)
+                          output if activation in ("relu", "relu6") else None,
+                          residual if silu else None)
     ctx.shapes = (list(x.shape), list(w.shape))
     ctx.has_bias = bias is not None
+    ctx.has_residual = residual is not None
     ctx.activation = activation
     ctx.params = (list(stride), list(padding), list(dilation), groups, algo)
 
@@ -270,10 +317,10 @@ def _activation_backward(activation, dy, y, preactivation):
 
 
 def _conv2d_backward(ctx, dy):
-    x, w, bias, y = ctx.saved_tensors
+    x, w, bias, y, residual = ctx.saved_tensors
     x_shape, w_shape = ctx.shapes
-    dy = _activation_backward(ctx.activation, dy, y,
-                              lambda: torch.ops.convcore.conv2d(x, w, bias, *ctx.params))  # identity epilogue
+    dy = _activation_backward(ctx.activation, dy, y, lambda: torch.ops.convcore.conv2d(
+        x, w, bias, *ctx.params, "identity", residual))  # the pre-activation
     dx = dw = db = None
     if ctx.needs_input_grad[0]:
         dx = torch.ops.convcore.conv2d_backward_data(dy, w, x_shape, *ctx.params)
@@ -281,7 +328,8 @@ def _conv2d_backward(ctx, dy):
         dw = torch.ops.convcore.conv2d_backward_filter(x, dy, w_shape, *ctx.params)
     if ctx.has_bias and ctx.needs_input_grad[2]:
         db = torch.ops.convcore.conv2d_backward_bias(dy)
-    return dx, dw, db, None, None, None, None, None, None
+    dz = dy if ctx.has_residual and ctx.needs_input_grad[9] else None
+    return dx, dw, db, None, None, None, None, None, None, dz, None
 
 
 _conv2d_op.register_autograd(_conv2d_backward, setup_context=_setup_context)
@@ -519,6 +567,7 @@ class Conv2d(nn.Conv2d):
         self.algo = algo
         self.activation = activation
         self.freeze = _freeze_arg(freeze)
+        self._has_fused_batch_norm = False
 
     @property
     def activation(self):
@@ -541,13 +590,18 @@ class Conv2d(nn.Conv2d):
         self._algo_spec = spec  # the operator's algo string (the scripted forward passes it)
         self._algo = value
 
-    def forward(self, input: Tensor) -> Tensor:
+    def forward(self, input: Tensor, residual: Optional[Tensor] = None) -> Tensor:
+        """act(bn(conv(input) + bias) + residual): the convolution, then what convert(fuse=True)
+        fused into it (each part only where fused or given)."""
         if torch.jit.is_scripting():
             # torch.jit.script compiles this branch only: the operator, with the module's
             # parameters (a padding string needs the shapes of the Python path: refused).
             if isinstance(self.padding, str):
                 raise RuntimeError("convcore.torch.Conv2d: torch.jit.script of a layer with "
                                    "padding='same' or 'valid' is not supported; use torch.jit.trace")
+            if self._has_fused_batch_norm:
+                raise RuntimeError("convcore.torch.Conv2d: torch.jit.script of a layer with a "
+                                   "fused batch norm is not supported; use torch.jit.trace")
             padding = [self.padding[0], self.padding[1]]
             if self.padding_mode != "zeros":
                 input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
@@ -555,8 +609,77 @@ class Conv2d(nn.Conv2d):
             return torch.ops.convcore.conv2d(input, self.weight, self.bias,
                                              [self.stride[0], self.stride[1]], padding,
                                              [self.dilation[0], self.dilation[1]], self.groups,
-                                             self._algo_spec, self._activation)
-        return self._conv_forward(input, self.weight, self.bias)
+                                             self._algo_spec, self._activation, residual)
+        if residual is None and not self._has_fused_batch_norm:
+            return self._conv_forward(input, self.weight, self.bias)
+        return self._fused_forward(input, residual)
+
+    _has_fused_batch_norm = False  # set by convert(fuse=True) with _fused_batch_norm
+
+    def _fused_forward(self, input, residual=None, bn=None, activation=None):
+        """act(bn(conv(input) + bias) + residual), for forward() with a fused batch norm or a
+        residual, and for the graphs convert(fuse=True) rewrites (they pass ``bn``, a
+        BatchNorm2d, and ``activation``, an epilogue activation name; by default the layer's own
+        fused ones). In eval mode the batch norm is folded
+        into the weights and bias (Ioffe & Szegedy 2015, sec. 3.2: bn is affine in eval,
+        y = scale * (conv(x) + b - mean) + beta with scale = gamma / sqrt(var + eps)), and the
+        residual and activation run in convcore's epilogue. In training the batch norm runs as
+        PyTorch runs it, then the residual and the activation."""
+        if bn is None:
+            bn = self.__dict__.get("_fused_batch_norm")
+        if activation is None:
+            activation = self.activation
+        if bn is not None and (bn.training or bn.running_mean is None):
+            # the convolution alone, then the batch norm as PyTorch runs it
+            y = self._conv_forward(input, self.weight, self.bias, "identity")
+            return _apply_activation(_BATCH_NORM_FORWARD(bn, y), residual, activation)
+        weight, bias, filters = self.weight, self.bias, None
+        if bn is not None:
+            weight, bias, filters = self._folded(bn, input)
+        if (self.padding_mode == "zeros" and type(self.padding) is tuple
+                and isinstance(input, Tensor) and input.dim() == 4):
+            route = _route(input, weight, bias)
+            if route == _DIRECT:
+                conv = self._own_convolution()
+                y = conv._forward_torch_cpu(input, weight, self._fwd_algo,
+                                            self._filters(weight) if filters is None else filters,
+                                            bias, _api.ACTIVATIONS[activation], residual)
+                if y is not None:
+                    self.__dict__["_last_algo"] = conv
+                    return y
+            elif route == _OPERATOR and (residual is None or _residual_fits(self, input, residual)):
+                return torch.ops.convcore.conv2d(
+                    input, weight, bias, list(self.stride), list(self.padding),
+                    list(self.dilation), self.groups, self._algo_spec, activation, residual,
+                    not torch.is_grad_enabled())
+        if residual is None:
+            return self._conv_forward(input, weight, bias, activation)
+        # Anything else (autograd on CPU tensors, a residual that broadcasts, ...): the
+        # convolution and its bias by the plain path, then the residual and the activation.
+        y = self._conv_forward(input, weight, bias, "identity")
+        return _apply_activation(y, residual, activation)
+
+    def _folded(self, bn, input):
+        """(weight, bias, filter_version) with ``bn`` folded in. Recorded by autograd, or in a
+        graph capture: computed from the tensors at every call. Otherwise kept, and made again
+        only when one of the tensors it is made from changed: their bytes' fingerprint (one read
+        of the weight, as an unfused layer's check), or with freeze=True their identity, address
+        and version counter. The number identifies the folded filters to the plan."""
+        tensors = [t for t in (self.weight, self.bias, bn.weight, bn.bias, bn.running_mean,
+                               bn.running_var) if t is not None]
+        recording = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
+        if recording or _route(input, self.weight, self.bias) == _OPERATOR:
+            weight, bias = _fold_batch_norm(self.weight, self.bias, bn)
+            return weight, bias, None
+        key = (self.freeze, bn.eps, _tensors_key(tensors, self.freeze))
+        held = self.__dict__.get("_folded_filters")
+        if held is not None and held[0] == key and key[2] is not None:
+            return held[1]
+        with torch.no_grad():
+            weight, bias = _fold_batch_norm(self.weight, self.bias, bn)
+        folded = (weight, bias, next(_filter_versions))
+        self.__dict__["_folded_filters"] = (key, folded)
+        return folded
 
     def _own_convolution(self):
         """This layer's own convcore.Convolution: its plans (and the filters they prepared) are
@@ -598,6 +721,7 @@ class Conv2d(nn.Conv2d):
         state = super().__getstate__()
         state.pop("_convcore_conv", None)
         state.pop("_prepared_weight", None)
+        state.pop("_folded_filters", None)
         if isinstance(state.get("_last_algo"), Convolution):
             state["_last_algo"] = state["_last_algo"].last_algo
         return state
@@ -613,14 +737,20 @@ class Conv2d(nn.Conv2d):
         last = self.__dict__.get("_last_algo")
         return last.last_algo if isinstance(last, Convolution) else last
 
-    def _conv_forward(self, input, weight, bias):
+    def _conv_forward(self, input, weight, bias, activation=None):
+        """The convolution with its bias and activation (the layer's own, or ``activation``)."""
+        if activation is None:
+            activation = self.__dict__.get("_activation", "identity")
+            activation_code = self.__dict__.get("_activation_code", 0)
+        else:
+            activation_code = _api.ACTIVATIONS[activation]
         if self.padding_mode == "zeros" and type(self.padding) is tuple and isinstance(input, Tensor):
             route = _route(input, weight, bias)
             if route == _DIRECT:
                 # Inference, the common case, kept short: each microsecond here is paid per layer.
                 conv = self._own_convolution()
                 y = conv._forward_torch_cpu(input, weight, self._fwd_algo, self._filters(weight),
-                                            bias, self.__dict__.get("_activation_code", 0))
+                                            bias, activation_code)
                 if y is not None:
                     self.__dict__["_last_algo"] = conv  # its last_algo, read when asked
                     return y
@@ -628,7 +758,7 @@ class Conv2d(nn.Conv2d):
                     _check_tensors("convcore.torch.Conv2d", input, weight, bias)
                     conv = _conv_for(self.stride, self.padding, self.dilation, self.groups)
                     y = _forward(input, weight, bias, self.stride, self.padding, self.dilation,
-                                 self.groups, self._fwd_algo, self.activation)
+                                 self.groups, self._fwd_algo, activation)
                     self.__dict__["_last_algo"] = conv.last_algo
                     return y
             elif route == _FUNCTION and input.dim() == 4:
@@ -636,7 +766,7 @@ class Conv2d(nn.Conv2d):
                 if bias is not None and not bias.is_contiguous():
                     bias = bias.contiguous()
                 y = _apply_conv2d(input, weight, bias, conv,
-                                  _function_args(self._algo_spec, self._activation))
+                                  _function_args(self._algo_spec, activation))
                 self.__dict__["_last_algo"] = conv
                 return y
         padding = self.padding
@@ -644,12 +774,79 @@ class Conv2d(nn.Conv2d):
             input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
             padding = _pair(0)
         y = conv2d(input, weight, bias, self.stride, padding, self.dilation, self.groups,
-                   algo=self._algo, activation=self.activation)
+                   algo=self._algo, activation=activation)
         if isinstance(padding, tuple) and not torch.compiler.is_compiling():
             # the forward algorithm that ran (what "auto" or "find" chose), for benchmarks
             self.__dict__["_last_algo"] = _conv_for(self.stride, padding, self.dilation,
                                                     self.groups).last_algo
         return y
+
+
+class _FusedBatchNorm2d(nn.BatchNorm2d):
+    """A BatchNorm2d that convert(fuse=True) fused into the convcore Conv2d before it: that layer
+    applies it (folded into its weights in eval mode), so here it passes its input on. It keeps
+    its place, parameters and buffers: the state_dict, train()/eval(), .to() and optimizers see
+    the model as it was."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return input
+
+
+_BATCH_NORM_FORWARD = nn.BatchNorm2d.forward
+_ACTIVATION_FUNCTIONS = {"relu": F.relu, "relu6": F.relu6, "silu": F.silu}
+
+
+def _apply_activation(y, residual, activation):
+    """act(y + residual) by PyTorch's own ops (the paths that leave the epilogue out)."""
+    if residual is not None:
+        y = y + residual
+    fn = _ACTIVATION_FUNCTIONS.get(activation)
+    return y if fn is None else fn(y)
+
+
+def _residual_fits(layer, input, residual):
+    """Whether the epilogue can add ``residual``: the output's shape, input's dtype and device
+    (a residual that broadcasts is added by PyTorch instead)."""
+    if not isinstance(residual, Tensor) or residual.dtype != input.dtype or residual.device != input.device:
+        return False
+    n, _, h, w = input.shape
+    r, s = layer.kernel_size
+    return tuple(residual.shape) == (
+        n, layer.out_channels, _output_size(h, layer.padding[0], r, layer.stride[0], layer.dilation[0]),
+        _output_size(w, layer.padding[1], s, layer.stride[1], layer.dilation[1]))
+
+
+def _fold_batch_norm(weight, bias, bn):
+    """(weight, bias) of conv followed by bn in eval mode: w * scale, (b - mean) * scale + beta
+    per output channel, scale = gamma / sqrt(running_var + eps)."""
+    scale = torch.rsqrt(bn.running_var + bn.eps)
+    if bn.weight is not None:
+        scale = scale * bn.weight
+    shift = -bn.running_mean * scale if bias is None else (bias - bn.running_mean) * scale
+    if bn.bias is not None:
+        shift = shift + bn.bias
+    folded = weight * scale.to(weight.dtype).reshape(-1, 1, 1, 1)
+    if weight.is_contiguous(memory_format=torch.channels_last) and not weight.is_contiguous():
+        folded = folded.contiguous(memory_format=torch.channels_last)
+    return folded, shift.to(weight.dtype).contiguous()
+
+
+def _tensors_key(tensors, trusted):
+    """What identifies the contents of ``tensors``: with trusted (freeze=True), each one's
+    identity, address, dtype and version counter; otherwise one fingerprint of their bytes, None
+    when one is not a dense CPU tensor (nothing made from them may then be kept)."""
+    if trusted:
+        key = []
+        for t in tensors:
+            try:
+                version = t._version
+            except RuntimeError:
+                version = 0  # an inference tensor: trusted, refresh() after writes
+            key.append((id(t), t.data_ptr(), t.dtype, t.shape, version))
+        return tuple(key)
+    if any(not t.is_cpu for t in tensors):
+        return None
+    return _api._C.fingerprint_tensors([torch.utils.dlpack.to_dlpack(t.detach()) for t in tensors])
 
 
 def refresh(module):
@@ -660,6 +857,7 @@ def refresh(module):
     for layer in module.modules():
         if isinstance(layer, Conv2d):
             layer.__dict__.pop("_prepared_weight", None)
+            layer.__dict__.pop("_folded_filters", None)
     return module
 
 
@@ -673,14 +871,24 @@ def convert(module, algo="auto", fuse=False, freeze=False):
     """Every ``torch.nn.Conv2d`` in ``module`` (recursively) replaced by a ``convcore.torch.Conv2d``
     that shares its Parameters, buffers, hooks, training mode, device and dtype; like
     ``torch.nn.SyncBatchNorm.convert_sync_batchnorm``, children are replaced in place and the
-    (possibly new) root is returned. Modules already converted get ``algo``. Subclasses of
-    nn.Conv2d (which may compute something else) are left as they are.
+    (possibly new) root is returned: use the returned module. Modules already converted get
+    ``algo``. Subclasses of nn.Conv2d (which may compute something else) are left as they are.
 
-    Each converted layer's bias runs in convcore's fused epilogue. With ``fuse=True``, an
-    ``nn.ReLU``, ``nn.ReLU6`` or ``nn.SiLU`` that directly follows a Conv2d in an
-    ``nn.Sequential`` runs there too: the Conv2d's ``activation`` is set and the activation
-    module is replaced by ``nn.Identity`` (neither has parameters or buffers, so the
-    state_dict's keys stay the same). The Conv2d's forward hooks then see the activated output.
+    Each converted layer's bias runs in convcore's fused epilogue. ``fuse=True`` fuses what
+    follows a Conv2d into it, the way inference engines do, while the model still trains as it
+    did (see _fuse_sequential and _fuse_graph):
+    - a ``BatchNorm2d`` (with running statistics): in eval mode folded into the convolution's
+      weights and bias; in training mode run as PyTorch runs it;
+    - a residual add (``conv(x) + identity``, e.g. in ResNet's blocks) and an ``nn.ReLU``,
+      ``nn.ReLU6`` or ``nn.SiLU`` (or F.relu, F.relu6, F.silu): in convcore's epilogue.
+    Inside an ``nn.Sequential`` the Conv2d takes them over (the batch norm becomes a
+    _FusedBatchNorm2d that passes its input on, the activation an ``nn.Identity``: neither
+    changes the state_dict). Elsewhere the patterns are found in the module's torch.fx graph:
+    where the module traces (with convcore's Conv2d and every module without one as leaves) to
+    the same graph in train and eval mode, the result is a ``torch.fx.GraphModule`` with the
+    module's children, parameters and state_dict, whose graph calls the fused layers (as
+    torch.fx.experimental.optimization.fuse returns one); where it does not, its children are
+    tried. The fused Conv2d's forward hooks see its fused output.
 
     ``freeze=True`` makes every converted layer trust its weights in inference instead of
     checking them at every call (Conv2d's docstring has the contract; ``refresh(model)`` after
@@ -688,6 +896,11 @@ def convert(module, algo="auto", fuse=False, freeze=False):
     if not isinstance(fuse, bool):
         raise BadParamError(f"fuse: expected a bool, got {fuse!r}")
     freeze = _freeze_arg(freeze)
+    module = _convert(module, algo, fuse, freeze)
+    return _fuse_graph(module) if fuse else module
+
+
+def _convert(module, algo, fuse, freeze):
     if type(module) is nn.Conv2d:
         new = _converted(module, algo)
         new.freeze = freeze
@@ -697,25 +910,186 @@ def convert(module, algo="auto", fuse=False, freeze=False):
         module.freeze = freeze
         return module
     for name, child in module.named_children():
-        new_child = convert(child, algo, fuse, freeze)
+        new_child = _convert(child, algo, fuse, freeze)
         if new_child is not child:
             setattr(module, name, new_child)
     if fuse and isinstance(module, nn.Sequential):
-        _fuse_activations(module)
+        _fuse_sequential(module)
     return module
 
 
-def _fuse_activations(seq):
-    """Fuses each ReLU / ReLU6 / SiLU that follows a convcore Conv2d in ``seq`` into it."""
+def _hooked(module):
+    return bool(module._forward_hooks or module._forward_pre_hooks or module._backward_hooks
+                or getattr(module, "_backward_pre_hooks", None))
+
+
+def _foldable(bn, conv):
+    """Whether ``bn`` (what follows ``conv``) is a batch norm the convolution may take over."""
+    return (type(bn) is nn.BatchNorm2d and not _hooked(bn) and bn.num_features == conv.out_channels
+            and bn.track_running_stats and bn.running_mean is not None)
+
+
+def _fuse_sequential(seq):
+    """Fuses into each convcore Conv2d of ``seq`` (with nothing fused yet) the BatchNorm2d that
+    follows it, then the ReLU / ReLU6 / SiLU that follows that."""
     names = list(seq._modules)
-    for first, second in zip(names, names[1:]):
-        conv, act = seq._modules[first], seq._modules[second]
-        name = _ACTIVATION_MODULES.get(type(act))
-        if (name is None or not isinstance(conv, Conv2d) or conv.activation != "identity"
-                or act._forward_hooks or act._forward_pre_hooks or act._backward_hooks):
+    for i, name in enumerate(names):
+        conv = seq._modules[name]
+        if not isinstance(conv, Conv2d) or conv.activation != "identity" or conv._has_fused_batch_norm:
             continue
-        conv.activation = name
-        seq._modules[second] = nn.Identity()
+        j = i + 1
+        if j < len(names) and _foldable(seq._modules[names[j]], conv):
+            seq._modules[names[j]] = _fused_batch_norm(conv, seq._modules[names[j]])
+            j += 1
+        if j < len(names):
+            act = seq._modules[names[j]]
+            activation = _ACTIVATION_MODULES.get(type(act))
+            if activation is not None and not _hooked(act):
+                conv.activation = activation
+                seq._modules[names[j]] = nn.Identity()
+
+
+def _fused_batch_norm(conv, bn):
+    """Makes ``conv`` apply ``bn``; returns the _FusedBatchNorm2d that takes bn's place."""
+    placeholder = _FusedBatchNorm2d.__new__(_FusedBatchNorm2d)
+    for key, value in bn.__dict__.items():
+        placeholder.__dict__[key] = value.copy() if isinstance(value, dict) else value
+    conv.__dict__["_fused_batch_norm"] = placeholder
+    conv.__dict__["_has_fused_batch_norm"] = True
+    return placeholder
+
+
+# ---- fusion in torch.fx graphs ---------------------------------------------------------------
+
+class _FusionTracer(torch.fx.Tracer):
+    """Records convcore's Conv2d, and every module that holds none, as one call each (their own
+    control flow, e.g. dropout's or stochastic depth's training flag, stays live); traces
+    through the rest, and through _FusedBatchNorm2d (which passes its input on)."""
+
+    def is_leaf_module(self, m, qualname):
+        if type(m) is _FusedBatchNorm2d:
+            return False
+        if isinstance(m, Conv2d) or not any(isinstance(c, Conv2d) for c in m.modules()):
+            return True
+        return super().is_leaf_module(m, qualname)
+
+
+def _trace(module):
+    """module's fusion graph, or None when it does not trace, or traces to another graph in
+    training than in eval mode (its forward reads self.training: a graph would fix one mode)."""
+    if _hooked(module) or module._state_dict_hooks or module._load_state_dict_pre_hooks:
+        return None
+    modes = [(m, m.training) for m in module.modules()]
+    graphs = []
+    try:
+        for training in (True, False):
+            module.train(training)
+            graphs.append(_FusionTracer().trace(module))
+    except Exception:  # noqa: BLE001 - whatever stops symbolic tracing: the children are tried
+        return None
+    finally:
+        for m, training in modes:
+            m.training = training
+    return graphs[1] if str(graphs[0]) == str(graphs[1]) else None
+
+
+_ADDS = {operator.add, operator.iadd, torch.add}
+_ACTIVATION_CALLS = {F.relu: "relu", torch.relu: "relu", torch.relu_: "relu", F.relu6: "relu6",
+                     F.silu: "silu"}
+
+
+def _only_user(node):
+    users = list(node.users)
+    return users[0] if len(users) == 1 else None
+
+
+def _activation_node(node, modules):
+    """The epilogue activation ``node`` computes of its one input, or None."""
+    if node is None:
+        return None
+    if node.op == "call_module":
+        m = modules.get(node.target)
+        return None if m is None or _hooked(m) else _ACTIVATION_MODULES.get(type(m))
+    if node.op == "call_function" and node.target in _ACTIVATION_CALLS and len(node.args) == 1:
+        return _ACTIVATION_CALLS[node.target]
+    if node.op == "call_method" and node.target in ("relu", "relu_") and len(node.args) == 1:
+        return "relu"
+    return None
+
+
+def _residual_of(node, previous):
+    """The other operand when ``node`` is ``previous + other`` of two tensors, else None."""
+    if (node is None or node.op != "call_function" or node.target not in _ADDS
+            or len(node.args) != 2 or node.kwargs):
+        return None
+    a, b = node.args
+    other = b if a is previous else a if b is previous else None
+    return other if isinstance(other, torch.fx.Node) and other is not previous else None
+
+
+def _fuse_graph(module):
+    """convert(fuse=True)'s graph fusion: ``module`` as a GraphModule whose graph calls each
+    convcore Conv2d with what follows it fused (Conv2d._fused_forward: batch norm, residual add,
+    activation), or ``module`` itself when its graph has nothing to fuse; where it does not
+    trace, its children are tried."""
+    if not any(isinstance(m, Conv2d) for m in module.modules()) or isinstance(module, Conv2d):
+        return module
+    graph = _trace(module)
+    if graph is None:
+        for name, child in module.named_children():
+            new_child = _fuse_graph(child)
+            if new_child is not child:
+                setattr(module, name, new_child)
+        return module
+    modules = dict(module.named_modules())
+    calls = collections.Counter(n.target for n in graph.nodes if n.op == "call_module")
+    fused_any = False
+    for node in list(graph.nodes):
+        conv = modules.get(node.target) if node.op == "call_module" else None
+        if (not isinstance(conv, Conv2d) or calls[node.target] != 1 or len(node.args) != 1
+                or node.kwargs or conv.activation != "identity"):
+            continue
+        chain, bn_target, residual, activation = [node], None, None, "identity"
+        following = _only_user(node)
+        if (not conv._has_fused_batch_norm and following is not None
+                and following.op == "call_module" and calls[following.target] == 1
+                and _foldable(modules.get(following.target), conv)):
+            bn_target = following.target
+            chain.append(following)
+            following = _only_user(following)
+        residual = _residual_of(following, chain[-1])
+        if residual is not None:
+            chain.append(following)
+            following = _only_user(following)
+        act = _activation_node(following, modules)
+        if act is not None:
+            activation = act
+            chain.append(following)
+        if len(chain) == 1:
+            continue
+        with graph.inserting_before(chain[-1]):  # where every operand exists
+            layer = graph.get_attr(node.target)
+            bn = graph.get_attr(bn_target) if bn_target is not None else None
+            fused = graph.call_method("_fused_forward", (layer, node.args[0], residual, bn,
+                                                         activation))
+        chain[-1].replace_all_uses_with(fused)
+        for n in reversed(chain):
+            graph.erase_node(n)
+        fused_any = True
+    if not fused_any:
+        return module
+    graph.lint()
+    fused = torch.fx.GraphModule(module, graph, class_name=type(module).__name__)
+    # The module's own children, parameters and buffers, in their order: the same state_dict.
+    fused._modules.clear()
+    fused._modules.update(module._modules)
+    fused._parameters.clear()
+    fused._parameters.update(module._parameters)
+    fused._buffers.clear()
+    fused._buffers.update(module._buffers)
+    fused._non_persistent_buffers_set = set(module._non_persistent_buffers_set)
+    fused.training = module.training
+    return fused
 
 
 def _converted(conv, algo):
@@ -726,4 +1100,5 @@ def _converted(conv, algo):
         new.__dict__[key] = value.copy() if isinstance(value, dict) else value
     new.algo = algo
     new.activation = "identity"
+    new._has_fused_batch_norm = False
     return new
