@@ -186,7 +186,7 @@ def _conv2d_op(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: List[int],
         _check_residual("convcore::conv2d", x, residual)
     if prepared:
         conv = _convolution_of_weight(w, stride, padding, dilation, groups)
-        filters = _FILTERS_CHECKED
+        filters = "check"
     else:
         conv, filters = _conv_for(stride, padding, dilation, groups), None
     if bias is not None and not bias.is_contiguous():
@@ -590,9 +590,11 @@ class Conv2d(nn.Conv2d):
         self._algo_spec = spec  # the operator's algo string (the scripted forward passes it)
         self._algo = value
 
-    def forward(self, input: Tensor, residual: Optional[Tensor] = None) -> Tensor:
+    def forward(self, input: Tensor, residual: Optional[Tensor] = None,
+                activation: Optional[str] = None) -> Tensor:
         """act(bn(conv(input) + bias) + residual): the convolution, then what convert(fuse=True)
-        fused into it (each part only where fused or given)."""
+        fused into it: its batch norm (where fused), ``residual`` (a tensor added to the output,
+        or None) and ``activation`` (None: the layer's own)."""
         if torch.jit.is_scripting():
             # torch.jit.script compiles this branch only: the operator, with the module's
             # parameters (a padding string needs the shapes of the Python path: refused).
@@ -609,26 +611,26 @@ class Conv2d(nn.Conv2d):
             return torch.ops.convcore.conv2d(input, self.weight, self.bias,
                                              [self.stride[0], self.stride[1]], padding,
                                              [self.dilation[0], self.dilation[1]], self.groups,
-                                             self._algo_spec, self._activation, residual)
-        if residual is None and not self._has_fused_batch_norm:
+                                             self._algo_spec,
+                                             self._activation if activation is None else activation,
+                                             residual)
+        if residual is None and activation is None and not self._has_fused_batch_norm:
             return self._conv_forward(input, self.weight, self.bias)
-        return self._fused_forward(input, residual)
+        return self._fused_forward(input, residual, activation)
 
     _has_fused_batch_norm = False  # set by convert(fuse=True) with _fused_batch_norm
 
-    def _fused_forward(self, input, residual=None, bn=None, activation=None):
-        """act(bn(conv(input) + bias) + residual), for forward() with a fused batch norm or a
-        residual, and for the graphs convert(fuse=True) rewrites (they pass ``bn``, a
-        BatchNorm2d, and ``activation``, an epilogue activation name; by default the layer's own
-        fused ones). In eval mode the batch norm is folded
+    def _fused_forward(self, input, residual=None, activation=None):
+        """forward() with a fused batch norm, a residual or an activation given. In eval mode the
+        batch norm is folded
         into the weights and bias (Ioffe & Szegedy 2015, sec. 3.2: bn is affine in eval,
         y = scale * (conv(x) + b - mean) + beta with scale = gamma / sqrt(var + eps)), and the
         residual and activation run in convcore's epilogue. In training the batch norm runs as
         PyTorch runs it, then the residual and the activation."""
-        if bn is None:
-            bn = self.__dict__.get("_fused_batch_norm")
-        if activation is None:
-            activation = self.activation
+        bn = self.__dict__.get("_fused_batch_norm")
+        activation = self.activation if activation is None else _activation_name(activation)
+        if isinstance(input, torch.fx.Proxy):  # symbolic tracing: one call in the graph
+            return _symbolic_fused_forward(self, input, residual, activation)
         if bn is not None and (bn.training or bn.running_mean is None):
             # the convolution alone, then the batch norm as PyTorch runs it
             y = self._conv_forward(input, self.weight, self.bias, "identity")
@@ -651,7 +653,7 @@ class Conv2d(nn.Conv2d):
                 return torch.ops.convcore.conv2d(
                     input, weight, bias, list(self.stride), list(self.padding),
                     list(self.dilation), self.groups, self._algo_spec, activation, residual,
-                    not torch.is_grad_enabled())
+                    _prepared_in_graph())
         if residual is None:
             return self._conv_forward(input, weight, bias, activation)
         # Anything else (autograd on CPU tensors, a residual that broadcasts, ...): the
@@ -780,6 +782,21 @@ class Conv2d(nn.Conv2d):
             self.__dict__["_last_algo"] = _conv_for(self.stride, padding, self.dilation,
                                                     self.groups).last_algo
         return y
+
+
+def _prepared_in_graph():
+    """The operator's ``prepared`` for a call a graph capture records: whether the graph runs
+    without autograd recording. torch.compile and torch.export keep a graph per grad mode;
+    torch.jit.trace's graph runs in either, so it transforms filters per call."""
+    return not torch.is_grad_enabled() and torch._C._get_tracing_state() is None
+
+
+def _symbolic_fused_forward(layer, input, residual, activation):
+    """Conv2d._fused_forward as one call_method node of the graph torch.fx traces (its
+    training-mode branch stays live)."""
+    tracer = input.tracer
+    layer = tracer.create_proxy("get_attr", tracer.path_of_module(layer), (), {})
+    return tracer.create_proxy("call_method", "_fused_forward", (layer, input, residual, activation), {})
 
 
 class _FusedBatchNorm2d(nn.BatchNorm2d):
@@ -962,21 +979,18 @@ def _fused_batch_norm(conv, bn):
 # ---- fusion in torch.fx graphs ---------------------------------------------------------------
 
 class _FusionTracer(torch.fx.Tracer):
-    """Records convcore's Conv2d, and every module that holds none, as one call each (their own
-    control flow, e.g. dropout's or stochastic depth's training flag, stays live); traces
-    through the rest, and through _FusedBatchNorm2d (which passes its input on)."""
+    """Traces one module's own forward: each submodule call is one node (their own control flow,
+    e.g. dropout's training flag, stays live), except _FusedBatchNorm2d, which passes its
+    input on."""
 
     def is_leaf_module(self, m, qualname):
-        if type(m) is _FusedBatchNorm2d:
-            return False
-        if isinstance(m, Conv2d) or not any(isinstance(c, Conv2d) for c in m.modules()):
-            return True
-        return super().is_leaf_module(m, qualname)
+        return type(m) is not _FusedBatchNorm2d
 
 
 def _trace(module):
-    """module's fusion graph, or None when it does not trace, or traces to another graph in
-    training than in eval mode (its forward reads self.training: a graph would fix one mode)."""
+    """module's own graph (_FusionTracer), or None when it does not trace, or traces to another
+    graph in training than in eval mode (its forward reads self.training: a graph would fix one
+    mode)."""
     if _hooked(module) or module._state_dict_hooks or module._load_state_dict_pre_hooks:
         return None
     modes = [(m, m.training) for m in module.modules()]
@@ -985,7 +999,7 @@ def _trace(module):
         for training in (True, False):
             module.train(training)
             graphs.append(_FusionTracer().trace(module))
-    except Exception:  # noqa: BLE001 - whatever stops symbolic tracing: the children are tried
+    except Exception:  # noqa: BLE001 - whatever stops symbolic tracing: nothing fused here
         return None
     finally:
         for m, training in modes:
@@ -1028,18 +1042,24 @@ def _residual_of(node, previous):
 
 
 def _fuse_graph(module):
-    """convert(fuse=True)'s graph fusion: ``module`` as a GraphModule whose graph calls each
-    convcore Conv2d with what follows it fused (Conv2d._fused_forward: batch norm, residual add,
-    activation), or ``module`` itself when its graph has nothing to fuse; where it does not
-    trace, its children are tried."""
-    if not any(isinstance(m, Conv2d) for m in module.modules()) or isinstance(module, Conv2d):
+    """convert(fuse=True)'s fusion outside nn.Sequentials, from the innermost modules out: in a
+    module's own graph, each convcore Conv2d (with nothing fused yet) called once and followed
+    by a BatchNorm2d, a residual add and an activation takes them over. The batch norm becomes
+    the layer's (its module a _FusedBatchNorm2d in its place); the add and the activation become
+    the call's arguments: ``conv(x, residual, activation)``. Returns ``module`` as a
+    GraphModule with that graph and the module's children, parameters and buffers, or
+    ``module`` itself when its graph has nothing to fuse or does not trace. Either way its own
+    forward stays right: the fused layers are replaced in place, the calls' arguments are
+    explicit."""
+    for name, child in module.named_children():
+        new_child = _fuse_graph(child)
+        if new_child is not child:
+            setattr(module, name, new_child)
+    if (isinstance(module, (nn.Sequential, Conv2d))
+            or not any(isinstance(c, Conv2d) for c in module.children())):
         return module
     graph = _trace(module)
     if graph is None:
-        for name, child in module.named_children():
-            new_child = _fuse_graph(child)
-            if new_child is not child:
-                setattr(module, name, new_child)
         return module
     modules = dict(module.named_modules())
     calls = collections.Counter(n.target for n in graph.nodes if n.op == "call_module")
@@ -1049,32 +1069,34 @@ def _fuse_graph(module):
         if (not isinstance(conv, Conv2d) or calls[node.target] != 1 or len(node.args) != 1
                 or node.kwargs or conv.activation != "identity"):
             continue
-        chain, bn_target, residual, activation = [node], None, None, "identity"
+        chain, residual, activation = [node], None, None
         following = _only_user(node)
         if (not conv._has_fused_batch_norm and following is not None
                 and following.op == "call_module" and calls[following.target] == 1
                 and _foldable(modules.get(following.target), conv)):
-            bn_target = following.target
+            parent, _, name = following.target.rpartition(".")
+            parent = modules[parent] if parent else module
+            parent._modules[name] = _fused_batch_norm(conv, parent._modules[name])
             chain.append(following)
             following = _only_user(following)
         residual = _residual_of(following, chain[-1])
         if residual is not None:
             chain.append(following)
             following = _only_user(following)
-        act = _activation_node(following, modules)
-        if act is not None:
-            activation = act
+        activation = _activation_node(following, modules)
+        if activation is not None:
             chain.append(following)
         if len(chain) == 1:
             continue
-        with graph.inserting_before(chain[-1]):  # where every operand exists
-            layer = graph.get_attr(node.target)
-            bn = graph.get_attr(bn_target) if bn_target is not None else None
-            fused = graph.call_method("_fused_forward", (layer, node.args[0], residual, bn,
-                                                         activation))
-        chain[-1].replace_all_uses_with(fused)
-        for n in reversed(chain):
-            graph.erase_node(n)
+        if residual is None and activation is None:  # the batch norm only: the layer has it now
+            chain[1].replace_all_uses_with(node)
+            graph.erase_node(chain[1])
+        else:
+            with graph.inserting_before(chain[-1]):  # where every operand exists
+                fused = graph.call_module(node.target, (node.args[0], residual, activation))
+            chain[-1].replace_all_uses_with(fused)
+            for n in reversed(chain):
+                graph.erase_node(n)
         fused_any = True
     if not fused_any:
         return module

@@ -26,13 +26,21 @@ def rel_err(y, ref):
     return float((y - ref).norm() / ref.norm())
 
 
-@pytest.fixture(scope="module")
-def resnet18():
-    """(PyTorch's resnet18 in eval mode, a converted copy sharing nothing with it)."""
+@pytest.fixture(scope="module", params=[False, True], ids=["plain", "fused"])
+def resnet18(request):
+    """(PyTorch's resnet18 in eval mode, a converted copy sharing nothing with it): plain, or
+    with fuse=True (batch norms folded, residual adds and ReLUs in the epilogue: a GraphModule)."""
     models = import_torchvision()
     torch.manual_seed(0)
     reference = models.resnet18(num_classes=10).eval()
-    return reference, ct.convert(copy.deepcopy(reference))
+    with torch.no_grad():  # batch norms that are not the identity
+        for m in reference.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.2, 0.2)
+                m.running_var.uniform_(0.5, 1.5)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+    return reference, ct.convert(copy.deepcopy(reference), fuse=request.param)
 
 
 def example(seed, batch=1):
@@ -70,6 +78,10 @@ def test_jit_trace(models, grad):
 
 def test_jit_script(models):
     reference, converted = models
+    if isinstance(converted, torch.fx.GraphModule):  # fused: refused, with the reason
+        with pytest.raises(Exception, match="fused batch norm"):
+            torch.jit.script(converted)(example(0))
+        return
     scripted = torch.jit.script(converted)
     assert "convcore::conv2d" in str(scripted.inlined_graph)
     assert_captured(scripted, reference, converted)
@@ -84,8 +96,9 @@ def test_jit_script_refuses_a_padding_string():
 def test_fx_symbolic_trace(models):
     reference, converted = models
     graph = torch.fx.symbolic_trace(converted)
-    targets = [n.target for n in graph.graph.nodes if n.op == "call_function"]
-    assert targets.count(torch.ops.convcore.conv2d) == 20  # resnet18's 20 convolutions
+    targets = [n.target for n in graph.graph.nodes if n.op in ("call_function", "call_method")]
+    # resnet18's 20 convolutions
+    assert targets.count(torch.ops.convcore.conv2d) + targets.count("_fused_forward") == 20
     assert_captured(graph, reference, converted)
 
 

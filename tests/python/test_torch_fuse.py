@@ -1,0 +1,344 @@
+"""convert(fuse=True): batch norms folded into the convolutions in eval mode (and run as PyTorch
+runs them in training), residual adds and activations in convcore's epilogue, in nn.Sequential
+and in torch.fx graphs. Each fused model against the same model unfused (PyTorch's own modules),
+in float64 and float32, in eval and training mode, after weight changes of every kind, and
+under graph captures."""
+
+import copy
+import operator
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch import nn  # noqa: E402
+from torch.nn import functional as F  # noqa: E402
+
+import convcore  # noqa: E402
+import convcore.torch as ct  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+BOUND = {torch.float64: 1e-12, torch.float32: 1e-5}
+
+
+def rel(y, ref):
+    y, ref = y.detach().double(), ref.detach().double()
+    return float((y - ref).norm() / ref.norm())
+
+
+def randomize_batch_norms(model, seed=0):
+    """Running statistics and affine parameters far from the identity a fresh BN has."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                n = m.num_features
+                m.running_mean.copy_(torch.rand(n, generator=g) - 0.5)
+                m.running_var.copy_(torch.rand(n, generator=g) * 2 + 0.3)
+                if m.affine:
+                    m.weight.copy_(torch.rand(n, generator=g) + 0.5)
+                    m.bias.copy_(torch.rand(n, generator=g) - 0.5)
+    return model
+
+
+class Block(nn.Module):
+    """ResNet's basic block: relu(bn2(conv2(relu(bn1(conv1(x))))) + shortcut(x)), with one ReLU
+    module used twice, as torchvision writes it."""
+
+    def __init__(self, c_in, c_out, stride=1):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c_in, c_out, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c_out)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(c_out, c_out, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c_out)
+        self.shortcut = None
+        if stride != 1 or c_in != c_out:
+            self.shortcut = nn.Sequential(nn.Conv2d(c_in, c_out, 1, stride, bias=False), nn.BatchNorm2d(c_out))
+
+    def forward(self, x):
+        identity = x if self.shortcut is None else self.shortcut(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        out += identity
+        return self.relu(out)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 3, 1, 1, bias=True)
+        self.bn = nn.BatchNorm2d(8)
+        self.blocks = nn.Sequential(Block(8, 8), Block(8, 12, stride=2))
+        self.head = nn.Sequential(nn.Conv2d(12, 6, 1), nn.BatchNorm2d(6, affine=False), nn.SiLU(),
+                                  nn.Conv2d(6, 4, 1), nn.ReLU6())
+
+    def forward(self, x):
+        x = F.relu(self.bn(self.stem(x)))
+        return self.head(self.blocks(x)).mean((2, 3))
+
+
+def pair(dtype=torch.float32, seed=0):
+    """(a PyTorch model in eval mode, a fused convcore copy of it)."""
+    torch.manual_seed(seed)
+    ref = randomize_batch_norms(Net().to(dtype), seed).eval()
+    return ref, ct.convert(copy.deepcopy(ref), fuse=True)
+
+
+def example(dtype=torch.float32, seed=1, batch=2, size=11):
+    return torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(seed), dtype=dtype)
+
+
+def assert_same_gradients(model, ref, bound=1e-10):
+    """Each parameter's gradient within bound x the largest gradient (a conv bias before a batch
+    norm in training has a gradient of 0 up to rounding)."""
+    scale = max(float(q.grad.abs().max()) for q in ref.parameters())
+    for (name, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
+        assert float((p.grad - q.grad).abs().max()) <= bound * scale, name
+
+
+def fused_calls(model):
+    """The calls of a GraphModule's graph that pass a residual or an activation to a layer."""
+    return [n for n in model.graph.nodes if n.op == "call_module" and len(n.args) == 3]
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+def test_fused_model_matches_pytorch_in_eval(dtype):
+    ref, fused = pair(dtype)
+    assert isinstance(fused, torch.fx.GraphModule) and type(fused).__name__ == "Net"
+    # Each module's own graph: the stem's batch norm and F.relu in the root's; in each block,
+    # conv1's batch norm and ReLU, conv2's batch norm, and the residual add with the ReLU after it
+    # in one addend (the second block's is its shortcut, traced first); the shortcut's batch norm
+    # and the head are in nn.Sequentials, fused in place.
+    assert [n.args[1:] for n in fused_calls(fused)] == [(None, "relu")]
+    for block in fused.blocks:
+        assert isinstance(block, torch.fx.GraphModule) and type(block).__name__ == "Block"
+        assert type(block.bn1).__name__ == "_FusedBatchNorm2d" and block.conv1._has_fused_batch_norm
+        calls = fused_calls(block)
+        assert len(calls) == 2 and sum(c.args[1] is not None for c in calls) == 1
+    shortcut = fused.blocks[1].shortcut
+    assert type(shortcut[1]).__name__ == "_FusedBatchNorm2d" and shortcut[0]._has_fused_batch_norm
+    assert [type(m).__name__ for m in fused.head] == ["Conv2d", "_FusedBatchNorm2d", "Identity",
+                                                      "Conv2d", "Identity"]
+    assert list(fused.state_dict()) == list(ref.state_dict())
+    for layout in (torch.contiguous_format, torch.channels_last):
+        x = example(dtype).contiguous(memory_format=layout)
+        with torch.no_grad():
+            assert rel(fused(x), ref(x)) < BOUND[dtype]
+        with torch.inference_mode():
+            assert rel(fused(x), ref(x)) < BOUND[dtype]
+
+
+def test_training_keeps_the_batch_norms():
+    """In training mode the fused model computes what PyTorch does: batch statistics, the same
+    running statistics afterwards, the same gradients."""
+    ref, fused = pair(torch.float64)
+    ref.train()
+    fused.train()
+    x = example(torch.float64)
+    y, want = fused(x), ref(x)
+    assert rel(y, want) < 1e-12
+    y.square().sum().backward()
+    want.square().sum().backward()
+    assert_same_gradients(fused, ref)
+    for (name, b), (_, c) in zip(fused.named_buffers(), ref.named_buffers()):
+        assert torch.equal(b, c) or rel(b, c) < 1e-12, name
+    # and back in eval mode, with the statistics training moved
+    fused.eval()
+    ref.eval()
+    with torch.no_grad():
+        assert rel(fused(x), ref(x)) < 1e-12
+
+
+def test_eval_mode_autograd_flows_through_the_folded_batch_norm():
+    """Fine-tuning with the batch norms in eval mode: gradients of the conv weights and of the
+    BN's affine parameters through the folded weights."""
+    ref, fused = pair(torch.float64)
+    x = example(torch.float64).requires_grad_()
+    xr = x.detach().clone().requires_grad_()
+    y, want = fused(x), ref(xr)
+    assert rel(y, want) < 1e-12
+    y.sum().backward()
+    want.sum().backward()
+    assert rel(x.grad, xr.grad) < 1e-10
+    assert_same_gradients(fused, ref)
+
+
+@pytest.mark.parametrize("freeze", [False, True])
+def test_folded_weights_follow_every_weight_change(freeze):
+    ref, fused = pair(torch.float64)
+    if freeze:
+        fused = ct.convert(fused, fuse=True, freeze=True)
+    x = example(torch.float64)
+    with torch.no_grad():
+        assert rel(fused(x), ref(x)) < 1e-12
+    # an optimizer-like in-place step on a conv weight and on a BN parameter and buffer
+    with torch.no_grad():
+        for model in (fused, ref):
+            model.stem.weight.mul_(0.5)
+            model.blocks[0].bn2.weight.add_(0.25)
+            model.blocks[1].bn1.running_var.mul_(3)
+        assert rel(fused(x), ref(x)) < 1e-12
+    # load_state_dict
+    other = randomize_batch_norms(Net().double(), seed=5).eval()
+    ref.load_state_dict(other.state_dict())
+    fused.load_state_dict(other.state_dict())
+    with torch.no_grad():
+        assert rel(fused(x), ref(x)) < 1e-12
+    # .data writes (no version counter): seen by the default check; with freeze=True after refresh()
+    for model in (fused, ref):
+        model.blocks[0].conv1.weight.data.mul_(-1)
+        model.blocks[0].bn1.running_mean.data.add_(1)
+    with torch.no_grad():
+        if freeze:
+            ct.refresh(fused)
+        assert rel(fused(x), ref(x)) < 1e-12
+
+
+def test_load_state_dict_from_the_unfused_model_and_back():
+    ref, fused = pair()
+    plain = Net().eval()
+    plain.load_state_dict(fused.state_dict())
+    x = example()
+    with torch.no_grad():
+        assert rel(plain(x), ref(x)) < 1e-6
+    assert fused.load_state_dict(ref.state_dict()) is not None
+
+
+def test_deepcopy_and_dtype_conversion():
+    ref, fused = pair()
+    x = example()
+    with torch.no_grad():
+        fused(x)  # folded filters made for float32
+        twin = copy.deepcopy(fused)
+        assert rel(twin(x), ref(x)) < 1e-5
+        fused.double()
+        ref.double()
+        assert rel(fused(x.double()), ref(x.double())) < 1e-12
+
+
+def test_a_residual_that_broadcasts_is_added_by_pytorch():
+    class Bias(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(3, 4, 3, padding=1)
+            self.offset = nn.Parameter(torch.randn(1, 4, 1, 1))
+
+        def forward(self, x):
+            return F.relu(self.conv(x) + self.offset)
+
+    torch.manual_seed(0)
+    ref = Bias().eval()
+    fused = ct.convert(copy.deepcopy(ref), fuse=True)
+    assert len(fused_calls(fused)) == 1
+    x = example()
+    with torch.no_grad():
+        assert rel(fused(x), ref(x)) < 1e-6
+    fused.graph.print_tabular if False else None
+    y = fused(x)
+    y.sum().backward()
+    ref(x).sum().backward()
+    assert rel(fused.offset.grad, ref.offset.grad) < 1e-5
+
+
+def test_modules_whose_graph_depends_on_the_mode_are_fused_in_their_children():
+    class ModeDependent(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = Block(3, 4, stride=2)
+            self.extra = nn.Conv2d(4, 4, 1)
+
+        def forward(self, x):
+            y = self.block(x)
+            return self.extra(y) if self.training else y
+
+    torch.manual_seed(0)
+    ref = randomize_batch_norms(ModeDependent()).eval()
+    fused = ct.convert(copy.deepcopy(ref), fuse=True)
+    assert type(fused) is ModeDependent  # the root is left as it is
+    assert isinstance(fused.block, torch.fx.GraphModule)  # its child is fused
+    x = example()
+    for training in (False, True):
+        fused.train(training)
+        ref.train(training)
+        torch.manual_seed(0)
+        y = fused(x)
+        torch.manual_seed(0)
+        assert rel(y, ref(x)) < 1e-5
+
+
+def test_nothing_fused_where_nothing_follows_and_hooks_are_respected():
+    seen = []
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 4, 3), nn.MaxPool2d(2), nn.BatchNorm2d(4), nn.ReLU())
+    ct.convert(model, fuse=True)
+    assert [type(m).__name__ for m in model] == ["Conv2d", "MaxPool2d", "BatchNorm2d", "ReLU"]
+    hooked = nn.BatchNorm2d(4)
+    hooked.register_forward_hook(lambda *a: seen.append(1))
+    model = ct.convert(nn.Sequential(nn.Conv2d(3, 4, 3), hooked, nn.ReLU()), fuse=True)
+    assert type(model[1]) is nn.BatchNorm2d and model[0].activation == "identity"
+    model(example())
+    assert seen == [1]
+    # a batch norm without running statistics normalizes with the batch's, also in eval: kept
+    model = ct.convert(nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4, track_running_stats=False)),
+                       fuse=True)
+    assert type(model[1]) is nn.BatchNorm2d
+
+
+def test_jit_trace_export_and_fx_of_a_fused_model():
+    ref, fused = pair()
+    x = example()
+    with torch.no_grad():
+        traced = torch.jit.trace(fused, (x,), check_trace=False)
+        assert "convcore::conv2d" in str(traced.inlined_graph)
+        assert rel(traced(example(seed=3)), ref(example(seed=3))) < 1e-5
+    exported = torch.export.export(fused, (x,))
+    assert "convcore.conv2d" in str(exported.graph)
+    with torch.no_grad():
+        assert rel(exported.module()(example(seed=3)), ref(example(seed=3))) < 1e-5
+    symbolic = torch.fx.symbolic_trace(fused)
+    with torch.no_grad():
+        assert rel(symbolic(example(seed=3)), ref(example(seed=3))) < 1e-5
+
+
+def test_jit_script_refuses_a_fused_batch_norm():
+    model = ct.convert(nn.Sequential(nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4)).eval(), fuse=True)
+    with pytest.raises(torch.jit.Error, match="fused batch norm"):
+        torch.jit.script(model)(example())
+
+
+def test_torch_compile_of_a_fused_model_matches_eager():
+    """aot_eager: the graph inductor would get, with the operator's residual and prepared
+    filters; then the weights change and the compiled model follows."""
+    ref, fused = pair()
+    compiled = torch.compile(fused, backend="aot_eager", fullgraph=True)
+    x = example(seed=4)
+    with torch.no_grad():
+        assert rel(compiled(x), ref(x)) < 1e-5
+        for model in (fused, ref):
+            model.blocks[1].conv2.weight.mul_(-0.5)
+        assert rel(compiled(x), ref(x)) < 1e-5
+    y = compiled(x)  # with autograd (the graph is traced again)
+    y.sum().backward()
+    assert fused.blocks[1].conv2.weight.grad is not None
+
+
+def test_the_operator_with_a_residual():
+    torch.manual_seed(4)
+    x = torch.randn(2, 3, 6, 6, dtype=torch.float64, requires_grad=True)
+    w = torch.randn(4, 3, 3, 3, dtype=torch.float64, requires_grad=True)
+    b = torch.randn(4, dtype=torch.float64, requires_grad=True)
+    z = torch.randn(2, 4, 6, 6, dtype=torch.float64, requires_grad=True)
+    for act in ("identity", "relu", "silu"):
+        fn = lambda x, w, b, z: torch.ops.convcore.conv2d(  # noqa: E731
+            x, w, b, [1, 1], [1, 1], [1, 1], 1, "im2col_gemm", act, z)
+        assert torch.autograd.gradcheck(fn, (x, w, b, z))
+        pre = F.conv2d(x, w, b, padding=1) + z
+        want = {"identity": pre, "relu": F.relu(pre), "silu": F.silu(pre)}[act]
+        assert rel(fn(x, w, b, z), want) < 1e-12
+    args = (x.detach().float(), w.detach().float(), b.detach().float(), [1, 1], [1, 1], [1, 1], 1,
+            "auto", "relu", z.detach().float(), True)
+    torch.library.opcheck(torch.ops.convcore.conv2d.default, args)
+    with pytest.raises(convcore.BadParamError, match="residual"):
+        torch.ops.convcore.conv2d(*args[:9], z.detach(), True)  # float64 residual, float32 input
