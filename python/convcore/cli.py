@@ -896,8 +896,11 @@ def build_parser():
     model.add_argument("--train", action="store_true", help="time a training step (forward, "
                        "cross-entropy loss, backward) instead of inference")
     model.add_argument("--no-fuse", action="store_true", help="convert without fuse=True "
-                       "(by default a ReLU that directly follows a Conv2d in an nn.Sequential "
-                       "runs in the convolution's epilogue)")
+                       "(by default batch norms are folded into the convolutions and residual "
+                       "adds and activations run in their epilogue)")
+    model.add_argument("--engines", metavar="LIST", help="inference engines timed too, "
+                       "comma-separated: torch.compile, onnxruntime, openvino, convcore-compile "
+                       "(convcore inside torch.compile), all (the default in inference) or none")
     model.add_argument("--algo", help="convcore.torch.convert's algo: auto (default), find, or "
                        "an algorithm name")
     model.add_argument("--time-limit", type=float, metavar="S", help="stop a network's "

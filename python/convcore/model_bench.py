@@ -22,12 +22,14 @@ interleaved; these passes are not used for the end-to-end numbers.
 torchvision is a benchmark dependency only: this module is not imported by ``import convcore``.
 """
 
+import contextlib
 import copy
 import datetime
 import difflib
 import gc
 import glob
 import importlib.util
+import io
 import json
 import os
 import platform
@@ -47,6 +49,12 @@ from convcore import cli
 from convcore.cli import BenchProblem, _single_threaded_numpy_blas, cpu_model_name
 
 CONTENDERS = ("pytorch nchw", "pytorch channels_last", "convcore nchw", "convcore channels_last")
+# The inference engines CPU users deploy, timed with the contenders above (inference only):
+# their name in results -> the --engines name. Each runs in the layout it is fastest in:
+# torch.compile's (inductor with freezing) and convcore's compiled model take channels_last
+# input; ONNX Runtime and OpenVINO take the NCHW array and choose their own layouts.
+ENGINES = {"torch.compile channels_last": "torch.compile", "onnxruntime": "onnxruntime",
+           "openvino": "openvino", "convcore torch.compile channels_last": "convcore-compile"}
 # convcore's relative L2 error vs PyTorch NCHW is flagged above max(ERROR_BOUND, LAYOUT_FACTOR x
 # PyTorch's own channels_last vs NCHW difference): training gradients through batch norm over few
 # values differ by 1e-2 between PyTorch's two layouts already (googlenet, batch 2, 96x96).
@@ -358,6 +366,97 @@ def _train_outputs(model, x, labels, seed):
     return logits, torch.cat(grads) if grads else torch.zeros(0)
 
 
+# ---- inference engines ---------------------------------------------------------------------------
+
+def engine_names(spec):
+    """The ENGINES result names that --engines ``spec`` ("all", "none" or a comma-separated
+    list of their --engines names) selects."""
+    if spec in (None, "", "none"):
+        return []
+    if spec == "all":
+        return list(ENGINES)
+    wanted = [w.strip() for w in spec.split(",") if w.strip()]
+    by_option = {option: name for name, option in ENGINES.items()}
+    for w in wanted:
+        if w not in by_option:
+            raise ValueError(f"--engines: unknown engine {w!r}; choose from "
+                             f"{', '.join(by_option)}, all or none")
+    return [by_option[w] for w in wanted]
+
+
+@contextlib.contextmanager
+def _inductor_freezing():
+    import torch._inductor.config as inductor_config
+    with inductor_config.patch(freezing=True):
+        yield
+
+
+def _compiled(model, x):
+    """torch.compile(model) with inductor's freezing (weights as constants: batch norms folded,
+    weights prepacked), compiled by a first call under inference_mode."""
+    compiled = torch.compile(model)
+    with _inductor_freezing(), torch.inference_mode():
+        compiled(x)
+    return lambda: compiled(x)
+
+
+def _onnxruntime(model, x, threads):
+    try:
+        import onnxruntime
+    except ImportError:
+        raise _Missing("onnxruntime is not installed (pip install onnxruntime)") from None
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), buffer, dynamo=False, opset_version=17)
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    # Its threads sleep between runs, as the other contenders' do: spinning ones would take the
+    # cores from the contender timed next.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    session = onnxruntime.InferenceSession(buffer.getvalue(), options,
+                                           providers=["CPUExecutionProvider"])
+    feed = {session.get_inputs()[0].name: x.numpy()}
+    return lambda: torch.from_numpy(session.run(None, feed)[0])
+
+
+def _openvino(model, x, threads):
+    try:
+        import openvino
+    except ImportError:
+        raise _Missing("openvino is not installed (pip install openvino)") from None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        converted = openvino.convert_model(model, example_input=x)
+    compiled = openvino.Core().compile_model(converted, "CPU", {
+        "INFERENCE_PRECISION_HINT": "f32", "PERFORMANCE_HINT": "LATENCY",
+        "INFERENCE_NUM_THREADS": threads})
+    request, output, array = compiled.create_infer_request(), compiled.output(0), x.numpy()
+    return lambda: torch.from_numpy(request.infer([array])[output])
+
+
+class _Missing(Exception):
+    """An engine that is not installed."""
+
+
+def _build_engine(name, model, x, algo, threads):
+    """A function that runs ``model`` (eval mode) on ``x`` in engine ``name`` and returns its
+    output as a torch tensor."""
+    channels_last = x.to(memory_format=torch.channels_last)
+    if name == "torch.compile channels_last":
+        return _compiled(copy.deepcopy(model).to(memory_format=torch.channels_last), channels_last)
+    if name == "convcore torch.compile channels_last":
+        return _compiled(convcore_torch.convert(copy.deepcopy(model), algo=algo, fuse=True),
+                         channels_last)
+    if name == "onnxruntime":
+        return _onnxruntime(model, x, threads)
+    if name == "openvino":
+        return _openvino(model, x, threads)
+    raise ValueError(f"unknown engine {name!r}")
+
+
 # ---- one model -----------------------------------------------------------------------------------
 
 def _summary(times):
@@ -371,7 +470,7 @@ def _best(contenders, prefix, key):
 
 def bench_model(name, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="auto",
                 warmup=WARMUP, time_limit=DEFAULT_TIME_LIMIT, layer_reps=LAYER_REPS, seed=0,
-                status=None, fuse=True):
+                status=None, fuse=True, engines=(), threads=None):
     """The result dict of one model (see run())."""
     status = status or _Status()
     min_reps = min(MIN_REPS, reps)
@@ -404,6 +503,15 @@ def bench_model(name, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="a
                  for n in CONTENDERS}
     else:
         steps = {n: (lambda m=models[n], i=inputs[n]: m(i)) for n in CONTENDERS}
+        for engine in engines:
+            status.stage(f"{name}: building {engine}")
+            try:
+                steps[engine] = _build_engine(engine, model, x, algo, threads or default_threads())
+            except _Missing as e:
+                result["failed"][engine] = f"missing: {e}"
+            except Exception as e:  # noqa: BLE001 - an engine's own failure is reported, never hidden
+                result["failed"][engine] = f"failed: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    result["contender_names"] = list(CONTENDERS) + ([] if train else list(engines))
     grad_mode = torch.enable_grad() if train else torch.inference_mode()
 
     with grad_mode:
@@ -411,19 +519,19 @@ def bench_model(name, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="a
         # gradient of one step, dropout seeded alike).
         status.stage(f"{name}: checking outputs")
         outputs = {}
-        for n in CONTENDERS:
+        for n in steps:
             try:
                 outputs[n] = (_train_outputs(models[n], inputs[n], labels, seed) if train
-                              else (_logits(models[n](inputs[n])),))
+                              else (_logits(steps[n]()),))
             except (RuntimeError, convcore.Error) as e:
                 if n.startswith("pytorch"):
                     raise ValueError(f"{name} fails in PyTorch ({n}) at batch {batch}, size "
                                      f"{size}x{size}: {e}") from None
                 result["failed"][n] = f"{type(e).__name__}: {e}"
-        if len(result["failed"]) == 2:
+        if all(n in result["failed"] for n in ("convcore nchw", "convcore channels_last")):
             raise ValueError(f"{name}: convcore fails in both layouts: "
                              + "; ".join(f"{n}: {msg}" for n, msg in result["failed"].items()))
-        timed = {n: steps[n] for n in CONTENDERS if n in outputs}
+        timed = {n: steps[n] for n in result["contender_names"] if n in outputs}
         reference = outputs["pytorch nchw"]
         result["rel_error"] = {n: max(_relative_error(a, b) for a, b in zip(outputs[n], reference))
                                for n in timed if n != "pytorch nchw"}
@@ -431,6 +539,9 @@ def bench_model(name, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="a
             "pytorch channels_last", 0.0))
         result["correct"] = all(e <= result["error_bound"] for n, e in result["rel_error"].items()
                                 if n.startswith("convcore"))
+        # An engine's own error is reported (it is not convcore's correctness).
+        result["engines_correct"] = {n: result["rel_error"][n] <= result["error_bound"]
+                                     for n in engines if n in result["rel_error"]}
         del outputs, reference
 
         status.stage(f"{name}: warm-up ({warmup} runs each)")
@@ -449,11 +560,21 @@ def bench_model(name, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="a
         result["reps"] = len(times["pytorch nchw"])
         result["contenders"] = {n: _summary(t) for n, t in times.items()}
         contenders = result["contenders"]
-        best_torch = result["best_pytorch"] = _best(contenders, "pytorch", "median_ms")
-        best_cc = result["best_convcore"] = _best(contenders, "convcore", "median_ms")
+        eager = {n: c for n, c in contenders.items() if n in CONTENDERS}
+        best_torch = result["best_pytorch"] = _best(eager, "pytorch", "median_ms")
+        best_cc = result["best_convcore"] = _best(eager, "convcore", "median_ms")
         result["speedup"] = contenders[best_torch]["median_ms"] / contenders[best_cc]["median_ms"]
-        result["speedup_min"] = (contenders[_best(contenders, "pytorch", "min_ms")]["min_ms"]
-                                 / contenders[_best(contenders, "convcore", "min_ms")]["min_ms"])
+        result["speedup_min"] = (contenders[_best(eager, "pytorch", "min_ms")]["min_ms"]
+                                 / contenders[_best(eager, "convcore", "min_ms")]["min_ms"])
+        if engines:
+            # Against the best engine: every contender that is not convcore's, convcore's best
+            # way (eager or compiled).
+            others = {n: c for n, c in contenders.items() if not n.startswith("convcore")}
+            ours = {n: c for n, c in contenders.items() if n.startswith("convcore")}
+            best_engine = result["best_engine"] = min(others, key=lambda n: others[n]["median_ms"])
+            best_ours = result["best_convcore_any"] = min(ours, key=lambda n: ours[n]["median_ms"])
+            result["speedup_vs_best_engine"] = (others[best_engine]["median_ms"]
+                                                / ours[best_ours]["median_ms"])
 
         if not train and layer_reps > 0:
             result.update(_bench_layers(name, problems, models[best_cc], inputs[best_cc],
@@ -560,7 +681,7 @@ def default_threads():
         return os.cpu_count() or 1
 
 
-def protocol(reps, warmup, time_limit, layer_reps, train):
+def protocol(reps, warmup, time_limit, layer_reps, train, engines=()):
     step = "one training step (forward, cross-entropy loss, backward)" if train else \
         "one forward pass under torch.inference_mode()"
     text = (f"end to end: {step}; {warmup} untimed runs of each contender, then up to {reps} "
@@ -572,6 +693,14 @@ def protocol(reps, warmup, time_limit, layer_reps, train):
             + (" (logits and every parameter gradient of one step, dropout seeded alike)" if train
                else "") + f", flagged above {ERROR_BOUND:g} or {LAYOUT_FACTOR} times PyTorch's "
             f"own channels_last vs NCHW difference, whichever is larger.")
+    if engines and not train:
+        text += (" Engines, timed in the same rounds: " + ", ".join(engines) + " (torch.compile "
+                 "with inductor's freezing, compiled by a first call under inference_mode; ONNX "
+                 "Runtime's CPU provider on the legacy torch.onnx export, opset 17, all graph "
+                 "optimizations; OpenVINO's CPU plugin, f32 precision hint, latency mode; each "
+                 "with this run's thread count; ONNX Runtime's threads do not spin between runs); speedup against the best engine = the best "
+                 "median of every contender that is not convcore's / convcore's best median, "
+                 "eager or compiled.")
     if not train and layer_reps:
         text += (f" Per layer: separate passes with a forward pre-hook and a forward hook on "
                  f"every conv module, convcore (its best layout) and PyTorch (its best layout) "
@@ -583,14 +712,18 @@ def protocol(reps, warmup, time_limit, layer_reps, train):
 
 def run(models, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="auto", threads=None,
         warmup=WARMUP, time_limit=DEFAULT_TIME_LIMIT, layer_reps=LAYER_REPS, seed=0, log=None,
-        on_result=None, fuse=True):
+        on_result=None, fuse=True, engines=()):
     """Benchmarks each model (a torchvision classification name) end to end and per conv layer.
 
     threads: for both torch.set_num_threads and convcore.set_num_threads (default: every core
     this process may use). log: a function for the stage messages (default: stderr, with a
     progress line on a terminal). on_result: called with each model's result when it is done.
-    fuse: convert with fuse=True (activations that follow a conv run in its epilogue; with
-    them the per-layer table's convcore times include those activations).
+    fuse: convert with fuse=True (batch norms folded, residual adds and activations in the
+    epilogue; the per-layer table's convcore times then include what was fused).
+    engines: ENGINES names timed too in inference (engine_names("all") gives them all); a
+    missing or failing one is reported in "failed", and the result gets "best_engine" and
+    "speedup_vs_best_engine" (the best non-convcore contender / convcore's best, eager or
+    compiled).
     Returns {"machine": {...}, "protocol": str, "models": [one dict per model]}; each model's
     dict has "contenders" ({name: times_ms, min_ms, median_ms}), "best_pytorch",
     "best_convcore", "speedup", "rel_error", "correct", and in inference "layers" (one row per
@@ -622,14 +755,15 @@ def run(models, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="auto", 
                     "git_commit": _git_commit(),
                     "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
                         timespec="seconds")},
-        "protocol": protocol(reps, warmup, time_limit, layer_reps, train),
+        "protocol": protocol(reps, warmup, time_limit, layer_reps, train, engines),
         "models": [],
     }
     status = _Status(log)
     for name in models:
         try:
             result = bench_model(name, batch, size, train, reps, algo, warmup, time_limit,
-                                 layer_reps, seed, status, fuse)
+                                 layer_reps, seed, status, fuse, () if train else tuple(engines),
+                                 threads)
         except ValueError as e:
             result = {"model": name, "mode": "train" if train else "inference", "batch": batch,
                       "size": size, "algo": algo, "error": str(e)}
@@ -662,20 +796,28 @@ def format_model(result, top=10):
            f"layers, {result['reps']} rounds"]
     contenders = result["contenders"]
     rows = []
-    for n in CONTENDERS:
+    for n in result.get("contender_names", CONTENDERS):
         if n in contenders:
             c = contenders[n]
-            mark = "<- best PyTorch" if n == result["best_pytorch"] else (
-                "<- best convcore" if n == result["best_convcore"] else "")
-            rows.append([n, f"{c['min_ms']:.3f}", f"{c['median_ms']:.3f}", mark])
+            marks = [label for key, label in (("best_pytorch", "best PyTorch"),
+                                              ("best_convcore", "best convcore"),
+                                              ("best_engine", "best engine"))
+                     if result.get(key) == n]
+            rows.append([n, f"{c['min_ms']:.3f}", f"{c['median_ms']:.3f}",
+                         ("<- " + ", ".join(marks)) if marks else ""])
         else:
-            rows.append([n, "-", "-", "failed: " + result["failed"].get(n, "?")])
+            failure = result["failed"].get(n, "?")
+            rows.append([n, "-", "-", failure if failure.startswith(("missing", "failed"))
+                         else "failed: " + failure])
     out += _table(["contender", "min ms", "median ms", ""], rows, {1, 2})
     if result["algo_fallback"]:
         out.append(f"{result['algo']} cannot run {len(result['algo_fallback'])} conv layers, which "
                    f"use auto: {', '.join(result['algo_fallback'])}")
     out.append(f"speedup (best PyTorch / best convcore): {result['speedup']:.2f}x median, "
                f"{result['speedup_min']:.2f}x min  (> 1: convcore is faster)")
+    if "speedup_vs_best_engine" in result:
+        out.append(f"speedup against the best engine ({result['best_engine']} / "
+                   f"{result['best_convcore_any']}): {result['speedup_vs_best_engine']:.2f}x median")
     errors = ", ".join(f"{n} {e:.2g}" for n, e in result["rel_error"].items())
     what = "outputs and gradients" if result["mode"] == "train" else "outputs"
     out.append(f"correctness ({what} vs pytorch nchw, relative L2 error): {errors} -> "
@@ -734,7 +876,7 @@ def plot_model(result, directory):
     plt = _pyplot()
     layers = result.get("layers") or []
     contenders = result["contenders"]
-    names = [n for n in CONTENDERS if n in contenders]
+    names = [n for n in result.get("contender_names", CONTENDERS) if n in contenders]
     rows = 2 if layers else 1
     height_layers = max(3.0, 0.18 * len(layers))
     fig, axes = plt.subplots(rows, 1, figsize=(10, 3.0 + (height_layers if layers else 0)),
@@ -807,9 +949,13 @@ def cmd_bench(args):
 
         def show(result):
             print(format_model(result) + "\n", flush=True)
+        engines = engine_names("all" if args.engines is None else args.engines)
+        if args.train and args.engines not in (None, "none"):
+            raise ValueError("--engines: the engines are timed in inference only (not with --train)")
         report = run(names, batch=batch, size=size, train=args.train, reps=reps,
                      algo=args.algo or "auto", threads=args.threads or None, warmup=warmup,
-                     time_limit=time_limit, on_result=show, fuse=not args.no_fuse)
+                     time_limit=time_limit, on_result=show, fuse=not args.no_fuse,
+                     engines=engines)
     except ImportError as e:
         raise ValueError(str(e)) from None
     machine = report["machine"]

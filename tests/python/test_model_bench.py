@@ -101,7 +101,7 @@ def test_cli_json_suite_plot(tmp_path, capsys):
     report, suite, plots = tmp_path / "r.json", tmp_path / "suite.txt", tmp_path / "plots"
     code = cli.main(["bench", "--model", "resnet18", "--size", "32", "--reps", "2",
                      "--time-limit", "5", "--json", str(report), "--write-suite", str(suite),
-                     "--plot", str(plots)])
+                     "--plot", str(plots), "--engines", "none"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "speedup" in out and "pytorch channels_last" in out
@@ -119,6 +119,32 @@ def test_cli_json_suite_plot(tmp_path, capsys):
     assert problems[0].name == "resnet18:conv1"
 
     assert os.path.getsize(plots / "resnet18.png") > 0
+
+
+def test_engines(monkeypatch):
+    """Every engine timed with the contenders, each output checked against PyTorch; one that is
+    not installed is reported as missing, never dropped."""
+    engines = model_bench.engine_names("all")
+    assert engines == list(model_bench.ENGINES)
+    monkeypatch.setitem(sys.modules, "openvino", None)  # import openvino -> ImportError
+    report = model_bench.run("resnet18", batch=1, size=32, reps=2, layer_reps=0, time_limit=5,
+                             log=quiet, engines=engines)
+    (result,) = report["models"]
+    assert "error" not in result, result.get("error")
+    assert result["contender_names"][-len(engines):] == engines
+    assert result["failed"] == {"openvino": "missing: openvino is not installed (pip install openvino)"}
+    timed = [n for n in engines if n != "openvino"]
+    for name in timed:
+        assert len(result["contenders"][name]["times_ms"]) == 2
+        assert result["rel_error"][name] < 1e-4 and result["engines_correct"][name]
+    medians = {n: c["median_ms"] for n, c in result["contenders"].items()}
+    best_other = min(m for n, m in medians.items() if not n.startswith("convcore"))
+    best_ours = min(m for n, m in medians.items() if n.startswith("convcore"))
+    assert result["speedup_vs_best_engine"] == pytest.approx(best_other / best_ours)
+    text = model_bench.format_model(result)
+    assert "openvino" in text and "missing" in text and "against the best engine" in text
+    with pytest.raises(ValueError, match="unknown engine 'tensorrt'"):
+        model_bench.engine_names("onnxruntime,tensorrt")
 
 
 def test_unknown_model_is_a_clear_error(capsys):
