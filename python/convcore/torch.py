@@ -20,12 +20,13 @@ that has an algorithm of that name while the others use "auto" ("im2col_gemm" ru
 (forward, backward data, backward filter), e.g. ("winograd_4x4_3x3", "winograd_2x2_3x3",
 "winograd_3x3_2x2"), each of which must exist for its pass.
 
-Bias and activation run in convcore's fused epilogue (``y = act(conv(x, w) + bias)``,
-convcoreConvolutionBiasActivationForward): a Conv2d's bias always does, and
-``convert(model, fuse=True)`` also fuses an ``nn.ReLU``, ``nn.ReLU6`` or ``nn.SiLU`` that directly
-follows a Conv2d in an ``nn.Sequential`` into it (``Conv2d.activation``; the activation module is
-replaced by ``nn.Identity``). Gradients flow through the activation: ReLU's and ReLU6's from the
-output, SiLU's from the pre-activation, which the backward pass recomputes.
+Bias, residual and activation run in convcore's fused epilogue
+(``y = act(conv(x, w) + bias + residual)``, convcoreConvolutionBiasActivationForward): a Conv2d's
+bias always does, and ``convert(model, fuse=True)`` also fuses what follows a Conv2d into it: a
+BatchNorm2d (folded into the weights in eval mode, run as PyTorch runs it in training), a residual
+add and an ``nn.ReLU``, ``nn.ReLU6`` or ``nn.SiLU`` (see convert). Gradients flow through all of
+it: ReLU's and ReLU6's from the output, SiLU's from the pre-activation, which the backward pass
+recomputes.
 
 This module imports torch; ``import convcore`` alone does not.
 """
