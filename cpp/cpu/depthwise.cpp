@@ -227,11 +227,12 @@ CONVCORE_DW_INLINE void nhwc_edges(const Rows<T>& a, int64_t n, int64_t oh, int6
     for (int64_t ow = std::max(begin, end); ow < p.q; ++ow) edge(ow);
 }
 
-// NHWC, m == 1, unit stride and dilation along the row, S taps wide: one vector of channels
-// from k0 for PB consecutive interior output pixels from ow. Per filter row the PB + S - 1 input
-// vectors the block reads are loaded once and slide under the S taps (tap s of pixel i reads
-// input column i + s), so each input vector feeds up to S FMAs instead of one.
-template <typename T, int VB, int PB, int S>
+// NHWC, m == 1, unit dilation along the row, S taps, stride SW: one vector of channels from k0
+// for PB consecutive interior output pixels from ow. Per filter row, the S weight vectors stay
+// in registers and each of the SW * (PB - 1) + S input vectors the block reads is loaded once
+// and fed to every (pixel, tap) that reads it (pixel i, tap s read input column SW * i + s), so
+// an input vector feeds up to ceil(S / SW) FMAs instead of one.
+template <typename T, int VB, int PB, int S, int SW>
 CONVCORE_DW_INLINE void nhwc_sliding(const Rows<T>& a, int64_t n, int64_t oh, int64_t ow, int64_t k0,
                                      const TapRange& rr) {
     typedef T V __attribute__((vector_size(VB)));
@@ -241,17 +242,22 @@ CONVCORE_DW_INLINE void nhwc_sliding(const Rows<T>& a, int64_t n, int64_t oh, in
     for (int i = 0; i < PB; ++i) acc[i] = V{};
     for (int64_t r = rr.begin; r < rr.end; ++r) {
         const int64_t ih = conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h);
-        const T* xs = a.x + ((n * p.h + ih) * p.w + ow - p.pad_w) * p.c + k0;
+        const T* xs = a.x + ((n * p.h + ih) * p.w + ow * SW - p.pad_w) * p.c + k0;
         const T* wr = a.taps + r * S * p.k + k0;
-        V xv[PB + S - 1];
-#pragma GCC unroll 32
-        for (int j = 0; j < PB + S - 1; ++j) __builtin_memcpy(&xv[j], xs + j * p.c, VB);
+        V wv[S];
 #pragma GCC unroll 8
-        for (int s = 0; s < S; ++s) {
-            V wv;
-            __builtin_memcpy(&wv, wr + s * p.k, VB);
-#pragma GCC unroll 16
-            for (int i = 0; i < PB; ++i) acc[i] += wv * xv[i + s];
+        for (int s = 0; s < S; ++s) __builtin_memcpy(&wv[s], wr + s * p.k, VB);
+        const int64_t c = p.c;
+#pragma GCC unroll 64
+        for (int j = 0; j < SW * (PB - 1) + S; ++j, xs += c) {  // one pointer step per column
+            V xv;
+            __builtin_memcpy(&xv, xs, VB);
+            asm("" : "+x"(xv));  // one load in a register: GCC would otherwise reload it for each FMA
+#pragma GCC unroll 8
+            for (int s = 0; s < S; ++s) {
+                const int i = (j - s) / SW;  // the pixel whose tap s reads column j, if any
+                if (j >= s && (j - s) % SW == 0 && i < PB) acc[i] += wv[s] * xv;
+            }
         }
     }
     T* yo = a.y + ((n * p.p + oh) * p.q + ow) * p.k + k0;
@@ -267,19 +273,28 @@ CONVCORE_DW_INLINE void nhwc_sliding(const Rows<T>& a, int64_t n, int64_t oh, in
     }
 }
 
-// The first whole blocks of PB interior pixels from `begin` of one output row, for each whole
-// vector of channels below k_end, with the sliding kernel. Returns where the blocks end. PB
-// (sliding_pixels): as many pixels as the registers hold next to their PB + S - 1 input vectors
-// and a weight vector.
-constexpr int sliding_pixels(int acc_vectors, int64_t s) { return int(2 * acc_vectors - s) / 2; }
-template <typename T, int VB, int kAccVectors, int S>
-CONVCORE_DW_INLINE int64_t nhwc_sliding_row(const Rows<T>& a, int64_t n, int64_t oh, int64_t begin, int64_t end,
-                                            int64_t k_end, const TapRange& rr) {
-    constexpr int L = VB / sizeof(T), PB = sliding_pixels(kAccVectors, S);
-    const int64_t stop = begin + (end - begin) / PB * PB;
-    for (int64_t k0 = 0; k0 + L <= k_end; k0 += L)
-        for (int64_t ow = begin; ow < stop; ow += PB) nhwc_sliding<T, VB, PB, S>(a, n, oh, ow, k0, rr);
-    return stop;
+// The interior pixels [begin, end) of one output row, every whole vector of channels below
+// k_end, with the sliding kernel: blocks of PB pixels, then of PB / 2, ... 1 for the rest. The
+// channel loop is inside the pixel loop, so the few input rows stream through the cache once.
+template <typename T, int VB, int PB, int S, int SW>
+CONVCORE_DW_INLINE int64_t nhwc_sliding_blocks(const Rows<T>& a, int64_t n, int64_t oh, int64_t ow, int64_t end,
+                                               int64_t k_end, const TapRange& rr) {
+    constexpr int L = VB / sizeof(T);
+    for (; ow + PB <= end; ow += PB)
+        for (int64_t k0 = 0; k0 + L <= k_end; k0 += L) nhwc_sliding<T, VB, PB, S, SW>(a, n, oh, ow, k0, rr);
+    if constexpr (PB > 1) ow = nhwc_sliding_blocks<T, VB, PB / 2, S, SW>(a, n, oh, ow, end, k_end, rr);
+    return ow;
+}
+
+// Pixels per sliding block: the PB accumulators, S weights and one input vector in the
+// registers (2 * acc_vectors of them), at most 16.
+constexpr int sliding_pixels(int acc_vectors, int s) {
+    return 2 * acc_vectors - s - 1 < 16 ? 2 * acc_vectors - s - 1 : 16;
+}
+template <typename T, int VB, int kAccVectors, int S, int SW>
+CONVCORE_DW_INLINE void nhwc_sliding_row(const Rows<T>& a, int64_t n, int64_t oh, int64_t begin, int64_t end,
+                                         int64_t k_end, const TapRange& rr) {
+    nhwc_sliding_blocks<T, VB, sliding_pixels(kAccVectors, S), S, SW>(a, n, oh, begin, end, k_end, rr);
 }
 
 // Channels [k0, k0 + NV vectors) of one output row: the interior pixels [begin, end) in blocks
@@ -312,24 +327,18 @@ CONVCORE_DW_INLINE void nhwc_row(const Rows<T>& a, int64_t n, int64_t oh) {
         const int64_t begin = std::min(p.q, (p.pad_w + p.stride_w - 1) / p.stride_w);
         const int64_t end = last < 0 ? begin : std::max(begin, std::min(p.q, last / p.stride_w + 1));
         const int64_t whole = p.k / L * L;  // channels in whole vectors
-        // 5 or 7 taps along a unit-stride row: each input vector loaded once feeds up to S FMAs
-        // (with 3 the multi-vector blocks below are as fast: measured).
-        const bool slides = p.stride_w == 1 && p.dil_w == 1 && (p.s == 5 || p.s == 7) &&
-                            end - begin >= sliding_pixels(kAccVectors, p.s);
-        if (slides && whole > 0) {
-            // Whole blocks of the interior slide their input vectors under the taps; the ends and
-            // the interior pixels after the last block as below.
-            int64_t slid = begin;
-            if (p.s == 5) slid = nhwc_sliding_row<T, VB, kAccVectors, 5>(a, n, oh, begin, end, whole, rr);
-            if (p.s == 7) slid = nhwc_sliding_row<T, VB, kAccVectors, 7>(a, n, oh, begin, end, whole, rr);
-            for (; k0 + 4 * L <= whole; k0 += 4 * L) {
-                nhwc_edges<T, VB, 4>(a, n, oh, begin, end, k0, rr);
-                nhwc_channels<T, VB, 4, kAccVectors>(a, n, oh, slid, end, k0, rr, false);
-            }
-            for (; k0 < whole; k0 += L) {
-                nhwc_edges<T, VB, 1>(a, n, oh, begin, end, k0, rr);
-                nhwc_channels<T, VB, 1, kAccVectors>(a, n, oh, slid, end, k0, rr, false);
-            }
+        // Unit dilation along the row, the common kernel widths and strides: the interior slides
+        // each loaded input vector under the taps that read it; the ends as below.
+        const int kind = p.dil_w != 1 || whole == 0 ? 0 : p.s * 10 + int(std::min<int64_t>(p.stride_w, 3));
+        if (kind == 31 || kind == 32 || kind == 51 || kind == 52 || kind == 71 || kind == 72) {
+            if (kind == 31) nhwc_sliding_row<T, VB, kAccVectors, 3, 1>(a, n, oh, begin, end, whole, rr);
+            if (kind == 32) nhwc_sliding_row<T, VB, kAccVectors, 3, 2>(a, n, oh, begin, end, whole, rr);
+            if (kind == 51) nhwc_sliding_row<T, VB, kAccVectors, 5, 1>(a, n, oh, begin, end, whole, rr);
+            if (kind == 52) nhwc_sliding_row<T, VB, kAccVectors, 5, 2>(a, n, oh, begin, end, whole, rr);
+            if (kind == 71) nhwc_sliding_row<T, VB, kAccVectors, 7, 1>(a, n, oh, begin, end, whole, rr);
+            if (kind == 72) nhwc_sliding_row<T, VB, kAccVectors, 7, 2>(a, n, oh, begin, end, whole, rr);
+            for (; k0 + 4 * L <= whole; k0 += 4 * L) nhwc_edges<T, VB, 4>(a, n, oh, begin, end, k0, rr);
+            for (; k0 < whole; k0 += L) nhwc_edges<T, VB, 1>(a, n, oh, begin, end, k0, rr);
         }
         for (; k0 + 4 * L <= p.k; k0 += 4 * L) nhwc_channels<T, VB, 4, kAccVectors>(a, n, oh, begin, end, k0, rr);
         if (k0 + 2 * L <= p.k) nhwc_channels<T, VB, 2, kAccVectors>(a, n, oh, begin, end, k0, rr), k0 += 2 * L;

@@ -90,12 +90,13 @@ inline bool sizes_fit(const ConvProblem& p) {
 // last whole vector of them (packed_groups) run one per vector.
 inline int64_t groups_per_vector(const ConvProblem& p, int64_t lanes) {
     const int64_t kc = p.k_per_group();
-    if (p.c_per_group() != kc || (kc != 2 && kc != 4 && kc != 8) || lanes % kc != 0 || lanes / kc < 2) return 0;
+    if (p.c_per_group() != kc || (kc != 2 && kc != 4 && kc != 8) || lanes % kc != 0) return 0;
     return p.groups >= lanes / kc ? lanes / kc : 0;
 }
 inline int64_t packed_groups(const ConvProblem& p, int64_t gv) { return gv ? p.groups / gv * gv : 0; }
-// Wt: for the packed groups (groups_per_vector), [group block][tap][c][lane] with lane gl*KC + j
-// output channel j of group gl; after them, and for every group otherwise, [group][tap][c][k]
+// Wt: for the packed groups (groups_per_vector), [group block][tap][d][lane] with lane gl*KC + j
+// output channel j of group gl and d the rotation: the weight of input channel (j + d) % KC (a
+// kernel multiplies it by the input vector rotated by d within each group's KC lanes); after them, and for every group otherwise, [group][tap][c][k]
 // with rows of wt_row values.
 // On the panel path: [panel][tap][c][column], columns past K zero.
 template <typename T>
@@ -122,10 +123,11 @@ void make_wt(const ConvProblem& p, const T* w, T* wt) {
         for (int64_t g = 0; g < packed; ++g)
             for (int64_t r = 0; r < p.r; ++r)
                 for (int64_t s = 0; s < p.s; ++s)
-                    for (int64_t c = 0; c < cg; ++c)
+                    for (int64_t d = 0; d < cg; ++d)
                         for (int64_t j = 0; j < kg; ++j) {
                             const int64_t fr = conv_filter_tap(r, p.r, p.flip), fs = conv_filter_tap(s, p.s, p.flip);
-                            wt[(((g / gv * p.r + r) * p.s + s) * cg + c) * lanes + g % gv * kg + j] =
+                            const int64_t c = (j + d) % kg;
+                            wt[(((g / gv * p.r + r) * p.s + s) * cg + d) * lanes + g % gv * kg + j] =
                                 w[(((g * kg + j) * cg + c) * p.r + fr) * p.s + fs];
                         }
         wt += packed * p.r * p.s * cg * kg;
@@ -266,8 +268,9 @@ CONVCORE_GEMM_INLINE void pixels(const ConvProblem& p, const T* x, const T* wt, 
 
 // Groups packed G = L / KC to a vector (groups_per_vector): MR pixels x one vector of G groups'
 // output channels. Per pixel and tap one vector load brings the G groups' input channels (KC
-// each, contiguous), and input channel c of every group is broadcast to its group's lanes by a
-// shuffle (lane gl*KC + j takes element gl*KC + c).
+// each, contiguous); rotated by d within each group (lane gl*KC + j takes element gl*KC +
+// (j + d) % KC) it meets Wt's row d, so the KC rotations cover every (input, output) channel
+// pair of the groups.
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"  // always inlined into its instruction set's entry
@@ -281,7 +284,7 @@ CONVCORE_GEMM_INLINE void group_micro(const T* const* a, int64_t a_off, int64_t 
     constexpr int L = VB / sizeof(T);
     M masks[KC];
     for (int ch = 0; ch < KC; ++ch)
-        for (int lane = 0; lane < L; ++lane) masks[ch][lane] = I(lane / KC * KC + ch);
+        for (int lane = 0; lane < L; ++lane) masks[ch][lane] = I(lane / KC * KC + (lane % KC + ch) % KC);
     V acc[MR];
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i) acc[i] = V{};
@@ -314,15 +317,105 @@ CONVCORE_GEMM_INLINE void group_micro(const T* const* a, int64_t a_off, int64_t 
 #pragma GCC diagnostic pop
 #endif
 
-// The pixels [p0, p1) x groups [g0, g1) (whole vectors of groups) with groups packed per vector.
-template <typename T, int VB, int kAcc, int KC>
-CONVCORE_GEMM_INLINE void group_pixels(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y,
-                                       int64_t g0, int64_t g1, int64_t p0, int64_t p1, T alpha, T beta,
-                                       const T** rows) {
+// Packed groups along an output row (unit dilation along w, stride SW, S taps): PB consecutive
+// output pixels from (n, oh, ow), none of whose taps reads the left or right padding, x one
+// vector of groups from input channel c0. Per filter row and rotation d, each of the SW * (PB -
+// 1) + S input vectors the pixels read is loaded and rotated once and fed to every (pixel, tap)
+// that reads it (pixel i, tap s read column SW * i + s): a rotation per ceil(S / SW) FMAs
+// instead of one per FMA.
+template <typename T, int VB, int KC, int PB, int S, int SW>
+CONVCORE_GEMM_INLINE void group_sliding(const ConvProblem& p, const T* x, const T* b, T* y, int64_t n, int64_t oh,
+                                        int64_t ow, int64_t c0, const TapRange& rr, T alpha, T beta) {
+    typedef T V __attribute__((vector_size(VB)));
+    typedef std::conditional_t<sizeof(T) == 8, int64_t, int32_t> I;
+    typedef I M __attribute__((vector_size(VB)));
+    constexpr int L = VB / sizeof(T);
+    M masks[KC];
+    for (int d = 0; d < KC; ++d)
+        for (int lane = 0; lane < L; ++lane) masks[d][lane] = I(lane / KC * KC + (lane % KC + d) % KC);
+    V acc[PB];
+#pragma GCC unroll 16
+    for (int i = 0; i < PB; ++i) acc[i] = V{};
+    for (int64_t r = rr.begin; r < rr.end; ++r) {
+        const int64_t ih = conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h);
+        const T* xr = x + ((n * p.h + ih) * p.w + ow * SW - p.pad_w) * p.c + c0;
+#pragma GCC unroll 1
+        for (int d = 0; d < KC; ++d) {
+            M mask = masks[d];
+            asm("" : "+x"(mask));  // loaded once per d
+            V wv[S];
+#pragma GCC unroll 8
+            for (int s = 0; s < S; ++s) __builtin_memcpy(&wv[s], b + ((r * S + s) * KC + d) * L, VB);
+            const T* xs = xr;
+            const int64_t c = p.c;
+#pragma GCC unroll 64
+            for (int j = 0; j < SW * (PB - 1) + S; ++j, xs += c) {
+                V xv;
+                __builtin_memcpy(&xv, xs, VB);
+                xv = shuffle2(xv, xv, mask);
+                asm("" : "+x"(xv));  // one rotation in a register, not redone per FMA
+#pragma GCC unroll 8
+                for (int s = 0; s < S; ++s) {
+                    const int i = (j - s) / SW;  // the pixel whose tap s reads column j, if any
+                    if (j >= s && (j - s) % SW == 0 && i < PB) acc[i] += wv[s] * xv;
+                }
+            }
+        }
+    }
+    T* yo = y + ((n * p.p + oh) * p.q + ow) * p.k + c0;
+#pragma GCC unroll 16
+    for (int i = 0; i < PB; ++i) {
+        V o = alpha * acc[i];
+        if (beta != T(0)) {
+            V prev;
+            __builtin_memcpy(&prev, yo + i * p.k, VB);
+            o += beta * prev;
+        }
+        __builtin_memcpy(yo + i * p.k, &o, VB);
+    }
+}
+
+// Where group_sliding applies: 3 taps along w at stride 1 or 2, unit dilation.
+inline int group_sliding_kind(const ConvProblem& p) {
+    if (p.dil_w != 1 || p.stride_w > 2 || p.s != 3) return 0;
+    return int(p.s * 10 + p.stride_w);
+}
+// Pixels per group_sliding block: its accumulators, S weights, an input vector and a mask in
+// the registers (2 * acc vectors of them), at most 16.
+constexpr int group_sliding_pixels(int acc_vectors, int s) {
+    return 2 * acc_vectors - s - 2 < 16 ? 2 * acc_vectors - s - 2 : 16;
+}
+
+// The pixels [p0, p1) x groups [g0, g1) (whole vectors of groups) with groups packed per vector:
+// runs of an output row's interior in blocks of PB pixels (group_sliding), every other pixel in
+// blocks of up to MR (group_micro, over the pixels' tap rows).
+template <typename T, int VB, int kAcc, int KC, int S, int SW>
+CONVCORE_GEMM_INLINE void group_pixels_s(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y,
+                                         int64_t g0, int64_t g1, int64_t p0, int64_t p1, T alpha, T beta,
+                                         const T** rows) {
     constexpr int L = VB / sizeof(T), G = L / KC, MR = kAcc / 2 > 12 ? 12 : kAcc / 2;
+    constexpr int PB = S ? group_sliding_pixels(kAcc, S) : 1;
     const int64_t taps = p.r * p.s;
-    for (int64_t pix = p0; pix < p1; pix += MR) {
-        const int64_t m = std::min<int64_t>(MR, p1 - pix);
+    // Interior columns: those whose S taps all read inside the row.
+    const int64_t last = p.w - 1 + p.pad_w - (p.s - 1) * p.dil_w;
+    const int64_t begin = std::min(p.q, (p.pad_w + p.stride_w - 1) / p.stride_w);
+    const int64_t end = last < 0 ? begin : std::max(begin, std::min(p.q, last / p.stride_w + 1));
+    for (int64_t pix = p0; pix < p1;) {
+        const int64_t ow = pix % p.q;
+        if (S && ow >= begin && ow + PB <= end && pix + PB <= p1) {
+            const int64_t oh = pix / p.q % p.p, n = pix / (p.p * p.q);
+            const TapRange rr = conv_valid_taps(oh, p.h, p.r, p.pad_h, p.stride_h, p.dil_h);
+            for (int64_t g = g0; g < g1; g += G)
+                if constexpr (S != 0)
+                    group_sliding<T, VB, KC, PB, S, SW>(p, x, wt + g / G * taps * KC * L, y, n, oh, ow, g * KC, rr,
+                                                        alpha, beta);
+            pix += PB;
+            continue;
+        }
+        // Up to MR pixels, stopping where a sliding block can start.
+        int64_t m = std::min<int64_t>(MR, p1 - pix);
+        if (S && ow < begin) m = std::min(m, begin - ow);
+        if (S && ow >= end) m = std::min(m, p.q - ow + begin);  // to the next row's interior
         for (int64_t i = 0; i < m; ++i) pixel_rows(p, x, zeros, pix + i, rows + i * taps);
         for (int64_t g = g0; g < g1; g += G) {
             const T* b = wt + g / G * taps * KC * L;
@@ -333,6 +426,18 @@ CONVCORE_GEMM_INLINE void group_pixels(const ConvProblem& p, const T* x, const T
             else
                 for (int64_t i = 0; i < m; ++i) group_micro<T, VB, KC, 1>(rows + i * taps, g * KC, taps, b, c + i, alpha, beta);
         }
+        pix += m;
+    }
+}
+
+template <typename T, int VB, int kAcc, int KC>
+CONVCORE_GEMM_INLINE void group_pixels(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y,
+                                       int64_t g0, int64_t g1, int64_t p0, int64_t p1, T alpha, T beta,
+                                       const T** rows) {
+    switch (group_sliding_kind(p)) {
+        case 31: group_pixels_s<T, VB, kAcc, KC, 3, 1>(p, x, wt, zeros, y, g0, g1, p0, p1, alpha, beta, rows); break;
+        case 32: group_pixels_s<T, VB, kAcc, KC, 3, 2>(p, x, wt, zeros, y, g0, g1, p0, p1, alpha, beta, rows); break;
+        default: group_pixels_s<T, VB, kAcc, KC, 0, 1>(p, x, wt, zeros, y, g0, g1, p0, p1, alpha, beta, rows);
     }
 }
 
@@ -369,10 +474,10 @@ CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const T* x, const T* wt, co
         switch (kg) {
             case 2: group_pixels<T, VB, kAcc, 2>(p, x, wt, zeros, y, g0, g_mid, p0, p1, alpha, beta, rows); break;
             case 4:
-                group_pixels<T, VB, kAcc, (L >= 8 ? 4 : 2)>(p, x, wt, zeros, y, g0, g_mid, p0, p1, alpha, beta, rows);
+                group_pixels<T, VB, kAcc, (L >= 4 ? 4 : 2)>(p, x, wt, zeros, y, g0, g_mid, p0, p1, alpha, beta, rows);
                 break;
             default:
-                group_pixels<T, VB, kAcc, (L >= 16 ? 8 : 2)>(p, x, wt, zeros, y, g0, g_mid, p0, p1, alpha, beta, rows);
+                group_pixels<T, VB, kAcc, (L >= 8 ? 8 : 2)>(p, x, wt, zeros, y, g0, g_mid, p0, p1, alpha, beta, rows);
         }
     }
     if (g_mid < g1)  // after the packed groups' blocks come the rest's rows

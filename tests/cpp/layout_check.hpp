@@ -134,8 +134,8 @@ inline void check_pass(convcoreHandle_t h, convcoreConvolutionPass_t pass, const
     convcoreDestroyFilterDescriptor(w);
 }
 
-// Every pass on the handle's device, for twelve shapes (on the CPU fifteen: three more for its
-// NHWC GEMM's stem paths) and four mixes of layouts.
+// Every pass on the handle's device, for twelve shapes (on the CPU nineteen: more for its NHWC
+// GEMM's stem and packed-group paths) and four mixes of layouts.
 inline void check_layouts(convcoreHandle_t h, convcoreConvolutionPass_t pass) {
     std::vector<Shape> shapes = {
         {2, 6, 9, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},  // 3x3 stride 1: every family applies
@@ -159,6 +159,11 @@ inline void check_layouts(convcoreHandle_t h, convcoreConvolutionPass_t pass) {
             {2, 3, 23, 21, 40, 7, 7, 3, 3, 2, 2, 1, 1, 1, false},  // a stem
             {1, 3, 9, 40, 40, 7, 7, 3, 3, 2, 2, 1, 1, 1, true},    // a wider one: blocks of one output row
             {1, 5, 9, 10, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, true},    // few channels, a partial panel
+            // packed groups along rows wide enough for whole sliding blocks and the rest after them
+            {1, 32, 5, 40, 32, 3, 3, 1, 1, 1, 1, 1, 1, 4, false},  // 8 per group
+            {1, 32, 6, 41, 32, 3, 3, 1, 1, 2, 2, 1, 1, 4, true},   // 8 per group, stride 2, true convolution
+            {1, 16, 5, 37, 16, 3, 3, 0, 0, 1, 1, 1, 1, 4, false},  // 4 per group, no padding
+            {2, 16, 4, 35, 16, 3, 3, 1, 1, 1, 1, 1, 1, 8, false},  // 2 per group, two images
         });
     const Layouts layouts[] = {{true, true, true}, {true, false, false}, {false, true, false}, {false, false, true}};
     uint32_t seed = 7;

@@ -31,6 +31,12 @@ const Shape kShapes[] = {
     {1, 17, 5, 18, 17, 5, 5, 2, 2, 1, 1, 1, 1, 17, true},   // 5x5 true convolution: sliding, a channel past the vectors
     {1, 2, 5, 5, 2, 3, 3, 3, 3, 1, 1, 1, 1, 2, false},      // padding wider than the filter
     {1, 1, 9, 9, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},      // one channel, multiplier 4
+    // Rows wide enough for whole sliding blocks (16 pixels in AVX-512) and their halving tails:
+    {1, 40, 5, 41, 40, 3, 3, 1, 1, 1, 1, 1, 1, 40, false},  // 3x3, 39 interior pixels, 40 channels
+    {1, 33, 6, 47, 33, 3, 3, 1, 1, 2, 2, 1, 1, 33, true},   // 3x3 stride 2, a channel past the vectors
+    {1, 24, 7, 50, 24, 5, 5, 2, 2, 2, 2, 1, 1, 24, false},  // 5x5 stride 2
+    {1, 16, 9, 61, 16, 7, 7, 3, 3, 2, 2, 1, 1, 16, false},  // 7x7 stride 2
+    {1, 32, 5, 37, 32, 3, 3, 0, 0, 1, 1, 1, 1, 32, false},  // no padding: the whole row is interior
 };
 
 int depthwise_algo(convcoreConvolutionPass_t pass) {
