@@ -23,6 +23,7 @@
 #include "common/epilogue.hpp"
 #include "common/generated/winograd_tables.hpp"
 #include "core/solver.hpp"
+#include "cpu/epilogue_store.hpp"
 #include "cpu/nhwc_gemm.hpp"
 
 namespace convcore {
@@ -215,45 +216,8 @@ CONVCORE_GEMM_INLINE void input_block(const ConvProblem& p, const Geometry& g, c
     }
 }
 
-// The epilogue's inputs in this element type.
-template <typename T>
-struct Out {
-    T alpha, beta, alpha2;
-    const T* z;     // y's layout, or null
-    const T* bias;  // K values, or null
-    convcoreActivationMode_t act;
-};
-
-// y[0, cols) = act(alpha * o + beta * y + alpha2 * z + bias[k0, k0 + cols)) for one pixel
-// (z and y at the same offset `at`).
-template <typename T, int VB, typename Vec>
-CONVCORE_GEMM_INLINE void store(const Out<T>& e, Vec o, T* y, int64_t at, int64_t k0, int64_t cols) {
-    constexpr int L = VB / sizeof(T);
-    if (cols == L) {
-        Vec r = e.alpha * o, t;
-        if (e.beta != T(0)) __builtin_memcpy(&t, y + at, VB), r += e.beta * t;
-        if (e.z) __builtin_memcpy(&t, e.z + at, VB), r += e.alpha2 * t;
-        if (e.bias) __builtin_memcpy(&t, e.bias + k0, VB), r += t;
-        if (e.act == CONVCORE_ACTIVATION_RELU) {
-            r = r > Vec{} ? r : Vec{};
-        } else if (e.act == CONVCORE_ACTIVATION_RELU6) {
-            const Vec six = Vec{} + T(6);
-            r = r > Vec{} ? r : Vec{};
-            r = r < six ? r : six;
-        } else if (e.act != CONVCORE_ACTIVATION_IDENTITY) {
-            for (int l = 0; l < L; ++l) r[l] = epilogue::activate(r[l], e.act);
-        }
-        __builtin_memcpy(y + at, &r, VB);
-        return;
-    }
-    for (int64_t l = 0; l < cols; ++l) {
-        T r = e.alpha * o[l];
-        if (e.beta != T(0)) r += e.beta * y[at + l];
-        if (e.z) r += e.alpha2 * e.z[at + l];
-        if (e.bias) r += e.bias[k0 + l];
-        y[at + l] = epilogue::activate(r, e.act);
-    }
-}
+using epilogue_store::Out;
+using epilogue_store::store;
 
 // Stage 3: the output channels [k_begin, k_end) of the tiles [t0, t0 + nt) from M, whose
 // column 0 is channel k_base.
@@ -348,9 +312,7 @@ void run(const ConvArgs& args, const T* U, T* u_space, TaskFn<T> task_fn) {
         U = u_space;
     }
     const Geometry g = geometry(p, F::m, threads);
-    const Epilogue& ep = args.epilogue;
-    const Out<T> e{T(args.alpha), T(args.beta), T(ep.alpha2), static_cast<const T*>(ep.z),
-                   static_cast<const T*>(ep.bias), ep.activation};
+    const Out<T> e = epilogue_store::out_of<T>(args);
     const size_t per_thread = size_t(scratch_elems(g));
     std::vector<T>& buffers = scratch<T>();
     if (buffers.size() < per_thread * size_t(threads)) buffers.assign(per_thread * size_t(threads), T(0));
