@@ -384,6 +384,8 @@ size_t workspace_bytes(const ConvProblem& p) {
     return p.nhwc ? round64(nhwc_gemm::wt_bytes(p)) + size_t(p.c) * p.elem_size() : 0;
 }
 bool runs_nhwc(const ConvProblem& p) { return nhwc_gemm::sizes_fit(p); }
+// The NHWC GEMM applies the epilogue in its stores (nhwc_gemm::Stores).
+bool fuses_epilogue(const ConvProblem& p) { return p.nhwc; }
 size_t prepared_filter_bytes(const ConvProblem& p) { return p.nhwc ? nhwc_gemm::wt_bytes(p) : 0; }
 void prepare_filter(const ConvProblem& p, const Context&, const void* w, void* out) { nhwc_gemm::prepare_wt(p, w, out); }
 
@@ -402,7 +404,8 @@ void run_nhwc(const ConvArgs& a) {
     }
     T* zeros = reinterpret_cast<T*>(ws + round64(nhwc_gemm::wt_bytes(p)));
     std::fill(zeros, zeros + p.c, T(0));
-    nhwc_gemm::run(p, static_cast<const T*>(a.x), wt, zeros, static_cast<T*>(a.y), T(a.alpha), T(a.beta),
+    T* y = static_cast<T*>(a.y);
+    nhwc_gemm::run(p, static_cast<const T*>(a.x), wt, zeros, y, nhwc_gemm::stores_of(p, epilogue_store::out_of<T>(a), y),
                    a.ctx.threads(), kernels);
 }
 
@@ -551,7 +554,7 @@ void run(const ConvArgs& a) {
 extern const Solver implicit_gemm_solver;
 const Solver implicit_gemm_solver = {CONVCORE_FWD_ALGO_IMPLICIT_GEMM, CONVCORE_DEVICE_CPU,
                                      /*deterministic=*/true, why_not, workspace_bytes, run,
-                                     prepared_filter_bytes, prepare_filter, runs_nhwc};
+                                     prepared_filter_bytes, prepare_filter, runs_nhwc, fuses_epilogue};
 
 }  // namespace cpu
 }  // namespace convcore

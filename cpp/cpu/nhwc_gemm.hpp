@@ -26,8 +26,7 @@
 #include "common/shuffle.hpp"
 #include "core/problem.hpp"
 #include "cpu/cpu_isa.hpp"
-
-#define CONVCORE_GEMM_INLINE inline __attribute__((always_inline))
+#include "cpu/epilogue_store.hpp"  // defines CONVCORE_GEMM_INLINE
 
 namespace convcore {
 namespace cpu {
@@ -143,28 +142,68 @@ void make_wt(const ConvProblem& p, const T* w, T* wt) {
                 }
 }
 
-// c[i][0, cols) = alpha * acc[i] + beta * c[i][0, cols) for MR rows of NV vectors.
+// How a task stores its outputs: y = alpha * acc + beta * y, and where the fused epilogue is
+// given (fused()), y = act(alpha * acc + beta * y + alpha2 * z + bias[k]) (epilogue_store). A
+// store's pixel and channel come from its address in y (K channels per pixel); stores outside
+// y (a block's rows past its last pixel, into a sink) take no epilogue.
+template <typename T>
+struct Stores {
+    epilogue_store::Out<T> e;
+    const T* y = nullptr;
+    int64_t y_size = 0, k = 1;
+    bool fused() const { return e.z || e.bias || e.act != CONVCORE_ACTIVATION_IDENTITY; }
+    // The same stores with beta replaced and, unless `last`, without the epilogue (a chunk of the
+    // reduction that later chunks add to).
+    Stores chunk(T beta, bool last) const {
+        Stores c = *this;
+        c.e.beta = beta;
+        if (!last) c.e.z = nullptr, c.e.bias = nullptr, c.e.act = CONVCORE_ACTIVATION_IDENTITY;
+        return c;
+    }
+};
+
+// The Stores of a run whose output is y (n*p*q pixels of K channels): the epilogue's residual
+// when it is y itself becomes beta (y is read before it is written, as beta's y is).
+template <typename T>
+Stores<T> stores_of(const ConvProblem& p, epilogue_store::Out<T> e, const T* y) {
+    if (e.z == y) e.beta = e.alpha2, e.z = nullptr;
+    return Stores<T>{e, y, p.n * p.p * p.q * p.k, p.k};
+}
+
+// out[0, cols) (cols <= the vector's lanes) from one vector of accumulators.
+template <typename T, int VB, typename V>
+CONVCORE_GEMM_INLINE void store_vector(const Stores<T>& s, V acc, T* out, int64_t cols) {
+    constexpr int L = VB / sizeof(T);
+    if (s.fused() && out >= s.y && out < s.y + s.y_size) {
+        const int64_t at = out - s.y;
+        epilogue_store::store<T, VB>(s.e, acc, const_cast<T*>(s.y), at, at % s.k, cols);
+        return;
+    }
+    const T alpha = s.e.alpha, beta = s.e.beta;
+    V o = alpha * acc;
+    if (cols >= L) {
+        if (beta != T(0)) {
+            V prev;
+            __builtin_memcpy(&prev, out, VB);
+            o += beta * prev;
+        }
+        __builtin_memcpy(out, &o, VB);
+    } else {
+        T lanes[L];
+        __builtin_memcpy(lanes, &o, VB);
+        for (int64_t j = 0; j < cols; ++j) out[j] = beta == T(0) ? lanes[j] : lanes[j] + beta * out[j];
+    }
+}
+
+// c[i][0, cols) from acc[i] for MR rows of NV vectors (store_vector).
 template <typename T, int VB, int MR, int NV, typename V>
-CONVCORE_GEMM_INLINE void store(const V (&acc)[MR][NV], T* const* c, int64_t cols, T alpha, T beta) {
+CONVCORE_GEMM_INLINE void store(const V (&acc)[MR][NV], T* const* c, int64_t cols, const Stores<T>& s) {
     constexpr int L = VB / sizeof(T);
     for (int i = 0; i < MR; ++i)
         for (int v = 0; v < NV; ++v) {
             const int64_t j0 = int64_t(v) * L;
             if (j0 >= cols) break;
-            V o = alpha * acc[i][v];
-            T* out = c[i] + j0;
-            if (cols - j0 >= L) {
-                if (beta != T(0)) {
-                    V prev;
-                    __builtin_memcpy(&prev, out, VB);
-                    o += beta * prev;
-                }
-                __builtin_memcpy(out, &o, VB);
-            } else {
-                T lanes[L];
-                __builtin_memcpy(lanes, &o, VB);
-                for (int64_t j = 0; j < cols - j0; ++j) out[j] = beta == T(0) ? lanes[j] : lanes[j] + beta * out[j];
-            }
+            store_vector<T, VB>(s, acc[i][v], c[i] + j0, std::min<int64_t>(L, cols - j0));
         }
 }
 
@@ -173,7 +212,7 @@ CONVCORE_GEMM_INLINE void store(const V (&acc)[MR][NV], T* const* c, int64_t col
 // first `cols` columns are stored. B's rows are ldb apart and hold NV whole vectors from b.
 template <typename T, int VB, int MR, int NV>
 CONVCORE_GEMM_INLINE void micro(const T* const* a, int64_t a_off, int64_t taps, int64_t len, const T* b, int64_t ldb,
-                                T* const* c, int64_t cols, T alpha, T beta) {
+                                T* const* c, int64_t cols, const Stores<T>& s) {
     typedef T V __attribute__((vector_size(VB)));
     constexpr int L = VB / sizeof(T);
     V acc[MR][NV];
@@ -198,7 +237,7 @@ CONVCORE_GEMM_INLINE void micro(const T* const* a, int64_t a_off, int64_t taps, 
             }
         }
     }
-    store<T, VB, MR, NV>(acc, c, cols, alpha, beta);
+    store<T, VB, MR, NV>(acc, c, cols, s);
 }
 
 // The A rows of output pixel `pix` (flattened N*P*Q) for group 0 (group g's are g*Cg further):
@@ -220,12 +259,12 @@ CONVCORE_GEMM_INLINE void pixel_rows(const ConvProblem& p, const T* x, const T* 
 // A rows are `rows` (MR x taps); wt holds group g_base's rows first.
 template <typename T, int VB, int MR, int NV>
 CONVCORE_GEMM_INLINE void block(const ConvProblem& p, const T* const* rows, const T* wt, int64_t g_base, T* y,
-                                int64_t g, int64_t pix, int64_t k0, int64_t cols, T alpha, T beta) {
+                                int64_t g, int64_t pix, int64_t k0, int64_t cols, const Stores<T>& s) {
     const int64_t cg = p.c_per_group(), kg = p.k_per_group(), taps = p.r * p.s;
     T* c[MR];
     for (int i = 0; i < MR; ++i) c[i] = y + (pix + i) * p.k + g * kg + k0;
     micro<T, VB, MR, NV>(rows, g * cg, taps, cg, wt + (g - g_base) * taps * cg * wt_row(p) + k0, wt_row(p), c, cols,
-                         alpha, beta);
+                         s);
 }
 
 // The pixels [p0, p1) x groups [g0, g1) x each group's output channels [k_begin, k_end)
@@ -235,7 +274,7 @@ CONVCORE_GEMM_INLINE void block(const ConvProblem& p, const T* const* rows, cons
 template <typename T, int VB, int kAcc, bool kOneVector>
 CONVCORE_GEMM_INLINE void pixels(const ConvProblem& p, const T* x, const T* wt, int64_t g_base, const T* zeros, T* y,
                                  int64_t g0, int64_t g1, int64_t p0, int64_t p1, int64_t k_begin, int64_t k_end,
-                                 T alpha, T beta, const T** rows) {
+                                 const Stores<T>& s, const T** rows) {
     constexpr int L = VB / sizeof(T);
     // One vector of channels per block (kOneVector: the group's channels fit one) leaves room for
     // twice the pixels.
@@ -249,18 +288,18 @@ CONVCORE_GEMM_INLINE void pixels(const ConvProblem& p, const T* x, const T* wt, 
             for (; !kOneVector && (k0 + 2 * L <= k_end || (k0 + L < k_end && k_end == kg)); k0 += 2 * L) {
                 const int64_t cols = std::min<int64_t>(2 * L, k_end - k0);
                 if (m == MR)
-                    block<T, VB, MR, 2>(p, rows, wt, g_base, y, g, pix, k0, cols, alpha, beta);
+                    block<T, VB, MR, 2>(p, rows, wt, g_base, y, g, pix, k0, cols, s);
                 else
                     for (int64_t i = 0; i < m; ++i)
-                        block<T, VB, 1, 2>(p, rows + i * taps, wt, g_base, y, g, pix + i, k0, cols, alpha, beta);
+                        block<T, VB, 1, 2>(p, rows + i * taps, wt, g_base, y, g, pix + i, k0, cols, s);
             }
             for (; k0 < k_end; k0 += L) {
                 const int64_t cols = std::min<int64_t>(L, k_end - k0);
                 if (m == MR)
-                    block<T, VB, MR, 1>(p, rows, wt, g_base, y, g, pix, k0, cols, alpha, beta);
+                    block<T, VB, MR, 1>(p, rows, wt, g_base, y, g, pix, k0, cols, s);
                 else
                     for (int64_t i = 0; i < m; ++i)
-                        block<T, VB, 1, 1>(p, rows + i * taps, wt, g_base, y, g, pix + i, k0, cols, alpha, beta);
+                        block<T, VB, 1, 1>(p, rows + i * taps, wt, g_base, y, g, pix + i, k0, cols, s);
             }
         }
     }
@@ -277,7 +316,7 @@ CONVCORE_GEMM_INLINE void pixels(const ConvProblem& p, const T* x, const T* wt, 
 #endif
 template <typename T, int VB, int KC, int MR>
 CONVCORE_GEMM_INLINE void group_micro(const T* const* a, int64_t a_off, int64_t taps, const T* b, T* const* c,
-                                      T alpha, T beta) {
+                                      const Stores<T>& s) {
     typedef T V __attribute__((vector_size(VB)));
     typedef std::conditional_t<sizeof(T) == 8, int64_t, int32_t> I;
     typedef I M __attribute__((vector_size(VB)));
@@ -302,15 +341,7 @@ CONVCORE_GEMM_INLINE void group_micro(const T* const* a, int64_t a_off, int64_t 
         }
     }
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-        V o = alpha * acc[i];
-        if (beta != T(0)) {
-            V prev;
-            __builtin_memcpy(&prev, c[i], VB);
-            o += beta * prev;
-        }
-        __builtin_memcpy(c[i], &o, VB);
-    }
+    for (int i = 0; i < MR; ++i) store_vector<T, VB>(s, acc[i], c[i], L);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -325,7 +356,7 @@ CONVCORE_GEMM_INLINE void group_micro(const T* const* a, int64_t a_off, int64_t 
 // instead of one per FMA.
 template <typename T, int VB, int KC, int PB, int S, int SW>
 CONVCORE_GEMM_INLINE void group_sliding(const ConvProblem& p, const T* x, const T* b, T* y, int64_t n, int64_t oh,
-                                        int64_t ow, int64_t c0, const TapRange& rr, T alpha, T beta) {
+                                        int64_t ow, int64_t c0, const TapRange& rr, const Stores<T>& s) {
     typedef T V __attribute__((vector_size(VB)));
     typedef std::conditional_t<sizeof(T) == 8, int64_t, int32_t> I;
     typedef I M __attribute__((vector_size(VB)));
@@ -364,15 +395,7 @@ CONVCORE_GEMM_INLINE void group_sliding(const ConvProblem& p, const T* x, const 
     }
     T* yo = y + ((n * p.p + oh) * p.q + ow) * p.k + c0;
 #pragma GCC unroll 16
-    for (int i = 0; i < PB; ++i) {
-        V o = alpha * acc[i];
-        if (beta != T(0)) {
-            V prev;
-            __builtin_memcpy(&prev, yo + i * p.k, VB);
-            o += beta * prev;
-        }
-        __builtin_memcpy(yo + i * p.k, &o, VB);
-    }
+    for (int i = 0; i < PB; ++i) store_vector<T, VB>(s, acc[i], yo + i * p.k, L);
 }
 
 // Where group_sliding applies: 3 taps along w at stride 1 or 2, unit dilation.
@@ -391,7 +414,7 @@ constexpr int group_sliding_pixels(int acc_vectors, int s) {
 // blocks of up to MR (group_micro, over the pixels' tap rows).
 template <typename T, int VB, int kAcc, int KC, int S, int SW>
 CONVCORE_GEMM_INLINE void group_pixels_s(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y,
-                                         int64_t g0, int64_t g1, int64_t p0, int64_t p1, T alpha, T beta,
+                                         int64_t g0, int64_t g1, int64_t p0, int64_t p1, const Stores<T>& s,
                                          const T** rows) {
     constexpr int L = VB / sizeof(T), G = L / KC, MR = kAcc / 2 > 12 ? 12 : kAcc / 2;
     constexpr int PB = S ? group_sliding_pixels(kAcc, S) : 1;
@@ -408,7 +431,7 @@ CONVCORE_GEMM_INLINE void group_pixels_s(const ConvProblem& p, const T* x, const
             for (int64_t g = g0; g < g1; g += G)
                 if constexpr (S != 0)
                     group_sliding<T, VB, KC, PB, S, SW>(p, x, wt + g / G * taps * KC * L, y, n, oh, ow, g * KC, rr,
-                                                        alpha, beta);
+                                                        s);
             pix += PB;
             continue;
         }
@@ -422,9 +445,9 @@ CONVCORE_GEMM_INLINE void group_pixels_s(const ConvProblem& p, const T* x, const
             T* c[MR];
             for (int64_t i = 0; i < m; ++i) c[i] = y + (pix + i) * p.k + g * KC;
             if (m == MR)
-                group_micro<T, VB, KC, MR>(rows, g * KC, taps, b, c, alpha, beta);
+                group_micro<T, VB, KC, MR>(rows, g * KC, taps, b, c, s);
             else
-                for (int64_t i = 0; i < m; ++i) group_micro<T, VB, KC, 1>(rows + i * taps, g * KC, taps, b, c + i, alpha, beta);
+                for (int64_t i = 0; i < m; ++i) group_micro<T, VB, KC, 1>(rows + i * taps, g * KC, taps, b, c + i, s);
         }
         pix += m;
     }
@@ -432,12 +455,12 @@ CONVCORE_GEMM_INLINE void group_pixels_s(const ConvProblem& p, const T* x, const
 
 template <typename T, int VB, int kAcc, int KC>
 CONVCORE_GEMM_INLINE void group_pixels(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y,
-                                       int64_t g0, int64_t g1, int64_t p0, int64_t p1, T alpha, T beta,
+                                       int64_t g0, int64_t g1, int64_t p0, int64_t p1, const Stores<T>& s,
                                        const T** rows) {
     switch (group_sliding_kind(p)) {
-        case 31: group_pixels_s<T, VB, kAcc, KC, 3, 1>(p, x, wt, zeros, y, g0, g1, p0, p1, alpha, beta, rows); break;
-        case 32: group_pixels_s<T, VB, kAcc, KC, 3, 2>(p, x, wt, zeros, y, g0, g1, p0, p1, alpha, beta, rows); break;
-        default: group_pixels_s<T, VB, kAcc, KC, 0, 1>(p, x, wt, zeros, y, g0, g1, p0, p1, alpha, beta, rows);
+        case 31: group_pixels_s<T, VB, kAcc, KC, 3, 1>(p, x, wt, zeros, y, g0, g1, p0, p1, s, rows); break;
+        case 32: group_pixels_s<T, VB, kAcc, KC, 3, 2>(p, x, wt, zeros, y, g0, g1, p0, p1, s, rows); break;
+        default: group_pixels_s<T, VB, kAcc, KC, 0, 1>(p, x, wt, zeros, y, g0, g1, p0, p1, s, rows);
     }
 }
 
@@ -447,42 +470,40 @@ CONVCORE_GEMM_INLINE void group_pixels(const ConvProblem& p, const T* x, const T
 template <typename T, int VB, int kAcc>
 CONVCORE_GEMM_INLINE void group_by_group(const ConvProblem& p, const T* x, const T* wt, int64_t g_base,
                                          const T* zeros, T* y, int64_t g0, int64_t g1, int64_t p0, int64_t p1,
-                                         int64_t k0, int64_t k1, T alpha, T beta, const T** rows) {
+                                         int64_t k0, int64_t k1, const Stores<T>& s, const T** rows) {
     const int64_t bytes = p.k_per_group() * int64_t(sizeof(T));
     if (VB >= 64 && bytes <= VB / 4)
-        pixels<T, (VB >= 64 ? VB / 4 : VB), kAcc, true>(p, x, wt, g_base, zeros, y, g0, g1, p0, p1, k0, k1, alpha,
-                                                        beta, rows);
+        pixels<T, (VB >= 64 ? VB / 4 : VB), kAcc, true>(p, x, wt, g_base, zeros, y, g0, g1, p0, p1, k0, k1, s, rows);
     else if (VB >= 32 && bytes <= VB / 2)
-        pixels<T, (VB >= 32 ? VB / 2 : VB), kAcc, true>(p, x, wt, g_base, zeros, y, g0, g1, p0, p1, k0, k1, alpha,
-                                                        beta, rows);
+        pixels<T, (VB >= 32 ? VB / 2 : VB), kAcc, true>(p, x, wt, g_base, zeros, y, g0, g1, p0, p1, k0, k1, s, rows);
     else if (bytes <= VB)
-        pixels<T, VB, kAcc, true>(p, x, wt, g_base, zeros, y, g0, g1, p0, p1, k0, k1, alpha, beta, rows);
+        pixels<T, VB, kAcc, true>(p, x, wt, g_base, zeros, y, g0, g1, p0, p1, k0, k1, s, rows);
     else
-        pixels<T, VB, kAcc, false>(p, x, wt, g_base, zeros, y, g0, g1, p0, p1, k0, k1, alpha, beta, rows);
+        pixels<T, VB, kAcc, false>(p, x, wt, g_base, zeros, y, g0, g1, p0, p1, k0, k1, s, rows);
 }
 
 // One task: pixels [p0, p1) x groups [g0, g1) x channels [k0, k1) of each: the packed groups
 // (groups_per_vector) a vector of them at a time, the others group by group.
 template <typename T, int VB, int kAcc>
 CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, int64_t g0,
-                               int64_t g1, int64_t p0, int64_t p1, int64_t k0, int64_t k1, T alpha, T beta,
+                               int64_t g1, int64_t p0, int64_t p1, int64_t k0, int64_t k1, const Stores<T>& s,
                                const T** rows) {
     constexpr int L = VB / sizeof(T);
     const int64_t gv = groups_per_vector(p, L), packed = packed_groups(p, gv), kg = p.k_per_group();
     const int64_t g_mid = std::max(g0, std::min(g1, packed));
     if (g0 < g_mid) {
         switch (kg) {
-            case 2: group_pixels<T, VB, kAcc, 2>(p, x, wt, zeros, y, g0, g_mid, p0, p1, alpha, beta, rows); break;
+            case 2: group_pixels<T, VB, kAcc, 2>(p, x, wt, zeros, y, g0, g_mid, p0, p1, s, rows); break;
             case 4:
-                group_pixels<T, VB, kAcc, (L >= 4 ? 4 : 2)>(p, x, wt, zeros, y, g0, g_mid, p0, p1, alpha, beta, rows);
+                group_pixels<T, VB, kAcc, (L >= 4 ? 4 : 2)>(p, x, wt, zeros, y, g0, g_mid, p0, p1, s, rows);
                 break;
             default:
-                group_pixels<T, VB, kAcc, (L >= 8 ? 8 : 2)>(p, x, wt, zeros, y, g0, g_mid, p0, p1, alpha, beta, rows);
+                group_pixels<T, VB, kAcc, (L >= 8 ? 8 : 2)>(p, x, wt, zeros, y, g0, g_mid, p0, p1, s, rows);
         }
     }
     if (g_mid < g1)  // after the packed groups' blocks come the rest's rows
         group_by_group<T, VB, kAcc>(p, x, wt + packed * p.r * p.s * p.c_per_group() * kg, packed, zeros, y, g_mid, g1,
-                                    p0, p1, k0, k1, alpha, beta, rows);
+                                    p0, p1, k0, k1, s, rows);
 }
 
 // The panel path reads A in place where a 1x1 filter with unit stride and no padding makes the
@@ -514,8 +535,7 @@ inline bool panel_row_runs(const ConvProblem& p) {
 // of zeros for every pixel of the block) are not passed: `taps` lists the others.
 template <typename T, int VB, int MR, int NV>
 CONVCORE_GEMM_INLINE void micro_runs(const T* const* row, const int64_t* taps, int64_t ntaps, int64_t step,
-                                     int64_t len, const T* b, int64_t ldb, T* const* c, int64_t cols, T alpha,
-                                     T beta) {
+                                     int64_t len, const T* b, int64_t ldb, T* const* c, int64_t cols, const Stores<T>& s) {
     typedef T V __attribute__((vector_size(VB)));
     constexpr int L = VB / sizeof(T);
     V acc[MR][NV];
@@ -538,12 +558,12 @@ CONVCORE_GEMM_INLINE void micro_runs(const T* const* row, const int64_t* taps, i
             }
         }
     }
-    store<T, VB, MR, NV>(acc, c, cols, alpha, beta);
+    store<T, VB, MR, NV>(acc, c, cols, s);
 }
 
 template <typename T, int VB, int kAcc>
 CONVCORE_GEMM_INLINE void row_run_task(const ConvProblem& p, const T* x, const T* wt, T* y, int64_t p0, int64_t p1,
-                                       int64_t j0, int64_t j1, T alpha, T beta, T* edges, T* sink, const T** rows) {
+                                       int64_t j0, int64_t j1, const Stores<T>& s, T* edges, T* sink, const T** rows) {
     constexpr int NV = kPanelVectors, L = VB / sizeof(T), NR = NV * L, MR = kAcc * 3 / 2 / NV;
     const int64_t run = p.s * p.c, reduction = p.r * run;
     T* c[MR];
@@ -566,9 +586,9 @@ CONVCORE_GEMM_INLINE void row_run_task(const ConvProblem& p, const T* x, const T
                 for (int i = 0; i < MR; ++i) c[i] = y + (pix + i) * p.k + jp * NR;
                 const T* b = wt + jp * reduction * NR;
                 if (cols <= L)
-                    micro_runs<T, VB, MR, 1>(row, taps, ntaps, p.stride_w * p.c, run, b, NR, c, cols, alpha, beta);
+                    micro_runs<T, VB, MR, 1>(row, taps, ntaps, p.stride_w * p.c, run, b, NR, c, cols, s);
                 else
-                    micro_runs<T, VB, MR, NV>(row, taps, ntaps, p.stride_w * p.c, run, b, NR, c, cols, alpha, beta);
+                    micro_runs<T, VB, MR, NV>(row, taps, ntaps, p.stride_w * p.c, run, b, NR, c, cols, s);
             }
             if ((ow0 += MR) == p.q) {
                 ow0 = 0;
@@ -605,9 +625,9 @@ CONVCORE_GEMM_INLINE void row_run_task(const ConvProblem& p, const T* x, const T
             for (int i = 0; i < MR; ++i) c[i] = i < m ? y + (pix + i) * p.k + jp * NR : sink;
             const T* b = wt + jp * reduction * NR;
             if (cols <= L)
-                micro<T, VB, MR, 1>(rows, 0, p.r, run, b, NR, c, cols, alpha, beta);
+                micro<T, VB, MR, 1>(rows, 0, p.r, run, b, NR, c, cols, s);
             else
-                micro<T, VB, MR, NV>(rows, 0, p.r, run, b, NR, c, cols, alpha, beta);
+                micro<T, VB, MR, NV>(rows, 0, p.r, run, b, NR, c, cols, s);
         }
     }
 }
@@ -616,7 +636,7 @@ CONVCORE_GEMM_INLINE void row_run_task(const ConvProblem& p, const T* x, const T
 // columns [0, cols) of panel b (NV vectors, or one when the columns fit one).
 template <typename T, int VB, int MB, int NV>
 CONVCORE_GEMM_INLINE void panel_block(const T* a0, int64_t lda, int64_t m, int64_t len, const T* b, T* y0,
-                                      int64_t ldy, int64_t cols, T alpha, T beta, T* sink) {
+                                      int64_t ldy, int64_t cols, const Stores<T>& s, T* sink) {
     constexpr int L = VB / sizeof(T);
     const T* a[MB];
     T* c[MB];
@@ -625,9 +645,9 @@ CONVCORE_GEMM_INLINE void panel_block(const T* a0, int64_t lda, int64_t m, int64
         c[i] = i < m ? y0 + i * ldy : sink;
     }
     if (cols <= L)
-        micro<T, VB, MB, 1>(a, 0, 1, len, b, NV * L, c, cols, alpha, beta);
+        micro<T, VB, MB, 1>(a, 0, 1, len, b, NV * L, c, cols, s);
     else
-        micro<T, VB, MB, NV>(a, 0, 1, len, b, NV * L, c, cols, alpha, beta);
+        micro<T, VB, MB, NV>(a, 0, 1, len, b, NV * L, c, cols, s);
 }
 
 // The panel path's task: pixels [p0, p1) x panels [j0, j1), mc pixels at a time. Per chunk of
@@ -638,11 +658,10 @@ CONVCORE_GEMM_INLINE void panel_block(const T* a0, int64_t lda, int64_t m, int64
 // of a last, partial block of pixels that do not exist.
 template <typename T, int VB, int kAcc>
 CONVCORE_GEMM_INLINE void panel_task(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y,
-                                     int64_t p0, int64_t p1, int64_t j0, int64_t j1, int64_t kc, int64_t mc, T alpha,
-                                     T beta, T* a_block, T* sink, const T** rows) {
+                                     int64_t p0, int64_t p1, int64_t j0, int64_t j1, int64_t kc, int64_t mc, const Stores<T>& s, T* a_block, T* sink, const T** rows) {
     constexpr int NV = kPanelVectors, NR = NV * (VB / sizeof(T)), MR = kAcc * 3 / 2 / NV;  // 1.5x kAcc accumulators
     if (panel_row_runs(p)) {
-        row_run_task<T, VB, kAcc>(p, x, wt, y, p0, p1, j0, j1, alpha, beta, a_block, sink, rows);
+        row_run_task<T, VB, kAcc>(p, x, wt, y, p0, p1, j0, j1, s, a_block, sink, rows);
         return;
     }
     const int64_t taps = p.r * p.s, reduction = taps * p.c;
@@ -669,7 +688,8 @@ CONVCORE_GEMM_INLINE void panel_task(const ConvProblem& p, const T* x, const T* 
                 }
                 a = a_block;
             }
-            const T beta_chunk = q0 == 0 ? beta : T(1);
+            // The first chunk blends with beta, later ones add to it; the last applies the epilogue.
+            const Stores<T> sc = s.chunk(q0 == 0 ? s.e.beta : T(1), q0 + len == reduction);
             for (int64_t jp = j0; jp < j1; ++jp) {
                 const T* b = wt + (jp * reduction + q0) * NR;
                 const int64_t cols = std::min<int64_t>(NR, p.k - jp * NR);
@@ -678,9 +698,9 @@ CONVCORE_GEMM_INLINE void panel_task(const ConvProblem& p, const T* x, const T* 
                     const T* ap = a + (pix - pb) * lda;
                     T* yp = y + pix * p.k + jp * NR;
                     if (m > MR / 2)
-                        panel_block<T, VB, MR, NV>(ap, lda, m, len, b, yp, p.k, cols, alpha, beta_chunk, sink);
+                        panel_block<T, VB, MR, NV>(ap, lda, m, len, b, yp, p.k, cols, sc, sink);
                     else  // a last block of half the pixels or fewer
-                        panel_block<T, VB, MR / 2, NV>(ap, lda, m, len, b, yp, p.k, cols, alpha, beta_chunk, sink);
+                        panel_block<T, VB, MR / 2, NV>(ap, lda, m, len, b, yp, p.k, cols, sc, sink);
                 }
             }
         }
@@ -695,9 +715,9 @@ constexpr int64_t kPixelsPerTask = 96, kChannelsPerTask = 64;
 template <typename T>
 struct Kernels {
     void (*task)(const ConvProblem&, const T*, const T*, const T*, T*, int64_t, int64_t, int64_t, int64_t, int64_t,
-                 int64_t, T, T, const T**);
+                 int64_t, const Stores<T>&, const T**);
     void (*panel_task)(const ConvProblem&, const T*, const T*, const T*, T*, int64_t, int64_t, int64_t, int64_t,
-                       int64_t, int64_t, T, T, T*, T*, const T**);
+                       int64_t, int64_t, const Stores<T>&, T*, T*, const T**);
 };
 
 // The kernels compiled for one instruction set (expanded by CONVCORE_EACH_ISA in the solvers'
@@ -706,14 +726,14 @@ struct Kernels {
     template <typename T>                                                                                    \
     ATTR void nhwc_gemm_task_##ISA(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y,      \
                                    int64_t g0, int64_t g1, int64_t p0, int64_t p1, int64_t k0, int64_t k1,  \
-                                   T alpha, T beta, const T** rows) {                                       \
-        nhwc_gemm::task<T, VB, ACC>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1, alpha, beta, rows);          \
+                                   const nhwc_gemm::Stores<T>& s, const T** rows) {                                       \
+        nhwc_gemm::task<T, VB, ACC>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1, s, rows);          \
     }                                                                                                        \
     template <typename T>                                                                                    \
     ATTR void nhwc_gemm_panel_task_##ISA(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, \
                                          int64_t p0, int64_t p1, int64_t j0, int64_t j1, int64_t kc, int64_t mc, \
-                                         T alpha, T beta, T* a_block, T* sink, const T** rows) {             \
-        nhwc_gemm::panel_task<T, VB, ACC>(p, x, wt, zeros, y, p0, p1, j0, j1, kc, mc, alpha, beta, a_block,   \
+                                         const nhwc_gemm::Stores<T>& s, T* a_block, T* sink, const T** rows) {             \
+        nhwc_gemm::panel_task<T, VB, ACC>(p, x, wt, zeros, y, p0, p1, j0, j1, kc, mc, s, a_block,   \
                                           sink, rows);                                                       \
     }                                                                                                        \
     template <typename T>                                                                                    \
@@ -756,10 +776,10 @@ std::vector<T>& scratch() {
     return buffer;
 }
 
-// y = alpha * conv(x, w) + beta * y on NHWC x and y, Wt made by make_wt, `zeros` at least C
-// zeros; `kernels` compiled for the machine.
+// y = alpha * conv(x, w) + beta * y on NHWC x and y, with the fused epilogue where `s` has one
+// (stores_of); Wt made by make_wt, `zeros` at least C zeros; `kernels` compiled for the machine.
 template <typename T>
-void run(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, T alpha, T beta, int threads,
+void run(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, const Stores<T>& s, int threads,
          const Kernels<T>& kernels) {
     const int64_t pixels = p.n * p.p * p.q, kg = p.k_per_group();
     if (panel_path(p)) {
@@ -784,8 +804,7 @@ void run(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, T 
                 for (int64_t tj = 0; tj < b.panel_tasks; ++tj)
                     kernels.panel_task(p, x, wt, zeros, y, tp * b.pixels_per_task,
                                        std::min(pixels, (tp + 1) * b.pixels_per_task), tj * b.panels_per_task,
-                                       std::min(panel_count(p), (tj + 1) * b.panels_per_task), b.kc, b.mc, alpha,
-                                       beta, a_block, a_block + a_block_size, rows);
+                                       std::min(panel_count(p), (tj + 1) * b.panels_per_task), b.kc, b.mc, s, a_block, a_block + a_block_size, rows);
         }
         return;
     }
@@ -804,7 +823,7 @@ void run(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, T 
                 for (int64_t tk = 0; tk < channel_tasks; ++tk)
                     kernels.task(p, x, wt, zeros, y, tg * per_task, std::min(p.groups, (tg + 1) * per_task),
                                  tp * kPixelsPerTask, std::min(pixels, (tp + 1) * kPixelsPerTask),
-                                 tk * kChannelsPerTask, std::min(kg, (tk + 1) * kChannelsPerTask), alpha, beta, rows);
+                                 tk * kChannelsPerTask, std::min(kg, (tk + 1) * kChannelsPerTask), s, rows);
     }
 }
 

@@ -35,6 +35,8 @@ std::string why_not(const ConvProblem& p) {
 }
 
 bool runs_nhwc(const ConvProblem& p) { return nhwc_gemm::sizes_fit(p); }
+// The NHWC GEMM applies the epilogue in its stores (nhwc_gemm::Stores); NCHW leaves it to the core.
+bool fuses_epilogue(const ConvProblem& p) { return p.nhwc; }
 
 // NCHW reads x's planes in place when every output reads the input pixel at its own position
 // (stride 1, no padding); otherwise the pixels the outputs read are gathered first (N x C x P x Q).
@@ -55,17 +57,18 @@ CONVCORE_GEMM_INLINE void nchw_vectors(const ConvProblem& p, const T* xq, int64_
                                      int64_t k_begin, int64_t k_end, T alpha, T beta) {
     constexpr int L = VB / sizeof(T), MR = kAcc / NV > 8 ? 8 : kAcc / NV;
     const int64_t cg = p.c_per_group(), pq = p.p * p.q;
+    const nhwc_gemm::Stores<T> s{{alpha, beta, T(0), nullptr, nullptr, CONVCORE_ACTIVATION_IDENTITY}};
     int64_t k = k_begin;
     for (; k + MR <= k_end; k += MR) {
         const T* a[MR];
         T* c[MR];
         for (int i = 0; i < MR; ++i) a[i] = wg + (k + i) * cg, c[i] = yq + (k + i) * pq;
-        nhwc_gemm::micro<T, VB, MR, NV>(a, 0, 1, cg, xq, ldb, c, NV * L, alpha, beta);
+        nhwc_gemm::micro<T, VB, MR, NV>(a, 0, 1, cg, xq, ldb, c, NV * L, s);
     }
     for (; k < k_end; ++k) {
         const T* a[1] = {wg + k * cg};
         T* c[1] = {yq + k * pq};
-        nhwc_gemm::micro<T, VB, 1, NV>(a, 0, 1, cg, xq, ldb, c, NV * L, alpha, beta);
+        nhwc_gemm::micro<T, VB, 1, NV>(a, 0, 1, cg, xq, ldb, c, NV * L, s);
     }
 }
 
@@ -132,7 +135,8 @@ void run_t(const ConvArgs& a) {
         }
         T* zeros = reinterpret_cast<T*>(ws + round64(nhwc_gemm::wt_bytes(p)));
         std::fill(zeros, zeros + p.c, T(0));
-        nhwc_gemm::run(p, x, wt, zeros, y, alpha, beta, a.ctx.threads(), kern.nhwc);
+        nhwc_gemm::run(p, x, wt, zeros, y, nhwc_gemm::stores_of(p, epilogue_store::out_of<T>(a), y), a.ctx.threads(),
+                       kern.nhwc);
         return;
     }
     const T* xs = x;
@@ -181,7 +185,8 @@ void prepare_filter(const ConvProblem& p, const Context&, const void* w, void* o
 
 extern const Solver pointwise_solver;
 const Solver pointwise_solver = {CONVCORE_FWD_ALGO_POINTWISE, CONVCORE_DEVICE_CPU, /*deterministic=*/true,
-                                 why_not, workspace_bytes, run, prepared_filter_bytes, prepare_filter, runs_nhwc};
+                                 why_not, workspace_bytes, run, prepared_filter_bytes, prepare_filter, runs_nhwc,
+                                 fuses_epilogue};
 
 }  // namespace cpu
 }  // namespace convcore

@@ -250,6 +250,7 @@ template <typename T, int VB, int kAcc, class F>
 CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const Geometry& g, const T* x, const T* U, T* y, int64_t t0,
                                int64_t t1, int64_t j0, int64_t j1, const Out<T>& e, T* scratch) {
     constexpr int NV = kPanelVectors, MR = kAcc * 3 / 2 / NV;
+    const nhwc_gemm::Stores<T> plain{{T(1), T(0), T(0), nullptr, nullptr, CONVCORE_ACTIVATION_IDENTITY}};  // M = V . U
     T* V = scratch;
     T* M = V + g.aa * g.tb * g.ldv;
     T* sink = M + g.aa * g.tb * g.ldm;
@@ -266,14 +267,14 @@ CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const Geometry& g, const T*
                         const T* va = V + (xi * g.tb + t) * g.ldv;
                         T* mc = M + (xi * g.tb + t) * g.ldm + (jp - jg) * g.nr;
                         if (rows > MR / 2)
-                            nhwc_gemm::panel_block<T, VB, MR, NV>(va, g.ldv, rows, p.c, b, mc, g.ldm, g.nr, T(1),
-                                                                   T(0), sink);
+                            nhwc_gemm::panel_block<T, VB, MR, NV>(va, g.ldv, rows, p.c, b, mc, g.ldm, g.nr, plain,
+                                                                   sink);
                         else if (rows > MR / 4)  // a last partial block: a kernel of half or a quarter the rows
                             nhwc_gemm::panel_block<T, VB, MR / 2, NV>(va, g.ldv, rows, p.c, b, mc, g.ldm, g.nr,
-                                                                       T(1), T(0), sink);
+                                                                       plain, sink);
                         else
                             nhwc_gemm::panel_block<T, VB, MR / 4, NV>(va, g.ldv, rows, p.c, b, mc, g.ldm, g.nr,
-                                                                       T(1), T(0), sink);
+                                                                       plain, sink);
                     }
                 }
             output_block<T, VB, F>(p, g, M, tb0, nt, jg * g.nr, jg * g.nr, std::min(p.k, je * g.nr), y, e);

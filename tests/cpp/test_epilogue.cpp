@@ -1,9 +1,10 @@
 // The fused epilogue y = act(alpha1 * conv(x, w) + alpha2 * z + bias)
 // (convcoreConvolutionBiasActivationForward, convcoreExecuteConvolutionPlanBiasActivation) on the
 // CPU: every forward algorithm that runs the problem, every activation, with and without bias
-// and z, z == y in place, NCHW and NHWC, float and double, against the float64 reference; DIRECT
-// fuses the epilogue in its stores (the fused contract), the others get the core's pass after
-// the convolution. Bad arguments are BAD_PARAM with the reason.
+// and z, z == y in place, NCHW and NHWC, float and double, against the float64 reference. DIRECT,
+// and in NHWC Winograd's fused schedule and the NHWC GEMM (IMPLICIT_GEMM, POINTWISE), fuse the
+// epilogue in their stores (the fused contract); the others get the core's pass after the
+// convolution. Bad arguments are BAD_PARAM with the reason.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -171,6 +172,18 @@ TEST(Epilogue, StridedGroupedAndPointwiseMatchTheReference) {
     check_all_algorithms({1, 4, 11, 10, 6, 3, 3, 2, 2, 2, 2, 1, 1, 2, true}, 11);
     check_all_algorithms({2, 8, 7, 5, 6, 1, 1, 0, 0, 1, 1, 1, 1, 1, false}, 13, 4);  // POINTWISE too
     check_all_algorithms({1, 8, 6, 7, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, false}, 17, 4);  // DEPTHWISE too
+}
+
+// The NHWC GEMM's store paths, each with the epilogue in its stores: packed groups of 2, 4 and 8
+// channels (the grouped kernels, the sliding one at stride 1 and 2), a stem on the panel path
+// (row runs, rows past the last pixel into a sink), and a reduction long enough to run in
+// chunks (the epilogue on the last; z == y read by the first).
+TEST(Epilogue, NhwcGemmPathsMatchTheReference) {
+    check_all_algorithms({1, 32, 9, 13, 32, 3, 3, 1, 1, 1, 1, 1, 1, 16, false}, 23, 2);
+    check_all_algorithms({1, 32, 9, 13, 32, 3, 3, 1, 1, 2, 2, 1, 1, 8, false}, 29, 2);
+    check_all_algorithms({1, 64, 7, 12, 64, 3, 3, 1, 1, 1, 1, 1, 1, 8, false}, 31, 2);
+    check_all_algorithms({1, 3, 17, 19, 20, 7, 7, 3, 3, 2, 2, 1, 1, 1, false}, 37, 3);
+    check_all_algorithms({1, 600, 4, 5, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, false}, 41, 3);
 }
 
 // A larger output runs the epilogue's parallel loops (the small cases above run on one thread).
