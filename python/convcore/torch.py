@@ -979,6 +979,84 @@ def _fused_batch_norm(conv, bn):
 
 # ---- fusion in torch.fx graphs ---------------------------------------------------------------
 
+def _last_layer(seq):
+    """The last module of ``seq`` that computes something (not a _FusedBatchNorm2d or an
+    nn.Identity), and its name."""
+    for name in reversed(list(seq._modules)):
+        m = seq._modules[name]
+        if type(m) not in (_FusedBatchNorm2d, nn.Identity):
+            return name, m
+    return None, None
+
+
+def _ends_in_open_conv(seq):
+    """Whether ``seq`` (an nn.Sequential without hooks) ends in a convcore Conv2d with no
+    activation, directly or in a last nn.Sequential (torchvision's Conv2dNormActivation
+    without activation): a residual add after it can run in that layer's epilogue."""
+    if _hooked(seq) or type(seq) not in (nn.Sequential, _ResidualSequential):
+        return False
+    _, last = _last_layer(seq)
+    if isinstance(last, Conv2d):
+        return last.activation == "identity" and not _hooked(last)
+    return isinstance(last, nn.Sequential) and _ends_in_open_conv(last)
+
+
+class _ResidualSequential(nn.Sequential):
+    """An nn.Sequential that passes ``residual`` and ``activation`` on to its last layer (a
+    convcore Conv2d, or another _ResidualSequential): convert(fuse=True) makes one where a
+    residual add follows it (MobileNetV2's ``x + self.conv(x)``). Called with one input it is
+    the nn.Sequential it was."""
+
+    def forward(self, input, residual=None, activation=None):
+        if residual is None and activation is None:
+            return super().forward(input)
+        last, _ = _last_layer(self)
+        after = False
+        for name, m in self._modules.items():
+            if name == last:
+                input = m(input, residual, activation)
+                after = True
+            else:
+                input = m(input)  # before the last layer, or the identities after it
+        assert after
+        return input
+
+
+def _residual_sequential(seq):
+    """``seq`` as a _ResidualSequential (its last Sequential too), sharing its modules."""
+    new = _ResidualSequential.__new__(_ResidualSequential)
+    for key, value in seq.__dict__.items():
+        new.__dict__[key] = value.copy() if isinstance(value, dict) else value
+    name, last = _last_layer(new)
+    if isinstance(last, nn.Sequential):
+        new._modules[name] = _residual_sequential(last)
+    return new
+
+
+def _fuse_into_sequential(graph, node, module, modules):
+    """``seq(x) + residual`` (then an activation) where node calls an nn.Sequential that ends in
+    an open Conv2d: the Sequential becomes a _ResidualSequential called with the residual and
+    activation. Returns whether it fused."""
+    residual = _residual_of(_only_user(node), node)
+    if residual is None:
+        return False
+    add = _only_user(node)
+    chain, activation = [node, add], None
+    act = _activation_node(_only_user(add), modules)
+    if act is not None:
+        activation = act
+        chain.append(_only_user(add))
+    parent, _, name = node.target.rpartition(".")
+    parent = modules[parent] if parent else module
+    parent._modules[name] = _residual_sequential(parent._modules[name])
+    with graph.inserting_before(chain[-1]):
+        fused = graph.call_module(node.target, (node.args[0], residual, activation))
+    chain[-1].replace_all_uses_with(fused)
+    for n in reversed(chain):
+        graph.erase_node(n)
+    return True
+
+
 class _FusionTracer(torch.fx.Tracer):
     """Traces one module's own forward: each submodule call is one node (their own control flow,
     e.g. dropout's training flag, stays live), except _FusedBatchNorm2d, which passes its
@@ -1056,8 +1134,9 @@ def _fuse_graph(module):
         new_child = _fuse_graph(child)
         if new_child is not child:
             setattr(module, name, new_child)
-    if (isinstance(module, (nn.Sequential, Conv2d))
-            or not any(isinstance(c, Conv2d) for c in module.children())):
+    if isinstance(module, (nn.Sequential, Conv2d)) or not any(
+            isinstance(c, Conv2d) or (isinstance(c, nn.Sequential) and _ends_in_open_conv(c))
+            for c in module.children()):
         return module
     graph = _trace(module)
     if graph is None:
@@ -1067,6 +1146,10 @@ def _fuse_graph(module):
     fused_any = False
     for node in list(graph.nodes):
         conv = modules.get(node.target) if node.op == "call_module" else None
+        if (isinstance(conv, nn.Sequential) and calls[node.target] == 1 and len(node.args) == 1
+                and not node.kwargs and _ends_in_open_conv(conv)):
+            fused_any |= _fuse_into_sequential(graph, node, module, modules)
+            continue
         if (not isinstance(conv, Conv2d) or calls[node.target] != 1 or len(node.args) != 1
                 or node.kwargs or conv.activation != "identity"):
             continue

@@ -342,3 +342,48 @@ def test_the_operator_with_a_residual():
     torch.library.opcheck(torch.ops.convcore.conv2d.default, args)
     with pytest.raises(convcore.BadParamError, match="residual"):
         torch.ops.convcore.conv2d(*args[:9], z.detach(), True)  # float64 residual, float32 input
+
+
+class InvertedResidual(nn.Module):
+    """MobileNetV2's block: x + conv(x), conv an nn.Sequential whose last part is a
+    Sequential(conv, bn) (torchvision's Conv2dNormActivation without activation)."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.conv = nn.Sequential(
+            nn.Sequential(nn.Conv2d(c, 2 * c, 1, bias=False), nn.BatchNorm2d(2 * c), nn.ReLU6()),
+            nn.Sequential(nn.Conv2d(2 * c, 2 * c, 3, padding=1, groups=2 * c, bias=False),
+                          nn.BatchNorm2d(2 * c), nn.ReLU6()),
+            nn.Sequential(nn.Conv2d(2 * c, c, 1, bias=False), nn.BatchNorm2d(c)))
+
+    def forward(self, x):
+        return x + self.conv(x)
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+def test_a_residual_add_after_a_sequential_runs_in_its_last_layer(dtype):
+    torch.manual_seed(0)
+    ref = randomize_batch_norms(nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), InvertedResidual(6)).to(dtype)).eval()
+    fused = ct.convert(copy.deepcopy(ref), fuse=True)
+    block = fused[1]
+    assert isinstance(block, torch.fx.GraphModule)
+    assert type(block.conv).__name__ == "_ResidualSequential"
+    assert type(block.conv[2]).__name__ == "_ResidualSequential"  # passes them on to its Conv2d
+    assert [n.op for n in block.graph.nodes] == ["placeholder", "call_module", "output"]
+    assert list(fused.state_dict()) == list(ref.state_dict())
+    x = example(dtype)
+    for layout in (torch.contiguous_format, torch.channels_last):
+        with torch.no_grad():
+            assert rel(fused(x.contiguous(memory_format=layout)), ref(x)) < BOUND[dtype]
+    ref.train()
+    fused.train()
+    y, want = fused(x), ref(x)
+    assert rel(y, want) < 10 * BOUND[dtype]
+    y.square().sum().backward()
+    want.square().sum().backward()
+    assert_same_gradients(fused, ref, 1e-9 if dtype == torch.float64 else 1e-4)
+    # called with one input it is the nn.Sequential it was
+    with torch.no_grad():
+        fused.eval()
+        ref.eval()
+        assert rel(block.conv(x.new_ones(1, 6, 5, 5)), ref[1].conv(x.new_ones(1, 6, 5, 5))) < BOUND[dtype]
