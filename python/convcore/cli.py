@@ -898,6 +898,9 @@ def build_parser():
     model.add_argument("--no-fuse", action="store_true", help="convert without fuse=True "
                        "(by default batch norms are folded into the convolutions and residual "
                        "adds and activations run in their epilogue)")
+    model.add_argument("--freeze", action="store_true", help="convert with freeze=True (layers "
+                       "trust their weights' version counters instead of checking the weights' "
+                       "bytes at every call, as the engines trust theirs)")
     model.add_argument("--engines", metavar="LIST", help="inference engines timed too, "
                        "comma-separated: torch.compile, onnxruntime, openvino, convcore-compile "
                        "(convcore inside torch.compile), all (the default in inference) or none")

@@ -441,15 +441,15 @@ class _Missing(Exception):
     """An engine that is not installed."""
 
 
-def _build_engine(name, model, x, algo, threads):
+def _build_engine(name, model, x, algo, threads, freeze=False):
     """A function that runs ``model`` (eval mode) on ``x`` in engine ``name`` and returns its
     output as a torch tensor."""
     channels_last = x.to(memory_format=torch.channels_last)
     if name == "torch.compile channels_last":
         return _compiled(copy.deepcopy(model).to(memory_format=torch.channels_last), channels_last)
     if name == "convcore torch.compile channels_last":
-        return _compiled(convcore_torch.convert(copy.deepcopy(model), algo=algo, fuse=True),
-                         channels_last)
+        return _compiled(convcore_torch.convert(copy.deepcopy(model), algo=algo, fuse=True,
+                                                freeze=freeze), channels_last)
     if name == "onnxruntime":
         return _onnxruntime(model, x, threads)
     if name == "openvino":
@@ -470,7 +470,7 @@ def _best(contenders, prefix, key):
 
 def bench_model(name, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="auto",
                 warmup=WARMUP, time_limit=DEFAULT_TIME_LIMIT, layer_reps=LAYER_REPS, seed=0,
-                status=None, fuse=True, engines=(), threads=None):
+                status=None, fuse=True, engines=(), threads=None, freeze=False):
     """The result dict of one model (see run())."""
     status = status or _Status()
     min_reps = min(MIN_REPS, reps)
@@ -482,13 +482,15 @@ def bench_model(name, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="a
     models = {
         "pytorch nchw": model,
         "pytorch channels_last": copy.deepcopy(model).to(memory_format=torch.channels_last),
-        "convcore nchw": convcore_torch.convert(copy.deepcopy(model), algo=algo, fuse=fuse),
+        "convcore nchw": convcore_torch.convert(copy.deepcopy(model), algo=algo, fuse=fuse,
+                                                freeze=freeze),
     }
     models["convcore channels_last"] = models["convcore nchw"]
     fallback = _fall_back_to_auto(models["convcore nchw"], problems, algo, train)
     inputs = {n: x.to(memory_format=torch.channels_last) if n.endswith("channels_last") else x
               for n in CONTENDERS}
     result = {"model": name, "mode": mode, "batch": batch, "size": size, "algo": algo, "fuse": fuse,
+              "freeze": freeze,
               "parameters": sum(p.numel() for p in model.parameters()),
               "conv_layers": len(problems), "warmup": warmup, "algo_fallback": fallback,
               "failed": {}}
@@ -506,7 +508,8 @@ def bench_model(name, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="a
         for engine in engines:
             status.stage(f"{name}: building {engine}")
             try:
-                steps[engine] = _build_engine(engine, model, x, algo, threads or default_threads())
+                steps[engine] = _build_engine(engine, model, x, algo, threads or default_threads(),
+                                              freeze)
             except _Missing as e:
                 result["failed"][engine] = f"missing: {e}"
             except Exception as e:  # noqa: BLE001 - an engine's own failure is reported, never hidden
@@ -712,7 +715,7 @@ def protocol(reps, warmup, time_limit, layer_reps, train, engines=()):
 
 def run(models, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="auto", threads=None,
         warmup=WARMUP, time_limit=DEFAULT_TIME_LIMIT, layer_reps=LAYER_REPS, seed=0, log=None,
-        on_result=None, fuse=True, engines=()):
+        on_result=None, fuse=True, engines=(), freeze=False):
     """Benchmarks each model (a torchvision classification name) end to end and per conv layer.
 
     threads: for both torch.set_num_threads and convcore.set_num_threads (default: every core
@@ -720,6 +723,8 @@ def run(models, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="auto", 
     progress line on a terminal). on_result: called with each model's result when it is done.
     fuse: convert with fuse=True (batch norms folded, residual adds and activations in the
     epilogue; the per-layer table's convcore times then include what was fused).
+    freeze: convert with freeze=True (the layers trust their weights' version counters instead
+    of checking their bytes at every call, as the engines trust theirs).
     engines: ENGINES names timed too in inference (engine_names("all") gives them all); a
     missing or failing one is reported in "failed", and the result gets "best_engine" and
     "speedup_vs_best_engine" (the best non-convcore contender / convcore's best, eager or
@@ -763,7 +768,7 @@ def run(models, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="auto", 
         try:
             result = bench_model(name, batch, size, train, reps, algo, warmup, time_limit,
                                  layer_reps, seed, status, fuse, () if train else tuple(engines),
-                                 threads)
+                                 threads, freeze)
         except ValueError as e:
             result = {"model": name, "mode": "train" if train else "inference", "batch": batch,
                       "size": size, "algo": algo, "error": str(e)}
@@ -789,7 +794,7 @@ def format_model(result, top=10):
     """The report of one model: end-to-end times, correctness, the per-layer table."""
     head = (f"{result['model']}: {result['mode']}, batch {result['batch']}, "
             f"{result['size']}x{result['size']}, convcore algo {result['algo']}"
-            f"{', activations fused' if result.get('fuse') else ''}")
+            f"{', fused' if result.get('fuse') else ''}{', frozen' if result.get('freeze') else ''}")
     if "error" in result:
         return f"{head}\n!!! {result['error']}"
     out = [head + f", {result['parameters'] / 1e6:.1f}M parameters, {result['conv_layers']} conv "
@@ -955,7 +960,7 @@ def cmd_bench(args):
         report = run(names, batch=batch, size=size, train=args.train, reps=reps,
                      algo=args.algo or "auto", threads=args.threads or None, warmup=warmup,
                      time_limit=time_limit, on_result=show, fuse=not args.no_fuse,
-                     engines=engines)
+                     engines=engines, freeze=args.freeze)
     except ImportError as e:
         raise ValueError(str(e)) from None
     machine = report["machine"]
