@@ -182,19 +182,25 @@ def _conv2d_op(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: List[int],
     ``residual``: None or a tensor of the output's shape). ``prepared``: the weights are not
     being trained (the caller recorded no autograd), so the filters transformed for ``algo`` are
     kept between calls for as long as w's bytes stay the same (checked at every call)."""
+    if prepared:
+        conv = _convolution_of_weight(w, stride, padding, dilation, groups)
+    else:
+        conv = _conv_for(stride, padding, dilation, groups)
+    fwd_algo = _split_algo(algo)[0]
+    if bias is not None and not bias.is_contiguous():
+        bias = bias.contiguous()
+    # The short path of CPU tensors (as Conv2d's inference); anything it does not take, or that
+    # is wrong, goes through the checks and the general path.
+    y = conv._forward_torch_cpu(x, w, fwd_algo, _FILTERS_CHECKED if prepared else _api._C.FILTERS_PER_CALL,
+                                bias, _api.ACTIVATIONS.get(activation, -1), residual) \
+        if activation in _api.ACTIVATIONS else None
+    if y is not None:
+        return y
     _check_tensors("convcore::conv2d", x, w, bias)
     if residual is not None:
         _check_residual("convcore::conv2d", x, residual)
-    if prepared:
-        conv = _convolution_of_weight(w, stride, padding, dilation, groups)
-        filters = "check"
-    else:
-        conv, filters = _conv_for(stride, padding, dilation, groups), None
-    if bias is not None and not bias.is_contiguous():
-        bias = bias.contiguous()
-    return conv.forward(x, w, algo=_split_algo(algo)[0], bias=bias,
-                        activation=_activation_name(activation), residual=residual,
-                        filter_version=filters)
+    return conv.forward(x, w, algo=fwd_algo, bias=bias, activation=_activation_name(activation),
+                        residual=residual, filter_version="check" if prepared else None)
 
 
 def _check_residual(fn, x, residual):
