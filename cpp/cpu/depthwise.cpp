@@ -1,6 +1,10 @@
 // DEPTHWISE forward on the CPU: y[n][k] = sum over taps of w[k][r][s] * x[n][k/m] shifted, for
 // groups == C (one input channel per group), any kernel, stride, dilation and padding, in NCHW
-// and NHWC natively (cpu/depthwise.hpp). The zero padding is skipped, not multiplied.
+// and NHWC natively (cpu/depthwise.hpp). The zero padding is skipped, not multiplied. In NHWC
+// every store applies the fused epilogue (bias, residual, ReLU/ReLU6: cpu/epilogue_store.hpp)
+// to the output vector while it is in registers, and SiLU follows each output row while it is
+// in cache (see vector_epilogue), so the core makes no pass over y after the run; NCHW leaves
+// the epilogue to the core.
 #include <omp.h>
 
 #include <algorithm>
@@ -9,6 +13,7 @@
 #include "common/blend.hpp"
 #include "core/solver.hpp"
 #include "cpu/depthwise.hpp"
+#include "cpu/epilogue_store.hpp"
 
 namespace convcore {
 namespace cpu {
@@ -16,17 +21,43 @@ namespace {
 
 size_t workspace_bytes(const ConvProblem& p) { return depthwise::taps_bytes(p); }
 
+using epilogue_store::Out;
+
+// e: alpha and beta, and in NHWC the fused epilogue (none in NCHW: fuses_epilogue below).
 template <typename T>
 struct Rows {
     const ConvProblem& p;
     const T* x;
     const T* taps;
     T* y;
-    T alpha, beta;
+    Out<T> e;
 };
 
+// y = alpha * conv alone: no epilogue, beta 0 (the NHWC kernels' E = false).
 template <typename T>
-CONVCORE_DW_INLINE void store(T* out, const T* acc, int64_t len, T alpha, T beta) {
+bool plain(const Out<T>& e) {
+    return e.beta == T(0) && !e.z && !e.bias && e.act == CONVCORE_ACTIVATION_IDENTITY;
+}
+
+// The epilogue as the NHWC kernels' vector stores apply it, as constants the compiler folds into
+// them where it can. E = false: alpha alone (plain). E = true: everything but SiLU, which nhwc_row
+// applies to each output row once its stores are done (while the row is in cache). With the
+// activation known to be identity, ReLU or ReLU6, the compiler drops store's per-lane path and
+// its calls (exp), across which the kernels' registers would not survive: a call anywhere in a
+// kernel, taken or not, makes the compiler spill and reload in its hot loops.
+template <bool E, typename T>
+CONVCORE_DW_INLINE Out<T> vector_epilogue(const Out<T>& e) {
+    if (!E) return Out<T>{e.alpha, T(0), T(0), nullptr, nullptr, CONVCORE_ACTIVATION_IDENTITY};
+    Out<T> v = e;
+    v.act = e.act == CONVCORE_ACTIVATION_RELU    ? CONVCORE_ACTIVATION_RELU
+            : e.act == CONVCORE_ACTIVATION_RELU6 ? CONVCORE_ACTIVATION_RELU6
+                                                 : CONVCORE_ACTIVATION_IDENTITY;
+    return v;
+}
+
+// NCHW's stores: y = alpha * acc + beta * y.
+template <typename T>
+CONVCORE_DW_INLINE void store_plane(T* out, const T* acc, int64_t len, T alpha, T beta) {
     if (beta == T(0))
         for (int64_t i = 0; i < len; ++i) out[i] = alpha * acc[i];
     else
@@ -112,7 +143,7 @@ CONVCORE_DW_INLINE void nchw_block(const Rows<T>& a, const PlaneGeometry& g, con
             if (q >= p.q) break;
             T o[L];
             __builtin_memcpy(o, &acc[i][v], VB);
-            store(yp + (oh0 + i) * p.q + q, o, std::min<int64_t>(L, p.q - q), a.alpha, a.beta);
+            store_plane(yp + (oh0 + i) * p.q + q, o, std::min<int64_t>(L, p.q - q), a.e.alpha, a.e.beta);
         }
 }
 
@@ -136,14 +167,17 @@ CONVCORE_DW_INLINE void nchw_plane(const Rows<T>& a, int64_t nc, T* buf) {
     }
 }
 
-// NHWC, one output pixel, channels [k0, k0 + N) (N = 0: kb of them): the accumulators stay in
-// registers.
-template <typename T, int64_t N>
+// NHWC, one output pixel, channels [k0, k0 + kb) (kb <= kChannelBlock): the accumulators stay in
+// registers, stored with the epilogue a vector at a time.
+template <typename T, int VB, bool E>
 CONVCORE_DW_INLINE void nhwc_block(const Rows<T>& a, int64_t n, int64_t oh, int64_t ow, int64_t k0,
                                    const TapRange& rr, const TapRange& sr, int64_t kb) {
+    typedef T V __attribute__((vector_size(VB)));
+    constexpr int64_t L = VB / sizeof(T);
+    static_assert(depthwise::kChannelBlock % L == 0, "whole vectors of accumulators");
     const ConvProblem& p = a.p;
     const int64_t m = p.k / p.c;
-    T acc[N ? N : depthwise::kChannelBlock] = {};
+    T acc[depthwise::kChannelBlock] = {};
     for (int64_t r = rr.begin; r < rr.end; ++r) {
         const int64_t ih = conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h);
         for (int64_t s = sr.begin; s < sr.end; ++s) {
@@ -152,13 +186,19 @@ CONVCORE_DW_INLINE void nhwc_block(const Rows<T>& a, int64_t n, int64_t oh, int6
             const T* wt = a.taps + (r * p.s + s) * p.k + k0;
             if (m == 1) {
                 const T* xk = xi + k0;
-                for (int64_t j = 0; j < (N ? N : kb); ++j) acc[j] += wt[j] * xk[j];
+                for (int64_t j = 0; j < kb; ++j) acc[j] += wt[j] * xk[j];
             } else {
-                for (int64_t j = 0; j < (N ? N : kb); ++j) acc[j] += wt[j] * xi[(k0 + j) / m];
+                for (int64_t j = 0; j < kb; ++j) acc[j] += wt[j] * xi[(k0 + j) / m];
             }
         }
     }
-    store(a.y + ((n * p.p + oh) * p.q + ow) * p.k + k0, acc, N ? N : kb, a.alpha, a.beta);
+    const Out<T> e = vector_epilogue<E>(a.e);
+    const int64_t at = ((n * p.p + oh) * p.q + ow) * p.k + k0;
+    for (int64_t j = 0; j < kb; j += L) {
+        V o;
+        __builtin_memcpy(&o, acc + j, VB);
+        epilogue_store::store<T, VB>(e, o, a.y, at + j, k0 + j, std::min(L, kb - j));
+    }
 }
 
 // NHWC, m == 1: channels [k0, k0 + NV vectors) of PB consecutive output pixels from ow, over the
@@ -166,7 +206,7 @@ CONVCORE_DW_INLINE void nhwc_block(const Rows<T>& a, int64_t n, int64_t oh, int6
 // accumulators stay in registers and each tap's weights are loaded once for the PB pixels. GCC
 // vector types spell out the vectorisation (acc += w * x contracts to an FMA where the target
 // has one).
-template <typename T, int VB, int NV, int PB>
+template <typename T, int VB, int NV, int PB, bool E>
 CONVCORE_DW_INLINE void nhwc_pixels(const Rows<T>& a, int64_t n, int64_t oh, int64_t ow, int64_t k0,
                                     const TapRange& rr, const TapRange& sr) {
     typedef T V __attribute__((vector_size(VB)));
@@ -197,31 +237,24 @@ CONVCORE_DW_INLINE void nhwc_pixels(const Rows<T>& a, int64_t n, int64_t oh, int
                 }
         }
     }
-    T* yo = a.y + ((n * p.p + oh) * p.q + ow) * p.k + k0;
+    const Out<T> e = vector_epilogue<E>(a.e);
+    const int64_t at = ((n * p.p + oh) * p.q + ow) * p.k + k0;
 #pragma GCC unroll 16
     for (int i = 0; i < PB; ++i)
 #pragma GCC unroll 16
-        for (int v = 0; v < NV; ++v) {
-            T* out = yo + i * p.k + v * L;
-            V o = a.alpha * acc[i][v];
-            if (a.beta != T(0)) {
-                V prev;
-                __builtin_memcpy(&prev, out, VB);
-                o += a.beta * prev;
-            }
-            __builtin_memcpy(out, &o, VB);
-        }
+        for (int v = 0; v < NV; ++v)
+            epilogue_store::store<T, VB>(e, acc[i][v], a.y, at + i * p.k + v * L, k0 + v * L, L);
 }
 
 // Channels [k0, k0 + NV vectors) of the output pixels of a row outside the interior [begin,
 // end), one at a time over their valid column taps.
-template <typename T, int VB, int NV>
+template <typename T, int VB, int NV, bool E>
 CONVCORE_DW_INLINE void nhwc_edges(const Rows<T>& a, int64_t n, int64_t oh, int64_t begin, int64_t end, int64_t k0,
                                    const TapRange& rr) {
     const ConvProblem& p = a.p;
     const auto edge = [&](int64_t ow) {
         const TapRange sr = conv_valid_taps(ow, p.w, p.s, p.pad_w, p.stride_w, p.dil_w);
-        nhwc_pixels<T, VB, NV, 1>(a, n, oh, ow, k0, rr, sr);
+        nhwc_pixels<T, VB, NV, 1, E>(a, n, oh, ow, k0, rr, sr);
     };
     for (int64_t ow = 0; ow < begin; ++ow) edge(ow);
     for (int64_t ow = std::max(begin, end); ow < p.q; ++ow) edge(ow);
@@ -232,7 +265,7 @@ CONVCORE_DW_INLINE void nhwc_edges(const Rows<T>& a, int64_t n, int64_t oh, int6
 // in registers and each of the SW * (PB - 1) + S input vectors the block reads is loaded once
 // and fed to every (pixel, tap) that reads it (pixel i, tap s read input column SW * i + s), so
 // an input vector feeds up to ceil(S / SW) FMAs instead of one.
-template <typename T, int VB, int PB, int S, int SW>
+template <typename T, int VB, int PB, int S, int SW, bool E>
 CONVCORE_DW_INLINE void nhwc_sliding(const Rows<T>& a, int64_t n, int64_t oh, int64_t ow, int64_t k0,
                                      const TapRange& rr) {
     typedef T V __attribute__((vector_size(VB)));
@@ -260,29 +293,23 @@ CONVCORE_DW_INLINE void nhwc_sliding(const Rows<T>& a, int64_t n, int64_t oh, in
             }
         }
     }
-    T* yo = a.y + ((n * p.p + oh) * p.q + ow) * p.k + k0;
+    constexpr int L = VB / sizeof(T);
+    const Out<T> e = vector_epilogue<E>(a.e);
+    const int64_t at = ((n * p.p + oh) * p.q + ow) * p.k + k0;
 #pragma GCC unroll 16
-    for (int i = 0; i < PB; ++i) {
-        V o = a.alpha * acc[i];
-        if (a.beta != T(0)) {
-            V prev;
-            __builtin_memcpy(&prev, yo + i * p.k, VB);
-            o += a.beta * prev;
-        }
-        __builtin_memcpy(yo + i * p.k, &o, VB);
-    }
+    for (int i = 0; i < PB; ++i) epilogue_store::store<T, VB>(e, acc[i], a.y, at + i * p.k, k0, L);
 }
 
 // The interior pixels [begin, end) of one output row, every whole vector of channels below
 // k_end, with the sliding kernel: blocks of PB pixels, then of PB / 2, ... 1 for the rest. The
 // channel loop is inside the pixel loop, so the few input rows stream through the cache once.
-template <typename T, int VB, int PB, int S, int SW>
+template <typename T, int VB, int PB, int S, int SW, bool E>
 CONVCORE_DW_INLINE int64_t nhwc_sliding_blocks(const Rows<T>& a, int64_t n, int64_t oh, int64_t ow, int64_t end,
                                                int64_t k_end, const TapRange& rr) {
     constexpr int L = VB / sizeof(T);
     for (; ow + PB <= end; ow += PB)
-        for (int64_t k0 = 0; k0 + L <= k_end; k0 += L) nhwc_sliding<T, VB, PB, S, SW>(a, n, oh, ow, k0, rr);
-    if constexpr (PB > 1) ow = nhwc_sliding_blocks<T, VB, PB / 2, S, SW>(a, n, oh, ow, end, k_end, rr);
+        for (int64_t k0 = 0; k0 + L <= k_end; k0 += L) nhwc_sliding<T, VB, PB, S, SW, E>(a, n, oh, ow, k0, rr);
+    if constexpr (PB > 1) ow = nhwc_sliding_blocks<T, VB, PB / 2, S, SW, E>(a, n, oh, ow, end, k_end, rr);
     return ow;
 }
 
@@ -291,31 +318,38 @@ CONVCORE_DW_INLINE int64_t nhwc_sliding_blocks(const Rows<T>& a, int64_t n, int6
 constexpr int sliding_pixels(int acc_vectors, int s) {
     return 2 * acc_vectors - s - 1 < 16 ? 2 * acc_vectors - s - 1 : 16;
 }
-template <typename T, int VB, int kAccVectors, int S, int SW>
+template <typename T, int VB, int kAccVectors, int S, int SW, bool E>
 CONVCORE_DW_INLINE void nhwc_sliding_row(const Rows<T>& a, int64_t n, int64_t oh, int64_t begin, int64_t end,
                                          int64_t k_end, const TapRange& rr) {
-    nhwc_sliding_blocks<T, VB, sliding_pixels(kAccVectors, S), S, SW>(a, n, oh, begin, end, k_end, rr);
+    nhwc_sliding_blocks<T, VB, sliding_pixels(kAccVectors, S), S, SW, E>(a, n, oh, begin, end, k_end, rr);
 }
 
 // Channels [k0, k0 + NV vectors) of one output row: the interior pixels [begin, end) in blocks
 // of as many pixels as kAccVectors accumulators hold, the ends one pixel at a time over their
 // valid column taps.
-template <typename T, int VB, int NV, int kAccVectors>
+template <typename T, int VB, int NV, int kAccVectors, bool E>
 CONVCORE_DW_INLINE void nhwc_channels(const Rows<T>& a, int64_t n, int64_t oh, int64_t begin, int64_t end,
                                       int64_t k0, const TapRange& rr, bool edges = true) {
     constexpr int PB = kAccVectors / NV < 1 ? 1 : kAccVectors / NV;
     const TapRange all{0, a.p.s};
-    if (edges) nhwc_edges<T, VB, NV>(a, n, oh, begin, end, k0, rr);
+    if (edges) nhwc_edges<T, VB, NV, E>(a, n, oh, begin, end, k0, rr);
     int64_t ow = begin;
-    for (; ow + PB <= end; ow += PB) nhwc_pixels<T, VB, NV, PB>(a, n, oh, ow, k0, rr, all);
-    for (; ow < end; ++ow) nhwc_pixels<T, VB, NV, 1>(a, n, oh, ow, k0, rr, all);
+    for (; ow + PB <= end; ow += PB) nhwc_pixels<T, VB, NV, PB, E>(a, n, oh, ow, k0, rr, all);
+    for (; ow < end; ++ow) nhwc_pixels<T, VB, NV, 1, E>(a, n, oh, ow, k0, rr, all);
+}
+
+// SiLU on an output row the vector stores have written (vector_epilogue): kept out of line, so
+// that its calls stay out of the kernels.
+template <typename T>
+__attribute__((noinline)) void silu_row(T* y, int64_t len) {
+    for (int64_t i = 0; i < len; ++i) y[i] = epilogue::activate(y[i], CONVCORE_ACTIVATION_SILU);
 }
 
 // NHWC: output row oh of image n, the taps [r][s][k] contiguous along k like x and y. With one
 // output channel per input channel (m == 1), channels in blocks of 4, 2, then 1 vector, over
 // register blocks of pixels; the channels left (fewer than a vector), and every channel when
 // m > 1, one pixel at a time.
-template <typename T, int VB, int kAccVectors>
+template <typename T, int VB, int kAccVectors, bool E>
 CONVCORE_DW_INLINE void nhwc_row(const Rows<T>& a, int64_t n, int64_t oh) {
     constexpr int64_t L = VB / sizeof(T), B = depthwise::kChannelBlock;
     const ConvProblem& p = a.p;
@@ -331,23 +365,24 @@ CONVCORE_DW_INLINE void nhwc_row(const Rows<T>& a, int64_t n, int64_t oh) {
         // each loaded input vector under the taps that read it; the ends as below.
         const int kind = p.dil_w != 1 || whole == 0 ? 0 : p.s * 10 + int(std::min<int64_t>(p.stride_w, 3));
         if (kind == 31 || kind == 32 || kind == 51 || kind == 52 || kind == 71 || kind == 72) {
-            if (kind == 31) nhwc_sliding_row<T, VB, kAccVectors, 3, 1>(a, n, oh, begin, end, whole, rr);
-            if (kind == 32) nhwc_sliding_row<T, VB, kAccVectors, 3, 2>(a, n, oh, begin, end, whole, rr);
-            if (kind == 51) nhwc_sliding_row<T, VB, kAccVectors, 5, 1>(a, n, oh, begin, end, whole, rr);
-            if (kind == 52) nhwc_sliding_row<T, VB, kAccVectors, 5, 2>(a, n, oh, begin, end, whole, rr);
-            if (kind == 71) nhwc_sliding_row<T, VB, kAccVectors, 7, 1>(a, n, oh, begin, end, whole, rr);
-            if (kind == 72) nhwc_sliding_row<T, VB, kAccVectors, 7, 2>(a, n, oh, begin, end, whole, rr);
-            for (; k0 + 4 * L <= whole; k0 += 4 * L) nhwc_edges<T, VB, 4>(a, n, oh, begin, end, k0, rr);
-            for (; k0 < whole; k0 += L) nhwc_edges<T, VB, 1>(a, n, oh, begin, end, k0, rr);
+            if (kind == 31) nhwc_sliding_row<T, VB, kAccVectors, 3, 1, E>(a, n, oh, begin, end, whole, rr);
+            if (kind == 32) nhwc_sliding_row<T, VB, kAccVectors, 3, 2, E>(a, n, oh, begin, end, whole, rr);
+            if (kind == 51) nhwc_sliding_row<T, VB, kAccVectors, 5, 1, E>(a, n, oh, begin, end, whole, rr);
+            if (kind == 52) nhwc_sliding_row<T, VB, kAccVectors, 5, 2, E>(a, n, oh, begin, end, whole, rr);
+            if (kind == 71) nhwc_sliding_row<T, VB, kAccVectors, 7, 1, E>(a, n, oh, begin, end, whole, rr);
+            if (kind == 72) nhwc_sliding_row<T, VB, kAccVectors, 7, 2, E>(a, n, oh, begin, end, whole, rr);
+            for (; k0 + 4 * L <= whole; k0 += 4 * L) nhwc_edges<T, VB, 4, E>(a, n, oh, begin, end, k0, rr);
+            for (; k0 < whole; k0 += L) nhwc_edges<T, VB, 1, E>(a, n, oh, begin, end, k0, rr);
         }
-        for (; k0 + 4 * L <= p.k; k0 += 4 * L) nhwc_channels<T, VB, 4, kAccVectors>(a, n, oh, begin, end, k0, rr);
-        if (k0 + 2 * L <= p.k) nhwc_channels<T, VB, 2, kAccVectors>(a, n, oh, begin, end, k0, rr), k0 += 2 * L;
-        if (k0 + L <= p.k) nhwc_channels<T, VB, 1, kAccVectors>(a, n, oh, begin, end, k0, rr), k0 += L;
+        for (; k0 + 4 * L <= p.k; k0 += 4 * L) nhwc_channels<T, VB, 4, kAccVectors, E>(a, n, oh, begin, end, k0, rr);
+        if (k0 + 2 * L <= p.k) nhwc_channels<T, VB, 2, kAccVectors, E>(a, n, oh, begin, end, k0, rr), k0 += 2 * L;
+        if (k0 + L <= p.k) nhwc_channels<T, VB, 1, kAccVectors, E>(a, n, oh, begin, end, k0, rr), k0 += L;
     }
     for (int64_t ow = 0; ow < p.q && k0 < p.k; ++ow) {
         const TapRange sr = conv_valid_taps(ow, p.w, p.s, p.pad_w, p.stride_w, p.dil_w);
-        for (int64_t c0 = k0; c0 < p.k; c0 += B) nhwc_block<T, 0>(a, n, oh, ow, c0, rr, sr, std::min(B, p.k - c0));
+        for (int64_t c0 = k0; c0 < p.k; c0 += B) nhwc_block<T, VB, E>(a, n, oh, ow, c0, rr, sr, std::min(B, p.k - c0));
     }
+    if (E && a.e.act == CONVCORE_ACTIVATION_SILU) silu_row(a.y + (n * p.p + oh) * p.q * p.k, p.q * p.k);
 }
 
 template <typename T>
@@ -370,7 +405,10 @@ struct Kernels {
     }                                                                                     \
     template <typename T>                                                                 \
     ATTR void nhwc_row_##ISA(const Rows<T>& a, int64_t n, int64_t oh) {                  \
-        nhwc_row<T, VB, ACC>(a, n, oh);                                                       \
+        if (plain(a.e))                                                                   \
+            nhwc_row<T, VB, ACC, false>(a, n, oh);                                        \
+        else                                                                              \
+            nhwc_row<T, VB, ACC, true>(a, n, oh);                                         \
     }                                                                                     \
     template <typename T>                                                                 \
     constexpr Kernels<T> kernels_##ISA = {nchw_plane_##ISA<T>, plane_elements_##ISA<T>, nhwc_row_##ISA<T>};
@@ -383,7 +421,7 @@ void run_t(const ConvArgs& a) {
     const T* x = static_cast<const T*>(a.x);
     T* y = static_cast<T*>(a.y);
     const Kernels<T>& kern = for_cpu_isa(kernels_avx512<T>, kernels_avx2<T>, kernels_baseline<T>);
-    const Rows<T> rows{p, x, taps, y, T(a.alpha), T(a.beta)};
+    const Rows<T> rows{p, x, taps, y, epilogue_store::out_of<T>(a)};
     if (p.nhwc) {
 #pragma omp parallel for collapse(2) num_threads(a.ctx.threads()) schedule(static)
         for (int64_t n = 0; n < p.n; ++n)
@@ -411,6 +449,10 @@ void run(const ConvArgs& a) {
 
 size_t prepared_filter_bytes(const ConvProblem& p) { return depthwise::taps_bytes(p); }
 
+// Every NHWC store applies the epilogue (nhwc_block, nhwc_pixels, nhwc_sliding; SiLU per row
+// in nhwc_row); NCHW's do not.
+bool fuses_epilogue(const ConvProblem& p) { return p.nhwc; }
+
 void prepare_filter(const ConvProblem& p, const Context&, const void* w, void* out) {
     if (p.dtype == CONVCORE_DATA_DOUBLE)
         depthwise::make_taps(p, static_cast<const double*>(w), static_cast<double*>(out));
@@ -423,7 +465,7 @@ void prepare_filter(const ConvProblem& p, const Context&, const void* w, void* o
 extern const Solver depthwise_solver;
 const Solver depthwise_solver = {CONVCORE_FWD_ALGO_DEPTHWISE, CONVCORE_DEVICE_CPU, /*deterministic=*/true,
                                  depthwise::why_not, workspace_bytes, run, prepared_filter_bytes,
-                                 prepare_filter, depthwise::runs_nhwc};
+                                 prepare_filter, depthwise::runs_nhwc, fuses_epilogue};
 
 }  // namespace cpu
 }  // namespace convcore

@@ -2,9 +2,10 @@
 // (convcoreConvolutionBiasActivationForward, convcoreExecuteConvolutionPlanBiasActivation) on the
 // CPU: every forward algorithm that runs the problem, every activation, with and without bias
 // and z, z == y in place, NCHW and NHWC, float and double, against the float64 reference. DIRECT,
-// and in NHWC Winograd's fused schedule and the NHWC GEMM (IMPLICIT_GEMM, POINTWISE), fuse the
-// epilogue in their stores (the fused contract); the others get the core's pass after the
-// convolution. Bad arguments are BAD_PARAM with the reason.
+// and in NHWC Winograd's fused schedule, the NHWC GEMM (IMPLICIT_GEMM, POINTWISE) and DEPTHWISE,
+// fuse the epilogue in their stores (the fused contract; for DEPTHWISE test_depthwise_epilogue.cpp
+// checks it at the solver); the others get the core's pass after the convolution. Bad arguments
+// are BAD_PARAM with the reason.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -184,6 +185,40 @@ TEST(Epilogue, NhwcGemmPathsMatchTheReference) {
     check_all_algorithms({1, 64, 7, 12, 64, 3, 3, 1, 1, 1, 1, 1, 1, 8, false}, 31, 2);
     check_all_algorithms({1, 3, 17, 19, 20, 7, 7, 3, 3, 2, 2, 1, 1, 1, false}, 37, 3);
     check_all_algorithms({1, 600, 4, 5, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, false}, 41, 3);
+}
+
+// DEPTHWISE in NHWC applies the epilogue in its own stores: the sliding kernel (3, 5 and 7 taps,
+// stride 1 and 2), the pixel blocks, the row ends, channels past the last whole vector (37 is
+// none of the vector widths' multiples) and channel multipliers, through both entry points.
+// CMake re-runs this test with CONVCORE_CPU_ISA=avx2 and baseline.
+TEST(Epilogue, DepthwiseNhwcMatchesTheReference) {
+    // n, c, h, w, k, r, s, pad_h, pad_w, stride_h, stride_w, dil_h, dil_w, groups, flip
+    const Shape shapes[] = {
+        {1, 37, 5, 41, 37, 3, 3, 1, 1, 1, 1, 1, 1, 37, false},  // 3 taps: whole sliding blocks of 16 pixels
+        {2, 37, 6, 35, 37, 3, 3, 1, 1, 2, 2, 1, 1, 37, true},   // stride 2, true convolution
+        {1, 21, 5, 30, 21, 5, 5, 2, 2, 2, 2, 1, 1, 21, false},  // 5 taps, stride 2
+        {1, 19, 7, 33, 19, 7, 7, 3, 3, 1, 1, 1, 1, 19, false},  // 7 taps
+        {1, 75, 5, 12, 75, 3, 3, 2, 2, 1, 1, 2, 2, 75, false},  // dilation 2: pixel blocks of 4, 2, 1 vectors
+        {1, 5, 6, 7, 10, 3, 3, 1, 1, 2, 2, 1, 1, 5, false},     // multiplier 2
+    };
+    convcore::Handle h;
+    uint32_t seed = 31;
+    for (const Shape& shape : shapes)
+        for (const bool f64 : {false, true})
+            for (const Residual z : {Residual::None, Residual::Separate, Residual::InPlace})
+                for (const bool bias : {false, true})
+                    for (const convcoreActivationMode_t act : {CONVCORE_ACTIVATION_IDENTITY, CONVCORE_ACTIVATION_RELU,
+                                                               CONVCORE_ACTIVATION_RELU6, CONVCORE_ACTIVATION_SILU})
+                        for (const bool plan_api : {false, true}) {
+                            const EpilogueCase c{shape, act, bias, z, /*nhwc=*/true, f64};
+                            const int algo = CONVCORE_FWD_ALGO_DEPTHWISE;
+                            const double err = f64 ? run_case<double>(h, algo, c, plan_api, ++seed)
+                                                   : run_case<float>(h, algo, c, plan_api, ++seed);
+                            EXPECT_GE(err, 0) << "DEPTHWISE refused c=" << shape.c;
+                            EXPECT_LE(err, 4 * declared_bound(CONVCORE_PASS_FORWARD, algo, f64))
+                                << "DEPTHWISE c=" << shape.c << " " << shape.r << "x" << shape.s << " stride "
+                                << shape.stride_w << " " << describe(c) << (plan_api ? " (plan)" : " (descriptors)");
+                        }
 }
 
 // A larger output runs the epilogue's parallel loops (the small cases above run on one thread).
