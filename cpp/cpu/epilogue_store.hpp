@@ -33,8 +33,11 @@ Out<T> out_of(const ConvArgs& a) {
 }
 
 // y[at, at + cols) = act(alpha * o + beta * y + alpha2 * z + bias[k0, k0 + cols)) for cols <= the
-// vector's lanes (z at the same offset `at` as y).
-template <typename T, int VB, typename Vec>
+// vector's lanes (z at the same offset `at` as y): a whole vector in vector operations, a
+// partial one lane by lane. kSilu false: the activation is identity, ReLU or ReLU6 (compares
+// only; SiLU's exp is a call, around which the compiler spills the caller's registers). No
+// copy here has a size known only at run time: it would be a call to memcpy.
+template <typename T, int VB, typename Vec, bool kSilu = true>
 CONVCORE_GEMM_INLINE void store(const Out<T>& e, Vec o, T* y, int64_t at, int64_t k0, int64_t cols) {
     constexpr int L = VB / sizeof(T);
     if (cols == L) {
@@ -48,7 +51,7 @@ CONVCORE_GEMM_INLINE void store(const Out<T>& e, Vec o, T* y, int64_t at, int64_
             const Vec six = Vec{} + T(6);
             r = r > Vec{} ? r : Vec{};
             r = r < six ? r : six;
-        } else if (e.act != CONVCORE_ACTIVATION_IDENTITY) {
+        } else if (kSilu && e.act != CONVCORE_ACTIVATION_IDENTITY) {
             for (int l = 0; l < L; ++l) r[l] = epilogue::activate(r[l], e.act);
         }
         __builtin_memcpy(y + at, &r, VB);
@@ -59,7 +62,13 @@ CONVCORE_GEMM_INLINE void store(const Out<T>& e, Vec o, T* y, int64_t at, int64_
         if (e.beta != T(0)) r += e.beta * y[at + l];
         if (e.z) r += e.alpha2 * e.z[at + l];
         if (e.bias) r += e.bias[k0 + l];
-        y[at + l] = epilogue::activate(r, e.act);
+        if (e.act == CONVCORE_ACTIVATION_RELU)
+            r = r > T(0) ? r : T(0);
+        else if (e.act == CONVCORE_ACTIVATION_RELU6)
+            r = r > T(0) ? (r < T(6) ? r : T(6)) : T(0);
+        else if (kSilu && e.act != CONVCORE_ACTIVATION_IDENTITY)
+            r = epilogue::activate(r, e.act);
+        y[at + l] = r;
     }
 }
 

@@ -162,6 +162,23 @@ struct Stores {
     }
 };
 
+// The kernels are compiled for three kinds of stores (run_with_stores picks one per task), so
+// that a plain convolution's stores carry no epilogue code and only SiLU's carry its exp call:
+// PlainStores (alpha, beta), FusedStores<T, false> (the epilogue with identity, ReLU or ReLU6)
+// and FusedStores<T, true> (with SiLU).
+template <typename T>
+struct PlainStores {
+    static constexpr bool kEpilogue = false;
+    T alpha, beta;
+    PlainStores chunk(T b, bool) const { return {alpha, b}; }
+};
+template <typename T, bool kSiluActivation>
+struct FusedStores {
+    static constexpr bool kEpilogue = true, kSilu = kSiluActivation;
+    Stores<T> s;
+    FusedStores chunk(T b, bool last) const { return {s.chunk(b, last)}; }
+};
+
 // The Stores of a run whose output is y (n*p*q pixels of K channels): the epilogue's residual
 // when it is y itself becomes beta (y is read before it is written, as beta's y is).
 template <typename T>
@@ -170,16 +187,32 @@ Stores<T> stores_of(const ConvProblem& p, epilogue_store::Out<T> e, const T* y) 
     return Stores<T>{e, y, p.n * p.p * p.q * p.k, p.k};
 }
 
-// out[0, cols) (cols <= the vector's lanes) from one vector of accumulators.
-template <typename T, int VB, typename V>
-CONVCORE_GEMM_INLINE void store_vector(const Stores<T>& s, V acc, T* out, int64_t cols) {
-    constexpr int L = VB / sizeof(T);
-    if (s.fused() && out >= s.y && out < s.y + s.y_size) {
-        const int64_t at = out - s.y;
-        epilogue_store::store<T, VB>(s.e, acc, const_cast<T*>(s.y), at, at % s.k, cols);
-        return;
+// The output channel of the store at `out` (in y: its offset modulo K), for the epilogue's bias;
+// 0 where the stores have no epilogue. Found once per block of stores (a division).
+template <typename T, class St>
+CONVCORE_GEMM_INLINE int64_t channel_of(const St& st, const T* out) {
+    if constexpr (St::kEpilogue) {
+        if (st.s.fused() && out >= st.s.y && out < st.s.y + st.s.y_size) return (out - st.s.y) % st.s.k;
     }
-    const T alpha = s.e.alpha, beta = s.e.beta;
+    return 0;
+}
+
+// out[0, cols) (cols <= the vector's lanes) from one vector of accumulators; `ch`: out[0]'s
+// channel (channel_of).
+template <typename T, int VB, typename V, class St>
+CONVCORE_GEMM_INLINE void store_vector(const St& st, V acc, T* out, int64_t cols, int64_t ch) {
+    constexpr int L = VB / sizeof(T);
+    T alpha, beta;
+    if constexpr (St::kEpilogue) {
+        const Stores<T>& s = st.s;
+        if (s.fused() && out >= s.y && out < s.y + s.y_size) {
+            epilogue_store::store<T, VB, V, St::kSilu>(s.e, acc, const_cast<T*>(s.y), out - s.y, ch, cols);
+            return;
+        }
+        alpha = s.e.alpha, beta = s.e.beta;
+    } else {
+        alpha = st.alpha, beta = st.beta;
+    }
     V o = alpha * acc;
     if (cols >= L) {
         if (beta != T(0)) {
@@ -195,24 +228,30 @@ CONVCORE_GEMM_INLINE void store_vector(const Stores<T>& s, V acc, T* out, int64_
     }
 }
 
+template <typename T>
+T beta_of(const PlainStores<T>& s) { return s.beta; }
+template <typename T, bool kSilu>
+T beta_of(const FusedStores<T, kSilu>& s) { return s.s.e.beta; }
+
 // c[i][0, cols) from acc[i] for MR rows of NV vectors (store_vector).
-template <typename T, int VB, int MR, int NV, typename V>
-CONVCORE_GEMM_INLINE void store(const V (&acc)[MR][NV], T* const* c, int64_t cols, const Stores<T>& s) {
+template <typename T, int VB, int MR, int NV, typename V, class St>
+CONVCORE_GEMM_INLINE void store(const V (&acc)[MR][NV], T* const* c, int64_t cols, const St& s) {
     constexpr int L = VB / sizeof(T);
+    const int64_t ch = channel_of(s, c[0]);  // the same for every row: they are pixels
     for (int i = 0; i < MR; ++i)
         for (int v = 0; v < NV; ++v) {
             const int64_t j0 = int64_t(v) * L;
             if (j0 >= cols) break;
-            store_vector<T, VB>(s, acc[i][v], c[i] + j0, std::min<int64_t>(L, cols - j0));
+            store_vector<T, VB>(s, acc[i][v], c[i] + j0, std::min<int64_t>(L, cols - j0), ch + j0);
         }
 }
 
 // C rows [i] (MR of them) x columns [0, NV vectors) = alpha * sum over taps t and l < len of
 // A(i, t)[l] * B[t*len + l][columns] + beta * C, with A(i, t) = a[i*taps + t] + a_off; only the
 // first `cols` columns are stored. B's rows are ldb apart and hold NV whole vectors from b.
-template <typename T, int VB, int MR, int NV>
+template <typename T, int VB, int MR, int NV, class St>
 CONVCORE_GEMM_INLINE void micro(const T* const* a, int64_t a_off, int64_t taps, int64_t len, const T* b, int64_t ldb,
-                                T* const* c, int64_t cols, const Stores<T>& s) {
+                                T* const* c, int64_t cols, const St& s) {
     typedef T V __attribute__((vector_size(VB)));
     constexpr int L = VB / sizeof(T);
     V acc[MR][NV];
@@ -257,9 +296,9 @@ CONVCORE_GEMM_INLINE void pixel_rows(const ConvProblem& p, const T* x, const T* 
 
 // Output channels [k0, k0 + NV vectors) of group g (the first `cols` stored) for MR pixels whose
 // A rows are `rows` (MR x taps); wt holds group g_base's rows first.
-template <typename T, int VB, int MR, int NV>
+template <typename T, int VB, int MR, int NV, class St>
 CONVCORE_GEMM_INLINE void block(const ConvProblem& p, const T* const* rows, const T* wt, int64_t g_base, T* y,
-                                int64_t g, int64_t pix, int64_t k0, int64_t cols, const Stores<T>& s) {
+                                int64_t g, int64_t pix, int64_t k0, int64_t cols, const St& s) {
     const int64_t cg = p.c_per_group(), kg = p.k_per_group(), taps = p.r * p.s;
     T* c[MR];
     for (int i = 0; i < MR; ++i) c[i] = y + (pix + i) * p.k + g * kg + k0;
@@ -271,10 +310,10 @@ CONVCORE_GEMM_INLINE void block(const ConvProblem& p, const T* const* rows, cons
 // (k_begin a multiple of the vector), in vectors of VB bytes: blocks of MR pixels (their A rows
 // found once for all the groups) x 2 or 1 vectors of channels. `rows` holds MR * R * S pointers
 // (MR <= 12); wt starts with group g_base's rows.
-template <typename T, int VB, int kAcc, bool kOneVector>
+template <typename T, int VB, int kAcc, bool kOneVector, class St>
 CONVCORE_GEMM_INLINE void pixels(const ConvProblem& p, const T* x, const T* wt, int64_t g_base, const T* zeros, T* y,
                                  int64_t g0, int64_t g1, int64_t p0, int64_t p1, int64_t k_begin, int64_t k_end,
-                                 const Stores<T>& s, const T** rows) {
+                                 const St& s, const T** rows) {
     constexpr int L = VB / sizeof(T);
     // One vector of channels per block (kOneVector: the group's channels fit one) leaves room for
     // twice the pixels.
@@ -314,9 +353,9 @@ CONVCORE_GEMM_INLINE void pixels(const ConvProblem& p, const T* x, const T* wt, 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wpsabi"  // always inlined into its instruction set's entry
 #endif
-template <typename T, int VB, int KC, int MR>
+template <typename T, int VB, int KC, int MR, class St>
 CONVCORE_GEMM_INLINE void group_micro(const T* const* a, int64_t a_off, int64_t taps, const T* b, T* const* c,
-                                      const Stores<T>& s) {
+                                      const St& s) {
     typedef T V __attribute__((vector_size(VB)));
     typedef std::conditional_t<sizeof(T) == 8, int64_t, int32_t> I;
     typedef I M __attribute__((vector_size(VB)));
@@ -340,8 +379,9 @@ CONVCORE_GEMM_INLINE void group_micro(const T* const* a, int64_t a_off, int64_t 
             for (int i = 0; i < MR; ++i) acc[i] += shuffle2(xv[i], xv[i], masks[ch]) * bv;
         }
     }
+    const int64_t ch0 = channel_of(s, c[0]);  // the same for every row: they are pixels
 #pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) store_vector<T, VB>(s, acc[i], c[i], L);
+    for (int i = 0; i < MR; ++i) store_vector<T, VB>(s, acc[i], c[i], L, ch0);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)
@@ -354,9 +394,9 @@ CONVCORE_GEMM_INLINE void group_micro(const T* const* a, int64_t a_off, int64_t 
 // 1) + S input vectors the pixels read is loaded and rotated once and fed to every (pixel, tap)
 // that reads it (pixel i, tap s read column SW * i + s): a rotation per ceil(S / SW) FMAs
 // instead of one per FMA.
-template <typename T, int VB, int KC, int PB, int S, int SW>
+template <typename T, int VB, int KC, int PB, int S, int SW, class St>
 CONVCORE_GEMM_INLINE void group_sliding(const ConvProblem& p, const T* x, const T* b, T* y, int64_t n, int64_t oh,
-                                        int64_t ow, int64_t c0, const TapRange& rr, const Stores<T>& s) {
+                                        int64_t ow, int64_t c0, const TapRange& rr, const St& s) {
     typedef T V __attribute__((vector_size(VB)));
     typedef std::conditional_t<sizeof(T) == 8, int64_t, int32_t> I;
     typedef I M __attribute__((vector_size(VB)));
@@ -395,7 +435,7 @@ CONVCORE_GEMM_INLINE void group_sliding(const ConvProblem& p, const T* x, const 
     }
     T* yo = y + ((n * p.p + oh) * p.q + ow) * p.k + c0;
 #pragma GCC unroll 16
-    for (int i = 0; i < PB; ++i) store_vector<T, VB>(s, acc[i], yo + i * p.k, L);
+    for (int i = 0; i < PB; ++i) store_vector<T, VB>(s, acc[i], yo + i * p.k, L, c0);
 }
 
 // Where group_sliding applies: 3 taps along w at stride 1 or 2, unit dilation.
@@ -412,9 +452,9 @@ constexpr int group_sliding_pixels(int acc_vectors, int s) {
 // The pixels [p0, p1) x groups [g0, g1) (whole vectors of groups) with groups packed per vector:
 // runs of an output row's interior in blocks of PB pixels (group_sliding), every other pixel in
 // blocks of up to MR (group_micro, over the pixels' tap rows).
-template <typename T, int VB, int kAcc, int KC, int S, int SW>
+template <typename T, int VB, int kAcc, int KC, int S, int SW, class St>
 CONVCORE_GEMM_INLINE void group_pixels_s(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y,
-                                         int64_t g0, int64_t g1, int64_t p0, int64_t p1, const Stores<T>& s,
+                                         int64_t g0, int64_t g1, int64_t p0, int64_t p1, const St& s,
                                          const T** rows) {
     constexpr int L = VB / sizeof(T), G = L / KC, MR = kAcc / 2 > 12 ? 12 : kAcc / 2;
     constexpr int PB = S ? group_sliding_pixels(kAcc, S) : 1;
@@ -453,9 +493,9 @@ CONVCORE_GEMM_INLINE void group_pixels_s(const ConvProblem& p, const T* x, const
     }
 }
 
-template <typename T, int VB, int kAcc, int KC>
+template <typename T, int VB, int kAcc, int KC, class St>
 CONVCORE_GEMM_INLINE void group_pixels(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y,
-                                       int64_t g0, int64_t g1, int64_t p0, int64_t p1, const Stores<T>& s,
+                                       int64_t g0, int64_t g1, int64_t p0, int64_t p1, const St& s,
                                        const T** rows) {
     switch (group_sliding_kind(p)) {
         case 31: group_pixels_s<T, VB, kAcc, KC, 3, 1>(p, x, wt, zeros, y, g0, g1, p0, p1, s, rows); break;
@@ -467,10 +507,10 @@ CONVCORE_GEMM_INLINE void group_pixels(const ConvProblem& p, const T* x, const T
 // Groups [g0, g1) one at a time, with the narrowest vector (of VB, VB/2, VB/4 bytes; at least
 // 16) that holds a group's output channels, so that few channels per group do not leave most
 // lanes idle. wt starts with group g_base's rows.
-template <typename T, int VB, int kAcc>
+template <typename T, int VB, int kAcc, class St>
 CONVCORE_GEMM_INLINE void group_by_group(const ConvProblem& p, const T* x, const T* wt, int64_t g_base,
                                          const T* zeros, T* y, int64_t g0, int64_t g1, int64_t p0, int64_t p1,
-                                         int64_t k0, int64_t k1, const Stores<T>& s, const T** rows) {
+                                         int64_t k0, int64_t k1, const St& s, const T** rows) {
     const int64_t bytes = p.k_per_group() * int64_t(sizeof(T));
     if (VB >= 64 && bytes <= VB / 4)
         pixels<T, (VB >= 64 ? VB / 4 : VB), kAcc, true>(p, x, wt, g_base, zeros, y, g0, g1, p0, p1, k0, k1, s, rows);
@@ -484,9 +524,9 @@ CONVCORE_GEMM_INLINE void group_by_group(const ConvProblem& p, const T* x, const
 
 // One task: pixels [p0, p1) x groups [g0, g1) x channels [k0, k1) of each: the packed groups
 // (groups_per_vector) a vector of them at a time, the others group by group.
-template <typename T, int VB, int kAcc>
+template <typename T, int VB, int kAcc, class St>
 CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, int64_t g0,
-                               int64_t g1, int64_t p0, int64_t p1, int64_t k0, int64_t k1, const Stores<T>& s,
+                               int64_t g1, int64_t p0, int64_t p1, int64_t k0, int64_t k1, const St& s,
                                const T** rows) {
     constexpr int L = VB / sizeof(T);
     const int64_t gv = groups_per_vector(p, L), packed = packed_groups(p, gv), kg = p.k_per_group();
@@ -533,9 +573,9 @@ inline bool panel_row_runs(const ConvProblem& p) {
 // `tap` is row[tap] + i * step. The addresses come from a few registers, not MR pointers per
 // tap (which the compiler keeps on the stack: a load per broadcast). Taps in the padding (rows
 // of zeros for every pixel of the block) are not passed: `taps` lists the others.
-template <typename T, int VB, int MR, int NV>
+template <typename T, int VB, int MR, int NV, class St>
 CONVCORE_GEMM_INLINE void micro_runs(const T* const* row, const int64_t* taps, int64_t ntaps, int64_t step,
-                                     int64_t len, const T* b, int64_t ldb, T* const* c, int64_t cols, const Stores<T>& s) {
+                                     int64_t len, const T* b, int64_t ldb, T* const* c, int64_t cols, const St& s) {
     typedef T V __attribute__((vector_size(VB)));
     constexpr int L = VB / sizeof(T);
     V acc[MR][NV];
@@ -561,9 +601,9 @@ CONVCORE_GEMM_INLINE void micro_runs(const T* const* row, const int64_t* taps, i
     store<T, VB, MR, NV>(acc, c, cols, s);
 }
 
-template <typename T, int VB, int kAcc>
+template <typename T, int VB, int kAcc, class St>
 CONVCORE_GEMM_INLINE void row_run_task(const ConvProblem& p, const T* x, const T* wt, T* y, int64_t p0, int64_t p1,
-                                       int64_t j0, int64_t j1, const Stores<T>& s, T* edges, T* sink, const T** rows) {
+                                       int64_t j0, int64_t j1, const St& s, T* edges, T* sink, const T** rows) {
     constexpr int NV = kPanelVectors, L = VB / sizeof(T), NR = NV * L, MR = kAcc * 3 / 2 / NV;
     const int64_t run = p.s * p.c, reduction = p.r * run;
     T* c[MR];
@@ -634,9 +674,9 @@ CONVCORE_GEMM_INLINE void row_run_task(const ConvProblem& p, const T* x, const T
 
 // MB pixels from `pix` (m of them real; the rest repeat the first row into `sink`) x the
 // columns [0, cols) of panel b (NV vectors, or one when the columns fit one).
-template <typename T, int VB, int MB, int NV>
+template <typename T, int VB, int MB, int NV, class St>
 CONVCORE_GEMM_INLINE void panel_block(const T* a0, int64_t lda, int64_t m, int64_t len, const T* b, T* y0,
-                                      int64_t ldy, int64_t cols, const Stores<T>& s, T* sink) {
+                                      int64_t ldy, int64_t cols, const St& s, T* sink) {
     constexpr int L = VB / sizeof(T);
     const T* a[MB];
     T* c[MB];
@@ -656,9 +696,9 @@ CONVCORE_GEMM_INLINE void panel_block(const T* a0, int64_t lda, int64_t m, int64
 // panel's B micro-panel (kc x 2 vectors) meets every MR pixels of the block, reused from L2.
 // Later chunks add to y (beta 1). `rows` holds R*S pointers; `sink` (2 vectors) takes the rows
 // of a last, partial block of pixels that do not exist.
-template <typename T, int VB, int kAcc>
+template <typename T, int VB, int kAcc, class St>
 CONVCORE_GEMM_INLINE void panel_task(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y,
-                                     int64_t p0, int64_t p1, int64_t j0, int64_t j1, int64_t kc, int64_t mc, const Stores<T>& s, T* a_block, T* sink, const T** rows) {
+                                     int64_t p0, int64_t p1, int64_t j0, int64_t j1, int64_t kc, int64_t mc, const St& s, T* a_block, T* sink, const T** rows) {
     constexpr int NV = kPanelVectors, NR = NV * (VB / sizeof(T)), MR = kAcc * 3 / 2 / NV;  // 1.5x kAcc accumulators
     if (panel_row_runs(p)) {
         row_run_task<T, VB, kAcc>(p, x, wt, y, p0, p1, j0, j1, s, a_block, sink, rows);
@@ -689,7 +729,7 @@ CONVCORE_GEMM_INLINE void panel_task(const ConvProblem& p, const T* x, const T* 
                 a = a_block;
             }
             // The first chunk blends with beta, later ones add to it; the last applies the epilogue.
-            const Stores<T> sc = s.chunk(q0 == 0 ? s.e.beta : T(1), q0 + len == reduction);
+            const St sc = s.chunk(q0 == 0 ? beta_of(s) : T(1), q0 + len == reduction);
             for (int64_t jp = j0; jp < j1; ++jp) {
                 const T* b = wt + (jp * reduction + q0) * NR;
                 const int64_t cols = std::min<int64_t>(NR, p.k - jp * NR);
@@ -726,15 +766,31 @@ struct Kernels {
     template <typename T>                                                                                    \
     ATTR void nhwc_gemm_task_##ISA(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y,      \
                                    int64_t g0, int64_t g1, int64_t p0, int64_t p1, int64_t k0, int64_t k1,  \
-                                   const nhwc_gemm::Stores<T>& s, const T** rows) {                                       \
-        nhwc_gemm::task<T, VB, ACC>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1, s, rows);          \
+                                   const nhwc_gemm::Stores<T>& s, const T** rows) {                         \
+        if (!s.fused())                                                                                      \
+            nhwc_gemm::task<T, VB, ACC>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1,                          \
+                                        nhwc_gemm::PlainStores<T>{s.e.alpha, s.e.beta}, rows);               \
+        else if (s.e.act == CONVCORE_ACTIVATION_SILU)                                                        \
+            nhwc_gemm::task<T, VB, ACC>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1,                          \
+                                        nhwc_gemm::FusedStores<T, true>{s}, rows);                           \
+        else                                                                                                 \
+            nhwc_gemm::task<T, VB, ACC>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1,                          \
+                                        nhwc_gemm::FusedStores<T, false>{s}, rows);                          \
     }                                                                                                        \
     template <typename T>                                                                                    \
     ATTR void nhwc_gemm_panel_task_##ISA(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, \
                                          int64_t p0, int64_t p1, int64_t j0, int64_t j1, int64_t kc, int64_t mc, \
-                                         const nhwc_gemm::Stores<T>& s, T* a_block, T* sink, const T** rows) {             \
-        nhwc_gemm::panel_task<T, VB, ACC>(p, x, wt, zeros, y, p0, p1, j0, j1, kc, mc, s, a_block,   \
-                                          sink, rows);                                                       \
+                                         const nhwc_gemm::Stores<T>& s, T* a_block, T* sink, const T** rows) { \
+        if (!s.fused())                                                                                      \
+            nhwc_gemm::panel_task<T, VB, ACC>(p, x, wt, zeros, y, p0, p1, j0, j1, kc, mc,                    \
+                                              nhwc_gemm::PlainStores<T>{s.e.alpha, s.e.beta}, a_block, sink, \
+                                              rows);                                                         \
+        else if (s.e.act == CONVCORE_ACTIVATION_SILU)                                                        \
+            nhwc_gemm::panel_task<T, VB, ACC>(p, x, wt, zeros, y, p0, p1, j0, j1, kc, mc,                    \
+                                              nhwc_gemm::FusedStores<T, true>{s}, a_block, sink, rows);      \
+        else                                                                                                 \
+            nhwc_gemm::panel_task<T, VB, ACC>(p, x, wt, zeros, y, p0, p1, j0, j1, kc, mc,                    \
+                                              nhwc_gemm::FusedStores<T, false>{s}, a_block, sink, rows);     \
     }                                                                                                        \
     template <typename T>                                                                                    \
     constexpr nhwc_gemm::Kernels<T> nhwc_gemm_kernels_##ISA = {nhwc_gemm_task_##ISA<T>,                      \

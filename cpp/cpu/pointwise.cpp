@@ -57,7 +57,7 @@ CONVCORE_GEMM_INLINE void nchw_vectors(const ConvProblem& p, const T* xq, int64_
                                      int64_t k_begin, int64_t k_end, T alpha, T beta) {
     constexpr int L = VB / sizeof(T), MR = kAcc / NV > 8 ? 8 : kAcc / NV;
     const int64_t cg = p.c_per_group(), pq = p.p * p.q;
-    const nhwc_gemm::Stores<T> s{{alpha, beta, T(0), nullptr, nullptr, CONVCORE_ACTIVATION_IDENTITY}};
+    const nhwc_gemm::PlainStores<T> s{alpha, beta};
     int64_t k = k_begin;
     for (; k + MR <= k_end; k += MR) {
         const T* a[MR];

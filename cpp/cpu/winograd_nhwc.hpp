@@ -250,7 +250,7 @@ template <typename T, int VB, int kAcc, class F>
 CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const Geometry& g, const T* x, const T* U, T* y, int64_t t0,
                                int64_t t1, int64_t j0, int64_t j1, const Out<T>& e, T* scratch) {
     constexpr int NV = kPanelVectors, MR = kAcc * 3 / 2 / NV;
-    const nhwc_gemm::Stores<T> plain{{T(1), T(0), T(0), nullptr, nullptr, CONVCORE_ACTIVATION_IDENTITY}};  // M = V . U
+    const nhwc_gemm::PlainStores<T> plain{T(1), T(0)};  // M = V . U
     T* V = scratch;
     T* M = V + g.aa * g.tb * g.ldv;
     T* sink = M + g.aa * g.tb * g.ldm;
