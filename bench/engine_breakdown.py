@@ -15,7 +15,6 @@ own cost, so the totals exceed the end-to-end times of the model benchmark: comp
 import argparse
 import collections
 import copy
-import io
 import json
 import os
 import tempfile
@@ -64,23 +63,18 @@ def torch_ops(model, x, runs):
 
 def onnxruntime_ops(model, x, runs, threads):
     import onnxruntime
-    buffer = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, (x,), buffer, dynamo=False, opset_version=17)
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    onnx = model_bench.onnx_bytes(model, x)
+    options = model_bench.onnxruntime_options(threads)
     options.enable_profiling = True
     options.profile_file_prefix = os.path.join(tempfile.mkdtemp(), "ort")
-    session = onnxruntime.InferenceSession(buffer.getvalue(), options, providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(onnx, options, providers=["CPUExecutionProvider"])
     feed = {session.get_inputs()[0].name: x.numpy()}
     for _ in range(3):
         session.run(None, feed)
     with open(session.end_profiling()) as f:  # drop the warm-up runs' events
         warm = len(json.load(f))
     options.enable_profiling = True
-    session = onnxruntime.InferenceSession(buffer.getvalue(), options, providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(onnx, options, providers=["CPUExecutionProvider"])
     for _ in range(3):
         session.run(None, feed)
     for _ in range(runs):

@@ -400,23 +400,34 @@ def _compiled(model, x):
     return lambda: compiled(x)
 
 
+def onnx_bytes(model, x):
+    """The ONNX model of ``model`` on input ``x`` (the legacy exporter, opset 17)."""
+    buffer = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), buffer, dynamo=False, opset_version=17)
+    return buffer.getvalue()
+
+
+def onnxruntime_options(threads):
+    """ONNX Runtime's session options for the benchmark: ``threads`` intra-op threads, every
+    graph optimization, and threads that sleep between runs, as the other contenders' do
+    (spinning ones would take the cores from the contender timed next)."""
+    import onnxruntime
+    options = onnxruntime.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return options
+
+
 def _onnxruntime(model, x, threads):
     try:
         import onnxruntime
     except ImportError:
         raise _Missing("onnxruntime is not installed (pip install onnxruntime)") from None
-    buffer = io.BytesIO()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, (x,), buffer, dynamo=False, opset_version=17)
-    options = onnxruntime.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
-    # Its threads sleep between runs, as the other contenders' do: spinning ones would take the
-    # cores from the contender timed next.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    session = onnxruntime.InferenceSession(buffer.getvalue(), options,
+    session = onnxruntime.InferenceSession(onnx_bytes(model, x), onnxruntime_options(threads),
                                            providers=["CPUExecutionProvider"])
     feed = {session.get_inputs()[0].name: x.numpy()}
     return lambda: torch.from_numpy(session.run(None, feed)[0])

@@ -19,6 +19,7 @@
 
 #include "core/solver.hpp"
 #include "cpu/cpu_isa.hpp"
+#include "epilogue_reference.hpp"
 #include "reference.hpp"
 
 // libconvcore's definition is hidden; the solver compiled in here needs its own.
@@ -38,24 +39,6 @@ using convcore_test::Shape;
 namespace {
 
 enum class Residual { None, Separate, InPlace };
-
-double act_ref(double v, convcoreActivationMode_t act) {
-    switch (act) {
-        case CONVCORE_ACTIVATION_RELU: return v > 0 ? v : 0;
-        case CONVCORE_ACTIVATION_RELU6: return std::min(std::max(v, 0.0), 6.0);
-        case CONVCORE_ACTIVATION_SILU: return v / (1.0 + std::exp(-v));
-        default: return v;
-    }
-}
-
-const char* act_name(convcoreActivationMode_t act) {
-    switch (act) {
-        case CONVCORE_ACTIVATION_RELU: return "relu";
-        case CONVCORE_ACTIVATION_RELU6: return "relu6";
-        case CONVCORE_ACTIVATION_SILU: return "silu";
-        default: return "identity";
-    }
-}
 
 // The problem a plan hands the solver: packed x and y, NHWC or NCHW as asked.
 ConvProblem problem(const Shape& s, bool nhwc, bool f64) {

@@ -18,6 +18,7 @@
 
 #include "convcore/convcore.h"
 #include "convcore/convcore.hpp"
+#include "epilogue_reference.hpp"
 #include "layout_check.hpp"  // at(): packed NCHW index -> NHWC storage index
 #include "reference.hpp"
 
@@ -38,24 +39,6 @@ struct EpilogueCase {
     bool nhwc;  // x and y (and z) NHWC
     bool f64;
 };
-
-double act_ref(double v, convcoreActivationMode_t act) {
-    switch (act) {
-        case CONVCORE_ACTIVATION_RELU: return v > 0 ? v : 0;
-        case CONVCORE_ACTIVATION_RELU6: return std::min(std::max(v, 0.0), 6.0);
-        case CONVCORE_ACTIVATION_SILU: return v / (1.0 + std::exp(-v));
-        default: return v;
-    }
-}
-
-const char* act_name(convcoreActivationMode_t act) {
-    switch (act) {
-        case CONVCORE_ACTIVATION_RELU: return "relu";
-        case CONVCORE_ACTIVATION_RELU6: return "relu6";
-        case CONVCORE_ACTIVATION_SILU: return "silu";
-        default: return "identity";
-    }
-}
 
 std::string describe(const EpilogueCase& c) {
     return std::string(act_name(c.act)) + (c.bias ? " bias" : " no-bias") +
