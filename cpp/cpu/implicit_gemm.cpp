@@ -389,13 +389,9 @@ bool fuses_epilogue(const ConvProblem& p) { return p.nhwc; }
 size_t prepared_filter_bytes(const ConvProblem& p) { return p.nhwc ? nhwc_gemm::wt_bytes(p) : 0; }
 void prepare_filter(const ConvProblem& p, const Context&, const void* w, void* out) { nhwc_gemm::prepare_wt(p, w, out); }
 
-CONVCORE_EACH_ISA(CONVCORE_NHWC_GEMM_KERNELS)
-
 template <typename T>
 void run_nhwc(const ConvArgs& a) {
     const ConvProblem& p = a.prob;
-    const nhwc_gemm::Kernels<T>& kernels =
-        for_cpu_isa(nhwc_gemm_kernels_avx512<T>, nhwc_gemm_kernels_avx2<T>, nhwc_gemm_kernels_baseline<T>);
     char* ws = static_cast<char*>(a.workspace);
     const T* wt = static_cast<const T*>(a.prepared_filter);
     if (!wt) {
@@ -406,7 +402,7 @@ void run_nhwc(const ConvArgs& a) {
     std::fill(zeros, zeros + p.c, T(0));
     T* y = static_cast<T*>(a.y);
     nhwc_gemm::run(p, static_cast<const T*>(a.x), wt, zeros, y, nhwc_gemm::stores_of(p, epilogue_store::out_of<T>(a), y),
-                   a.ctx.threads(), kernels);
+                   a.ctx.threads());
 }
 
 // A run of output positions in one output row: columns [col, col + (q1 - q0)) of the tile

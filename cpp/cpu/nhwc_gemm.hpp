@@ -28,6 +28,7 @@
 #include "cpu/cpu_isa.hpp"
 #include "cpu/epilogue_store.hpp"  // defines CONVCORE_GEMM_INLINE
 
+
 namespace convcore {
 namespace cpu {
 namespace nhwc_gemm {
@@ -162,19 +163,19 @@ struct Stores {
     }
 };
 
-// The kernels are compiled for three kinds of stores (run_with_stores picks one per task), so
-// that a plain convolution's stores carry no epilogue code and only SiLU's carry its exp call:
-// PlainStores (alpha, beta), FusedStores<T, false> (the epilogue with identity, ReLU or ReLU6)
-// and FusedStores<T, true> (with SiLU).
+// The kernels are compiled for two kinds of stores (cpu/nhwc_gemm.cpp picks one per task), so
+// that a plain convolution's stores carry no epilogue code: PlainStores (alpha, beta) and
+// FusedStores (the epilogue with identity, ReLU or ReLU6; SiLU, whose exp is a call, is applied
+// to each task's outputs after its stores).
 template <typename T>
 struct PlainStores {
     static constexpr bool kEpilogue = false;
     T alpha, beta;
     PlainStores chunk(T b, bool) const { return {alpha, b}; }
 };
-template <typename T, bool kSiluActivation>
+template <typename T>
 struct FusedStores {
-    static constexpr bool kEpilogue = true, kSilu = kSiluActivation;
+    static constexpr bool kEpilogue = true;
     Stores<T> s;
     FusedStores chunk(T b, bool last) const { return {s.chunk(b, last)}; }
 };
@@ -206,7 +207,7 @@ CONVCORE_GEMM_INLINE void store_vector(const St& st, V acc, T* out, int64_t cols
     if constexpr (St::kEpilogue) {
         const Stores<T>& s = st.s;
         if (s.fused() && out >= s.y && out < s.y + s.y_size) {
-            epilogue_store::store<T, VB, V, St::kSilu>(s.e, acc, const_cast<T*>(s.y), out - s.y, ch, cols);
+            epilogue_store::store<T, VB, V, false>(s.e, acc, const_cast<T*>(s.y), out - s.y, ch, cols);
             return;
         }
         alpha = s.e.alpha, beta = s.e.beta;
@@ -230,8 +231,8 @@ CONVCORE_GEMM_INLINE void store_vector(const St& st, V acc, T* out, int64_t cols
 
 template <typename T>
 T beta_of(const PlainStores<T>& s) { return s.beta; }
-template <typename T, bool kSilu>
-T beta_of(const FusedStores<T, kSilu>& s) { return s.s.e.beta; }
+template <typename T>
+T beta_of(const FusedStores<T>& s) { return s.s.e.beta; }
 
 // c[i][0, cols) from acc[i] for MR rows of NV vectors (store_vector).
 template <typename T, int VB, int MR, int NV, typename V, class St>
@@ -388,6 +389,23 @@ CONVCORE_GEMM_INLINE void group_micro(const T* const* a, int64_t a_off, int64_t 
 #pragma GCC diagnostic pop
 #endif
 
+// a[m[l]] for every lane l of a float vector, with a mask known only at run time: one vpermps
+// where the vector is 32 or 64 bytes (only the AVX2 and AVX-512 kernels have those). In asm
+// because an intrinsic would need its instruction set's attribute on every function between it
+// and the kernel's entry, and clang spells a run-time shuffle2 lane by lane, through memory.
+template <int VB, typename V, typename M>
+CONVCORE_GEMM_INLINE V permute(V a, M m) {
+    static_assert(sizeof(a[0]) == 4, "float lanes");
+#ifdef CONVCORE_X86_DISPATCH
+    if constexpr (VB == 64 || VB == 32) {
+        V r;
+        asm("vpermps {%1, %2, %0|%0, %2, %1}" : "=v"(r) : "v"(a), "v"(m));
+        return r;
+    }
+#endif
+    return shuffle2(a, a, m);
+}
+
 // Packed groups along an output row (unit dilation along w, stride SW, S taps): PB consecutive
 // output pixels from (n, oh, ow), none of whose taps reads the left or right padding, x one
 // vector of groups from input channel c0. Per filter row and rotation d, each of the SW * (PB -
@@ -423,7 +441,7 @@ CONVCORE_GEMM_INLINE void group_sliding(const ConvProblem& p, const T* x, const 
             for (int j = 0; j < SW * (PB - 1) + S; ++j, xs += c) {
                 V xv;
                 __builtin_memcpy(&xv, xs, VB);
-                xv = shuffle2(xv, xv, mask);
+                xv = permute<VB>(xv, mask);
                 asm("" : "+x"(xv));  // one rotation in a register, not redone per FMA
 #pragma GCC unroll 8
                 for (int s = 0; s < S; ++s) {
@@ -493,15 +511,19 @@ CONVCORE_GEMM_INLINE void group_pixels_s(const ConvProblem& p, const T* x, const
     }
 }
 
+// Only float's AVX2 and AVX-512 kernels have group_sliding: it is the largest code here, and
+// float64 and the SSE2 fallback are not worth its compile time.
 template <typename T, int VB, int kAcc, int KC, class St>
 CONVCORE_GEMM_INLINE void group_pixels(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y,
                                        int64_t g0, int64_t g1, int64_t p0, int64_t p1, const St& s,
                                        const T** rows) {
-    switch (group_sliding_kind(p)) {
-        case 31: group_pixels_s<T, VB, kAcc, KC, 3, 1>(p, x, wt, zeros, y, g0, g1, p0, p1, s, rows); break;
-        case 32: group_pixels_s<T, VB, kAcc, KC, 3, 2>(p, x, wt, zeros, y, g0, g1, p0, p1, s, rows); break;
-        default: group_pixels_s<T, VB, kAcc, KC, 0, 1>(p, x, wt, zeros, y, g0, g1, p0, p1, s, rows);
+    if constexpr (sizeof(T) == 4 && VB >= 32) {
+        switch (group_sliding_kind(p)) {
+            case 31: return group_pixels_s<T, VB, kAcc, KC, 3, 1>(p, x, wt, zeros, y, g0, g1, p0, p1, s, rows);
+            case 32: return group_pixels_s<T, VB, kAcc, KC, 3, 2>(p, x, wt, zeros, y, g0, g1, p0, p1, s, rows);
+        }
     }
+    group_pixels_s<T, VB, kAcc, KC, 0, 1>(p, x, wt, zeros, y, g0, g1, p0, p1, s, rows);
 }
 
 // Groups [g0, g1) one at a time, with the narrowest vector (of VB, VB/2, VB/4 bytes; at least
@@ -760,41 +782,10 @@ struct Kernels {
                        int64_t, int64_t, const Stores<T>&, T*, T*, const T**);
 };
 
-// The kernels compiled for one instruction set (expanded by CONVCORE_EACH_ISA in the solvers'
-// files): nhwc_gemm_kernels_<isa><T>.
-#define CONVCORE_NHWC_GEMM_KERNELS(ISA, ATTR, VB, ACC)                                                        \
-    template <typename T>                                                                                    \
-    ATTR void nhwc_gemm_task_##ISA(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y,      \
-                                   int64_t g0, int64_t g1, int64_t p0, int64_t p1, int64_t k0, int64_t k1,  \
-                                   const nhwc_gemm::Stores<T>& s, const T** rows) {                         \
-        if (!s.fused())                                                                                      \
-            nhwc_gemm::task<T, VB, ACC>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1,                          \
-                                        nhwc_gemm::PlainStores<T>{s.e.alpha, s.e.beta}, rows);               \
-        else if (s.e.act == CONVCORE_ACTIVATION_SILU)                                                        \
-            nhwc_gemm::task<T, VB, ACC>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1,                          \
-                                        nhwc_gemm::FusedStores<T, true>{s}, rows);                           \
-        else                                                                                                 \
-            nhwc_gemm::task<T, VB, ACC>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1,                          \
-                                        nhwc_gemm::FusedStores<T, false>{s}, rows);                          \
-    }                                                                                                        \
-    template <typename T>                                                                                    \
-    ATTR void nhwc_gemm_panel_task_##ISA(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, \
-                                         int64_t p0, int64_t p1, int64_t j0, int64_t j1, int64_t kc, int64_t mc, \
-                                         const nhwc_gemm::Stores<T>& s, T* a_block, T* sink, const T** rows) { \
-        if (!s.fused())                                                                                      \
-            nhwc_gemm::panel_task<T, VB, ACC>(p, x, wt, zeros, y, p0, p1, j0, j1, kc, mc,                    \
-                                              nhwc_gemm::PlainStores<T>{s.e.alpha, s.e.beta}, a_block, sink, \
-                                              rows);                                                         \
-        else if (s.e.act == CONVCORE_ACTIVATION_SILU)                                                        \
-            nhwc_gemm::panel_task<T, VB, ACC>(p, x, wt, zeros, y, p0, p1, j0, j1, kc, mc,                    \
-                                              nhwc_gemm::FusedStores<T, true>{s}, a_block, sink, rows);      \
-        else                                                                                                 \
-            nhwc_gemm::panel_task<T, VB, ACC>(p, x, wt, zeros, y, p0, p1, j0, j1, kc, mc,                    \
-                                              nhwc_gemm::FusedStores<T, false>{s}, a_block, sink, rows);     \
-    }                                                                                                        \
-    template <typename T>                                                                                    \
-    constexpr nhwc_gemm::Kernels<T> nhwc_gemm_kernels_##ISA = {nhwc_gemm_task_##ISA<T>,                      \
-                                                               nhwc_gemm_panel_task_##ISA<T>};
+// The task kernels compiled for the machine's instruction set (cpu/nhwc_gemm.cpp, the one file
+// that instantiates them for float and double, for every instruction set).
+template <typename T>
+const Kernels<T>& kernels();
 
 // The panel path's blocking: the reduction whole, or in chunks of kc when a B micro-panel
 // (kc x 2 vectors) would exceed a quarter of L2; A blocks of mc pixels x kc in half of L2. The
@@ -833,10 +824,10 @@ std::vector<T>& scratch() {
 }
 
 // y = alpha * conv(x, w) + beta * y on NHWC x and y, with the fused epilogue where `s` has one
-// (stores_of); Wt made by make_wt, `zeros` at least C zeros; `kernels` compiled for the machine.
+// (stores_of); Wt made by make_wt, `zeros` at least C zeros.
 template <typename T>
-void run(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, const Stores<T>& s, int threads,
-         const Kernels<T>& kernels) {
+void run(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, const Stores<T>& s, int threads) {
+    const Kernels<T>& kernels = nhwc_gemm::kernels<T>();
     const int64_t pixels = p.n * p.p * p.q, kg = p.k_per_group();
     if (panel_path(p)) {
         const PanelBlocking b = panel_blocking(p, threads);

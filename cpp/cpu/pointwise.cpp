@@ -93,11 +93,8 @@ CONVCORE_GEMM_INLINE void nchw_pixels(const ConvProblem& p, const T* xg, int64_t
         }
 }
 
-CONVCORE_EACH_ISA(CONVCORE_NHWC_GEMM_KERNELS)
-
 template <typename T>
 struct Kernels {
-    nhwc_gemm::Kernels<T> nhwc;
     void (*nchw)(const ConvProblem&, const T*, int64_t, const T*, T*, int64_t, int64_t, int64_t, int64_t, T, T);
 };
 
@@ -109,7 +106,7 @@ struct Kernels {
         nchw_pixels<T, VB, ACC>(p, xg, ldb, wg, yg, q0, q1, k0, k1, alpha, beta);                            \
     }                                                                                                        \
     template <typename T>                                                                                    \
-    constexpr Kernels<T> kernels_##ISA = {nhwc_gemm_kernels_##ISA<T>, nchw_##ISA<T>};
+    constexpr Kernels<T> kernels_##ISA = {nchw_##ISA<T>};
 CONVCORE_EACH_ISA(CONVCORE_PW_KERNELS)
 
 // An NCHW task: up to kPixelsPerTask output pixels by kChannelsPerTask output channels of one
@@ -135,8 +132,7 @@ void run_t(const ConvArgs& a) {
         }
         T* zeros = reinterpret_cast<T*>(ws + round64(nhwc_gemm::wt_bytes(p)));
         std::fill(zeros, zeros + p.c, T(0));
-        nhwc_gemm::run(p, x, wt, zeros, y, nhwc_gemm::stores_of(p, epilogue_store::out_of<T>(a), y), a.ctx.threads(),
-                       kern.nhwc);
+        nhwc_gemm::run(p, x, wt, zeros, y, nhwc_gemm::stores_of(p, epilogue_store::out_of<T>(a), y), a.ctx.threads());
         return;
     }
     const T* xs = x;

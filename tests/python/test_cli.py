@@ -85,9 +85,15 @@ def test_split_layers_are_named():
 
 
 def test_cache_line_round_trip_is_measured():
+    """0 on one CPU; else a measured time: more than a nanosecond, and finite. No upper bound: on a
+    loaded machine (the CI runs two stages at a time on 2 cores) a trip waits for the other
+    thread's next time slice, milliseconds."""
     import convcore
     ns = convcore._convcore.cache_line_round_trip_ns()
-    assert ns == 0.0 if (os.cpu_count() or 1) < 2 else 1.0 < ns < 1e6
+    if (os.cpu_count() or 1) < 2:
+        assert ns == 0.0
+    else:
+        assert 1.0 < ns < float("inf"), ns
 
 
 def test_bench_algos_option(tmp_path, capsys):
