@@ -18,6 +18,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cpu/cpu_isa.hpp"
+
 #ifdef CONVCORE_WITH_CUDA
 #include "core/device.hpp"
 #endif
@@ -218,12 +220,21 @@ std::string problem_string(const ConvProblem& p) {
     return o.str();
 }
 
+const char* cpu_isa_name() {
+    switch (cpu::cpu_isa()) {
+        case cpu::CpuIsa::avx512: return "avx512";
+        case cpu::CpuIsa::avx2: return "avx2";
+        default: return "baseline";
+    }
+}
+
 std::string device_string(const Context& ctx) {
 #ifdef CONVCORE_WITH_CUDA
     if (ctx.device == CONVCORE_DEVICE_CUDA)
         return one_field(std::string("cuda:") + cuda::device_name(ctx.device_index));
 #endif
-    static const std::string model = one_field(cpu_model_name());
+    // The kernels' instruction set too: CONVCORE_CPU_ISA=avx2 on an AVX-512 CPU times other code.
+    static const std::string model = one_field(cpu_model_name()) + " " + cpu_isa_name();
     return "cpu:" + model + " x" + std::to_string(ctx.threads()) + " threads";
 }
 

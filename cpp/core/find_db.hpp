@@ -33,7 +33,8 @@ using Records = std::map<std::string, Record>;  // algorithm name -> result
 std::string problem_string(const ConvProblem& prob);
 // "cpu:<CPU model name> x<threads> threads" or "cuda:<GPU name (sm_XX)>".
 std::string device_string(const Context& ctx);
-// The db key: version, device, direction ("fwd", "bwd_data", "bwd_filter") and problem.
+// The db key: version, device (on the CPU: its model, the kernels' instruction set and the
+// threads), direction ("fwd", "bwd_data", "bwd_filter") and problem.
 std::string make_key(const Context& ctx, const char* direction, const ConvProblem& prob);
 
 // The db file ("" when CONVCORE_FIND_DB=off).

@@ -282,11 +282,16 @@ PROGRAM = textwrap.dedent("""
 """)
 
 
-def _run(tmp_path, db, shapes):
+def _run(tmp_path, db, shapes, **env_vars):
     script = tmp_path / "prog.py"
     if not script.exists():  # written once: rewriting it under a starting process empties it
         script.write_text(PROGRAM)
     env = dict(os.environ, CONVCORE_FIND_DB=str(db), OMP_NUM_THREADS="1")
+    for name, value in env_vars.items():  # None: unset
+        if value is None:
+            env.pop(name, None)
+        else:
+            env[name] = value
     env.pop("CONVCORE_DISABLE_ALGOS", None)
     return subprocess.Popen([sys.executable, str(script), json.dumps(shapes)], env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -305,6 +310,22 @@ def test_second_run_of_a_program_times_nothing(tmp_path, db):
     second = _stats(_run(tmp_path, db, shapes))
     assert second["timed_runs"] == 0
     assert second["db_hits"] == 2 * len(shapes)  # find() and forward(algo="find") per shape
+
+
+def test_the_kernels_instruction_set_is_in_the_key(tmp_path, db):
+    """CONVCORE_CPU_ISA=baseline runs other kernels than the CPU's own: their times are kept apart."""
+    def devices():
+        return {line.split("\t")[1] for line in db.read_text().splitlines()[1:] if not line.startswith("#")}
+
+    shapes = [[4, 5, 12]]
+    assert _stats(_run(tmp_path, db, shapes, CONVCORE_CPU_ISA=None))["timed_runs"] > 0
+    (native,) = devices()
+    model, isa = native.removesuffix(" x1 threads").rsplit(" ", 1)
+    assert native.startswith("cpu:") and isa in ("avx512", "avx2", "baseline")
+    if isa == "baseline":
+        pytest.skip("this CPU's kernels are the baseline ones")
+    assert _stats(_run(tmp_path, db, shapes, CONVCORE_CPU_ISA="baseline"))["timed_runs"] > 0
+    assert devices() == {native, f"{model} baseline x1 threads"}
 
 
 def test_concurrent_writers_lose_nothing(tmp_path, db):
