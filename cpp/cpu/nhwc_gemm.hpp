@@ -28,7 +28,6 @@
 #include "cpu/cpu_isa.hpp"
 #include "cpu/epilogue_store.hpp"  // defines CONVCORE_GEMM_INLINE
 
-
 namespace convcore {
 namespace cpu {
 namespace nhwc_gemm {
