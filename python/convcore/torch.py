@@ -397,7 +397,8 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     route = _route(input, weight, bias)
     if route == _OPERATOR:
         y = _conv2d_op(input, weight, bias, [int(v) for v in stride], [int(v) for v in padding],
-                       [int(v) for v in dilation], int(groups), spec, activation)
+                       [int(v) for v in dilation], int(groups), spec, activation, None,
+                       _prepared_in_graph())
     elif route == _FUNCTION:
         if bias is not None and not bias.is_contiguous():
             bias = bias.contiguous()

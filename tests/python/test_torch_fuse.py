@@ -323,6 +323,48 @@ def test_torch_compile_of_a_fused_model_matches_eager():
     assert fused.blocks[1].conv2.weight.grad is not None
 
 
+class VggLike(nn.Module):
+    """Convolutions without batch norms (VGG's, DenseNet's after a pre-activation): a fused
+    ReLU, a bare layer, and the functional conv2d."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(inplace=True),
+                                      nn.Conv2d(8, 8, 3, padding=1))
+        self.w = nn.Parameter(torch.randn(4, 8, 1, 1))
+
+    def forward(self, x):
+        return ct.conv2d(self.features(x), self.w)
+
+
+def operator_calls(model, grad):
+    """The convcore::conv2d calls of the graph torch.compile traces in this grad mode."""
+    graphs = []
+
+    def backend(gm, inputs):
+        graphs.append(gm)
+        return gm
+
+    with torch.set_grad_enabled(grad):
+        torch.compile(model, backend=backend, fullgraph=True)(example())
+    return [n for n in graphs[0].graph.nodes if n.target is torch.ops.convcore.conv2d.default
+            or n.target is torch.ops.convcore.conv2d]
+
+
+@pytest.mark.parametrize("grad", [False, True], ids=["no_grad", "grad"])
+@pytest.mark.parametrize("build", ["resnet-like", "vgg-like"])
+def test_a_graph_without_autograd_keeps_every_layers_prepared_filters(build, grad):
+    """Every operator call of a graph traced without autograd keeps its transformed filters
+    (prepared), whichever way the layer reaches the operator (folded batch norm, fused
+    activation, bare layer, functional conv2d); a graph traced with autograd prepares none."""
+    model = pair()[1] if build == "resnet-like" else ct.convert(VggLike().eval(), fuse=True)
+    calls = operator_calls(model, grad)
+    assert calls
+    for node in calls:
+        prepared = node.kwargs.get("prepared", node.args[10] if len(node.args) > 10 else False)
+        assert prepared is (not grad), node.format_node()
+
+
 def test_the_operator_with_a_residual():
     torch.manual_seed(4)
     x = torch.randn(2, 3, 6, 6, dtype=torch.float64, requires_grad=True)
