@@ -338,13 +338,6 @@ CONVCORE_DW_INLINE void nhwc_channels(const Rows<T>& a, int64_t n, int64_t oh, i
     for (; ow < end; ++ow) nhwc_pixels<T, VB, NV, 1, E>(a, n, oh, ow, k0, rr, all);
 }
 
-// SiLU on an output row the vector stores have written (vector_epilogue): kept out of line, so
-// that its calls stay out of the kernels.
-template <typename T>
-__attribute__((noinline)) void silu_row(T* y, int64_t len) {
-    for (int64_t i = 0; i < len; ++i) y[i] = epilogue::activate(y[i], CONVCORE_ACTIVATION_SILU);
-}
-
 // NHWC: output row oh of image n, the taps [r][s][k] contiguous along k like x and y. With one
 // output channel per input channel (m == 1), channels in blocks of 4, 2, then 1 vector, over
 // register blocks of pixels; the channels left (fewer than a vector), and every channel when
@@ -382,7 +375,8 @@ CONVCORE_DW_INLINE void nhwc_row(const Rows<T>& a, int64_t n, int64_t oh) {
         const TapRange sr = conv_valid_taps(ow, p.w, p.s, p.pad_w, p.stride_w, p.dil_w);
         for (int64_t c0 = k0; c0 < p.k; c0 += B) nhwc_block<T, VB, E>(a, n, oh, ow, c0, rr, sr, std::min(B, p.k - c0));
     }
-    if (E && a.e.act == CONVCORE_ACTIVATION_SILU) silu_row(a.y + (n * p.p + oh) * p.q * p.k, p.q * p.k);
+    // SiLU on the row the vector stores have written (vector_epilogue), while it is in cache.
+    if (E && a.e.act == CONVCORE_ACTIVATION_SILU) epilogue_store::silu_span<T, VB>(a.y + (n * p.p + oh) * p.q * p.k, p.q * p.k);
 }
 
 template <typename T>

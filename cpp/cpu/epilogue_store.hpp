@@ -72,6 +72,66 @@ CONVCORE_GEMM_INLINE void store(const Out<T>& e, Vec o, T* y, int64_t at, int64_
     }
 }
 
+// SiLU, v * sigmoid(v), on VB bytes of floats in vector operations: no call to exp, so it runs in
+// the caller's instruction set and keeps its registers. With t = exp(-|v|) in (0, 1],
+// sigmoid(v) = 1 / (1 + t) for v >= 0 and t / (1 + t) for v < 0: nothing overflows.
+// exp(a) for a = -|v| <= 0 (Cody & Waite's range reduction): n = round(a / ln 2), r = a - n ln 2
+// with ln 2 in two parts (n * kLn2Hi is exact), so |r| <= ln(2) / 2; exp(r) by its Taylor series
+// to r^7 (remainder below 5e-9, under float's half ulp); times 2^n by adding n to the exponent
+// bits. Below a = -87 (exp(a) < 2^-125, float's smallest normals) t is 0. A NaN stays NaN.
+template <int VB>
+CONVCORE_GEMM_INLINE void silu_vector(float* y) {
+    typedef float V __attribute__((vector_size(VB)));
+    typedef int32_t I __attribute__((vector_size(VB)));
+    constexpr float kLog2e = 1.44269504088896341f, kLn2Hi = 0.693359375f, kLn2Lo = -2.12194440054690583e-4f;
+    constexpr float kRound = 12582912.0f;  // 1.5 * 2^23: x + kRound - kRound rounds x to an integer
+    V v;
+    __builtin_memcpy(&v, y, VB);
+    const V zero{}, lowest = zero - 87.0f;
+    const V a0 = v < zero ? v : -v;
+    const I tiny = a0 < lowest;
+    const V a = tiny ? lowest : a0;
+    const V shifted = a * kLog2e + kRound;  // its low mantissa bits hold n + 2^22
+    const V n = shifted - kRound;
+    const V r = (a - n * kLn2Hi) - n * kLn2Lo;
+    V e = zero + 1.0f / 5040.0f;
+    e = e * r + 1.0f / 720.0f;
+    e = e * r + 1.0f / 120.0f;
+    e = e * r + 1.0f / 24.0f;
+    e = e * r + 1.0f / 6.0f;
+    e = e * r + 0.5f;
+    e = e * r + 1.0f;
+    e = e * r + 1.0f;
+    I bits, n_bits;
+    __builtin_memcpy(&bits, &e, VB);
+    __builtin_memcpy(&n_bits, &shifted, VB);
+    bits += (n_bits - 0x4B400000) << 23;  // 0x4B400000: kRound's bits, so n_bits - it = n
+    __builtin_memcpy(&e, &bits, VB);
+    const V t = tiny ? zero : e;
+    const V s = (v < zero ? t : zero + 1.0f) / (1.0f + t);
+    v *= s;
+    __builtin_memcpy(y, &v, VB);
+}
+
+// y[0, n) = silu(y[0, n)): float in whole vectors of VB bytes, the tail through a vector too (every
+// element gets the same arithmetic); double by epilogue::activate.
+template <typename T, int VB>
+CONVCORE_GEMM_INLINE void silu_span(T* y, int64_t n) {
+    if constexpr (sizeof(T) == 4) {
+        constexpr int L = VB / sizeof(T);
+        int64_t i = 0;
+        for (; i + L <= n; i += L) silu_vector<VB>(y + i);
+        if (i < n) {
+            float tail[L] = {};
+            for (int64_t l = 0; l < n - i; ++l) tail[l] = y[i + l];
+            silu_vector<VB>(tail);
+            for (int64_t l = 0; l < n - i; ++l) y[i + l] = tail[l];
+        }
+    } else {
+        for (int64_t i = 0; i < n; ++i) y[i] = epilogue::activate(y[i], CONVCORE_ACTIVATION_SILU);
+    }
+}
+
 }  // namespace epilogue_store
 }  // namespace cpu
 }  // namespace convcore

@@ -26,13 +26,14 @@ Stores<T> stores_part(Stores<T> s) {
     return s;
 }
 
-// act on y's channels [c0, c1) of pixels [p0, p1) (K channels per pixel).
-template <typename T>
-void apply_activation(T* y, int64_t k, int64_t p0, int64_t p1, int64_t c0, int64_t c1, convcoreActivationMode_t act) {
-    for (int64_t pix = p0; pix < p1; ++pix) {
-        T* row = y + pix * k;
-        for (int64_t c = c0; c < c1; ++c) row[c] = epilogue::activate(row[c], act);
-    }
+// act (SiLU, the one the stores leave) on y's channels [c0, c1) of pixels [p0, p1) (K channels
+// per pixel), in the kernel's vectors of VB bytes.
+template <typename T, int VB>
+CONVCORE_GEMM_INLINE void apply_activation(T* y, int64_t k, int64_t p0, int64_t p1, int64_t c0, int64_t c1,
+                                           convcoreActivationMode_t act) {
+    if (act != CONVCORE_ACTIVATION_SILU) return;
+    if (c0 == 0 && c1 == k) return epilogue_store::silu_span<T, VB>(y + p0 * k, (p1 - p0) * k);
+    for (int64_t pix = p0; pix < p1; ++pix) epilogue_store::silu_span<T, VB>(y + pix * k + c0, c1 - c0);
 }
 
 // Each entry runs its kernel with PlainStores (float only: float64 is not worth a second copy of
@@ -56,7 +57,7 @@ constexpr bool kPlainStores = sizeof(T) == 4;
         task<T, VB, ACC>(p, x, wt, zeros, y, g0, g1, p0, p1, k0, k1, FusedStores<T>{stores_part(s)}, rows);            \
         if (!stores_activate(s.e.act))                                                                                 \
             for (int64_t g = g0; g < g1; ++g)                                                                          \
-                apply_activation(y, p.k, p0, p1, g * p.k_per_group() + k0, g * p.k_per_group() + k1, s.e.act);         \
+                apply_activation<T, VB>(y, p.k, p0, p1, g * p.k_per_group() + k0, g * p.k_per_group() + k1, s.e.act);         \
     }                                                                                                                  \
     template <typename T>                                                                                              \
     ATTR void panel_task_##ISA(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, int64_t p0,        \
@@ -71,7 +72,7 @@ constexpr bool kPlainStores = sizeof(T) == 4;
         panel_task<T, VB, ACC>(p, x, wt, zeros, y, p0, p1, j0, j1, kc, mc, FusedStores<T>{stores_part(s)}, a_block,    \
                                sink, rows);                                                                            \
         constexpr int64_t NR = kPanelVectors * (VB / sizeof(T));                                                       \
-        if (!stores_activate(s.e.act)) apply_activation(y, p.k, p0, p1, j0 * NR, std::min(p.k, j1 * NR), s.e.act);     \
+        if (!stores_activate(s.e.act)) apply_activation<T, VB>(y, p.k, p0, p1, j0 * NR, std::min(p.k, j1 * NR), s.e.act);     \
     }                                                                                                                  \
     template <typename T>                                                                                              \
     const Kernels<T> kernels_##ISA = {task_##ISA<T>, panel_task_##ISA<T>};

@@ -6,6 +6,7 @@
 #include "common/conv_index.hpp"
 #include "common/epilogue.hpp"
 #include "core/device.hpp"
+#include "cpu/epilogue_store.hpp"
 
 namespace convcore {
 namespace cpu {
@@ -38,11 +39,17 @@ void blend_t(const Context& ctx, const T* src, const Strided4d& sv, T* dst, cons
 // Below this many elements the epilogue runs on the calling thread (a parallel region costs more).
 constexpr int64_t kEpilogueParallelMin = int64_t(1) << 15;
 
+// SiLU's exp in vectors (epilogue_store::silu_span, 16-byte vectors: this file is compiled for
+// the baseline instruction set), after the adds; the other activations in the same loop.
+template <convcoreActivationMode_t Act>
+constexpr convcoreActivationMode_t kLoopActivation = Act == CONVCORE_ACTIVATION_SILU ? CONVCORE_ACTIVATION_IDENTITY : Act;
+
 // y[i] = act(y[i] + alpha2 * z[i] + b) over n contiguous elements (z: null unless HasZ).
 template <typename T, convcoreActivationMode_t Act, bool HasZ>
 inline void epilogue_row(T* y, const T* z, int64_t n, T alpha2, T b) {
     for (int64_t i = 0; i < n; ++i)
-        y[i] = epilogue::finish(y[i], HasZ ? alpha2 * z[i] : T(0), b, Act);
+        y[i] = epilogue::finish(y[i], HasZ ? alpha2 * z[i] : T(0), b, kLoopActivation<Act>);
+    if constexpr (Act == CONVCORE_ACTIVATION_SILU) epilogue_store::silu_span<T, 16>(y, n);
 }
 
 // The same over n contiguous channels, bias[k] per channel (bias: null for none).
@@ -50,7 +57,8 @@ template <typename T, convcoreActivationMode_t Act, bool HasZ>
 inline void epilogue_channels(T* y, const T* z, int64_t n, T alpha2, const T* bias) {
     if (!bias) return epilogue_row<T, Act, HasZ>(y, z, n, alpha2, T(0));
     for (int64_t i = 0; i < n; ++i)
-        y[i] = epilogue::finish(y[i], HasZ ? alpha2 * z[i] : T(0), bias[i], Act);
+        y[i] = epilogue::finish(y[i], HasZ ? alpha2 * z[i] : T(0), bias[i], kLoopActivation<Act>);
+    if constexpr (Act == CONVCORE_ACTIVATION_SILU) epilogue_store::silu_span<T, 16>(y, n);
 }
 
 // One pass over y. Packed NHWC (channels innermost, contiguous): rows of K channels. Otherwise

@@ -24,7 +24,7 @@ Bias, residual and activation run in convcore's fused epilogue
 (``y = act(conv(x, w) + bias + residual)``, convcoreConvolutionBiasActivationForward): a Conv2d's
 bias always does, and ``convert(model, fuse=True)`` also fuses what follows a Conv2d into it: a
 BatchNorm2d (folded into the weights in eval mode, run as PyTorch runs it in training), a residual
-add and an ``nn.ReLU`` or ``nn.ReLU6`` (see convert). Gradients flow through all of
+add and an ``nn.ReLU``, ``nn.ReLU6`` or ``nn.SiLU`` (see convert). Gradients flow through all of
 it: ReLU's and ReLU6's from the output, SiLU's from the pre-activation, which the backward pass
 recomputes.
 
@@ -118,10 +118,8 @@ def _split_algo(spec):
 
 
 # The activations convert(fuse=True) moves into the epilogue: ReLU and ReLU6 cost a compare
-# there. SiLU is left to PyTorch (its vectorized exp): the epilogue's SiLU is a scalar exp per
-# output, slower than PyTorch's own op (EfficientNet-B0 ran at half PyTorch's speed with it).
-# Conv2d(activation="silu") and conv2d(..., activation="silu") still run it in the epilogue.
-_ACTIVATION_MODULES = {nn.ReLU: "relu", nn.ReLU6: "relu6"}
+# there, SiLU a vectorized exp on outputs still in cache (one pass over y fewer than PyTorch's op).
+_ACTIVATION_MODULES = {nn.ReLU: "relu", nn.ReLU6: "relu6", nn.SiLU: "silu"}
 
 
 def _activation_name(activation):
@@ -909,8 +907,7 @@ def convert(module, algo="auto", fuse=False, freeze=False):
     - a ``BatchNorm2d`` (with running statistics): in eval mode folded into the convolution's
       weights and bias; in training mode run as PyTorch runs it;
     - a residual add (``conv(x) + identity``, e.g. in ResNet's blocks) and an ``nn.ReLU``,
-      ``nn.ReLU6`` (or F.relu, F.relu6): in convcore's epilogue. SiLU stays PyTorch's op (its
-      vectorized exp is faster than the epilogue's scalar one).
+      ``nn.ReLU6`` or ``nn.SiLU`` (or F.relu, F.relu6, F.silu): in convcore's epilogue.
     Inside an ``nn.Sequential`` the Conv2d takes them over (the batch norm becomes a
     _FusedBatchNorm2d that passes its input on, the activation an ``nn.Identity``: neither
     changes the state_dict). Elsewhere the patterns are found in the module's torch.fx graph:
@@ -1099,7 +1096,7 @@ def _trace(module):
 
 
 _ADDS = {operator.add, operator.iadd, torch.add}
-_ACTIVATION_CALLS = {F.relu: "relu", torch.relu: "relu", torch.relu_: "relu", F.relu6: "relu6"}
+_ACTIVATION_CALLS = {F.relu: "relu", torch.relu: "relu", torch.relu_: "relu", F.relu6: "relu6", F.silu: "silu"}
 
 
 def _only_user(node):

@@ -18,6 +18,7 @@
 
 #include "convcore/convcore.h"
 #include "convcore/convcore.hpp"
+#include "cpu/epilogue_store.hpp"
 #include "epilogue_reference.hpp"
 #include "layout_check.hpp"  // at(): packed NCHW index -> NHWC storage index
 #include "reference.hpp"
@@ -216,6 +217,55 @@ TEST(Epilogue, LargeOutputUsesEveryThread) {
             const double err = run_case<float>(h, CONVCORE_FWD_ALGO_IM2COL_GEMM, c, true, 5);
             EXPECT_LE(err, 4 * declared_bound(CONVCORE_PASS_FORWARD, CONVCORE_FWD_ALGO_IM2COL_GEMM, false)) << describe(c);
         }
+}
+
+// The CPU kernels' SiLU (epilogue_store::silu_span: exp by range reduction and a polynomial, in
+// vectors of 16, 32 and 64 bytes) against v / (1 + exp(-v)) in double, element by element: within
+// 4 float ulps (or the smallest subnormal), 2e-36 absolutely past v = -87 (exp's flush to 0),
+// exact at infinity, NaN for NaN and -infinity (as -inf / (1 + exp(inf))).
+// Spans of every length up to 3 vectors: whole vectors and the tail.
+template <int VB>
+void check_silu_span() {
+    std::vector<float> values = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-6f, -1e-6f, 0.5f, -0.5f, 1.0f, -1.0f,
+                                 10.0f, -10.0f, 20.0f, -20.0f, 86.9f, -86.9f, 87.1f, -87.1f, 88.7f, -88.7f,
+                                 100.0f, -100.0f, 3e38f, -3e38f, std::numeric_limits<float>::denorm_min()};
+    std::mt19937 rng(3);
+    std::uniform_real_distribution<float> wide(-90.0f, 90.0f), near(-4.0f, 4.0f);
+    for (int i = 0; i < 4000; ++i) values.push_back(i % 2 ? wide(rng) : near(rng));
+    std::vector<float> y = values;
+    convcore::cpu::epilogue_store::silu_span<float, VB>(y.data(), int64_t(y.size()));
+    for (size_t i = 0; i < values.size(); ++i) {
+        const double v = values[i], want = v / (1.0 + std::exp(-v));
+        // Past v = -87 exp(v) is flushed to 0: |silu(v)| < 104 exp(-87) < 2e-36 is lost (PyTorch's
+        // v / (1 + exp(-v)) gives -0 from v = -88.8 on, where exp(-v) overflows).
+        const double bound = v > -87.0 ? std::max(4 * 0x1p-24 * std::fabs(want), 0x1p-149) : 2e-36;
+        EXPECT_LE(std::fabs(double(y[i]) - want), bound) << "silu(" << v << ") = " << y[i] << ", want " << want
+                                                          << " (" << VB << "-byte vectors)";
+    }
+    const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+    for (int64_t n = 1; n <= 3 * VB / 4; ++n) {  // every tail length: the same values wherever they sit
+        std::vector<float> span(size_t(n), inf);
+        span[size_t(n - 1)] = -inf;
+        if (n > 2) span[0] = nan;
+        convcore::cpu::epilogue_store::silu_span<float, VB>(span.data(), n);
+        EXPECT_TRUE(std::isnan(span[size_t(n - 1)])) << "silu(-inf), n = " << n;
+        if (n > 1) EXPECT_EQ(span[size_t(n - 2)], inf) << "silu(inf), n = " << n;
+        if (n > 2) EXPECT_TRUE(std::isnan(span[0])) << "silu(nan), n = " << n;
+        std::vector<float> ramp(static_cast<size_t>(n), 0.0f);
+        for (int64_t i = 0; i < n; ++i) ramp[size_t(i)] = float(i) * 0.37f - 3.0f;
+        std::vector<float> one = ramp;
+        convcore::cpu::epilogue_store::silu_span<float, VB>(ramp.data(), n);
+        for (int64_t i = 0; i < n; ++i) {
+            convcore::cpu::epilogue_store::silu_span<float, VB>(&one[size_t(i)], 1);
+            EXPECT_EQ(ramp[size_t(i)], one[size_t(i)]) << "element " << i << " of " << n;
+        }
+    }
+}
+
+TEST(Epilogue, VectorSiluMatchesTheReference) {
+    check_silu_span<16>();
+    check_silu_span<32>();
+    check_silu_span<64>();
 }
 
 // ---- bad arguments --------------------------------------------------------------------------

@@ -119,8 +119,9 @@ def test_fused_model_matches_pytorch_in_eval(dtype):
         assert len(calls) == 2 and sum(c.args[1] is not None for c in calls) == 1
     shortcut = fused.blocks[1].shortcut
     assert type(shortcut[1]).__name__ == "_FusedBatchNorm2d" and shortcut[0]._has_fused_batch_norm
-    assert [type(m).__name__ for m in fused.head] == ["Conv2d", "_FusedBatchNorm2d", "SiLU",
-                                                      "Conv2d", "Identity"]  # SiLU: PyTorch's
+    assert [type(m).__name__ for m in fused.head] == ["Conv2d", "_FusedBatchNorm2d", "Identity",
+                                                      "Conv2d", "Identity"]
+    assert [m.activation for m in fused.head if isinstance(m, ct.Conv2d)] == ["silu", "relu6"]
     assert list(fused.state_dict()) == list(ref.state_dict())
     for layout in (torch.contiguous_format, torch.channels_last):
         x = example(dtype).contiguous(memory_format=layout)
