@@ -645,9 +645,10 @@ class Conv2d(nn.Conv2d):
             # the convolution alone, then the batch norm as PyTorch runs it
             y = self._conv_forward(input, self.weight, self.bias, "identity")
             return _apply_activation(_BATCH_NORM_FORWARD(bn, y), residual, activation)
-        weight, bias, filters = self.weight, self.bias, None
         if bn is not None:
             weight, bias, filters = self._folded(bn, input)
+        else:
+            weight, bias, filters = self.weight, self.bias, None
         if (self.padding_mode == "zeros" and type(self.padding) is tuple
                 and isinstance(input, Tensor) and input.dim() == 4):
             route = _route(input, weight, bias)
@@ -677,10 +678,11 @@ class Conv2d(nn.Conv2d):
         only when one of the tensors it is made from changed: their bytes' fingerprint (one read
         of the weight, as an unfused layer's check), or with freeze=True their identity, address
         and version counter. The number identifies the folded filters to the plan."""
-        tensors = [t for t in (self.weight, self.bias, bn.weight, bn.bias, bn.running_mean,
-                               bn.running_var) if t is not None]
+        tensors = _fold_inputs(self, bn)
         recording = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-        if recording or _route(input, self.weight, self.bias) == _OPERATOR:
+        registry = self._parameters
+        bias = registry["bias"] if "bias" in registry else self.bias
+        if recording or _route(input, tensors[0], bias) == _OPERATOR:
             weight, bias = _fold_batch_norm(self.weight, self.bias, bn)
             return weight, bias, None
         key = (self.freeze, bn.eps, _tensors_key(tensors, self.freeze))
@@ -858,6 +860,23 @@ def _fold_batch_norm(weight, bias, bn):
     return folded, shift.to(weight.dtype).contiguous()
 
 
+def _fold_inputs(conv, bn):
+    """The tensors a folded batch norm is made from: conv's weight and bias, bn's weight, bias,
+    running mean and variance, those that are not None. Read from the modules' registries (each
+    attribute read through nn.Module.__getattr__ costs more than the rest of the lookup); a name
+    that is not there (a parametrization's property, an attribute set some other way) is read as
+    an attribute."""
+    found = []
+    for module, registry, names in ((conv, conv._parameters, ("weight", "bias")),
+                                    (bn, bn._parameters, ("weight", "bias")),
+                                    (bn, bn._buffers, ("running_mean", "running_var"))):
+        for name in names:
+            t = registry[name] if name in registry else getattr(module, name)
+            if t is not None:
+                found.append(t)
+    return found
+
+
 def _tensors_key(tensors, trusted):
     """What identifies the contents of ``tensors``: with trusted (freeze=True), each one's
     identity, address, dtype and version counter; otherwise one fingerprint of their bytes, None
@@ -873,7 +892,8 @@ def _tensors_key(tensors, trusted):
         return tuple(key)
     if any(not t.is_cpu for t in tensors):
         return None
-    return _api._C.fingerprint_tensors([torch.utils.dlpack.to_dlpack(t.detach()) for t in tensors])
+    # (to_dlpack exports a tensor that requires grad as it is: no detach needed)
+    return _api._C.fingerprint_tensors([torch.utils.dlpack.to_dlpack(t) for t in tensors])
 
 
 def refresh(module):

@@ -195,6 +195,21 @@ def test_folded_weights_follow_every_weight_change(freeze):
         if freeze:
             ct.refresh(fused)
         assert rel(fused(x), ref(x)) < 1e-12
+    # a new Parameter, and a parametrized weight (a property, not in the module's _parameters)
+    for model in (fused, ref):
+        model.blocks[1].conv2.weight = nn.Parameter(model.blocks[1].conv2.weight.detach() * -2)
+        torch.nn.utils.parametrize.register_parametrization(model.blocks[0].conv2, "weight", Halved())
+        torch.nn.utils.parametrize.register_parametrization(model.blocks[0].bn2, "weight", Halved())
+    with torch.no_grad():
+        assert rel(fused(x), ref(x)) < 1e-12
+        for model in (fused, ref):
+            model.blocks[0].conv2.parametrizations.weight.original.mul_(3)
+        assert rel(fused(x), ref(x)) < 1e-12
+
+
+class Halved(nn.Module):
+    def forward(self, w):
+        return w * 0.5
 
 
 def test_load_state_dict_from_the_unfused_model_and_back():
