@@ -174,8 +174,7 @@ def _conv_for(stride, padding, dilation, groups):
 
 # ---- the custom operators ----------------------------------------------------------------------
 
-@torch.library.custom_op("convcore::conv2d", mutates_args=())
-def _conv2d_op(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: List[int],
+def _conv2d_impl(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: List[int],
                padding: List[int], dilation: List[int], groups: int, algo: str,
                activation: str = "identity", residual: Optional[Tensor] = None,
                prepared: bool = False) -> Tensor:
@@ -203,6 +202,13 @@ def _conv2d_op(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: List[int],
         _check_residual("convcore::conv2d", x, residual)
     return conv.forward(x, w, algo=fwd_algo, bias=bias, activation=_activation_name(activation),
                         residual=residual, filter_version="check" if prepared else None)
+
+
+_conv2d_op = torch.library.custom_op("convcore::conv2d", mutates_args=())(_conv2d_impl)
+# custom_op's kernel finds the device by walking the arguments (about 4 us a call, paid by every
+# convolution of a compiled graph); CPU tensors go straight to the implementation.
+_KERNELS = torch.library.Library("convcore", "IMPL")
+_KERNELS.impl("conv2d", _conv2d_impl, "CPU")
 
 
 def _check_residual(fn, x, residual):
