@@ -401,6 +401,34 @@ def test_the_operator_with_a_residual():
         torch.ops.convcore.conv2d(*args[:9], z.detach(), True)  # float64 residual, float32 input
 
 
+def test_the_operator_in_every_grad_mode_and_under_fake_tensors():
+    """The operator's CPU autograd kernel: the same output whether a gradient is recorded
+    (custom_op's autograd), not needed (torch.no_grad: the implementation directly) or excluded
+    (inference_mode); a grad_fn exactly when one is recorded; FakeTensors (a graph being traced)
+    get the fake implementation's output, not a call into convcore."""
+    torch.manual_seed(5)
+    x, w, b = torch.randn(1, 3, 6, 6), torch.randn(4, 3, 3, 3), torch.randn(4)
+    args = ([1, 1], [1, 1], [1, 1], 1, "auto", "relu")
+    want = F.relu(F.conv2d(x, w, b, padding=1))
+    op = torch.ops.convcore.conv2d.default
+    y = op(x, w.requires_grad_(), b, *args)
+    assert y.grad_fn is not None and rel(y, want) < 1e-5
+    with torch.no_grad():
+        y = op(x, w, b, *args)
+        assert y.grad_fn is None and rel(y, want) < 1e-5
+    with torch.inference_mode():
+        assert rel(op(x, w, b, *args), want) < 1e-5
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    mode = FakeTensorMode()
+    fx, fw = mode.from_tensor(x), mode.from_tensor(w.detach())
+    with mode, torch.no_grad():
+        y = op(fx, fw, None, *args)
+        assert type(y).__name__ == "FakeTensor" and tuple(y.shape) == (1, 4, 6, 6)
+    with torch.no_grad():  # the mode not entered: the tensors' own dispatch finds it
+        y = op(fx, fw, None, *args)
+        assert type(y).__name__ == "FakeTensor" and tuple(y.shape) == (1, 4, 6, 6)
+
+
 class InvertedResidual(nn.Module):
     """MobileNetV2's block: x + conv(x), conv an nn.Sequential whose last part is a
     Sequential(conv, bn) (torchvision's Conv2dNormActivation without activation)."""
