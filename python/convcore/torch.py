@@ -366,9 +366,7 @@ def _register_direct_autograd_cpu():
 
     def autograd_cpu(keyset, x, w, bias, *args, **kwargs):
         residual = args[6] if len(args) > 6 else kwargs.get("residual")
-        if (type(x) is Tensor and type(w) in _PLAIN_TENSORS
-                and (bias is None or type(bias) in _PLAIN_TENSORS)
-                and (residual is None or type(residual) is Tensor)
+        if (_plain_tensors(x, w, bias) and (residual is None or type(residual) is Tensor)
                 and not (torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or (
                     bias is not None and bias.requires_grad) or (residual is not None and residual.requires_grad)))
                 and not torch._C._len_torch_dispatch_stack()
@@ -488,13 +486,19 @@ def _route(x, w, bias):
     if not torch.is_grad_enabled() or not (x.requires_grad or w.requires_grad or
                                            (bias is not None and bias.requires_grad)):
         return _DIRECT
-    if (type(x) is Tensor and type(w) in _PLAIN_TENSORS and x.is_cpu and w.is_cpu
-            and (bias is None or type(bias) in _PLAIN_TENSORS)):
+    if _plain_tensors(x, w, bias) and x.is_cpu and w.is_cpu:
         return _FUNCTION
     return _OPERATOR
 
 
 _PLAIN_TENSORS = (Tensor, nn.Parameter)
+
+
+def _plain_tensors(x, w, bias):
+    """Whether x, w and bias are plain tensors (no subclass: nothing below autograd to dispatch
+    to), the weights maybe Parameters."""
+    return (type(x) is Tensor and type(w) in _PLAIN_TENSORS
+            and (bias is None or type(bias) in _PLAIN_TENSORS))
 _BACKWARD_DATA, _BACKWARD_FILTER = (getattr(_api._C, "BACKWARD_DATA", 1),
                                     getattr(_api._C, "BACKWARD_FILTER", 2))
 
@@ -718,9 +722,7 @@ class Conv2d(nn.Conv2d):
         and version counter. The number identifies the folded filters to the plan."""
         tensors = _fold_inputs(self, bn)
         recording = torch.is_grad_enabled() and any(t.requires_grad for t in tensors)
-        registry = self._parameters
-        bias = registry["bias"] if "bias" in registry else self.bias
-        if recording or _route(input, tensors[0], bias) == _OPERATOR:
+        if recording or _route(input, tensors[0], self.bias) == _OPERATOR:
             weight, bias = _fold_batch_norm(self.weight, self.bias, bn)
             return weight, bias, None
         key = (self.freeze, bn.eps, _tensors_key(tensors, self.freeze))
