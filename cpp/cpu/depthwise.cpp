@@ -456,6 +456,20 @@ void prepare_filter(const ConvProblem& p, const Context&, const void* w, void* o
 
 }  // namespace
 
+namespace depthwise {
+template <typename T>
+void nhwc_rows(const ConvProblem& p, const T* x, const T* taps, T* y, const epilogue_store::Out<T>& e, int64_t n,
+               int64_t oh0, int64_t oh1) {
+    const Kernels<T>& kern = for_cpu_isa(kernels_avx512<T>, kernels_avx2<T>, kernels_baseline<T>);
+    const Rows<T> rows{p, x, taps, y, e};
+    for (int64_t oh = oh0; oh < oh1; ++oh) kern.nhwc_row(rows, n, oh);
+}
+template void nhwc_rows<float>(const ConvProblem&, const float*, const float*, float*,
+                               const epilogue_store::Out<float>&, int64_t, int64_t, int64_t);
+template void nhwc_rows<double>(const ConvProblem&, const double*, const double*, double*,
+                                const epilogue_store::Out<double>&, int64_t, int64_t, int64_t);
+}  // namespace depthwise
+
 extern const Solver depthwise_solver;
 const Solver depthwise_solver = {CONVCORE_FWD_ALGO_DEPTHWISE, CONVCORE_DEVICE_CPU, /*deterministic=*/true,
                                  depthwise::why_not, workspace_bytes, run, prepared_filter_bytes,

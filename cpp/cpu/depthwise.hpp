@@ -16,6 +16,7 @@
 #include "common/conv_index.hpp"
 #include "core/problem.hpp"
 #include "cpu/cpu_isa.hpp"
+#include "cpu/epilogue_store.hpp"
 
 namespace convcore {
 namespace cpu {
@@ -92,6 +93,13 @@ const T* taps_for(const ConvProblem& p, const void* w, const void* prepared, voi
 
 // Channels one NHWC step handles together: a few vector registers of accumulators.
 constexpr int64_t kChannelBlock = 64;
+
+// Output rows [oh0, oh1) of image n of an NHWC problem, by the NHWC kernels of this machine's
+// instruction set, with the taps [r][s][k] (make_taps) and the epilogue e in the stores (the
+// solver's per-row work; cpu/pointwise_depthwise.cpp runs it on rows it made). float, double.
+template <typename T>
+void nhwc_rows(const ConvProblem& p, const T* x, const T* taps, T* y, const epilogue_store::Out<T>& e, int64_t n,
+               int64_t oh0, int64_t oh1);
 
 }  // namespace depthwise
 }  // namespace cpu

@@ -626,6 +626,36 @@ CONVCORE_API convcoreStatus_t convcorePrepareConvolutionPlanFilters(convcoreConv
                                                                     size_t* preparedBytes);
 /* ==== end of plans ============================================================================== */
 
+/* ==== a 1x1 convolution with a depthwise convolution fused after it ===============================
+ * y = actDw(dwconv(actPw(conv1x1(x, wPw) + biasPw), wDw) + biasDw), computed together (oneDNN's
+ * depthwise post-op, dnnl::post_ops::append_dw): the 1x1 convolution's output, MobileNet's and
+ * EfficientNet's expanded tensor, is made a few rows at a time into a buffer that stays in cache
+ * and never written to memory. CPU handles, packed NHWC x and y, packed K x C x R x S filters.
+ *   xDesc      x: N x C x H x W, packed NHWC (CONVCORE_TENSOR_NHWC);
+ *   wPwDesc    the 1x1 filters, K x C x 1 x 1: stride 1, no padding, one group;
+ *   wDwDesc    the depthwise filters, K x 1 x R x S;
+ *   dwConvDesc the depthwise convolution's padding, stride, dilation and mode, with K groups;
+ *   yDesc      y: N x K x P x Q as dwConvDesc makes it, packed NHWC.
+ * BAD_PARAM for descriptors that do not fit together (named), NOT_SUPPORTED (with the reason) for
+ * a CUDA handle or other layouts. The plan keeps the descriptors; no workspace (its row buffers,
+ * a few rows of the 1x1's output per thread, are its own). */
+typedef struct convcorePointwiseDepthwisePlanStruct* convcorePointwiseDepthwisePlan_t;
+CONVCORE_API convcoreStatus_t convcoreCreatePointwiseDepthwisePlan(
+    convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wPwDesc,
+    convcoreFilterDescriptor_t wDwDesc, convcoreConvolutionDescriptor_t dwConvDesc,
+    convcoreTensorDescriptor_t yDesc, convcorePointwiseDepthwisePlan_t* plan);
+CONVCORE_API convcoreStatus_t convcoreDestroyPointwiseDepthwisePlan(convcorePointwiseDepthwisePlan_t plan);
+/* Prepares both filters once (the 1x1's packed panels, the depthwise taps), kept in the plan:
+ * executions with these same wPw and wDw pointers use them, as convcorePrepareConvolutionPlanFilters
+ * (the same promise: call again after changing their contents). */
+CONVCORE_API convcoreStatus_t convcorePreparePointwiseDepthwisePlanFilters(convcorePointwiseDepthwisePlan_t plan,
+                                                                           const void* wPw, const void* wDw);
+/* biasPw, biasDw: NULL or K contiguous values of y's data type. y must not overlap any input. */
+CONVCORE_API convcoreStatus_t convcoreExecutePointwiseDepthwisePlan(
+    convcorePointwiseDepthwisePlan_t plan, const void* x, const void* wPw, const void* biasPw,
+    convcoreActivationMode_t actPw, const void* wDw, const void* biasDw, convcoreActivationMode_t actDw, void* y);
+/* ==== end of the fused 1x1 -> depthwise pair ===================================================== */
+
 /* ==== what convcore declares about each algorithm =================================================
  * convcore/algorithms.def declares every algorithm of every pass; this reads it. */
 typedef struct {
