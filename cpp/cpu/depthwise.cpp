@@ -300,16 +300,16 @@ CONVCORE_DW_INLINE void nhwc_sliding(const Rows<T>& a, int64_t n, int64_t oh, in
     for (int i = 0; i < PB; ++i) epilogue_store::store<T, VB>(e, acc[i], a.y, at + i * p.k, k0, L);
 }
 
-// The interior pixels [begin, end) of one output row, every whole vector of channels below
-// k_end, with the sliding kernel: blocks of PB pixels, then of PB / 2, ... 1 for the rest. The
+// The interior pixels [begin, end) of one output row, every whole vector of channels in
+// [k_begin, k_end), with the sliding kernel: blocks of PB pixels, then of PB / 2, ... 1 for the rest. The
 // channel loop is inside the pixel loop, so the few input rows stream through the cache once.
 template <typename T, int VB, int PB, int S, int SW, bool E>
 CONVCORE_DW_INLINE int64_t nhwc_sliding_blocks(const Rows<T>& a, int64_t n, int64_t oh, int64_t ow, int64_t end,
-                                               int64_t k_end, const TapRange& rr) {
+                                               int64_t k_begin, int64_t k_end, const TapRange& rr) {
     constexpr int L = VB / sizeof(T);
     for (; ow + PB <= end; ow += PB)
-        for (int64_t k0 = 0; k0 + L <= k_end; k0 += L) nhwc_sliding<T, VB, PB, S, SW, E>(a, n, oh, ow, k0, rr);
-    if constexpr (PB > 1) ow = nhwc_sliding_blocks<T, VB, PB / 2, S, SW, E>(a, n, oh, ow, end, k_end, rr);
+        for (int64_t k0 = k_begin; k0 + L <= k_end; k0 += L) nhwc_sliding<T, VB, PB, S, SW, E>(a, n, oh, ow, k0, rr);
+    if constexpr (PB > 1) ow = nhwc_sliding_blocks<T, VB, PB / 2, S, SW, E>(a, n, oh, ow, end, k_begin, k_end, rr);
     return ow;
 }
 
@@ -320,8 +320,8 @@ constexpr int sliding_pixels(int acc_vectors, int s) {
 }
 template <typename T, int VB, int kAccVectors, int S, int SW, bool E>
 CONVCORE_DW_INLINE void nhwc_sliding_row(const Rows<T>& a, int64_t n, int64_t oh, int64_t begin, int64_t end,
-                                         int64_t k_end, const TapRange& rr) {
-    nhwc_sliding_blocks<T, VB, sliding_pixels(kAccVectors, S), S, SW, E>(a, n, oh, begin, end, k_end, rr);
+                                         int64_t k_begin, int64_t k_end, const TapRange& rr) {
+    nhwc_sliding_blocks<T, VB, sliding_pixels(kAccVectors, S), S, SW, E>(a, n, oh, begin, end, k_begin, k_end, rr);
 }
 
 // Channels [k0, k0 + NV vectors) of one output row: the interior pixels [begin, end) in blocks
@@ -338,52 +338,60 @@ CONVCORE_DW_INLINE void nhwc_channels(const Rows<T>& a, int64_t n, int64_t oh, i
     for (; ow < end; ++ow) nhwc_pixels<T, VB, NV, 1, E>(a, n, oh, ow, k0, rr, all);
 }
 
-// NHWC: output row oh of image n, the taps [r][s][k] contiguous along k like x and y. With one
-// output channel per input channel (m == 1), channels in blocks of 4, 2, then 1 vector, over
-// register blocks of pixels; the channels left (fewer than a vector), and every channel when
-// m > 1, one pixel at a time.
+// NHWC: output row oh of image n, channels [kb, ke) (kb a multiple of the vector's lanes; all
+// of them when the channel multiplier m > 1), the taps [r][s][k] contiguous along k like x and
+// y. With one output channel per input channel (m == 1), channels in blocks of 4, 2, then 1
+// vector, over register blocks of pixels; the channels left (fewer than a vector), and every
+// channel when m > 1, one pixel at a time.
 template <typename T, int VB, int kAccVectors, bool E>
-CONVCORE_DW_INLINE void nhwc_row(const Rows<T>& a, int64_t n, int64_t oh) {
+CONVCORE_DW_INLINE void nhwc_row(const Rows<T>& a, int64_t n, int64_t oh, int64_t kb, int64_t ke) {
     constexpr int64_t L = VB / sizeof(T), B = depthwise::kChannelBlock;
     const ConvProblem& p = a.p;
     const TapRange rr = conv_valid_taps(oh, p.h, p.r, p.pad_h, p.stride_h, p.dil_h);
-    int64_t k0 = 0;
+    int64_t k0 = kb;
     if (p.k == p.c) {
         // Interior: output columns whose taps 0 and S-1 both read inside the row.
         const int64_t last = p.w - 1 + p.pad_w - (p.s - 1) * p.dil_w;
         const int64_t begin = std::min(p.q, (p.pad_w + p.stride_w - 1) / p.stride_w);
         const int64_t end = last < 0 ? begin : std::max(begin, std::min(p.q, last / p.stride_w + 1));
-        const int64_t whole = p.k / L * L;  // channels in whole vectors
+        const int64_t whole = kb + (ke - kb) / L * L;  // channels in whole vectors
         // Unit dilation along the row, the common kernel widths and strides: the interior slides
         // each loaded input vector under the taps that read it; the ends as below.
-        const int kind = p.dil_w != 1 || whole == 0 ? 0 : p.s * 10 + int(std::min<int64_t>(p.stride_w, 3));
+        const int kind = p.dil_w != 1 || whole == kb ? 0 : p.s * 10 + int(std::min<int64_t>(p.stride_w, 3));
         if (kind == 31 || kind == 32 || kind == 51 || kind == 52 || kind == 71 || kind == 72) {
-            if (kind == 31) nhwc_sliding_row<T, VB, kAccVectors, 3, 1, E>(a, n, oh, begin, end, whole, rr);
-            if (kind == 32) nhwc_sliding_row<T, VB, kAccVectors, 3, 2, E>(a, n, oh, begin, end, whole, rr);
-            if (kind == 51) nhwc_sliding_row<T, VB, kAccVectors, 5, 1, E>(a, n, oh, begin, end, whole, rr);
-            if (kind == 52) nhwc_sliding_row<T, VB, kAccVectors, 5, 2, E>(a, n, oh, begin, end, whole, rr);
-            if (kind == 71) nhwc_sliding_row<T, VB, kAccVectors, 7, 1, E>(a, n, oh, begin, end, whole, rr);
-            if (kind == 72) nhwc_sliding_row<T, VB, kAccVectors, 7, 2, E>(a, n, oh, begin, end, whole, rr);
+            if (kind == 31) nhwc_sliding_row<T, VB, kAccVectors, 3, 1, E>(a, n, oh, begin, end, kb, whole, rr);
+            if (kind == 32) nhwc_sliding_row<T, VB, kAccVectors, 3, 2, E>(a, n, oh, begin, end, kb, whole, rr);
+            if (kind == 51) nhwc_sliding_row<T, VB, kAccVectors, 5, 1, E>(a, n, oh, begin, end, kb, whole, rr);
+            if (kind == 52) nhwc_sliding_row<T, VB, kAccVectors, 5, 2, E>(a, n, oh, begin, end, kb, whole, rr);
+            if (kind == 71) nhwc_sliding_row<T, VB, kAccVectors, 7, 1, E>(a, n, oh, begin, end, kb, whole, rr);
+            if (kind == 72) nhwc_sliding_row<T, VB, kAccVectors, 7, 2, E>(a, n, oh, begin, end, kb, whole, rr);
             for (; k0 + 4 * L <= whole; k0 += 4 * L) nhwc_edges<T, VB, 4, E>(a, n, oh, begin, end, k0, rr);
             for (; k0 < whole; k0 += L) nhwc_edges<T, VB, 1, E>(a, n, oh, begin, end, k0, rr);
         }
-        for (; k0 + 4 * L <= p.k; k0 += 4 * L) nhwc_channels<T, VB, 4, kAccVectors, E>(a, n, oh, begin, end, k0, rr);
-        if (k0 + 2 * L <= p.k) nhwc_channels<T, VB, 2, kAccVectors, E>(a, n, oh, begin, end, k0, rr), k0 += 2 * L;
-        if (k0 + L <= p.k) nhwc_channels<T, VB, 1, kAccVectors, E>(a, n, oh, begin, end, k0, rr), k0 += L;
+        for (; k0 + 4 * L <= ke; k0 += 4 * L) nhwc_channels<T, VB, 4, kAccVectors, E>(a, n, oh, begin, end, k0, rr);
+        if (k0 + 2 * L <= ke) nhwc_channels<T, VB, 2, kAccVectors, E>(a, n, oh, begin, end, k0, rr), k0 += 2 * L;
+        if (k0 + L <= ke) nhwc_channels<T, VB, 1, kAccVectors, E>(a, n, oh, begin, end, k0, rr), k0 += L;
     }
-    for (int64_t ow = 0; ow < p.q && k0 < p.k; ++ow) {
+    for (int64_t ow = 0; ow < p.q && k0 < ke; ++ow) {
         const TapRange sr = conv_valid_taps(ow, p.w, p.s, p.pad_w, p.stride_w, p.dil_w);
-        for (int64_t c0 = k0; c0 < p.k; c0 += B) nhwc_block<T, VB, E>(a, n, oh, ow, c0, rr, sr, std::min(B, p.k - c0));
+        for (int64_t c0 = k0; c0 < ke; c0 += B) nhwc_block<T, VB, E>(a, n, oh, ow, c0, rr, sr, std::min(B, ke - c0));
     }
     // SiLU on the row the vector stores have written (vector_epilogue), while it is in cache.
-    if (E && a.e.act == CONVCORE_ACTIVATION_SILU) epilogue_store::silu_span<T, VB>(a.y + (n * p.p + oh) * p.q * p.k, p.q * p.k);
+    if (E && a.e.act == CONVCORE_ACTIVATION_SILU) {
+        T* row = a.y + (n * p.p + oh) * p.q * p.k;
+        if (kb == 0 && ke == p.k) {
+            epilogue_store::silu_span<T, VB>(row, p.q * p.k);
+        } else {
+            for (int64_t ow = 0; ow < p.q; ++ow) epilogue_store::silu_span<T, VB>(row + ow * p.k + kb, ke - kb);
+        }
+    }
 }
 
 template <typename T>
 struct Kernels {
     void (*nchw_plane)(const Rows<T>&, int64_t, T*);
     size_t (*plane_elements)(const ConvProblem&);
-    void (*nhwc_row)(const Rows<T>&, int64_t, int64_t);
+    void (*nhwc_row)(const Rows<T>&, int64_t, int64_t, int64_t, int64_t);
 };
 
 // VB: vector bytes; ACC: accumulator vectors a kernel keeps in registers (of 32 or 16).
@@ -398,11 +406,11 @@ struct Kernels {
         return size_t(g.phases * g.rows * g.cols);                                        \
     }                                                                                     \
     template <typename T>                                                                 \
-    ATTR void nhwc_row_##ISA(const Rows<T>& a, int64_t n, int64_t oh) {                  \
+    ATTR void nhwc_row_##ISA(const Rows<T>& a, int64_t n, int64_t oh, int64_t kb, int64_t ke) { \
         if (plain(a.e))                                                                   \
-            nhwc_row<T, VB, ACC, false>(a, n, oh);                                        \
+            nhwc_row<T, VB, ACC, false>(a, n, oh, kb, ke);                                \
         else                                                                              \
-            nhwc_row<T, VB, ACC, true>(a, n, oh);                                         \
+            nhwc_row<T, VB, ACC, true>(a, n, oh, kb, ke);                                 \
     }                                                                                     \
     template <typename T>                                                                 \
     constexpr Kernels<T> kernels_##ISA = {nchw_plane_##ISA<T>, plane_elements_##ISA<T>, nhwc_row_##ISA<T>};
@@ -419,7 +427,7 @@ void run_t(const ConvArgs& a) {
     if (p.nhwc) {
 #pragma omp parallel for collapse(2) num_threads(a.ctx.threads()) schedule(static)
         for (int64_t n = 0; n < p.n; ++n)
-            for (int64_t oh = 0; oh < p.p; ++oh) kern.nhwc_row(rows, n, oh);
+            for (int64_t oh = 0; oh < p.p; ++oh) kern.nhwc_row(rows, n, oh, 0, p.k);
         return;
     }
     // Per-thread plane buffers, allocated here: an exception cannot leave a parallel region.
@@ -459,15 +467,15 @@ void prepare_filter(const ConvProblem& p, const Context&, const void* w, void* o
 namespace depthwise {
 template <typename T>
 void nhwc_rows(const ConvProblem& p, const T* x, const T* taps, T* y, const epilogue_store::Out<T>& e, int64_t n,
-               int64_t oh0, int64_t oh1) {
+               int64_t oh0, int64_t oh1, int64_t k_begin, int64_t k_end) {
     const Kernels<T>& kern = for_cpu_isa(kernels_avx512<T>, kernels_avx2<T>, kernels_baseline<T>);
     const Rows<T> rows{p, x, taps, y, e};
-    for (int64_t oh = oh0; oh < oh1; ++oh) kern.nhwc_row(rows, n, oh);
+    for (int64_t oh = oh0; oh < oh1; ++oh) kern.nhwc_row(rows, n, oh, k_begin, k_end);
 }
 template void nhwc_rows<float>(const ConvProblem&, const float*, const float*, float*,
-                               const epilogue_store::Out<float>&, int64_t, int64_t, int64_t);
+                               const epilogue_store::Out<float>&, int64_t, int64_t, int64_t, int64_t, int64_t);
 template void nhwc_rows<double>(const ConvProblem&, const double*, const double*, double*,
-                                const epilogue_store::Out<double>&, int64_t, int64_t, int64_t);
+                                const epilogue_store::Out<double>&, int64_t, int64_t, int64_t, int64_t, int64_t);
 }  // namespace depthwise
 
 extern const Solver depthwise_solver;

@@ -94,12 +94,13 @@ const T* taps_for(const ConvProblem& p, const void* w, const void* prepared, voi
 // Channels one NHWC step handles together: a few vector registers of accumulators.
 constexpr int64_t kChannelBlock = 64;
 
-// Output rows [oh0, oh1) of image n of an NHWC problem, by the NHWC kernels of this machine's
-// instruction set, with the taps [r][s][k] (make_taps) and the epilogue e in the stores (the
-// solver's per-row work; cpu/pointwise_depthwise.cpp runs it on rows it made). float, double.
+// Output rows [oh0, oh1) of image n of an NHWC problem, channels [k_begin, k_end) (k_begin a
+// multiple of a vector's lanes; every channel when K != C), by the NHWC kernels of this
+// machine's instruction set, with the taps [r][s][k] (make_taps) and the epilogue e in the
+// stores (the solver's per-row work; cpu/pointwise_depthwise.cpp runs it on rows it made).
 template <typename T>
 void nhwc_rows(const ConvProblem& p, const T* x, const T* taps, T* y, const epilogue_store::Out<T>& e, int64_t n,
-               int64_t oh0, int64_t oh1);
+               int64_t oh0, int64_t oh1, int64_t k_begin, int64_t k_end);
 
 }  // namespace depthwise
 }  // namespace cpu

@@ -17,25 +17,48 @@ namespace {
 
 size_t round64(size_t b) { return (b + 63) / 64 * 64; }
 
-// Rows of the expanded tensor a band of output rows reads, and output rows per band: the rows
-// fill about half of L2 (the other half holds the band's x rows, Wt and the taps), at least
-// the rows of one output row.
+// Output rows per band, and the expanded rows a band reads: rows of `channels` channels that
+// fill about half of L2 (the other half holds the band's x rows, Wt and the taps), at least the
+// rows of one output row.
 struct Bands {
     int64_t rows_per_band, buffer_rows;
 };
-Bands bands_of(const ConvProblem& dw) {
+Bands bands_of(const ConvProblem& dw, int64_t channels) {
     const int64_t span = (dw.r - 1) * dw.dil_h + 1;  // expanded rows one output row reads
-    const int64_t row_bytes = dw.w * dw.c * int64_t(dw.elem_size());
+    const int64_t row_bytes = dw.w * channels * int64_t(dw.elem_size());
     const int64_t fit = std::max<int64_t>(span, nhwc_gemm::cache_bytes(2, 512 << 10) / 2 / row_bytes);
-    const int64_t band = std::max<int64_t>(1, (fit - span) / dw.stride_h + 1);
-    return {band, (band - 1) * dw.stride_h + span};
+    const int64_t band = std::min(dw.p, std::max<int64_t>(1, (fit - span) / dw.stride_h + 1));
+    return {band, std::min(dw.h, (band - 1) * dw.stride_h + span)};
 }
 
-// Rows [r0, r1) of image n's expanded tensor into `out` (W*K values per row): the 1x1
-// convolution of those rows of x, with its epilogue. `scratch`: the GEMM's per-thread buffers.
+// How an image's work is split over the threads it gets: its 1x1's panels (output channels, of
+// which the depthwise channels follow: nothing is computed twice) or its output rows (a run's
+// first band computes the expanded rows it shares with the run before it again), whichever
+// gives the busiest thread fewer expanded rows x panels.
+struct Split {
+    int64_t channel_parts, panels_per_part, row_parts, rows_per_part;
+};
+int64_t panels_of(const ConvProblem& pw) { return nhwc_gemm::panel_path(pw) ? nhwc_gemm::panel_count(pw) : 1; }
+Split split_of(const ConvProblem& pw, const ConvProblem& dw, int threads) {
+    const int64_t t = std::max<int64_t>(1, (threads + dw.n - 1) / dw.n);  // threads per image
+    const int64_t panels = panels_of(pw), span = (dw.r - 1) * dw.dil_h + 1;
+    const int64_t rows_per_part = (dw.p + t - 1) / t;
+    const int64_t by_channels = (panels + t - 1) / t * dw.h;
+    const int64_t by_rows = panels * std::min(dw.h, (rows_per_part - 1) * dw.stride_h + span);
+    if (t > 1 && panels > 1 && by_channels <= by_rows) {
+        const int64_t per = (panels + t - 1) / t;
+        return {(panels + per - 1) / per, per, 1, dw.p};
+    }
+    return {1, panels, (dw.p + rows_per_part - 1) / rows_per_part, rows_per_part};
+}
+
+// Rows [r0, r1) of image n's expanded tensor, the 1x1's panels [j0, j1) (every channel off the
+// panel path), into `out` (W*K values per row): the 1x1 convolution of those rows of x, with
+// its epilogue. a_block, zeros, row_pointers: the GEMM's per-thread buffers.
 template <typename T>
 void expand_rows(const ConvProblem& pw, const T* x, const T* wt, const epilogue_store::Out<T>& e, int64_t n,
-                 int64_t r0, int64_t r1, T* out, T* a_block, T* zeros, const T** row_pointers) {
+                 int64_t r0, int64_t r1, int64_t j0, int64_t j1, T* out, T* a_block, T* zeros,
+                 const T** row_pointers) {
     if (r1 <= r0) return;
     ConvProblem rows = pw;  // the rows as an image of their own: x's pixels are contiguous in NHWC
     rows.n = 1, rows.h = rows.p = r1 - r0;
@@ -46,8 +69,8 @@ void expand_rows(const ConvProblem& pw, const T* x, const T* wt, const epilogue_
     if (nhwc_gemm::panel_path(rows)) {
         const nhwc_gemm::PanelBlocking b = nhwc_gemm::panel_blocking(rows, 1);
         const int64_t a_size = nhwc_gemm::panel_a_in_place(rows) ? 0 : b.mc * nhwc_gemm::copied_row_stride(b.kc, sizeof(T));
-        kernels.panel_task(rows, xr, wt, zeros, out, 0, pixels, 0, nhwc_gemm::panel_count(rows), b.kc, b.mc, stores,
-                           a_block, a_block + a_size, row_pointers);
+        kernels.panel_task(rows, xr, wt, zeros, out, 0, pixels, j0, j1, b.kc, b.mc, stores, a_block, a_block + a_size,
+                           row_pointers);
         return;
     }
     // Fewer output channels than a panel: the grouped path's tasks (one group), as nhwc_gemm::run.
@@ -59,7 +82,7 @@ void expand_rows(const ConvProblem& pw, const T* x, const T* wt, const epilogue_
                          std::min(pw.k, k0 + kChannelsPerTask), stores, row_pointers);
 }
 
-// The GEMM's per-thread buffer sizes for rows of at most `rows` image rows (as nhwc_gemm::run).
+// The GEMM's A block for rows of at most `rows` image rows (as nhwc_gemm::run).
 int64_t a_block_elems(const ConvProblem& pw, int64_t rows) {
     ConvProblem r = pw;
     r.n = 1, r.h = r.p = rows;
@@ -82,7 +105,7 @@ std::string why_not(const ConvProblem& pw, const ConvProblem& dw) {
         return "the depthwise convolution's input must be the 1x1's output (N x K x H x W, the same data type)";
     if (!pw.nhwc || !dw.nhwc) return "the fused pair runs packed NHWC tensors only";
     if (!nhwc_gemm::sizes_fit(pw) || product_or_minus1({dw.w, dw.c, dw.r, dw.dil_h, int64_t(dw.elem_size())}) < 0 ||
-        product_or_minus1({bands_of(dw).buffer_rows, dw.w, dw.c, int64_t(dw.elem_size())}) < 0)
+        product_or_minus1({bands_of(dw, 1).buffer_rows, dw.w, dw.c, int64_t(dw.elem_size())}) < 0)
         return "the fused pair's buffers cannot be counted in 64 bits";
     return "";
 }
@@ -106,26 +129,37 @@ void run(const ConvProblem& pw, const ConvProblem& dw, const T* x, const void* p
          const epilogue_store::Out<T>& e_pw, const epilogue_store::Out<T>& e_dw, T* y, int threads) {
     const T* wt = static_cast<const T*>(prepared);
     const T* taps = reinterpret_cast<const T*>(static_cast<const char*>(prepared) + round64(nhwc_gemm::wt_bytes(pw)));
-    const Bands bands = bands_of(dw);
+    const Split split = split_of(pw, dw, threads);
+    const int64_t nr = nhwc_gemm::panel_path(pw) ? nhwc_gemm::panel_cols(pw) : pw.k, panels = panels_of(pw);
+    const int64_t widest = std::min(pw.k, split.panels_per_part * nr);  // channels of the widest part
+    const Bands bands = bands_of(dw, widest);
     const int64_t row = dw.w * dw.c, span = (dw.r - 1) * dw.dil_h + 1;
-    // Each image's output rows in `parts` runs of rows, so that every thread has work; a run's
-    // first band computes the rows it shares with the run before it again.
-    const int64_t parts = std::max<int64_t>(1, std::min<int64_t>(dw.p, (threads + dw.n - 1) / dw.n));
-    const int64_t per_part = (dw.p + parts - 1) / parts;
     const int64_t a_size = a_block_elems(pw, bands.buffer_rows);
     const size_t per_thread = size_t(bands.buffer_rows * row + a_size + nhwc_gemm::panel_cols(pw) + pw.c);
-    std::vector<T> buffers(per_thread * size_t(threads), T(0));  // allocated outside the parallel region
+    // Per-thread buffers reused across calls, allocated outside the parallel region (their
+    // contents are written before they are read, but for the zeros).
+    thread_local std::vector<T> scratch;  // (the calling thread's: the region's threads see base)
+    if (scratch.size() < per_thread * size_t(threads)) scratch.resize(per_thread * size_t(threads));
+    T* const base = scratch.data();
     std::vector<const T*> pointers(12 * size_t(threads));
+    const int64_t tasks = dw.n * split.channel_parts * split.row_parts;
 #pragma omp parallel num_threads(threads)
     {
         const int thread = omp_get_thread_num();
-        T* expanded = buffers.data() + per_thread * size_t(thread);
-        T* a_block = expanded + bands.buffer_rows * row;  // then the GEMM's sink row, then C zeros
+        // The expanded rows (all K channels apart, the task's written), then the GEMM's A block,
+        // sink row and C zeros.
+        T* expanded = base + per_thread * size_t(thread);
+        T* a_block = expanded + bands.buffer_rows * row;
         T* zeros = a_block + a_size + nhwc_gemm::panel_cols(pw);
+        std::fill(zeros, zeros + pw.c, T(0));
         const T** row_pointers = pointers.data() + 12 * size_t(thread);
 #pragma omp for schedule(static)
-        for (int64_t task = 0; task < dw.n * parts; ++task) {
-            const int64_t n = task / parts, first = task % parts * per_part, last = std::min(dw.p, first + per_part);
+        for (int64_t task = 0; task < tasks; ++task) {
+            const int64_t n = task / (split.channel_parts * split.row_parts);
+            const int64_t part = task / split.row_parts % split.channel_parts, run = task % split.row_parts;
+            const int64_t j0 = part * split.panels_per_part, j1 = std::min(panels, j0 + split.panels_per_part);
+            const int64_t k0 = std::min(pw.k, j0 * nr), k1 = std::min(pw.k, j1 * nr);
+            const int64_t first = run * split.rows_per_part, last = std::min(dw.p, first + split.rows_per_part);
             int64_t held_first = 0, held = 0;  // expanded rows [held_first, held_first + held) are in the buffer
             for (int64_t ob = first; ob < last; ob += bands.rows_per_band) {
                 const int64_t oe = std::min(last, ob + bands.rows_per_band);
@@ -140,7 +174,8 @@ void run(const ConvProblem& pw, const ConvProblem& dw, const T* x, const void* p
                     held = 0;
                 }
                 held_first = lo;
-                expand_rows(pw, x, wt, e_pw, n, lo + held, hi, expanded + held * row, a_block, zeros, row_pointers);
+                expand_rows(pw, x, wt, e_pw, n, lo + held, hi, j0, j1, expanded + held * row, a_block, zeros,
+                            row_pointers);
                 held = hi - lo;
                 // The band as a depthwise problem of its own on the held rows: its top padding is
                 // what lies above row lo, its rows past `held` are padding or not read.
@@ -149,7 +184,7 @@ void run(const ConvProblem& pw, const ConvProblem& dw, const T* x, const void* p
                 const int64_t at = (n * dw.p + ob) * dw.q * dw.k;
                 epilogue_store::Out<T> e = e_dw;
                 if (e.z) e.z += at;
-                depthwise::nhwc_rows(band, expanded, taps, y + at, e, 0, 0, band.p);
+                depthwise::nhwc_rows(band, expanded, taps, y + at, e, 0, 0, band.p, k0, k1);
             }
         }
     }

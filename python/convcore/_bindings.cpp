@@ -989,6 +989,92 @@ int forward_capsules(py::capsule x, py::capsule w, py::capsule y, const py::obje
                    zt ? &*zt : nullptr, 1.0);
 }
 
+// The fused 1x1 -> depthwise pair (convcoreCreatePointwiseDepthwisePlan) for convcore.torch's
+// inference: a plan per input shape and data type, its filters prepared again whenever the
+// caller's filter_version (a number that changes with the filters' contents) or their addresses
+// change. Callers from several threads take turns (the plan and its prepared filters are shared).
+class PointwiseDepthwise {
+   public:
+    explicit PointwiseDepthwise(const ConvParams& dw) : dw_(dw) {}
+    ~PointwiseDepthwise() {
+        if (plan_) convcoreDestroyPointwiseDepthwisePlan(plan_);
+    }
+    PointwiseDepthwise(const PointwiseDepthwise&) = delete;
+    PointwiseDepthwise& operator=(const PointwiseDepthwise&) = delete;
+
+    // y = the pair of x: CPU tensors as DLPack capsules, x and y packed NHWC, the filters packed
+    // K x C x R x S, the biases K values or None. StatusError (NotSupportedError, BadParamError)
+    // when the library refuses them.
+    void forward(py::capsule x, py::capsule y, py::capsule w_pw, const py::object& b_pw, int act_pw,
+                 py::capsule w_dw, const py::object& b_dw, int act_dw, int64_t filter_version) {
+        const DLPackTensor xt(x), yt(y), wpt(w_pw), wdt(w_dw);
+        std::optional<DLPackTensor> bpt, bdt;
+        if (!b_pw.is_none()) bpt.emplace(b_pw.cast<py::capsule>());
+        if (!b_dw.is_none()) bdt.emplace(b_dw.cast<py::capsule>());
+        for (const DLPackTensor* t : {&xt, &yt, &wpt, &wdt, bpt ? &*bpt : &xt, bdt ? &*bdt : &xt})
+            if (t->device_type() != kDLCPU || t->ndim() < 1) not_supported("the fused 1x1 -> depthwise pair takes CPU tensors");
+        if (xt.ndim() != 4 || yt.ndim() != 4 || wpt.ndim() != 4 || wdt.ndim() != 4)
+            bad_param("the fused 1x1 -> depthwise pair takes 4-D x, y and filters");
+        const bool f64 = xt.is_float(64);
+        if (!f64 && !xt.is_float(32)) not_supported("the fused 1x1 -> depthwise pair runs float32 and float64 only");
+        for (const DLPackTensor* t : {&yt, &wpt, &wdt, bpt ? &*bpt : &xt, bdt ? &*bdt : &xt})
+            if (!t->is_float(f64 ? 64 : 32)) bad_param("the fused 1x1 -> depthwise pair: every tensor must have x's dtype");
+        if (!wpt.is_packed() || !wdt.is_packed() || (bpt && !bpt->is_packed()) || (bdt && !bdt->is_packed()))
+            bad_param("the fused 1x1 -> depthwise pair takes contiguous filters and biases");
+        std::vector<int64_t> key = {f64};
+        xt.append_layout(key);
+        yt.append_layout(key);
+        const auto ws = wpt.shape(), ds = wdt.shape();
+        key.insert(key.end(), ws.begin(), ws.end());
+        key.insert(key.end(), ds.begin(), ds.end());
+        const convcoreDataType_t dtype = f64 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT;
+        py::gil_scoped_release release;
+        std::lock_guard<std::mutex> lock(mutex_);
+        if (!plan_ || key != key_) {
+            if (plan_) convcoreDestroyPointwiseDepthwisePlan(plan_);
+            plan_ = nullptr;
+            prepared_version_ = kFiltersPerCall;
+            convcore::TensorDesc xd, yd;
+            convcore::FilterDesc wpd, wdd;
+            convcore::ConvDesc conv;
+            const auto xs = xt.shape(), xst = xt.strides_for_c(), ys = yt.shape(), yst = yt.strides_for_c();
+            wrapped("x: ", [&] { xd.set_strided(dtype, {xs[0], xs[1], xs[2], xs[3]}, {xst[0], xst[1], xst[2], xst[3]}); });
+            wrapped("y: ", [&] { yd.set_strided(dtype, {ys[0], ys[1], ys[2], ys[3]}, {yst[0], yst[1], yst[2], yst[3]}); });
+            wrapped("w_pw: ", [&] { wpd.set(dtype, ws[0], ws[1], ws[2], ws[3]); });
+            wrapped("w_dw: ", [&] { wdd.set(dtype, ds[0], ds[1], ds[2], ds[3]); });
+            wrapped("", [&] {
+                conv.set(dw_.pad_h, dw_.pad_w, dw_.stride_h, dw_.stride_w, dw_.dil_h, dw_.dil_w,
+                         convcoreConvolutionMode_t(dw_.mode));
+                conv.set_groups(dw_.groups);
+            });
+            check(convcoreCreatePointwiseDepthwisePlan(cpu_handle(), xd, wpd, wdd, conv, yd, &plan_));
+            key_ = key;
+        }
+        if (filter_version == kFiltersPerCall || filter_version != prepared_version_ ||
+            wpt.data() != prepared_pw_ || wdt.data() != prepared_dw_) {
+            prepared_version_ = kFiltersPerCall;
+            if (filter_version != kFiltersPerCall) {
+                check(convcorePreparePointwiseDepthwisePlanFilters(plan_, wpt.data(), wdt.data()));
+                prepared_version_ = filter_version;
+                prepared_pw_ = wpt.data(), prepared_dw_ = wdt.data();
+            }
+        }
+        check(convcoreExecutePointwiseDepthwisePlan(plan_, xt.data(), wpt.data(), bpt ? bpt->data() : nullptr,
+                                                    convcoreActivationMode_t(act_pw), wdt.data(),
+                                                    bdt ? bdt->data() : nullptr, convcoreActivationMode_t(act_dw),
+                                                    yt.data()));
+    }
+
+   private:
+    ConvParams dw_;
+    std::mutex mutex_;
+    convcorePointwiseDepthwisePlan_t plan_ = nullptr;
+    std::vector<int64_t> key_;
+    int64_t prepared_version_ = kFiltersPerCall;
+    const void* prepared_pw_ = nullptr;
+    const void* prepared_dw_ = nullptr;
+};
+
 // One fingerprint (fingerprint.hpp) of the bytes of several CPU tensors given as DLPack capsules,
 // each dense (its elements fill one span of memory, in any order of dimensions). None when one is
 // not: the caller then cannot tell a change and must not keep anything made from them.
@@ -1409,6 +1495,13 @@ PYBIND11_MODULE(_convcore, m) {
           py::arg("params"), py::arg("algo"), py::arg("plans"), py::arg("filter_version"), py::arg("activation"),
           py::arg("residual") = py::none(),
           "forward() of CPU tensors given as DLPack capsules (alpha 1, beta 0).");
+    py::class_<PointwiseDepthwise>(m, "PointwiseDepthwise",
+                                   "The fused 1x1 -> depthwise pair of convcore.torch's inference.")
+        .def(py::init<const ConvParams&>(), py::arg("depthwise_params"))
+        .def("forward", &PointwiseDepthwise::forward, py::arg("x"), py::arg("y"), py::arg("w_pw"), py::arg("b_pw"),
+             py::arg("act_pw"), py::arg("w_dw"), py::arg("b_dw"), py::arg("act_dw"), py::arg("filter_version"),
+             "y = act_dw(dwconv(act_pw(conv1x1(x, w_pw) + b_pw), w_dw) + b_dw) of CPU tensors (DLPack capsules), "
+             "x and y packed NHWC; the filters prepared again when filter_version changes (FILTERS_PER_CALL: every call).");
     m.def("fingerprint_tensors", &fingerprint_tensors, py::arg("capsules"),
           "One 64-bit fingerprint of the bytes of dense CPU tensors (DLPack capsules), or None.");
     m.def("forward_array", &forward_array, py::arg("x"), py::arg("w"), py::arg("params"), py::arg("algo"),

@@ -1002,6 +1002,7 @@ def _convert(module, algo, fuse, freeze):
             setattr(module, name, new_child)
     if fuse and isinstance(module, nn.Sequential):
         _fuse_sequential(module)
+        module = _pair_sequential(module)
     return module
 
 
@@ -1062,7 +1063,7 @@ def _ends_in_open_conv(seq):
     """Whether ``seq`` (an nn.Sequential without hooks) ends in a convcore Conv2d with no
     activation, directly or in a last nn.Sequential (torchvision's Conv2dNormActivation
     without activation): a residual add after it can run in that layer's epilogue."""
-    if _hooked(seq) or type(seq) not in (nn.Sequential, _ResidualSequential):
+    if _hooked(seq) or type(seq) not in _SEQUENTIALS:
         return False
     _, last = _last_layer(seq)
     if isinstance(last, Conv2d):
@@ -1070,25 +1071,45 @@ def _ends_in_open_conv(seq):
     return isinstance(last, nn.Sequential) and _ends_in_open_conv(last)
 
 
+def _run_sequential(seq, input, residual=None, activation=None):
+    """An nn.Sequential's items in order, with what convert(fuse=True) fused across them:
+    ``residual`` and ``activation`` passed on to the last layer, and each 1x1 -> depthwise pair
+    (_PointwiseDepthwise) run as one where the call allows it."""
+    pairs = seq.__dict__.get("_pointwise_depthwise")
+    last = None if residual is None and activation is None else _last_layer(seq)[0]
+    skip_to = None  # the last item of a pair that ran
+    for name, m in seq._modules.items():
+        if skip_to is not None:
+            skip_to = None if name == skip_to else skip_to
+            continue
+        pair = pairs.get(name) if pairs else None
+        if pair is not None and last not in pair.names:
+            y = pair.run(input)
+            if y is not None:
+                input, skip_to = y, pair.names[-1]
+                continue
+        input = m(input, residual, activation) if name == last else m(input)
+    return input
+
+
 class _ResidualSequential(nn.Sequential):
     """An nn.Sequential that passes ``residual`` and ``activation`` on to its last layer (a
     convcore Conv2d, or another _ResidualSequential): convert(fuse=True) makes one where a
-    residual add follows it (MobileNetV2's ``x + self.conv(x)``). Called with one input it is
-    the nn.Sequential it was."""
+    residual add follows it (MobileNetV2's ``x + self.conv(x)``). Its 1x1 -> depthwise pairs run
+    as _PairSequential's. Called with one input it is the nn.Sequential it was."""
 
     def forward(self, input, residual=None, activation=None):
-        if residual is None and activation is None:
+        if residual is None and activation is None and "_pointwise_depthwise" not in self.__dict__:
             return super().forward(input)
-        last, _ = _last_layer(self)
-        after = False
-        for name, m in self._modules.items():
-            if name == last:
-                input = m(input, residual, activation)
-                after = True
-            else:
-                input = m(input)  # before the last layer, or the identities after it
-        assert after
-        return input
+        return _run_sequential(self, input, residual, activation)
+
+
+class _PairSequential(nn.Sequential):
+    """An nn.Sequential whose 1x1 -> depthwise pairs run as one where the call allows it
+    (convert(fuse=True) makes one where it finds a pair): the nn.Sequential it was, faster."""
+
+    def forward(self, input):
+        return _run_sequential(self, input)
 
 
 def _residual_sequential(seq):
@@ -1100,6 +1121,164 @@ def _residual_sequential(seq):
     if isinstance(last, nn.Sequential):
         new._modules[name] = _residual_sequential(last)
     return new
+
+
+# ---- the fused 1x1 -> depthwise pair ---------------------------------------------------------
+
+_PASSING_ON = (_FusedBatchNorm2d, nn.Identity)  # what a fused layer leaves in its Sequential
+_SEQUENTIALS = (nn.Sequential, _ResidualSequential, _PairSequential)  # what fusion may change
+
+
+def _single_conv(module):
+    """(conv, modules) where ``module`` is a convcore Conv2d, or an nn.Sequential of one Conv2d
+    followed by what fusion left of its batch norm and activation (torchvision's
+    Conv2dNormActivation after convert(fuse=True)); (None, None) otherwise."""
+    if isinstance(module, Conv2d):
+        return module, [module]
+    if not _plain_sequential(module) or not len(module):
+        return None, None
+    items = list(module.children())
+    if not isinstance(items[0], Conv2d) or any(type(m) not in _PASSING_ON for m in items[1:]):
+        return None, None
+    return items[0], [module] + items
+
+
+_SEQUENTIAL_FORWARDS = (nn.Sequential.forward, _ResidualSequential.forward, _PairSequential.forward)
+
+
+def _plain_sequential(module):
+    """An nn.Sequential (or a subclass such as Conv2dNormActivation) that runs its items in
+    order: its forward is nn.Sequential's, _ResidualSequential's or _PairSequential's."""
+    return isinstance(module, nn.Sequential) and type(module).forward in _SEQUENTIAL_FORWARDS
+
+
+def _is_pointwise(conv):
+    return (conv.kernel_size == (1, 1) and conv.stride == (1, 1) and conv.padding == (0, 0)
+            and conv.groups == 1 and conv.padding_mode == "zeros")
+
+
+def _is_depthwise_of(conv, pw):
+    return (conv.in_channels == conv.out_channels == conv.groups == pw.out_channels
+            and type(conv.padding) is tuple and conv.padding_mode == "zeros")
+
+
+def _pair_sequential(seq):
+    """Finds in ``seq`` each 1x1 Conv2d (alone or in a Conv2dNormActivation) whose next item is a
+    depthwise Conv2d on its output (MobileNetV2's and EfficientNet's expansion then depthwise
+    layers) and makes ``seq`` a _PairSequential (or keeps it a _ResidualSequential) that runs each
+    such pair as one. Returns the Sequential to use (``seq`` itself when it has none)."""
+    if type(seq) not in _SEQUENTIALS:  # a subclass keeps its class
+        return seq
+    names = list(seq._modules)
+    pairs = {}
+    for i, name in enumerate(names):
+        pw, pw_modules = _single_conv(seq._modules[name])
+        if pw is None or not _is_pointwise(pw):
+            continue
+        j = i + 1
+        while j < len(names) and type(seq._modules[names[j]]) in _PASSING_ON:
+            j += 1
+        dw, dw_modules = _single_conv(seq._modules[names[j]]) if j < len(names) else (None, None)
+        if dw is not None and _is_depthwise_of(dw, pw) and not any(n in pairs for n in names[i:j + 1]):
+            between = [seq._modules[n] for n in names[i + 1:j]]
+            pairs[name] = _PointwiseDepthwise(pw, dw, names[i:j + 1], pw_modules + between + dw_modules)
+    if not pairs:
+        return seq
+    new = seq
+    if type(seq) is nn.Sequential:
+        new = _PairSequential.__new__(_PairSequential)
+        for key, value in seq.__dict__.items():
+            new.__dict__[key] = value.copy() if isinstance(value, dict) else value
+    new.__dict__["_pointwise_depthwise"] = pairs
+    return new
+
+
+_PAIR_DTYPES = (torch.float32, torch.float64)
+
+
+class _PointwiseDepthwise:
+    """A 1x1 Conv2d and the depthwise Conv2d after it, run as one by convcore's fused pair
+    (convcoreCreatePointwiseDepthwisePlan: the 1x1's output stays in cache) where the call is
+    inference on a channels_last CPU tensor: nothing records it (no autograd, no graph capture),
+    no module of the pair has hooks, and batch norms are folded (eval mode). Otherwise run()
+    returns None and the layers run one by one, as they would unfused. Each layer's weights are
+    checked as the layer checks them (freeze)."""
+
+    def __init__(self, pw, dw, names, modules):
+        self.pw, self.dw, self.names, self.modules = pw, dw, names, modules
+        self._impl = None  # the binding's PointwiseDepthwise, made at the first call
+        self._version = (None, -1)  # (the two layers' filter versions, the pair's number)
+        self._refused = set()  # input shapes and dtypes the library refused
+
+    def __getstate__(self):  # copy.deepcopy and pickle: the binding's object stays behind
+        state = dict(self.__dict__)
+        state["_impl"], state["_version"] = None, (None, -1)
+        return state
+
+    def run(self, x):
+        """The pair's output for input ``x``, or None where the layers must run one by one."""
+        pw, dw = self.pw, self.dw
+        if (torch.compiler.is_compiling() or torch._C._get_tracing_state() is not None
+                or type(x) is not Tensor or x.dim() != 4 or not x.is_cpu or x.dtype not in _PAIR_DTYPES
+                or x.shape[1] != pw.in_channels or not x.is_contiguous(memory_format=torch.channels_last)
+                or (x.shape, x.dtype) in self._refused
+                or _route(x, pw.weight, pw.bias) != _DIRECT or _route(x, dw.weight, dw.bias) != _DIRECT
+                or any(_hooked(m) for m in self.modules) or _global_hooks()):
+            return None
+        first, second = _inference_filters(pw, x), _inference_filters(dw, x)
+        if first is None or second is None:
+            return None
+        versions = (first[2], second[2])
+        if self._version[0] != versions:
+            self._version = (versions, next(_filter_versions))
+        n, _, h, w = x.shape
+        r, s = dw.kernel_size
+        y = torch.empty((n, dw.out_channels,
+                         _output_size(h, dw.padding[0], r, dw.stride[0], dw.dilation[0]),
+                         _output_size(w, dw.padding[1], s, dw.stride[1], dw.dilation[1])),
+                        dtype=x.dtype, memory_format=torch.channels_last)
+        if self._impl is None:
+            self._impl = _api._C.PointwiseDepthwise(_api._C.ConvParams(
+                dw.padding[0], dw.padding[1], dw.stride[0], dw.stride[1], dw.dilation[0],
+                dw.dilation[1], dw.groups, 0))
+        to_dlpack = torch.utils.dlpack.to_dlpack
+        try:
+            self._impl.forward(
+                to_dlpack(x), to_dlpack(y), to_dlpack(first[0]),
+                None if first[1] is None else to_dlpack(first[1]), _api.ACTIVATIONS[pw.activation],
+                to_dlpack(second[0]), None if second[1] is None else to_dlpack(second[1]),
+                _api.ACTIVATIONS[dw.activation], self._version[1])
+        except (NotSupportedError, BadParamError):
+            self._refused.add((x.shape, x.dtype))  # the layers run one by one for this input
+            return None
+        pw.__dict__["_last_algo"] = dw.__dict__["_last_algo"] = "pointwise_depthwise"
+        return y
+
+
+def _global_hooks():
+    from torch.nn.modules import module as m
+    return bool(m._global_forward_hooks or m._global_forward_pre_hooks)
+
+
+def _inference_filters(layer, x):
+    """(weight, bias, version) with which ``layer`` runs in inference, its batch norm folded in;
+    version changes whenever their contents do (as the layer checks them: fingerprints, or with
+    freeze=True identity and version counters). None where the layer would not run them so (a
+    batch norm in training mode) or cannot tell a change (a tensor not on the CPU)."""
+    bn = layer.__dict__.get("_fused_batch_norm")
+    if bn is not None:
+        if bn.training or bn.running_mean is None:
+            return None
+        weight, bias, version = layer._folded(bn, x)
+        return None if version is None else (weight, bias, version)
+    weight, bias = layer.weight, layer.bias
+    key = _tensors_key([weight] if bias is None else [weight, bias], layer.freeze)
+    if key is None:
+        return None
+    held = layer.__dict__.get("_pair_filters")
+    if held is None or held[0] != key:
+        held = layer.__dict__["_pair_filters"] = (key, next(_filter_versions))
+    return weight, bias, held[1]
 
 
 def _fuse_into_sequential(graph, node, module, modules):

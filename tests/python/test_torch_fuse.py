@@ -472,3 +472,118 @@ def test_a_residual_add_after_a_sequential_runs_in_its_last_layer(dtype):
         fused.eval()
         ref.eval()
         assert rel(block.conv(x.new_ones(1, 6, 5, 5)), ref[1].conv(x.new_ones(1, 6, 5, 5))) < BOUND[dtype]
+
+
+# ---- the fused 1x1 -> depthwise pair --------------------------------------------------------
+
+def expand_depthwise(dtype, c=5, expand=40, k=3, stride=2, act=nn.ReLU6):
+    """MobileNetV2's and EfficientNet's layers as torchvision writes them: a 1x1 expansion, a
+    depthwise convolution and a 1x1 projection, each a Sequential(conv, bn[, activation])."""
+    torch.manual_seed(0)
+    return randomize_batch_norms(nn.Sequential(
+        nn.Sequential(nn.Conv2d(c, expand, 1, bias=False), nn.BatchNorm2d(expand), act()),
+        nn.Sequential(nn.Conv2d(expand, expand, k, stride, k // 2, groups=expand, bias=False),
+                      nn.BatchNorm2d(expand), act()),
+        nn.Sequential(nn.Conv2d(expand, c, 1, bias=False), nn.BatchNorm2d(c))).to(dtype)).eval()
+
+
+def pair_input(dtype, c=5, layout=torch.channels_last):
+    x = torch.randn(2, c, 13, 11, generator=torch.Generator().manual_seed(3), dtype=dtype)
+    return x.contiguous(memory_format=layout)
+
+
+def ran_as_pair(fused):
+    return fused[0][0].__dict__.pop("_last_algo", None) == "pointwise_depthwise"
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
+@pytest.mark.parametrize("k,stride,act", [(3, 2, nn.ReLU6), (5, 1, nn.SiLU), (3, 1, nn.ReLU)],
+                         ids=["3x3s2-relu6", "5x5s1-silu", "3x3s1-relu"])
+def test_a_1x1_then_depthwise_runs_as_one_pair_in_inference(dtype, k, stride, act):
+    ref = expand_depthwise(dtype, k=k, stride=stride, act=act)
+    fused = ct.convert(copy.deepcopy(ref), fuse=True)
+    assert type(fused).__name__ == "_PairSequential"
+    assert list(fused.__dict__["_pointwise_depthwise"]) == ["0"]
+    assert list(fused.state_dict()) == list(ref.state_dict())
+    x = pair_input(dtype)
+    for mode in (torch.no_grad, torch.inference_mode):
+        with mode():
+            y = fused(x)
+            assert ran_as_pair(fused)
+            assert y.is_contiguous(memory_format=torch.channels_last)
+            assert rel(y, ref(x)) < BOUND[dtype]
+    with torch.no_grad():  # NCHW: the layers one by one
+        y = fused(pair_input(dtype, layout=torch.contiguous_format))
+        assert not ran_as_pair(fused)
+        assert rel(y, ref(x)) < BOUND[dtype]
+
+
+def test_the_pair_runs_its_layers_one_by_one_where_it_must():
+    """Hooks see each layer's own output; training mode, autograd and graph captures run the
+    layers one by one: each gives PyTorch's result."""
+    dtype = torch.float64
+    ref = expand_depthwise(dtype)
+    fused = ct.convert(copy.deepcopy(ref), fuse=True)
+    x = pair_input(dtype)
+    seen = []
+    handle = fused[0][0].register_forward_hook(lambda m, i, o: seen.append(o.shape))
+    with torch.no_grad():
+        assert rel(fused(x), ref(x)) < BOUND[dtype]
+    assert seen == [torch.Size([2, 40, 13, 11])] and not ran_as_pair(fused)
+    handle.remove()
+    ref.train(), fused.train()
+    assert rel(fused(x), ref(x)) < BOUND[dtype] and not ran_as_pair(fused)
+    ref.eval(), fused.eval()
+    y, want = fused(x), ref(x)  # autograd records: the layers one by one
+    assert not ran_as_pair(fused)
+    y.square().sum().backward()
+    want.square().sum().backward()
+    assert_same_gradients(fused, ref, 1e-9)
+    with torch.no_grad():
+        traced = torch.jit.trace(fused, x)
+        ran_as_pair(fused)  # (trace's check ran the module eagerly)
+        assert rel(traced(x), ref(x)) < BOUND[dtype]
+        assert not ran_as_pair(fused)
+        assert rel(torch.fx.symbolic_trace(fused)(x), ref(x)) < BOUND[dtype]
+
+
+@pytest.mark.parametrize("freeze", [False, True])
+def test_the_pair_follows_weight_changes(freeze):
+    dtype = torch.float64
+    ref = expand_depthwise(dtype)
+    fused = ct.convert(copy.deepcopy(ref), fuse=True, freeze=freeze)
+    x = pair_input(dtype)
+
+    def check():
+        with torch.no_grad():
+            assert rel(fused(x), ref(x)) < BOUND[dtype]
+            assert ran_as_pair(fused)
+
+    check()
+    with torch.no_grad():  # in place: the version counters move
+        for model in (ref, fused):
+            model[0][0].weight.mul_(1.5)
+            model[1][1].running_var.mul_(2.0)
+    check()
+    fused.load_state_dict(randomize_batch_norms(ref, seed=5).state_dict())
+    check()
+    for model in (ref, fused):  # behind the version counters: seen unless freeze trusts them
+        model[1][0].weight.data[:, :, 1, 1] += 0.5
+    if freeze:
+        ct.refresh(fused)
+    check()
+
+
+def test_deepcopy_and_pickle_of_a_model_with_pairs():
+    import pickle
+    dtype = torch.float32
+    ref = expand_depthwise(dtype)
+    fused = ct.convert(copy.deepcopy(ref), fuse=True)
+    x = pair_input(dtype)
+    with torch.no_grad():
+        y = fused(x)
+        for copied in (copy.deepcopy(fused), pickle.loads(pickle.dumps(fused))):
+            assert torch.equal(copied(x), y)
+            assert ran_as_pair(copied)
+            pair = copied.__dict__["_pointwise_depthwise"]["0"]
+            assert pair.pw is copied[0][0] and pair.dw is copied[1][0]
