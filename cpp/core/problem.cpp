@@ -90,8 +90,11 @@ ConvProblem ConvProblem::packed() const {
 
 ConvProblem run_problem(const ConvProblem& prob, bool (*runs_nhwc)(const ConvProblem&)) {
     ConvProblem out = prob.packed();
-    // Packed NCHW tensors (or ones packed both ways, with unit axes) stay NCHW.
-    if (!runs_nhwc || (prob.x_packed() && prob.y_packed()) || !prob.activations_nhwc() || !runs_nhwc(out))
+    // Packed NCHW tensors stay NCHW; so do ones packed both ways (with unit axes), unless each
+    // image's output is one pixel (a squeeze-excitation's 1x1 on a 1x1 map): NCHW's output planes
+    // would be one value wide, while NHWC's pixel rows are the channels, a matrix-vector product.
+    const bool both_ways = prob.x_packed() && prob.y_packed();
+    if (!runs_nhwc || (both_ways && prob.p * prob.q != 1) || !prob.activations_nhwc() || !runs_nhwc(out))
         return out;
     packed_nhwc_strides(out.n, out.c, out.h, out.w, out.x_strides);
     packed_nhwc_strides(out.n, out.k, out.p, out.q, out.y_strides);

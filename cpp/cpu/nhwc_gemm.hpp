@@ -760,8 +760,10 @@ CONVCORE_GEMM_INLINE void panel_task(const ConvProblem& p, const T* x, const T* 
                     T* yp = y + pix * p.k + jp * NR;
                     if (m > MR / 2)
                         panel_block<T, VB, MR, NV>(ap, lda, m, len, b, yp, p.k, cols, sc, sink);
-                    else  // a last block of half the pixels or fewer
+                    else if (m > 2)  // a last block of half the pixels or fewer
                         panel_block<T, VB, MR / 2, NV>(ap, lda, m, len, b, yp, p.k, cols, sc, sink);
+                    else  // one or two pixels (a squeeze-excitation's 1x1 on a 1x1 map, a last pixel)
+                        panel_block<T, VB, 2, NV>(ap, lda, m, len, b, yp, p.k, cols, sc, sink);
                 }
             }
         }
