@@ -36,6 +36,7 @@ import enum
 import functools
 import itertools
 import operator
+import threading
 from typing import List, Optional
 
 import torch
@@ -247,6 +248,91 @@ def _conv2d_fake(x, w, bias, stride, padding, dilation, groups, algo, activation
             f"convcore::conv2d: residual has shape {tuple(residual.shape)}, the output "
             f"{(n, k, p, q)}"))
     return torch.empty((n, k, p, q), dtype=x.dtype, device=x.device, memory_format=_torch_memory_format(x))
+
+
+def _pointwise_depthwise_impl(x: Tensor, w_pw: Tensor, b_pw: Optional[Tensor], act_pw: str, w_dw: Tensor,
+                              b_dw: Optional[Tensor], act_dw: str, stride: List[int], padding: List[int],
+                              dilation: List[int]) -> Tensor:
+    """act_dw(dwconv(act_pw(conv1x1(x, w_pw) + b_pw), w_dw) + b_dw), the depthwise convolution
+    with ``stride``, ``padding`` and ``dilation``: convcore's fused 1x1 -> depthwise pair, called
+    by graphs traced without autograd (_PointwiseDepthwise). Its filters are prepared once per
+    pair of weights and checked against their bytes at every call. What the fused pass does not
+    take (a layout, a dtype) runs as the two convolutions."""
+    pair = _pair_of_weights(w_pw.data_ptr(), tuple(w_pw.shape), w_dw.data_ptr(), tuple(w_dw.shape),
+                            tuple(stride), tuple(padding), tuple(dilation))
+    y = pair.forward(x, (w_pw, b_pw, act_pw), (w_dw, b_dw, act_dw))
+    if y is not None:
+        return y
+    h = _conv2d_impl(x, w_pw, b_pw, [1, 1], [0, 0], [1, 1], 1, "auto", act_pw, None, True)
+    return _conv2d_impl(h, w_dw, b_dw, list(stride), list(padding), list(dilation), w_dw.shape[0], "auto",
+                        act_dw, None, True)
+
+
+_pointwise_depthwise_op = torch.library.custom_op("convcore::pointwise_depthwise", mutates_args=())(
+    _pointwise_depthwise_impl)
+_KERNELS.impl("pointwise_depthwise", _pointwise_depthwise_impl, "CPU")
+
+
+@_pointwise_depthwise_op.register_fake
+def _pointwise_depthwise_fake(x, w_pw, b_pw, act_pw, w_dw, b_dw, act_dw, stride, padding, dilation):
+    n, _, h, wd = x.shape
+    k, _, r, s = w_dw.shape
+    return torch.empty((n, k, _output_size(h, padding[0], r, stride[0], dilation[0]),
+                        _output_size(wd, padding[1], s, stride[1], dilation[1])),
+                       dtype=x.dtype, device=x.device, memory_format=_torch_memory_format(x))
+
+
+class _PairPlan:
+    """The binding's fused pair for one pair of weights (their addresses and shapes) and one
+    depthwise geometry, with the number that identifies the contents its filters were prepared
+    from."""
+
+    def __init__(self, stride, padding, dilation, groups):
+        self.impl = _api._C.PointwiseDepthwise(_api._C.ConvParams(
+            padding[0], padding[1], stride[0], stride[1], dilation[0], dilation[1], groups, 0))
+        self.stride, self.padding, self.dilation = stride, padding, dilation
+        self.version = (None, -1)
+        self.lock = threading.Lock()
+
+    def forward(self, x, first, second, version=None):
+        """y, or None where the library refuses the call. first, second: (weight, bias,
+        activation name) of the 1x1 and the depthwise convolution. version: a number that
+        changes with their contents, or None to check their bytes here."""
+        if (x.device.type != "cpu" or x.dim() != 4 or x.dtype not in _PAIR_DTYPES
+                or not x.is_contiguous(memory_format=torch.channels_last)):
+            return None
+        tensors = [t for t in (first[0], first[1], second[0], second[1]) if t is not None]
+        if any(t.dtype != x.dtype or t.device.type != "cpu" for t in tensors):
+            return None
+        if version is None:
+            key = _tensors_key(tensors, False)
+            if key is None:
+                return None
+            with self.lock:
+                if self.version[0] != key:
+                    self.version = (key, next(_filter_versions))
+                version = self.version[1]
+        n, _, h, w = x.shape
+        r, s = second[0].shape[2:]
+        y = torch.empty((n, second[0].shape[0],
+                         _output_size(h, self.padding[0], r, self.stride[0], self.dilation[0]),
+                         _output_size(w, self.padding[1], s, self.stride[1], self.dilation[1])),
+                        dtype=x.dtype, memory_format=torch.channels_last)
+        to_dlpack = torch.utils.dlpack.to_dlpack
+        try:
+            self.impl.forward(
+                to_dlpack(x), to_dlpack(y), to_dlpack(first[0]),
+                None if first[1] is None else to_dlpack(first[1].contiguous()), _api.ACTIVATIONS[first[2]],
+                to_dlpack(second[0]), None if second[1] is None else to_dlpack(second[1].contiguous()),
+                _api.ACTIVATIONS[second[2]], version)
+        except (NotSupportedError, BadParamError):
+            return None
+        return y
+
+
+@functools.lru_cache(maxsize=256)
+def _pair_of_weights(pw_address, pw_shape, dw_address, dw_shape, stride, padding, dilation):
+    return _PairPlan(stride, padding, dilation, dw_shape[0])
 
 
 def _backward_method(conv, name):
@@ -1199,31 +1285,34 @@ _PAIR_DTYPES = (torch.float32, torch.float64)
 class _PointwiseDepthwise:
     """A 1x1 Conv2d and the depthwise Conv2d after it, run as one by convcore's fused pair
     (convcoreCreatePointwiseDepthwisePlan: the 1x1's output stays in cache) where the call is
-    inference on a channels_last CPU tensor: nothing records it (no autograd, no graph capture),
-    no module of the pair has hooks, and batch norms are folded (eval mode). Otherwise run()
-    returns None and the layers run one by one, as they would unfused. Each layer's weights are
-    checked as the layer checks them (freeze)."""
+    inference on a channels_last CPU tensor: nothing records autograd, no module of the pair has
+    hooks, and batch norms are folded (eval mode). Eagerly it calls the library directly; in a
+    graph torch.compile or torch.export traces without autograd, the operator
+    ``convcore::pointwise_depthwise``. Otherwise run() returns None and the layers run one by
+    one, as they would unfused (torch.jit.trace too). Each layer's weights are checked as the
+    layer checks them (freeze)."""
 
     def __init__(self, pw, dw, names, modules):
         self.pw, self.dw, self.names, self.modules = pw, dw, names, modules
-        self._impl = None  # the binding's PointwiseDepthwise, made at the first call
+        self._plan = None  # the _PairPlan, made at the first eager call
         self._version = (None, -1)  # (the two layers' filter versions, the pair's number)
-        self._refused = set()  # input shapes and dtypes the library refused
 
     def __getstate__(self):  # copy.deepcopy and pickle: the binding's object stays behind
         state = dict(self.__dict__)
-        state["_impl"], state["_version"] = None, (None, -1)
+        state["_plan"], state["_version"] = None, (None, -1)
         return state
 
     def run(self, x):
         """The pair's output for input ``x``, or None where the layers must run one by one."""
         pw, dw = self.pw, self.dw
-        if (torch.compiler.is_compiling() or torch._C._get_tracing_state() is not None
-                or type(x) is not Tensor or x.dim() != 4 or not x.is_cpu or x.dtype not in _PAIR_DTYPES
+        if (torch._C._get_tracing_state() is not None or not isinstance(x, Tensor) or x.dim() != 4
                 or x.shape[1] != pw.in_channels or not x.is_contiguous(memory_format=torch.channels_last)
-                or (x.shape, x.dtype) in self._refused
-                or _route(x, pw.weight, pw.bias) != _DIRECT or _route(x, dw.weight, dw.bias) != _DIRECT
                 or any(_hooked(m) for m in self.modules) or _global_hooks()):
+            return None
+        if torch.compiler.is_compiling():
+            return self._in_graph(x)
+        if (type(x) is not Tensor or not x.is_cpu or x.dtype not in _PAIR_DTYPES
+                or _route(x, pw.weight, pw.bias) != _DIRECT or _route(x, dw.weight, dw.bias) != _DIRECT):
             return None
         first, second = _inference_filters(pw, x), _inference_filters(dw, x)
         if first is None or second is None:
@@ -1231,28 +1320,31 @@ class _PointwiseDepthwise:
         versions = (first[2], second[2])
         if self._version[0] != versions:
             self._version = (versions, next(_filter_versions))
-        n, _, h, w = x.shape
-        r, s = dw.kernel_size
-        y = torch.empty((n, dw.out_channels,
-                         _output_size(h, dw.padding[0], r, dw.stride[0], dw.dilation[0]),
-                         _output_size(w, dw.padding[1], s, dw.stride[1], dw.dilation[1])),
-                        dtype=x.dtype, memory_format=torch.channels_last)
-        if self._impl is None:
-            self._impl = _api._C.PointwiseDepthwise(_api._C.ConvParams(
-                dw.padding[0], dw.padding[1], dw.stride[0], dw.stride[1], dw.dilation[0],
-                dw.dilation[1], dw.groups, 0))
-        to_dlpack = torch.utils.dlpack.to_dlpack
-        try:
-            self._impl.forward(
-                to_dlpack(x), to_dlpack(y), to_dlpack(first[0]),
-                None if first[1] is None else to_dlpack(first[1]), _api.ACTIVATIONS[pw.activation],
-                to_dlpack(second[0]), None if second[1] is None else to_dlpack(second[1]),
-                _api.ACTIVATIONS[dw.activation], self._version[1])
-        except (NotSupportedError, BadParamError):
-            self._refused.add((x.shape, x.dtype))  # the layers run one by one for this input
-            return None
-        pw.__dict__["_last_algo"] = dw.__dict__["_last_algo"] = "pointwise_depthwise"
+        if self._plan is None:
+            self._plan = _PairPlan(dw.stride, dw.padding, dw.dilation, dw.groups)
+        y = self._plan.forward(x, (first[0], first[1], pw.activation), (second[0], second[1], dw.activation),
+                               self._version[1])
+        if y is not None:
+            pw.__dict__["_last_algo"] = dw.__dict__["_last_algo"] = "pointwise_depthwise"
         return y
+
+    def _in_graph(self, x):
+        """The operator call in a graph traced without autograd (its weights are not trained:
+        the operator prepares their filters once), with batch norms folded by torch ops
+        (inductor's freezing makes them constants); None with autograd."""
+        if torch.is_grad_enabled():
+            return None
+        args = []
+        for layer in (self.pw, self.dw):
+            bn = layer.__dict__.get("_fused_batch_norm")
+            if bn is not None and (bn.training or bn.running_mean is None):
+                return None
+            weight, bias = (layer.weight, layer.bias) if bn is None else _fold_batch_norm(layer.weight, layer.bias, bn)
+            args.append((weight, bias, layer.activation))
+        dw = self.dw
+        return torch.ops.convcore.pointwise_depthwise(
+            x, args[0][0], args[0][1], args[0][2], args[1][0], args[1][1], args[1][2],
+            list(dw.stride), list(dw.padding), list(dw.dilation))
 
 
 def _global_hooks():

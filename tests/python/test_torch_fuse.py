@@ -587,3 +587,47 @@ def test_deepcopy_and_pickle_of_a_model_with_pairs():
             assert ran_as_pair(copied)
             pair = copied.__dict__["_pointwise_depthwise"]["0"]
             assert pair.pw is copied[0][0] and pair.dw is copied[1][0]
+
+
+def graph_targets(model, x, grad):
+    """The call targets of the graph torch.compile traces of model(x) in this grad mode."""
+    graphs = []
+
+    def backend(gm, inputs):
+        graphs.append(gm)
+        return gm
+
+    with torch.set_grad_enabled(grad):
+        y = torch.compile(model, backend=backend, fullgraph=True)(x)
+    return y, [n.target for n in graphs[0].graph.nodes if n.op == "call_function"]
+
+
+def test_torch_compile_runs_the_pair_as_one_operator_without_autograd():
+    """A graph traced without autograd calls convcore::pointwise_depthwise (folded weights, the
+    operator's prepared filters follow weight changes); with autograd, or on NCHW input, the two
+    layers' convcore::conv2d."""
+    pair_op = torch.ops.convcore.pointwise_depthwise.default
+    calls_pair = lambda targets: pair_op in targets or torch.ops.convcore.pointwise_depthwise in targets  # noqa: E731
+    dtype = torch.float32
+    ref = expand_depthwise(dtype, k=5, stride=1, act=nn.SiLU)
+    fused = ct.convert(copy.deepcopy(ref), fuse=True)
+    x = pair_input(dtype)
+    y, targets = graph_targets(fused, x, grad=False)
+    assert calls_pair(targets)
+    assert rel(y, ref(x)) < BOUND[dtype]
+    _, targets = graph_targets(fused, x, grad=True)
+    assert not calls_pair(targets)
+    _, targets = graph_targets(fused, pair_input(dtype, layout=torch.contiguous_format), grad=False)
+    assert not calls_pair(targets)
+    compiled = torch.compile(fused, backend="aot_eager", fullgraph=True)
+    with torch.no_grad():
+        assert rel(compiled(x), ref(x)) < BOUND[dtype]
+        for model in (ref, fused):
+            model[1][0].weight.mul_(-0.5)
+        assert rel(compiled(x), ref(x)) < BOUND[dtype]
+        # the operator itself, on NCHW input (its fallback: the two convolutions)
+        w1, b1 = ct._fold_batch_norm(fused[0][0].weight, None, fused[0][1])
+        w2, b2 = ct._fold_batch_norm(fused[1][0].weight, None, fused[1][1])
+        xn = pair_input(dtype, layout=torch.contiguous_format)
+        out = pair_op(xn, w1, b1, "silu", w2, b2, "silu", [1, 1], [2, 2], [1, 1])
+        assert rel(fused[2](out), ref(xn)) < BOUND[dtype]
