@@ -104,6 +104,14 @@ inline std::vector<double> random_vector(size_t size, std::mt19937& rng) {
     return v;
 }
 
+// Rounds to T and back, so that the reference sees the inputs the library sees.
+template <typename T>
+std::vector<double> rounded(const std::vector<double>& v) {
+    std::vector<double> out(v.size());
+    for (size_t i = 0; i < v.size(); ++i) out[i] = double(T(v[i]));
+    return out;
+}
+
 // ||a - b|| / ||b||
 inline double relative_error(const std::vector<double>& a, const std::vector<double>& b) {
     double num = 0, den = 0;

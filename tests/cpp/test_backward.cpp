@@ -130,14 +130,6 @@ std::vector<double> gather(const std::vector<T>& buf, const std::array<int64_t, 
     return out;
 }
 
-// Rounds to T and back, so that the reference sees the inputs the library sees.
-template <typename T>
-std::vector<double> rounded(const std::vector<double>& v) {
-    std::vector<double> out(v.size());
-    for (size_t i = 0; i < v.size(); ++i) out[i] = double(T(v[i]));
-    return out;
-}
-
 struct Case {
     Shape shape;
     double alpha, beta;
