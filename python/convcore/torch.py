@@ -291,6 +291,7 @@ class _PairPlan:
         self.impl = _api._C.PointwiseDepthwise(_api._C.ConvParams(
             padding[0], padding[1], stride[0], stride[1], dilation[0], dilation[1], groups, 0))
         self.stride, self.padding, self.dilation = stride, padding, dilation
+        self.geometry = (stride, padding, dilation, groups)
         self.version = (None, -1)
         self.lock = threading.Lock()
 
@@ -862,6 +863,7 @@ class Conv2d(nn.Conv2d):
         state.pop("_convcore_conv", None)
         state.pop("_prepared_weight", None)
         state.pop("_folded_filters", None)
+        state.pop("_pair_filters", None)
         if isinstance(state.get("_last_algo"), Convolution):
             state["_last_algo"] = state["_last_algo"].last_algo
         return state
@@ -1031,6 +1033,7 @@ def refresh(module):
         if isinstance(layer, Conv2d):
             layer.__dict__.pop("_prepared_weight", None)
             layer.__dict__.pop("_folded_filters", None)
+            layer.__dict__.pop("_pair_filters", None)
     return module
 
 
@@ -1307,7 +1310,8 @@ class _PointwiseDepthwise:
         pw, dw = self.pw, self.dw
         if (torch._C._get_tracing_state() is not None or not isinstance(x, Tensor) or x.dim() != 4
                 or x.shape[1] != pw.in_channels or not x.is_contiguous(memory_format=torch.channels_last)
-                or any(_hooked(m) for m in self.modules) or _global_hooks()):
+                or any(_hooked(m) for m in self.modules) or _global_hooks()
+                or not _is_pointwise(pw) or not _is_depthwise_of(dw, pw)):  # (attributes may change)
             return None
         if torch.compiler.is_compiling():
             return self._in_graph(x)
@@ -1320,8 +1324,9 @@ class _PointwiseDepthwise:
         versions = (first[2], second[2])
         if self._version[0] != versions:
             self._version = (versions, next(_filter_versions))
-        if self._plan is None:
-            self._plan = _PairPlan(dw.stride, dw.padding, dw.dilation, dw.groups)
+        geometry = (dw.stride, dw.padding, dw.dilation, dw.groups)
+        if self._plan is None or self._plan.geometry != geometry:
+            self._plan = _PairPlan(*geometry)
         y = self._plan.forward(x, (first[0], first[1], pw.activation), (second[0], second[1], dw.activation),
                                self._version[1])
         if y is not None:

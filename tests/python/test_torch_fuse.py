@@ -631,3 +631,31 @@ def test_torch_compile_runs_the_pair_as_one_operator_without_autograd():
         xn = pair_input(dtype, layout=torch.contiguous_format)
         out = pair_op(xn, w1, b1, "silu", w2, b2, "silu", [1, 1], [2, 2], [1, 1])
         assert rel(fused[2](out), ref(xn)) < BOUND[dtype]
+
+
+@pytest.mark.parametrize("freeze", [False, True])
+def test_a_pair_without_batch_norms_follows_data_writes_and_geometry_changes(freeze):
+    """Bare layers (no batch norm: the pair checks their own weights), in one Sequential with the
+    activation between them; a weight written behind its version counter (refresh with freeze),
+    then the depthwise layer's stride changed after the conversion."""
+    dtype = torch.float64
+    torch.manual_seed(0)
+    ref = nn.Sequential(nn.Conv2d(5, 40, 1), nn.ReLU6(), nn.Conv2d(40, 40, 3, 2, 1, groups=40)).to(dtype).eval()
+    fused = ct.convert(copy.deepcopy(ref), fuse=True, freeze=freeze)
+    assert list(fused.__dict__["_pointwise_depthwise"]) == ["0"]
+    x = pair_input(dtype)
+
+    def check():
+        with torch.no_grad():
+            assert rel(fused(x), ref(x)) < BOUND[dtype]
+        assert fused[0].__dict__.pop("_last_algo", None) == "pointwise_depthwise"
+
+    check()
+    for model in (ref, fused):
+        model[0].weight.data[3] += 1.0
+    if freeze:
+        ct.refresh(fused)
+    check()
+    for model in (ref, fused):
+        model[2].stride = (1, 1)
+    check()
