@@ -32,12 +32,6 @@ std::shared_ptr<void> prepared_filters(const convcorePointwiseDepthwisePlanStruc
     return out;
 }
 
-void check_activation(const convcoreActivationMode_t& mode, const char* name) {
-    const int act = enum_int(mode);
-    if (act < CONVCORE_ACTIVATION_IDENTITY || act > CONVCORE_ACTIVATION_SILU)
-        throw_bad_param(std::string(name) + " " + std::to_string(act) + " is not a convcoreActivationMode_t");
-}
-
 template <typename T>
 cpu::epilogue_store::Out<T> epilogue_of(const void* bias, const convcoreActivationMode_t& act) {
     return {T(1), T(0), T(0), nullptr, static_cast<const T*>(bias), convcoreActivationMode_t(enum_int(act))};
@@ -82,14 +76,10 @@ convcoreStatus_t convcoreCreatePointwiseDepthwisePlan(convcoreHandle_t handle, c
         std::copy(dims, dims + 4, expanded.dims);
         packed_nhwc_strides(pw.n, pw.k, pw.p, pw.q, expanded.strides);
         ConvProblem dw = make_problem(CONVCORE_DEVICE_CPU, &expanded, wDwDesc, dwConvDesc, yDesc);
-        const auto nhwc = [](const ConvProblem& p, const int64_t strides[4], int64_t c, int64_t h, int64_t w) {
-            int64_t packed[4];
-            packed_nhwc_strides(p.n, c, h, w, packed);
-            return std::equal(packed, packed + 4, strides);
-        };
-        if (!nhwc(pw, pw.x_strides, pw.c, pw.h, pw.w))
+        const int64_t x_dims[4] = {pw.n, pw.c, pw.h, pw.w}, y_dims[4] = {dw.n, dw.k, dw.p, dw.q};
+        if (!is_packed_nhwc(x_dims, pw.x_strides))
             throw_not_supported("the fused 1x1 -> depthwise pair needs x packed NHWC");
-        if (!nhwc(dw, dw.y_strides, dw.k, dw.p, dw.q))
+        if (!is_packed_nhwc(y_dims, dw.y_strides))
             throw_not_supported("the fused 1x1 -> depthwise pair needs y packed NHWC");
         if (!pw.w_packed() || !dw.w_packed())
             throw_not_supported("the fused 1x1 -> depthwise pair needs packed K x C x R x S filters");

@@ -62,6 +62,13 @@ inline int enum_int(const E& e) {
     return v;
 }
 
+// An activationMode argument: BAD_PARAM naming it unless it is a convcoreActivationMode_t.
+inline void check_activation(const convcoreActivationMode_t& mode, const char* name) {
+    const int act = enum_int(mode);
+    if (act < CONVCORE_ACTIVATION_IDENTITY || act > CONVCORE_ACTIVATION_SILU)
+        throw_bad_param(std::string(name) + " " + std::to_string(act) + " is not a convcoreActivationMode_t");
+}
+
 template <typename T>
 void require(T* p, const char* name) {
     if (!p) throw_bad_param(std::string(name) + " is NULL");

@@ -324,9 +324,8 @@ void execute_bias_activation(const convcoreConvolutionPlanStruct& plan, const vo
     if (plan.pass != CONVCORE_PASS_FORWARD)
         throw_bad_param("plan: the fused epilogue applies to forward plans (CONVCORE_PASS_FORWARD), this plan's "
                         "pass is " + std::to_string(int(plan.pass)));
+    check_activation(activation, "activationMode");
     const int act = enum_int(activation);
-    if (act < CONVCORE_ACTIVATION_IDENTITY || act > CONVCORE_ACTIVATION_SILU)
-        throw_bad_param("activationMode " + std::to_string(act) + " is not a convcoreActivationMode_t");
     require(alpha1, "alpha1");
     require(x, "x");
     require(w, "w");

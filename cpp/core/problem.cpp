@@ -39,7 +39,7 @@ static bool is_packed(const int64_t dims[4], const int64_t strides[4]) {
     return same_layout(dims, strides, expect);
 }
 
-static bool is_packed_nhwc(const int64_t dims[4], const int64_t strides[4]) {
+bool is_packed_nhwc(const int64_t dims[4], const int64_t strides[4]) {
     int64_t expect[4];
     packed_nhwc_strides(dims[0], dims[1], dims[2], dims[3], expect);
     return same_layout(dims, strides, expect);

@@ -69,6 +69,8 @@ int64_t product_or_minus1(std::initializer_list<int64_t> factors);
 // Packed NCHW strides of an N x C x H x W tensor, and packed NHWC ones (still in N, C, H, W order).
 void packed_strides(int64_t n, int64_t c, int64_t h, int64_t w, int64_t out[4]);
 void packed_nhwc_strides(int64_t n, int64_t c, int64_t h, int64_t w, int64_t out[4]);
+// Whether strides lay out an N x C x H x W tensor packed NHWC (size-1 axes: any stride).
+bool is_packed_nhwc(const int64_t dims[4], const int64_t strides[4]);
 // The same elements at the same offsets: the strides agree on every axis longer than 1.
 bool same_layout(const int64_t dims[4], const int64_t a[4], const int64_t b[4]);
 

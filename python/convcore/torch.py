@@ -290,7 +290,6 @@ class _PairPlan:
     def __init__(self, stride, padding, dilation, groups):
         self.impl = _api._C.PointwiseDepthwise(_api._C.ConvParams(
             padding[0], padding[1], stride[0], stride[1], dilation[0], dilation[1], groups, 0))
-        self.stride, self.padding, self.dilation = stride, padding, dilation
         self.geometry = (stride, padding, dilation, groups)
         self.version = (None, -1)
         self.lock = threading.Lock()
@@ -313,11 +312,11 @@ class _PairPlan:
                 if self.version[0] != key:
                     self.version = (key, next(_filter_versions))
                 version = self.version[1]
+        stride, padding, dilation, _ = self.geometry
         n, _, h, w = x.shape
         r, s = second[0].shape[2:]
-        y = torch.empty((n, second[0].shape[0],
-                         _output_size(h, self.padding[0], r, self.stride[0], self.dilation[0]),
-                         _output_size(w, self.padding[1], s, self.stride[1], self.dilation[1])),
+        y = torch.empty((n, second[0].shape[0], _output_size(h, padding[0], r, stride[0], dilation[0]),
+                         _output_size(w, padding[1], s, stride[1], dilation[1])),
                         dtype=x.dtype, memory_format=torch.channels_last)
         to_dlpack = torch.utils.dlpack.to_dlpack
         try:
