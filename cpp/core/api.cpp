@@ -33,12 +33,6 @@ void check_dtype(const convcoreDataType_t& t) {
                         " is not CONVCORE_DATA_FLOAT or CONVCORE_DATA_DOUBLE");
 }
 
-void check_algo(const convcoreConvolutionFwdAlgo_t& algo) {
-    const int v = enum_int(algo);
-    if (v < 0 || v >= CONVCORE_FWD_ALGO_COUNT)
-        throw_bad_param("algo " + std::to_string(v) + " is not a convcoreConvolutionFwdAlgo_t");
-}
-
 void check_format(const convcoreTensorFormat_t& format) {
     const int v = enum_int(format);
     if (v != CONVCORE_TENSOR_NCHW && v != CONVCORE_TENSOR_NHWC)
@@ -128,20 +122,6 @@ void set_filter_with_format(convcoreFilterDescriptor_t desc, const convcoreTenso
 
 namespace convcore {
 namespace api {
-
-const Solver& forward_solver(const ConvProblem& prob, const convcoreConvolutionFwdAlgo_t& algo) {
-    check_algo(algo);
-    const Solver* s = find_solver(algo, prob.device);
-    if (!s)
-        throw_not_supported(std::string(algo_name(CONVCORE_PASS_FORWARD, enum_int(algo))) + " is not implemented on " +
-                            (prob.device == CONVCORE_DEVICE_CPU ? "the CPU" : "CUDA") +
-                            " in this build");
-    const std::string why = s->why_not(prob.packed());
-    const std::string name = algo_name(CONVCORE_PASS_FORWARD, enum_int(algo));
-    if (!why.empty())  // every reason names the algorithm once
-        throw_not_supported(why.find(name) == std::string::npos ? name + ": " + why : why);
-    return *s;
-}
 
 void* device_alloc(const Context& ctx, size_t bytes) {
     if (bytes == 0) return nullptr;
@@ -559,7 +539,7 @@ convcoreStatus_t convcoreGetConvolutionForwardWorkspaceSize(
         require(sizeInBytes, "sizeInBytes");
         *sizeInBytes = 0;
         const ConvProblem prob = forward_problem(handle, xDesc, wDesc, convDesc, yDesc);
-        *sizeInBytes = plan_workspace(prob, forward_solver(prob, algo));
+        *sizeInBytes = plan_workspace(prob, solver_for(CONVCORE_PASS_FORWARD, prob, enum_int(algo)));
     });
 }
 

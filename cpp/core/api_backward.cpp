@@ -37,9 +37,6 @@ void backward_bias(const Context& ctx, convcoreDataType_t dtype, const void* dy,
 
 namespace {
 
-const char* device_name(convcoreDeviceType_t d) { return d == CONVCORE_DEVICE_CPU ? "the CPU" : "CUDA"; }
-
-
 // make_problem's reasons speak of the forward pass's x, w and y; say dx, dw, dy instead
 // where the caller passed gradients. Renames whole identifiers only ("x", "xDesc", ...).
 std::string rename_args(const std::string& reason, bool x_is_dx, bool w_is_dw) {
@@ -83,52 +80,17 @@ ConvProblem backward_problem(convcoreHandle_t handle, const convcoreTensorStruct
     }
 }
 
-namespace {
-template <typename S>
-std::string not_applicable(const S* s, const ConvProblem& prob, const char* name, const char* pass) {
-    if (!s)
-        return std::string(name) + " " + pass + " is not implemented on " + device_name(prob.device) +
-               " in this build";
-    const std::string why = s->why_not(prob.packed());
-    if (why.empty()) return "";
-    // Every reason names the algorithm once.
-    return why.find(name) == std::string::npos ? std::string(name) + " (" + pass + "): " + why : why;
-}
-
-}  // namespace
-
-const BwdDataSolver& data_solver_for(const ConvProblem& prob,
-                                     const convcoreConvolutionBwdDataAlgo_t& algo) {
-    if (enum_int(algo) < 0 || enum_int(algo) >= CONVCORE_BWD_DATA_ALGO_COUNT)
-        throw_bad_param("algo " + std::to_string(enum_int(algo)) + " is not a convcoreConvolutionBwdDataAlgo_t");
-    const BwdDataSolver* s = find_bwd_data_solver(algo, prob.device);
-    const std::string why = not_applicable(s, prob, algo_name(CONVCORE_PASS_BACKWARD_DATA, enum_int(algo)), "backward data");
-    if (!why.empty()) throw_not_supported(why);
-    return *s;
-}
-
-const BwdFilterSolver& filter_solver_for(const ConvProblem& prob,
-                                         const convcoreConvolutionBwdFilterAlgo_t& algo) {
-    if (enum_int(algo) < 0 || enum_int(algo) >= CONVCORE_BWD_FILTER_ALGO_COUNT)
-        throw_bad_param("algo " + std::to_string(enum_int(algo)) +
-                        " is not a convcoreConvolutionBwdFilterAlgo_t");
-    const BwdFilterSolver* s = find_bwd_filter_solver(algo, prob.device);
-    const std::string why = not_applicable(s, prob, algo_name(CONVCORE_PASS_BACKWARD_FILTER, enum_int(algo)), "backward filter");
-    if (!why.empty()) throw_not_supported(why);
-    return *s;
-}
-
 }  // namespace api
 }  // namespace convcore
 
 namespace {
 
-size_t data_workspace(const ConvProblem& prob, const BwdDataSolver& s) {
+size_t data_workspace(const ConvProblem& prob, const Solver& s) {
     const ConvProblem run = run_problem(prob, s.runs_nhwc);
     return workspace_with_staging(prob, run, CONVCORE_PASS_BACKWARD_DATA, s.workspace_bytes(run));
 }
 
-size_t filter_workspace(const ConvProblem& prob, const BwdFilterSolver& s) {
+size_t filter_workspace(const ConvProblem& prob, const Solver& s) {
     const ConvProblem run = run_problem(prob, s.runs_nhwc);
     return workspace_with_staging(prob, run, CONVCORE_PASS_BACKWARD_FILTER, s.workspace_bytes(run));
 }
@@ -208,7 +170,7 @@ convcoreStatus_t convcoreGetConvolutionBackwardDataWorkspaceSize(
         require(sizeInBytes, "sizeInBytes");
         *sizeInBytes = 0;
         const ConvProblem prob = backward_problem(handle, dxDesc, wDesc, convDesc, dyDesc, true);
-        *sizeInBytes = data_workspace(prob, data_solver_for(prob, algo));
+        *sizeInBytes = data_workspace(prob, solver_for(CONVCORE_PASS_BACKWARD_DATA, prob, enum_int(algo)));
     });
 }
 
@@ -220,7 +182,7 @@ convcoreStatus_t convcoreGetConvolutionBackwardFilterWorkspaceSize(
         require(sizeInBytes, "sizeInBytes");
         *sizeInBytes = 0;
         const ConvProblem prob = backward_problem(handle, xDesc, dwDesc, convDesc, dyDesc, false);
-        *sizeInBytes = filter_workspace(prob, filter_solver_for(prob, algo));
+        *sizeInBytes = filter_workspace(prob, solver_for(CONVCORE_PASS_BACKWARD_FILTER, prob, enum_int(algo)));
     });
 }
 

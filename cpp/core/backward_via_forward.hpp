@@ -1,8 +1,9 @@
 // Backward passes by reduction to a FORWARD solver (core/backward_via_forward.cpp), written
 // once so that an algorithm with a forward solver (the FFT family, POLY_HANKEL, Winograd for
-// backward data) gets a backward pass from one registry line:
+// backward data) gets a backward pass from one VIA_FORWARD line of algorithms.def, which the
+// registry turns into:
 //
-//   &via_forward::bwd_data<CONVCORE_BWD_DATA_ALGO_FFT, CONVCORE_FWD_ALGO_FFT>,
+//   &via_forward::data_solver<CONVCORE_BWD_DATA_ALGO_FFT, CONVCORE_FWD_ALGO_FFT, CONVCORE_DEVICE_CPU>
 //
 // Backward data (stride 1): dx is the forward convolution of dy (N x K x P x Q) with the
 // transposed filter w' (C x K/g x R x S, w'[g,c][k] = w[g,k][c]), padding dil*(R-1) - pad,
@@ -45,23 +46,15 @@ size_t filter_workspace_t(const ConvProblem& p) { return filter_workspace_bytes(
 template <convcoreConvolutionFwdAlgo_t F>
 void filter_run_t(const BwdFilterArgs& a) { filter_run(a, F); }
 
-// The CPU solvers, and their CUDA twins (the same reduction; the forward solver is the one of
-// the problem's device, and so are the data movements below).
-template <convcoreConvolutionBwdDataAlgo_t B, convcoreConvolutionFwdAlgo_t F>
-inline const BwdDataSolver bwd_data = {B, CONVCORE_DEVICE_CPU, /*deterministic=*/true,
-                                       data_why_not_t<F>, data_workspace_t<F>, data_run_t<F>};
-template <convcoreConvolutionBwdFilterAlgo_t B, convcoreConvolutionFwdAlgo_t F>
-inline const BwdFilterSolver bwd_filter = {B, CONVCORE_DEVICE_CPU, /*deterministic=*/true,
-                                           filter_why_not_t<F>, filter_workspace_t<F>,
-                                           filter_run_t<F>};
-template <convcoreConvolutionBwdDataAlgo_t B, convcoreConvolutionFwdAlgo_t F>
-inline const BwdDataSolver bwd_data_cuda = {B, CONVCORE_DEVICE_CUDA, /*deterministic=*/true,
-                                            data_why_not_t<F>, data_workspace_t<F>,
-                                            data_run_t<F>};
-template <convcoreConvolutionBwdFilterAlgo_t B, convcoreConvolutionFwdAlgo_t F>
-inline const BwdFilterSolver bwd_filter_cuda = {B, CONVCORE_DEVICE_CUDA, /*deterministic=*/true,
-                                                filter_why_not_t<F>, filter_workspace_t<F>,
-                                                filter_run_t<F>};
+// The solver of backward algorithm B by forward algorithm F on device D: the same reduction on
+// every device (the forward solver is the one of the problem's device, and so are the data
+// movements below).
+template <convcoreConvolutionBwdDataAlgo_t B, convcoreConvolutionFwdAlgo_t F, convcoreDeviceType_t D>
+inline const Solver data_solver = {.algo = B, .device = D, .why_not = data_why_not_t<F>,
+                                   .workspace_bytes = data_workspace_t<F>, .backward_data = data_run_t<F>};
+template <convcoreConvolutionBwdFilterAlgo_t B, convcoreConvolutionFwdAlgo_t F, convcoreDeviceType_t D>
+inline const Solver filter_solver = {.algo = B, .device = D, .why_not = filter_why_not_t<F>,
+                                     .workspace_bytes = filter_workspace_t<F>, .backward_filter = filter_run_t<F>};
 
 // The reductions' data movements on one device (packed tensors, the problem's dtype):
 //   filter_t:  w' (C x K/g x R x S), w'[g*Cg + c][k] = w[g*Kg + k][c]

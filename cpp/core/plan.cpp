@@ -93,28 +93,11 @@ convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolu
     plan.algo = algo;
     plan.prob = problem;
     const ConvProblem& prob = plan.prob;
-    switch (enum_int(pass)) {
-        case CONVCORE_PASS_FORWARD: {
-            plan.forward = &forward_solver(prob, convcoreConvolutionFwdAlgo_t(algo));
-            plan.run_prob = run_problem(prob, plan.forward->runs_nhwc);
-            plan.solver_bytes = plan.forward->workspace_bytes(plan.run_prob);
-            break;
-        }
-        case CONVCORE_PASS_BACKWARD_DATA: {
-            plan.data = &data_solver_for(prob, convcoreConvolutionBwdDataAlgo_t(algo));
-            plan.run_prob = run_problem(prob, plan.data->runs_nhwc);
-            plan.solver_bytes = plan.data->workspace_bytes(plan.run_prob);
-            break;
-        }
-        case CONVCORE_PASS_BACKWARD_FILTER: {
-            plan.filter = &filter_solver_for(prob, convcoreConvolutionBwdFilterAlgo_t(algo));
-            plan.run_prob = run_problem(prob, plan.filter->runs_nhwc);
-            plan.solver_bytes = plan.filter->workspace_bytes(plan.run_prob);
-            break;
-        }
-        default:
-            throw_bad_param("pass " + std::to_string(enum_int(pass)) + " is not a convcoreConvolutionPass_t");
-    }
+    if (enum_int(pass) < CONVCORE_PASS_FORWARD || enum_int(pass) > CONVCORE_PASS_BACKWARD_FILTER)
+        throw_bad_param("pass " + std::to_string(enum_int(pass)) + " is not a convcoreConvolutionPass_t");
+    plan.solver = &solver_for(pass, prob, algo);
+    plan.run_prob = run_problem(prob, plan.solver->runs_nhwc);
+    plan.solver_bytes = plan.solver->workspace_bytes(plan.run_prob);
     staged_bytes(prob, plan.run_prob, pass, &plan.first_bytes, &plan.second_bytes, &plan.filter_bytes);
     return plan;
 }
@@ -126,8 +109,28 @@ convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolu
     return make_plan(handle, pass, pass_problem(handle, pass, xDesc, wDesc, convDesc, yDesc), algo);
 }
 
+const Solver& solver_for(convcoreConvolutionPass_t pass, const ConvProblem& prob, int algo) {
+    static const char* const kEnums[] = {"convcoreConvolutionFwdAlgo_t", "convcoreConvolutionBwdDataAlgo_t",
+                                         "convcoreConvolutionBwdFilterAlgo_t"};
+    static const char* const kPasses[] = {"forward", "backward data", "backward filter"};
+    const char* name = algo_name(pass, algo);
+    if (!name) throw_bad_param("algo " + std::to_string(algo) + " is not a " + kEnums[enum_int(pass)]);
+    const bool forward = pass == CONVCORE_PASS_FORWARD;
+    const Solver* s = find_solver(pass, algo, prob.device);
+    if (!s)
+        throw_not_supported(std::string(name) + (forward ? "" : std::string(" ") + kPasses[enum_int(pass)]) +
+                            " is not implemented on " + (prob.device == CONVCORE_DEVICE_CPU ? "the CPU" : "CUDA") +
+                            " in this build");
+    const std::string why = s->why_not(prob.packed());
+    if (!why.empty())  // every reason names the algorithm once (and a backward one its pass)
+        throw_not_supported(why.find(name) != std::string::npos ? why
+                            : forward ? std::string(name) + ": " + why
+                                      : std::string(name) + " (" + kPasses[enum_int(pass)] + "): " + why);
+    return *s;
+}
+
 bool prepares_filters(const convcoreConvolutionPlanStruct& plan) {
-    const Solver* solver = plan.forward;
+    const Solver* solver = plan.pass == CONVCORE_PASS_FORWARD ? plan.solver : nullptr;
     return solver && solver->prepare_filter && solver->prepared_filter_bytes &&
            plan.handle->device == CONVCORE_DEVICE_CPU && solver->prepared_filter_bytes(plan.run_prob) > 0;
 }
@@ -138,8 +141,8 @@ void prepare_filters(convcoreConvolutionPlanStruct& plan, const void* w, size_t*
     plan.prepared.reset();
     plan.prepared_bytes = 0;
     plan.prepared_for = nullptr;
-    const Solver* solver = plan.forward;
-    if (!solver || !solver->prepare_filter || plan.handle->device != CONVCORE_DEVICE_CPU) return;
+    const Solver* solver = plan.solver;
+    if (!solver->prepare_filter || plan.handle->device != CONVCORE_DEVICE_CPU) return;
     check_aligned(w, plan.prob.elem_size(), "w");
     const ConvProblem& run = plan.run_prob;
     const size_t bytes = solver->prepared_filter_bytes(run);
@@ -268,7 +271,7 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
             ConvArgs args{run, ctx, x, w, y, plan.second_bytes ? 1.0 : a, plan.second_bytes ? 0.0 : b, solver_ws,
                           prepared};
             if (fused) args.epilogue = *fused;
-            plan.forward->run(args);
+            plan.solver->run(args);
             if (plan.second_bytes) blend_strided(ctx, elem, second, y_view(run), out, y_view(prob), a, b);
             break;
         }
@@ -284,7 +287,7 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
                 copy_strided(ctx, elem, in1, w_view(prob), staged_filter, w_view(run));
                 w = staged_filter;
             }
-            plan.data->run(BwdDataArgs{run, ctx, w, dy, dx, plan.second_bytes ? 1.0 : a,
+            plan.solver->run(BwdDataArgs{run, ctx, w, dy, dx, plan.second_bytes ? 1.0 : a,
                                        plan.second_bytes ? 0.0 : b, solver_ws});
             if (plan.second_bytes) blend_strided(ctx, elem, second, x_view(run), out, x_view(prob), a, b);
             break;
@@ -302,7 +305,7 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
             }
             // dw in another layout than packed KCRS: computed packed, then blended into dw.
             void* dw = plan.filter_bytes ? static_cast<void*>(staged_filter) : out;
-            plan.filter->run(BwdFilterArgs{run, ctx, x, dy, dw, plan.filter_bytes ? 1.0 : a,
+            plan.solver->run(BwdFilterArgs{run, ctx, x, dy, dw, plan.filter_bytes ? 1.0 : a,
                                            plan.filter_bytes ? 0.0 : b, solver_ws});
             if (plan.filter_bytes) blend_strided(ctx, elem, staged_filter, w_view(run), out, w_view(prob), a, b);
             break;
@@ -313,8 +316,7 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
 bool fuses_epilogue(const convcoreConvolutionPlanStruct& plan) {
     // A staged y is written packed and then blended into the caller's layout: the epilogue
     // (whose z is in the caller's layout) then runs after the blend.
-    return plan.forward && !plan.second_bytes && plan.forward->fuses_epilogue &&
-           plan.forward->fuses_epilogue(plan.run_prob);
+    return plan.solver->fuses_epilogue && !plan.second_bytes && plan.solver->fuses_epilogue(plan.run_prob);
 }
 
 void execute_bias_activation(const convcoreConvolutionPlanStruct& plan, const void* alpha1, const void* x,

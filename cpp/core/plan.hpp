@@ -16,10 +16,7 @@ struct convcoreConvolutionPlanStruct {
     convcore::ConvProblem prob;  // the descriptors' problem, with the caller's strides
     convcore::ConvProblem run_prob;  // the problem the solver runs (run_problem: packed tensors)
     int algo = 0;                // the pass's algorithm enum value
-    // Exactly one is set, by pass.
-    const convcore::Solver* forward = nullptr;
-    const convcore::BwdDataSolver* data = nullptr;
-    const convcore::BwdFilterSolver* filter = nullptr;
+    const convcore::Solver* solver = nullptr;  // the algorithm's solver for pass, on the handle's device
     // Workspace layout: [solver's own][first staged tensor][second staged tensor][staged filter].
     // The staged tensors are copies, in run_prob's layout, of those in another: forward x and y,
     // backward data dy and dx, backward filter x and dy; the staged filter is a packed KCRS copy
@@ -94,12 +91,14 @@ void execute_bias_activation(const convcoreConvolutionPlanStruct& plan, const vo
 // Defined with the entry points of their pass (core/api.cpp, core/api_backward.cpp).
 ConvProblem forward_problem(convcoreHandle_t handle, convcoreTensorDescriptor_t x, convcoreFilterDescriptor_t w,
                             convcoreConvolutionDescriptor_t conv, convcoreTensorDescriptor_t y);
-const Solver& forward_solver(const ConvProblem& prob, const convcoreConvolutionFwdAlgo_t& algo);
 // data: the problem of backward data (x is dx) or of backward filter (w is dw).
 ConvProblem backward_problem(convcoreHandle_t handle, const convcoreTensorStruct* x, const convcoreFilterStruct* w,
                              convcoreConvolutionDescriptor_t conv, const convcoreTensorStruct* dy, bool data);
-const BwdDataSolver& data_solver_for(const ConvProblem& prob, const convcoreConvolutionBwdDataAlgo_t& algo);
-const BwdFilterSolver& filter_solver_for(const ConvProblem& prob, const convcoreConvolutionBwdFilterAlgo_t& algo);
+
+// The solver of the pass's algorithm `algo` for the problem on its device. Throws BAD_PARAM for
+// an algo that is not the pass's, NOT_SUPPORTED (naming the algorithm, and the pass when it is
+// a backward one) when no solver is compiled in for the device or the solver cannot run it.
+const Solver& solver_for(convcoreConvolutionPass_t pass, const ConvProblem& prob, int algo);
 
 }  // namespace api
 }  // namespace convcore

@@ -4,6 +4,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <utility>
 
 #include "core/algo_filter.hpp"
@@ -55,27 +56,54 @@ std::array<double, heuristic_cpu::kFeatureCount> heuristic_features(const ConvPr
 static_assert(heuristic_cpu::kFeatureCount == 1 + 7 + 4 + 7 * 8 / 2,
               "tools/fit_heuristic.py and heuristic_features disagree on the features");
 
-// CPU: the measured model (cpp/core/generated/heuristic_cpu.hpp): predicted relative log time.
-// Algorithms it does not model come last: DIRECT, the reference, 30-200x slower than the best
-// on the suites; timed on the 286 smallest grid layers only, it beat the others by > 10% on
-// 2 of them (tiny depthwise layers, tens of microseconds).
+// CPU: the measured model (cpp/core/generated/heuristic_cpu.hpp): predicted relative log time,
+// or nullopt for an algorithm the model does not cover.
 using Features = std::array<double, heuristic_cpu::kFeatureCount>;
 
-double cpu_model_cost(convcoreConvolutionFwdAlgo_t algo, const Features& x) {
-    // DEPTHWISE, made for the only layers it applies to (groups == C), ranks first there; the
-    // model's algorithms follow it as timing candidates.
-    if (algo == CONVCORE_FWD_ALGO_DEPTHWISE) return -std::numeric_limits<double>::infinity();
-    // POINTWISE (1x1 layers) beats the BLAS GEMM on small channel counts and loses on large ones
-    // (bench/results): rank_algorithms puts it right after the first choice, among the
-    // candidates "auto" times.
-    if (algo == CONVCORE_FWD_ALGO_POINTWISE) return std::numeric_limits<double>::lowest();
+std::optional<double> cpu_model_cost(convcoreConvolutionFwdAlgo_t algo, const Features& x) {
     for (const auto& m : heuristic_cpu::kModels) {
         if (m.algo != algo) continue;
         double cost = 0;
         for (int i = 0; i < heuristic_cpu::kFeatureCount; ++i) cost += m.coef[i] * x[i];
         return cost;
     }
-    return std::numeric_limits<double>::max();
+    return std::nullopt;
+}
+
+// Where an applicable algorithm goes in the CPU ranking, first to last.
+enum class CpuRank {
+    Made,      // DEPTHWISE: made for the only layers it applies to (groups == C)
+    Model,     // ordered by the model's cost; the first of these is the heuristic's choice
+    Unmodelled,  // no model (POINTWISE, or an algorithm added since the last fit): placed right
+                 // after the first choice, among the CONVCORE_SELECT_CANDIDATES that auto times
+    Reference  // DIRECT, the reference loops: 30-200x slower than the best on the suites
+};
+
+CpuRank cpu_rank(convcoreConvolutionFwdAlgo_t algo, const std::optional<double>& cost) {
+    if (algo == CONVCORE_FWD_ALGO_DEPTHWISE) return CpuRank::Made;
+    if (algo == CONVCORE_FWD_ALGO_DIRECT) return CpuRank::Reference;
+    return cost ? CpuRank::Model : CpuRank::Unmodelled;
+}
+
+// The CPU's applicable algorithms, best first (see CpuRank).
+std::vector<RankedAlgo> rank_cpu(const std::vector<RankedAlgo>& ok, const ConvProblem& prob) {
+    const Features features = heuristic_features(prob);
+    std::vector<std::pair<double, RankedAlgo>> by_rank[4];
+    for (const RankedAlgo& r : ok) {
+        const std::optional<double> cost = cpu_model_cost(r.algo, features);
+        by_rank[int(cpu_rank(r.algo, cost))].push_back({cost.value_or(0.0), r});
+    }
+    auto& model = by_rank[int(CpuRank::Model)];
+    std::stable_sort(model.begin(), model.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::vector<RankedAlgo> ranked;
+    for (const auto& e : by_rank[int(CpuRank::Made)]) ranked.push_back(e.second);
+    // The first choice: what the model ranks first, unless a made-for algorithm came first.
+    size_t model_from = 0;
+    if (ranked.empty() && !model.empty()) ranked.push_back(model[model_from++].second);
+    for (const auto& e : by_rank[int(CpuRank::Unmodelled)]) ranked.push_back(e.second);
+    for (size_t i = model_from; i < model.size(); ++i) ranked.push_back(model[i].second);
+    for (const auto& e : by_rank[int(CpuRank::Reference)]) ranked.push_back(e.second);
+    return ranked;
 }
 
 }  // namespace
@@ -83,21 +111,23 @@ double cpu_model_cost(convcoreConvolutionFwdAlgo_t algo, const Features& x) {
 std::vector<RankedAlgo> rank_algorithms(const ConvProblem& prob) {
     const ConvProblem packed = prob.packed();
     const bool on_cpu = prob.device == CONVCORE_DEVICE_CPU;
-    const Features features = on_cpu ? heuristic_features(prob) : Features{};
-    std::vector<std::pair<double, RankedAlgo>> ok;  // (heuristic cost, algorithm)
-    std::vector<RankedAlgo> not_ok;
+    std::vector<RankedAlgo> ok, not_ok;
     for (int i = 0; i < CONVCORE_FWD_ALGO_COUNT; ++i) {
         const auto algo = convcoreConvolutionFwdAlgo_t(i);
         const Solver* s = find_solver(algo, prob.device);
         if (s && !disabled_by_env(algo) && s->why_not(packed).empty())
-            ok.push_back({on_cpu ? cpu_model_cost(algo, features) : cuda_rule_cost(algo, prob), {algo, s}});
+            ok.push_back({algo, s});
         else
             not_ok.push_back({algo, nullptr});
     }
-    std::stable_sort(ok.begin(), ok.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    std::vector<RankedAlgo> ranked;
-    for (const auto& entry : ok) ranked.push_back(entry.second);
-    if (ranked.size() > 1 && ranked[0].algo == CONVCORE_FWD_ALGO_POINTWISE) std::swap(ranked[0], ranked[1]);
+    std::vector<RankedAlgo> ranked = ok;
+    if (on_cpu) {
+        ranked = rank_cpu(ok, prob);
+    } else {
+        std::stable_sort(ranked.begin(), ranked.end(), [&](const RankedAlgo& a, const RankedAlgo& b) {
+            return cuda_rule_cost(a.algo, prob) < cuda_rule_cost(b.algo, prob);
+        });
+    }
     // Winograd's fused NHWC schedule (cpu/winograd_nhwc.hpp) is not in the data the model was
     // fitted on (NCHW runs): on NHWC problems it runs natively, the two Winograd algorithms
     // follow the first choice, among the candidates "auto" times.

@@ -10,11 +10,11 @@ namespace convcore {
 
 struct RankedBwdDataAlgo {
     convcoreConvolutionBwdDataAlgo_t algo;
-    const BwdDataSolver* solver;  // null when the algorithm cannot run the problem on its device
+    const Solver* solver;  // null when the algorithm cannot run the problem on its device
 };
 struct RankedBwdFilterAlgo {
     convcoreConvolutionBwdFilterAlgo_t algo;
-    const BwdFilterSolver* solver;
+    const Solver* solver;
 };
 
 // Every algorithm of the enum: the applicable ones first, best first, then the others in enum order.

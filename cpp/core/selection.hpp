@@ -40,7 +40,7 @@ std::vector<Ranked> ranked_rows(const std::vector<Row>& rows, const ConvProblem&
         Ranked out;
         out.algo = r.algo;
         out.status = r.solver ? CONVCORE_STATUS_SUCCESS : CONVCORE_STATUS_NOT_SUPPORTED;
-        out.determinism = r.solver && !r.solver->deterministic ? CONVCORE_NON_DETERMINISTIC : CONVCORE_DETERMINISTIC;
+        out.determinism = r.solver && !r.solver->deterministic() ? CONVCORE_NON_DETERMINISTIC : CONVCORE_DETERMINISTIC;
         out.memory = r.solver ? workspace(prob, *r.solver) : 0;
         ranked.push_back(out);
     }

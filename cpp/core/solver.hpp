@@ -1,5 +1,6 @@
-// A solver is one algorithm on one device (MIOpen's model): can it run a problem (and if not,
-// why), how much workspace it needs, and the run itself. core/registry.cpp registers them all, from convcore/algorithms.def.
+// A solver is one algorithm of one pass on one device (MIOpen's model): can it run a problem
+// (and if not, why), how much workspace it needs, and the run itself. core/registry.cpp
+// registers them all, from convcore/algorithms.def.
 #pragma once
 #include <cstddef>
 #include <string>
@@ -41,34 +42,6 @@ struct ConvArgs {
     Epilogue epilogue = {};
 };
 
-struct Solver {
-    convcoreConvolutionFwdAlgo_t algo;
-    convcoreDeviceType_t device;
-    bool deterministic;
-    // "" when the solver can run the problem; otherwise the reason, in the user's terms.
-    std::string (*why_not)(const ConvProblem& prob);
-    // Exact workspace bytes for an applicable problem.
-    size_t (*workspace_bytes)(const ConvProblem& prob);
-    // Runs the problem; throws convcore::Error on failure.
-    void (*run)(const ConvArgs& args);
-    // Optional, for solvers that transform the filters (a plan prepares them once, for
-    // inference): the bytes of the transformed filters (0: nothing to prepare for this
-    // problem), and the transform of w into `out` (64-byte aligned), as run would make it.
-    size_t (*prepared_filter_bytes)(const ConvProblem& prob) = nullptr;
-    void (*prepare_filter)(const ConvProblem& prob, const Context& ctx, const void* w, void* out) = nullptr;
-    // Optional: true when the solver runs this problem (given packed NCHW) with x and y in NHWC
-    // as they are; null: NCHW only. See run_problem.
-    bool (*runs_nhwc)(const ConvProblem& prob) = nullptr;
-    // Optional: true when the run applies ConvArgs::epilogue itself (in its stores, while the
-    // outputs are in registers); null or false: the core applies it after the run.
-    bool (*fuses_epilogue)(const ConvProblem& prob) = nullptr;
-};
-
-// Every solver compiled in, for every device.
-const std::vector<const Solver*>& all_solvers();
-// The solver of `algo` on `device`, or null when none is compiled in.
-const Solver* find_solver(convcoreConvolutionFwdAlgo_t algo, convcoreDeviceType_t device);
-
 // ---- backward passes ----------------------------------------------------------------------
 // The same model for training's two other passes. The problem is still the forward one
 // (x: N x C x H x W, w: K x C/groups x R x S, y: N x K x P x Q); dx has x's shape, dw w's, dy
@@ -96,31 +69,55 @@ struct BwdFilterArgs {
     void* workspace;
 };
 
-struct BwdDataSolver {
-    convcoreConvolutionBwdDataAlgo_t algo;
+// One solver: one algorithm of one pass (one line of convcore/algorithms.def) on one device. Every
+// solver fills the fields it has, by name (designated initializers); a capability left out is
+// null, i.e. not supported. Determinism and error bounds are the .def line's (AlgorithmInfo).
+struct Solver {
+    int algo;  // the line's enum value, in its pass's enum (CONVCORE_FWD_ALGO_*, ...)
     convcoreDeviceType_t device;
-    bool deterministic;
-    std::string (*why_not)(const ConvProblem& prob);  // "" when applicable, else the reason
-    size_t (*workspace_bytes)(const ConvProblem& prob);
-    void (*run)(const BwdDataArgs& args);
-    bool (*runs_nhwc)(const ConvProblem& prob) = nullptr;  // as Solver's: dx and dy in NHWC
-};
-
-struct BwdFilterSolver {
-    convcoreConvolutionBwdFilterAlgo_t algo;
-    convcoreDeviceType_t device;
-    bool deterministic;
+    // "" when the solver can run the problem; otherwise the reason, in the user's terms.
     std::string (*why_not)(const ConvProblem& prob);
+    // Exact workspace bytes for an applicable problem.
     size_t (*workspace_bytes)(const ConvProblem& prob);
-    void (*run)(const BwdFilterArgs& args);
-    bool (*runs_nhwc)(const ConvProblem& prob) = nullptr;  // as Solver's: x and dy in NHWC
+    // The run of its pass (exactly one is set; it says the pass). Throws convcore::Error.
+    void (*forward)(const ConvArgs& args) = nullptr;
+    void (*backward_data)(const BwdDataArgs& args) = nullptr;
+    void (*backward_filter)(const BwdFilterArgs& args) = nullptr;
+    // True when the run takes this problem (given packed NCHW) with its activations in NHWC as
+    // they are; null: NCHW only. See run_problem.
+    bool (*runs_nhwc)(const ConvProblem& prob) = nullptr;
+    // Forward solvers that transform the filters (a plan prepares them once, for inference):
+    // the bytes of the transformed filters (0: nothing to prepare for this problem), and the
+    // transform of w into `out` (64-byte aligned), as the run would make it.
+    size_t (*prepared_filter_bytes)(const ConvProblem& prob) = nullptr;
+    void (*prepare_filter)(const ConvProblem& prob, const Context& ctx, const void* w, void* out) = nullptr;
+    // Forward solvers: true when the run applies ConvArgs::epilogue itself (in its stores,
+    // while the outputs are in registers); null or false: the core applies it after the run.
+    bool (*fuses_epilogue)(const ConvProblem& prob) = nullptr;
+
+    convcoreConvolutionPass_t pass() const {
+        return forward ? CONVCORE_PASS_FORWARD : backward_data ? CONVCORE_PASS_BACKWARD_DATA
+                                                               : CONVCORE_PASS_BACKWARD_FILTER;
+    }
+    // algorithms.def's determinism for this solver's line.
+    bool deterministic() const;
+    void run(const ConvArgs& args) const { forward(args); }
+    void run(const BwdDataArgs& args) const { backward_data(args); }
+    void run(const BwdFilterArgs& args) const { backward_filter(args); }
 };
 
-const std::vector<const BwdDataSolver*>& all_bwd_data_solvers();
-const std::vector<const BwdFilterSolver*>& all_bwd_filter_solvers();
-const BwdDataSolver* find_bwd_data_solver(convcoreConvolutionBwdDataAlgo_t algo,
-                                          convcoreDeviceType_t device);
-const BwdFilterSolver* find_bwd_filter_solver(convcoreConvolutionBwdFilterAlgo_t algo,
-                                              convcoreDeviceType_t device);
+// Every solver compiled in, of one pass, for every device (core/registry.cpp, from algorithms.def).
+const std::vector<const Solver*>& all_solvers(convcoreConvolutionPass_t pass);
+// The solver of `algo` of `pass` on `device`, or null when none is compiled in.
+const Solver* find_solver(convcoreConvolutionPass_t pass, int algo, convcoreDeviceType_t device);
+inline const Solver* find_solver(convcoreConvolutionFwdAlgo_t algo, convcoreDeviceType_t device) {
+    return find_solver(CONVCORE_PASS_FORWARD, algo, device);
+}
+inline const Solver* find_bwd_data_solver(convcoreConvolutionBwdDataAlgo_t algo, convcoreDeviceType_t device) {
+    return find_solver(CONVCORE_PASS_BACKWARD_DATA, algo, device);
+}
+inline const Solver* find_bwd_filter_solver(convcoreConvolutionBwdFilterAlgo_t algo, convcoreDeviceType_t device) {
+    return find_solver(CONVCORE_PASS_BACKWARD_FILTER, algo, device);
+}
 
 }  // namespace convcore

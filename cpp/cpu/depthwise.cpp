@@ -479,9 +479,10 @@ template void nhwc_rows<double>(const ConvProblem&, const double*, const double*
 }  // namespace depthwise
 
 extern const Solver depthwise_solver;
-const Solver depthwise_solver = {CONVCORE_FWD_ALGO_DEPTHWISE, CONVCORE_DEVICE_CPU, /*deterministic=*/true,
-                                 depthwise::why_not, workspace_bytes, run, prepared_filter_bytes,
-                                 prepare_filter, depthwise::runs_nhwc, fuses_epilogue};
+const Solver depthwise_solver = {.algo = CONVCORE_FWD_ALGO_DEPTHWISE, .device = CONVCORE_DEVICE_CPU,
+    .why_not = depthwise::why_not, .workspace_bytes = workspace_bytes, .forward = run,
+    .runs_nhwc = depthwise::runs_nhwc, .prepared_filter_bytes = prepared_filter_bytes,
+    .prepare_filter = prepare_filter, .fuses_epilogue = fuses_epilogue};
 
 }  // namespace cpu
 }  // namespace convcore

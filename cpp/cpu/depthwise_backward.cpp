@@ -285,15 +285,15 @@ size_t filter_workspace(const ConvProblem&) { return 0; }
 
 }  // namespace
 
-extern const BwdDataSolver depthwise_bwd_data_solver;
-const BwdDataSolver depthwise_bwd_data_solver = {CONVCORE_BWD_DATA_ALGO_DEPTHWISE, CONVCORE_DEVICE_CPU,
-                                                 /*deterministic=*/true, depthwise::why_not, data_workspace,
-                                                 run_data, depthwise::runs_nhwc};
+extern const Solver depthwise_bwd_data_solver;
+const Solver depthwise_bwd_data_solver = {.algo = CONVCORE_BWD_DATA_ALGO_DEPTHWISE,
+    .device = CONVCORE_DEVICE_CPU, .why_not = depthwise::why_not, .workspace_bytes = data_workspace,
+    .backward_data = run_data, .runs_nhwc = depthwise::runs_nhwc};
 
-extern const BwdFilterSolver depthwise_bwd_filter_solver;
-const BwdFilterSolver depthwise_bwd_filter_solver = {CONVCORE_BWD_FILTER_ALGO_DEPTHWISE, CONVCORE_DEVICE_CPU,
-                                                     /*deterministic=*/true, depthwise::why_not, filter_workspace,
-                                                     run_filter, depthwise::runs_nhwc};
+extern const Solver depthwise_bwd_filter_solver;
+const Solver depthwise_bwd_filter_solver = {.algo = CONVCORE_BWD_FILTER_ALGO_DEPTHWISE,
+    .device = CONVCORE_DEVICE_CPU, .why_not = depthwise::why_not, .workspace_bytes = filter_workspace,
+    .backward_filter = run_filter, .runs_nhwc = depthwise::runs_nhwc};
 
 }  // namespace cpu
 }  // namespace convcore

@@ -90,8 +90,9 @@ void run(const ConvArgs& a) {
 }  // namespace
 
 extern const Solver direct_solver;
-const Solver direct_solver = {CONVCORE_FWD_ALGO_DIRECT, CONVCORE_DEVICE_CPU, true, why_not,
-                              workspace_bytes, run, nullptr, nullptr, nullptr, fuses_epilogue};
+const Solver direct_solver = {.algo = CONVCORE_FWD_ALGO_DIRECT, .device = CONVCORE_DEVICE_CPU,
+    .why_not = why_not, .workspace_bytes = workspace_bytes, .forward = run,
+    .fuses_epilogue = fuses_epilogue};
 
 }  // namespace cpu
 }  // namespace convcore

@@ -108,13 +108,14 @@ void run_filter(const BwdFilterArgs& a) {
 
 }  // namespace
 
-extern const BwdDataSolver direct_bwd_data_solver;
-const BwdDataSolver direct_bwd_data_solver = {CONVCORE_BWD_DATA_ALGO_DIRECT, CONVCORE_DEVICE_CPU,
-                                              true, why_not, workspace_bytes, run_data};
-extern const BwdFilterSolver direct_bwd_filter_solver;
-const BwdFilterSolver direct_bwd_filter_solver = {CONVCORE_BWD_FILTER_ALGO_DIRECT,
-                                                  CONVCORE_DEVICE_CPU, true, why_not,
-                                                  workspace_bytes, run_filter};
+extern const Solver direct_bwd_data_solver;
+const Solver direct_bwd_data_solver = {.algo = CONVCORE_BWD_DATA_ALGO_DIRECT,
+    .device = CONVCORE_DEVICE_CPU, .why_not = why_not, .workspace_bytes = workspace_bytes,
+    .backward_data = run_data};
+extern const Solver direct_bwd_filter_solver;
+const Solver direct_bwd_filter_solver = {.algo = CONVCORE_BWD_FILTER_ALGO_DIRECT,
+    .device = CONVCORE_DEVICE_CPU, .why_not = why_not, .workspace_bytes = workspace_bytes,
+    .backward_filter = run_filter};
 
 }  // namespace cpu
 }  // namespace convcore

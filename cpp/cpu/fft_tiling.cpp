@@ -268,8 +268,8 @@ void run(const ConvArgs& a) {
 }  // namespace
 
 extern const Solver fft_tiling_solver;
-const Solver fft_tiling_solver = {CONVCORE_FWD_ALGO_FFT_TILING, CONVCORE_DEVICE_CPU,
-                                  /*deterministic=*/true, why_not, workspace_bytes, run};
+const Solver fft_tiling_solver = {.algo = CONVCORE_FWD_ALGO_FFT_TILING, .device = CONVCORE_DEVICE_CPU,
+    .why_not = why_not, .workspace_bytes = workspace_bytes, .forward = run};
 
 }  // namespace cpu
 }  // namespace convcore

@@ -184,14 +184,14 @@ void run_filter(const BwdFilterArgs& a) {
 
 }  // namespace
 
-extern const BwdDataSolver im2col_gemm_bwd_data_solver;
-const BwdDataSolver im2col_gemm_bwd_data_solver = {CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM,
-                                                   CONVCORE_DEVICE_CPU, /*deterministic=*/true,
-                                                   why_not, workspace_bytes, run_data};
-extern const BwdFilterSolver im2col_gemm_bwd_filter_solver;
-const BwdFilterSolver im2col_gemm_bwd_filter_solver = {CONVCORE_BWD_FILTER_ALGO_IM2COL_GEMM,
-                                                       CONVCORE_DEVICE_CPU, /*deterministic=*/true,
-                                                       why_not, workspace_bytes, run_filter};
+extern const Solver im2col_gemm_bwd_data_solver;
+const Solver im2col_gemm_bwd_data_solver = {.algo = CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM,
+    .device = CONVCORE_DEVICE_CPU, .why_not = why_not, .workspace_bytes = workspace_bytes,
+    .backward_data = run_data};
+extern const Solver im2col_gemm_bwd_filter_solver;
+const Solver im2col_gemm_bwd_filter_solver = {.algo = CONVCORE_BWD_FILTER_ALGO_IM2COL_GEMM,
+    .device = CONVCORE_DEVICE_CPU, .why_not = why_not, .workspace_bytes = workspace_bytes,
+    .backward_filter = run_filter};
 
 }  // namespace cpu
 }  // namespace convcore

@@ -567,8 +567,9 @@ void prepare(const ConvProblem& pr, const Context& ctx, const void* w, void* out
 }  // namespace
 
 extern const Solver im2win_solver;
-const Solver im2win_solver = {CONVCORE_FWD_ALGO_IM2WIN, CONVCORE_DEVICE_CPU, /*deterministic=*/true,
-                              why_not, workspace_bytes, run, prepared_bytes, prepare};
+const Solver im2win_solver = {.algo = CONVCORE_FWD_ALGO_IM2WIN, .device = CONVCORE_DEVICE_CPU,
+    .why_not = why_not, .workspace_bytes = workspace_bytes, .forward = run,
+    .prepared_filter_bytes = prepared_bytes, .prepare_filter = prepare};
 
 }  // namespace cpu
 }  // namespace convcore

@@ -548,9 +548,10 @@ void run(const ConvArgs& a) {
 }  // namespace
 
 extern const Solver implicit_gemm_solver;
-const Solver implicit_gemm_solver = {CONVCORE_FWD_ALGO_IMPLICIT_GEMM, CONVCORE_DEVICE_CPU,
-                                     /*deterministic=*/true, why_not, workspace_bytes, run,
-                                     prepared_filter_bytes, prepare_filter, runs_nhwc, fuses_epilogue};
+const Solver implicit_gemm_solver = {.algo = CONVCORE_FWD_ALGO_IMPLICIT_GEMM,
+    .device = CONVCORE_DEVICE_CPU, .why_not = why_not, .workspace_bytes = workspace_bytes,
+    .forward = run, .runs_nhwc = runs_nhwc, .prepared_filter_bytes = prepared_filter_bytes,
+    .prepare_filter = prepare_filter, .fuses_epilogue = fuses_epilogue};
 
 }  // namespace cpu
 }  // namespace convcore

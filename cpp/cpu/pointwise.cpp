@@ -180,9 +180,10 @@ void prepare_filter(const ConvProblem& p, const Context&, const void* w, void* o
 }  // namespace
 
 extern const Solver pointwise_solver;
-const Solver pointwise_solver = {CONVCORE_FWD_ALGO_POINTWISE, CONVCORE_DEVICE_CPU, /*deterministic=*/true,
-                                 why_not, workspace_bytes, run, prepared_filter_bytes, prepare_filter, runs_nhwc,
-                                 fuses_epilogue};
+const Solver pointwise_solver = {.algo = CONVCORE_FWD_ALGO_POINTWISE, .device = CONVCORE_DEVICE_CPU,
+    .why_not = why_not, .workspace_bytes = workspace_bytes, .forward = run, .runs_nhwc = runs_nhwc,
+    .prepared_filter_bytes = prepared_filter_bytes, .prepare_filter = prepare_filter,
+    .fuses_epilogue = fuses_epilogue};
 
 }  // namespace cpu
 }  // namespace convcore

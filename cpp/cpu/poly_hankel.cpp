@@ -200,8 +200,8 @@ void run(const ConvArgs& a) {
 }  // namespace
 
 extern const Solver poly_hankel_solver;
-const Solver poly_hankel_solver = {CONVCORE_FWD_ALGO_POLY_HANKEL, CONVCORE_DEVICE_CPU,
-                                   /*deterministic=*/true, why_not, workspace_bytes, run};
+const Solver poly_hankel_solver = {.algo = CONVCORE_FWD_ALGO_POLY_HANKEL, .device = CONVCORE_DEVICE_CPU,
+    .why_not = why_not, .workspace_bytes = workspace_bytes, .forward = run};
 
 }  // namespace cpu
 }  // namespace convcore

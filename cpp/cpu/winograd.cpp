@@ -742,13 +742,15 @@ bool fuses_epilogue(const ConvProblem& p) { return p.nhwc; }
 }  // namespace
 
 extern const Solver winograd_2x2_3x3_solver;
-const Solver winograd_2x2_3x3_solver = {CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3, CONVCORE_DEVICE_CPU,
-                                        /*deterministic=*/true, why_not_2, workspace_2, run_2,
-                                        prepared_2, prepare_2, runs_nhwc, fuses_epilogue};
+const Solver winograd_2x2_3x3_solver = {.algo = CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3,
+    .device = CONVCORE_DEVICE_CPU, .why_not = why_not_2, .workspace_bytes = workspace_2,
+    .forward = run_2, .runs_nhwc = runs_nhwc, .prepared_filter_bytes = prepared_2,
+    .prepare_filter = prepare_2, .fuses_epilogue = fuses_epilogue};
 extern const Solver winograd_4x4_3x3_solver;
-const Solver winograd_4x4_3x3_solver = {CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3, CONVCORE_DEVICE_CPU,
-                                        /*deterministic=*/true, why_not_4, workspace_4, run_4,
-                                        prepared_4, prepare_4, runs_nhwc, fuses_epilogue};
+const Solver winograd_4x4_3x3_solver = {.algo = CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3,
+    .device = CONVCORE_DEVICE_CPU, .why_not = why_not_4, .workspace_bytes = workspace_4,
+    .forward = run_4, .runs_nhwc = runs_nhwc, .prepared_filter_bytes = prepared_4,
+    .prepare_filter = prepare_4, .fuses_epilogue = fuses_epilogue};
 
 }  // namespace cpu
 }  // namespace convcore

@@ -241,10 +241,10 @@ void run(const BwdFilterArgs& a) {
 
 }  // namespace
 
-extern const BwdFilterSolver winograd_3x3_2x2_bwd_filter_solver;
-const BwdFilterSolver winograd_3x3_2x2_bwd_filter_solver = {
-    CONVCORE_BWD_FILTER_ALGO_WINOGRAD_3X3_2X2, CONVCORE_DEVICE_CPU, /*deterministic=*/true, why_not,
-    workspace_bytes, run};
+extern const Solver winograd_3x3_2x2_bwd_filter_solver;
+const Solver winograd_3x3_2x2_bwd_filter_solver = {.algo = CONVCORE_BWD_FILTER_ALGO_WINOGRAD_3X3_2X2,
+    .device = CONVCORE_DEVICE_CPU, .why_not = why_not, .workspace_bytes = workspace_bytes,
+    .backward_filter = run};
 
 }  // namespace cpu
 }  // namespace convcore

@@ -120,8 +120,9 @@ void run(const ConvArgs& a) {
 }  // namespace
 
 extern const Solver cyclic_minimal_solver;
-const Solver cyclic_minimal_solver = {CONVCORE_FWD_ALGO_CYCLIC_MINIMAL, CONVCORE_DEVICE_CUDA,
-                                      /*deterministic=*/true, why_not, workspace_bytes, run};
+const Solver cyclic_minimal_solver = {.algo = CONVCORE_FWD_ALGO_CYCLIC_MINIMAL,
+    .device = CONVCORE_DEVICE_CUDA, .why_not = why_not, .workspace_bytes = workspace_bytes,
+    .forward = run};
 
 }  // namespace cuda
 }  // namespace convcore

@@ -125,8 +125,8 @@ void run(const ConvArgs& a) {
 }  // namespace
 
 extern const Solver direct_solver;
-const Solver direct_solver = {CONVCORE_FWD_ALGO_DIRECT, CONVCORE_DEVICE_CUDA, true, why_not,
-                              workspace_bytes, run};
+const Solver direct_solver = {.algo = CONVCORE_FWD_ALGO_DIRECT, .device = CONVCORE_DEVICE_CUDA,
+    .why_not = why_not, .workspace_bytes = workspace_bytes, .forward = run};
 
 }  // namespace cuda
 }  // namespace convcore

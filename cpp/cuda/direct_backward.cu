@@ -251,12 +251,14 @@ void backward_bias(const Context& ctx, convcoreDataType_t dtype, const void* dy,
     CONVCORE_CUDA_CHECK_LAUNCH("bias_kernel");
 }
 
-extern const BwdDataSolver direct_bwd_data_solver;
-const BwdDataSolver direct_bwd_data_solver = {CONVCORE_BWD_DATA_ALGO_DIRECT, CONVCORE_DEVICE_CUDA, true,
-                                              why_not, workspace_bytes, run_data};
-extern const BwdFilterSolver direct_bwd_filter_solver;
-const BwdFilterSolver direct_bwd_filter_solver = {CONVCORE_BWD_FILTER_ALGO_DIRECT, CONVCORE_DEVICE_CUDA,
-                                                  true, why_not, workspace_bytes, run_filter};
+extern const Solver direct_bwd_data_solver;
+const Solver direct_bwd_data_solver = {.algo = CONVCORE_BWD_DATA_ALGO_DIRECT,
+    .device = CONVCORE_DEVICE_CUDA, .why_not = why_not, .workspace_bytes = workspace_bytes,
+    .backward_data = run_data};
+extern const Solver direct_bwd_filter_solver;
+const Solver direct_bwd_filter_solver = {.algo = CONVCORE_BWD_FILTER_ALGO_DIRECT,
+    .device = CONVCORE_DEVICE_CUDA, .why_not = why_not, .workspace_bytes = workspace_bytes,
+    .backward_filter = run_filter};
 
 }  // namespace cuda
 }  // namespace convcore

@@ -181,8 +181,8 @@ void run(const ConvArgs&) { throw Error(CONVCORE_STATUS_NOT_SUPPORTED, "FFT on C
 }  // namespace
 
 extern const Solver fft_solver;
-const Solver fft_solver = {CONVCORE_FWD_ALGO_FFT, CONVCORE_DEVICE_CUDA, /*deterministic=*/true, why_not,
-                           workspace_bytes, run};
+const Solver fft_solver = {.algo = CONVCORE_FWD_ALGO_FFT, .device = CONVCORE_DEVICE_CUDA,
+    .why_not = why_not, .workspace_bytes = workspace_bytes, .forward = run};
 
 }  // namespace cuda
 }  // namespace convcore

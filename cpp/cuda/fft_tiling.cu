@@ -209,8 +209,8 @@ void run(const ConvArgs&) { throw Error(CONVCORE_STATUS_NOT_SUPPORTED, "FFT_TILI
 }  // namespace
 
 extern const Solver fft_tiling_solver;
-const Solver fft_tiling_solver = {CONVCORE_FWD_ALGO_FFT_TILING, CONVCORE_DEVICE_CUDA, /*deterministic=*/true,
-                                  why_not, workspace_bytes, run};
+const Solver fft_tiling_solver = {.algo = CONVCORE_FWD_ALGO_FFT_TILING, .device = CONVCORE_DEVICE_CUDA,
+    .why_not = why_not, .workspace_bytes = workspace_bytes, .forward = run};
 
 }  // namespace cuda
 }  // namespace convcore

@@ -204,8 +204,9 @@ void run(const ConvArgs&) { throw Error(CONVCORE_STATUS_NOT_SUPPORTED, "FINE_GRA
 }  // namespace
 
 extern const Solver fine_grained_fft_solver;
-const Solver fine_grained_fft_solver = {CONVCORE_FWD_ALGO_FINE_GRAINED_FFT, CONVCORE_DEVICE_CUDA,
-                                        /*deterministic=*/true, why_not, workspace_bytes, run};
+const Solver fine_grained_fft_solver = {.algo = CONVCORE_FWD_ALGO_FINE_GRAINED_FFT,
+    .device = CONVCORE_DEVICE_CUDA, .why_not = why_not, .workspace_bytes = workspace_bytes,
+    .forward = run};
 
 }  // namespace cuda
 }  // namespace convcore

@@ -105,8 +105,9 @@ void run(const ConvArgs& a) {
 }  // namespace
 
 extern const Solver im2col_gemm_solver;
-const Solver im2col_gemm_solver = {CONVCORE_FWD_ALGO_IM2COL_GEMM, CONVCORE_DEVICE_CUDA,
-                                   /*deterministic=*/true, why_not, workspace_bytes, run};
+const Solver im2col_gemm_solver = {.algo = CONVCORE_FWD_ALGO_IM2COL_GEMM,
+    .device = CONVCORE_DEVICE_CUDA, .why_not = why_not, .workspace_bytes = workspace_bytes,
+    .forward = run};
 
 }  // namespace cuda
 }  // namespace convcore

@@ -168,14 +168,14 @@ void filter_run(const BwdFilterArgs& a) {
 
 }  // namespace
 
-extern const BwdDataSolver im2col_gemm_bwd_data_solver;
-const BwdDataSolver im2col_gemm_bwd_data_solver = {
-    CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM, CONVCORE_DEVICE_CUDA, /*deterministic=*/true,
-    data_why_not, data_workspace, data_run};
-extern const BwdFilterSolver im2col_gemm_bwd_filter_solver;
-const BwdFilterSolver im2col_gemm_bwd_filter_solver = {
-    CONVCORE_BWD_FILTER_ALGO_IM2COL_GEMM, CONVCORE_DEVICE_CUDA, /*deterministic=*/true,
-    filter_why_not, filter_workspace, filter_run};
+extern const Solver im2col_gemm_bwd_data_solver;
+const Solver im2col_gemm_bwd_data_solver = {.algo = CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM,
+    .device = CONVCORE_DEVICE_CUDA, .why_not = data_why_not, .workspace_bytes = data_workspace,
+    .backward_data = data_run};
+extern const Solver im2col_gemm_bwd_filter_solver;
+const Solver im2col_gemm_bwd_filter_solver = {.algo = CONVCORE_BWD_FILTER_ALGO_IM2COL_GEMM,
+    .device = CONVCORE_DEVICE_CUDA, .why_not = filter_why_not, .workspace_bytes = filter_workspace,
+    .backward_filter = filter_run};
 
 }  // namespace cuda
 }  // namespace convcore

@@ -274,8 +274,8 @@ void run(const ConvArgs& a) {
 }  // namespace
 
 extern const Solver im2win_solver;
-const Solver im2win_solver = {CONVCORE_FWD_ALGO_IM2WIN, CONVCORE_DEVICE_CUDA, /*deterministic=*/true,
-                              why_not, workspace_bytes, run};
+const Solver im2win_solver = {.algo = CONVCORE_FWD_ALGO_IM2WIN, .device = CONVCORE_DEVICE_CUDA,
+    .why_not = why_not, .workspace_bytes = workspace_bytes, .forward = run};
 
 }  // namespace cuda
 }  // namespace convcore

@@ -47,8 +47,9 @@ void run(const ConvArgs& a) {
 }  // namespace
 
 extern const Solver implicit_gemm_solver;
-const Solver implicit_gemm_solver = {CONVCORE_FWD_ALGO_IMPLICIT_GEMM, CONVCORE_DEVICE_CUDA,
-                                     /*deterministic=*/true, why_not, workspace_bytes, run};
+const Solver implicit_gemm_solver = {.algo = CONVCORE_FWD_ALGO_IMPLICIT_GEMM,
+    .device = CONVCORE_DEVICE_CUDA, .why_not = why_not, .workspace_bytes = workspace_bytes,
+    .forward = run};
 
 }  // namespace cuda
 }  // namespace convcore

@@ -64,14 +64,14 @@ void filter_run(const BwdFilterArgs& a) {
 
 }  // namespace
 
-extern const BwdDataSolver implicit_gemm_bwd_data_solver;
-const BwdDataSolver implicit_gemm_bwd_data_solver = {
-    CONVCORE_BWD_DATA_ALGO_IMPLICIT_GEMM, CONVCORE_DEVICE_CUDA, /*deterministic=*/true, why_not,
-    no_workspace, data_run};
-extern const BwdFilterSolver implicit_gemm_bwd_filter_solver;
-const BwdFilterSolver implicit_gemm_bwd_filter_solver = {
-    CONVCORE_BWD_FILTER_ALGO_IMPLICIT_GEMM, CONVCORE_DEVICE_CUDA, /*deterministic=*/true, why_not,
-    no_workspace, filter_run};
+extern const Solver implicit_gemm_bwd_data_solver;
+const Solver implicit_gemm_bwd_data_solver = {.algo = CONVCORE_BWD_DATA_ALGO_IMPLICIT_GEMM,
+    .device = CONVCORE_DEVICE_CUDA, .why_not = why_not, .workspace_bytes = no_workspace,
+    .backward_data = data_run};
+extern const Solver implicit_gemm_bwd_filter_solver;
+const Solver implicit_gemm_bwd_filter_solver = {.algo = CONVCORE_BWD_FILTER_ALGO_IMPLICIT_GEMM,
+    .device = CONVCORE_DEVICE_CUDA, .why_not = why_not, .workspace_bytes = no_workspace,
+    .backward_filter = filter_run};
 
 }  // namespace cuda
 }  // namespace convcore

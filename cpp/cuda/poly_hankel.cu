@@ -179,8 +179,9 @@ void run(const ConvArgs&) { throw Error(CONVCORE_STATUS_NOT_SUPPORTED, "POLY_HAN
 }  // namespace
 
 extern const Solver poly_hankel_solver;
-const Solver poly_hankel_solver = {CONVCORE_FWD_ALGO_POLY_HANKEL, CONVCORE_DEVICE_CUDA, /*deterministic=*/true,
-                                   why_not, workspace_bytes, run};
+const Solver poly_hankel_solver = {.algo = CONVCORE_FWD_ALGO_POLY_HANKEL,
+    .device = CONVCORE_DEVICE_CUDA, .why_not = why_not, .workspace_bytes = workspace_bytes,
+    .forward = run};
 
 }  // namespace cuda
 }  // namespace convcore

@@ -43,6 +43,36 @@ inline std::string describe(const Shape& p) {
            " dil" + std::to_string(p.dil_h) + "," + std::to_string(p.dil_w) + (p.flip ? " conv" : " xcorr");
 }
 
+// A random case of any geometry (trial picks the mode, alpha, beta and a strided y): groups 1-3,
+// filters up to 5x5, padding up to 3, stride up to 3, dilation up to 2, images up to 17x17. For
+// the algorithms that run every problem (DIRECT, IM2COL_GEMM, IMPLICIT_GEMM).
+inline ForwardCase any_geometry_case(std::mt19937& rng, int trial) {
+    std::uniform_int_distribution<int> u(0, 1 << 20);
+    auto pick = [&](int lo, int hi) { return int64_t(lo + u(rng) % (hi - lo + 1)); };
+    Shape p{};
+    p.groups = pick(1, 3);
+    p.n = pick(1, 3);
+    p.c = p.groups * pick(1, 4);
+    p.k = p.groups * pick(1, 6);
+    p.r = pick(1, 5);
+    p.s = pick(1, 5);
+    p.pad_h = pick(0, 3);
+    p.pad_w = pick(0, 3);
+    p.stride_h = pick(1, 3);
+    p.stride_w = pick(1, 3);
+    p.dil_h = pick(1, 2);
+    p.dil_w = pick(1, 2);
+    p.flip = trial % 2 == 1;
+    p.h = pick(int(p.dil_h * (p.r - 1) + 1), 17);
+    p.w = pick(int(p.dil_w * (p.s - 1) + 1), 17);
+    ForwardCase tc;
+    tc.shape = p;
+    tc.alpha = trial % 3 == 0 ? 1.0 : 0.75;
+    tc.beta = trial % 4 == 0 ? 0.5 : 0.0;
+    tc.strided_y = trial % 5 == 0;
+    return tc;
+}
+
 // Runs `algo` on the case; returns ||y - ref|| / ||ref|| (INFINITY when a call fails, after
 // an EXPECT failure naming the algorithm and the library's reason). `out` receives y.
 template <typename T>
