@@ -194,11 +194,11 @@ tsan-tests:
 	$(call run_emulated_tests,$(EMU_TSAN_DIR),$(TSAN_ENV),$(EMU_CUDA_TESTS) test_threads)
 
 # convcore's Python package picks OpenBLAS's SkylakeX (AVX-512) kernels on AVX-512 CPUs unless
-# OPENBLAS_CORETYPE is set (python/convcore/__init__.py). These machines' environment sets it to
-# Haswell (AVX2), which halves the GEMM-based algorithms' speed on their Zen 5 CPUs while
-# PyTorch's oneDNN, the competitor, uses AVX-512 regardless. The benchmark unsets it, so both
-# libraries use the CPU's full width; keep the pin with `make bench BENCH_BLAS_ENV=`. The
-# benchmark's header prints the kernels in use.
+# OPENBLAS_CORETYPE is set (python/convcore/__init__.py). An environment that pins it to Haswell
+# (AVX2) halves the GEMM-based algorithms' speed on an AVX-512 CPU while PyTorch's oneDNN, the
+# competitor, uses AVX-512 regardless. The benchmark unsets it, so both libraries use the CPU's
+# full width; keep the pin with `make bench BENCH_BLAS_ENV=`. The benchmark's header prints the
+# kernels in use (docs/benchmarking.md).
 BENCH_BLAS_ENV ?= env -u OPENBLAS_CORETYPE
 BENCH_MODELS   ?= resnet18
 bench: build  ## the main job: the layer suite, then BENCH_MODELS end to end and per layer
@@ -208,8 +208,8 @@ bench: build  ## the main job: the layer suite, then BENCH_MODELS end to end and
 info: build
 	$(VENV)/bin/convcore info
 
-# Whether every CPU runs at full speed right now (tools/vcpu_speed.c): on a shared VM one vCPU
-# can run at half speed for minutes, which moves 2-thread benchmark ratios by up to 2x.
+# Whether every CPU runs at full speed right now (tools/vcpu_speed.c): on a shared VM a vCPU
+# can run slow for minutes, which moves 2-thread benchmark ratios by up to 2x.
 VCPU_SECONDS ?= 20
 vcpu-check:
 	@mkdir -p build

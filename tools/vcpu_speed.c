@@ -1,22 +1,23 @@
 /* Is every CPU of this machine running at full speed right now?
  *
- * On this project's shared 2-vCPU VM one vCPU at a time can run at ~55-60% speed for seconds to
- * minutes (bench/results/cpu-2026-11-23-e6256e2.md). A multi-threaded convolution whose threads
+ * On a shared VM one vCPU at a time can run at ~55-60% speed for seconds to minutes
+ * (bench/results/cpu-2026-11-23-e6256e2.md). A multi-threaded convolution whose threads
  * meet at barriers then runs at that vCPU's pace, and 2-thread benchmark ratios move by up to
  * 2x. This times the same register-only arithmetic on every OpenMP thread, round after round,
  * and says how often one thread was more than 30% slower than the fastest.
  *
  * Then how late the OpenMP workers join a parallel region after the program sat idle (5 ms:
  * libgomp's workers still spin and join within microseconds; 30 ms: they sleep, and waking a
- * halted vCPU takes this VM ~2 ms; a benchmark should wake them before timing, as `convcore
+ * halted vCPU can take ~2 ms; a benchmark should wake them before timing, as `convcore
  * bench` does).
  *
- * Last, the round trip of a cache line between threads 0 and 1. It was ~53 ns here; in some
- * stretches it was ~330 ns: the host had put the two vCPUs on different L3 domains (CCDs). Code
- * whose threads hand written data to each other then ran up to 2x slower: Winograd's shared
- * transformed input, OpenBLAS's shared packed panels, barriers. Single-threaded and
- * register-only code did not change, nor did PyTorch's oneDNN (its threads work on private
- * data). This check catches that state; the arithmetic rounds above do not.
+ * Last, the round trip of a cache line between threads 0 and 1: ~50 ns when two vCPUs share
+ * an L3, ~330 ns when the host has put them on different L3 domains (CCDs). Code whose threads
+ * hand written data to each other then runs up to 2x slower: Winograd's shared transformed
+ * input, OpenBLAS's shared packed panels, barriers. Single-threaded and register-only code
+ * does not change, nor does PyTorch's oneDNN (its threads work on private data)
+ * (bench/results/cpu-2026-11-23-s6.md). This check catches that state; the arithmetic rounds
+ * above do not.
  *
  *     make vcpu-check                 # 20 s (VCPU_SECONDS=60 for longer)
  *     build/vcpu_speed [seconds] [-v] # (after make vcpu-check) -v: one line per round
@@ -76,7 +77,7 @@ int main(int argc, char** argv) {
 
     /* Wake-up latency: idle a while, then a parallel region in which every thread notes when
      * it started. After 5 ms the workers normally still spin (libgomp's default); after 30 ms
-     * they sleep, and waking a sleeping vCPU costs this VM about 2 ms. */
+     * they sleep, and waking a sleeping vCPU can cost about 2 ms. */
     enum { WAKES = 60 };
     double lat[WAKES];
     for (int idle_ms = 5; idle_ms <= 30; idle_ms += 25) {

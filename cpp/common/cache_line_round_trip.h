@@ -1,8 +1,8 @@
 /* A cache line's round trip between two OpenMP threads, in ns: threads 0 and 1 take turns
  * incrementing one cache line, so each increment is a round trip of the line between their
  * cores. The best of `runs` runs of up to 200000 trips or `max_ms` milliseconds each; 0 where
- * fewer than two threads run. On this project's VM it is ~53 ns while the two vCPUs share an L3
- * and ~330 ns while the host has split them across L3 domains, which doubles the time of code
+ * fewer than two threads run. On a 2-vCPU VM it is ~50 ns while the vCPUs share an L3 and
+ * ~330 ns while the host has split them across L3 domains, which doubles the time of code
  * whose threads hand data to each other (bench/results/cpu-2026-11-23-s6.md).
  *
  * C and C++ (GCC/Clang atomic builtins): used by tools/vcpu_speed.c and by the Python bindings'

@@ -5,7 +5,7 @@
 //    (fftw_execute_dft_r2c / _c2r) is thread-safe and is what the solvers do, from many
 //    OpenMP threads at once. Plans are made with FFTW_ESTIMATE (microseconds; a new shape never
 //    stalls a call), or FFTW_MEASURE when CONVCORE_FFTW_PLANNER=measure (0.01-1 s per new
-//    shape, 0-50% faster transforms on this machine's FFTW, which has SSE2/AVX codelets only).
+//    shape, 0-50% faster transforms with Debian's FFTW 3.3.10, which has SSE2/AVX codelets only).
 //    good_size() picks sizes that FFTW_ESTIMATE plans well. Transforms run in place on a
 //    64-byte-aligned per-thread scratch plane (scratch()); FFTW never allocates during a call.
 //  * The spectrum layout the products work on ("block-split panels", struct Layout): a spectrum
@@ -49,11 +49,12 @@ using fft::kWorkspaceCap;
 using fft::size_weight;
 using fft::too_big;
 
-// Cost model (ns on one core of this machine): an FFTW r2c or c2r per point and log2(points)
-// (times size_weight), the direct filter DFT per frequency and filter row (after the split),
-// the product per complex multiply-add; and a fixed cost per transform of a tile (the FFTW call
-// and the tile's copies: without it FFT_TILING chose 16x16 tiles on 100x100 images, 12% slower
-// than 16x64, and 16x32 on 160x160, 14% slower than 32x160; 2 threads, interleaved reps).
+// Cost model (ns, fitted on one AMD EPYC Zen 5 core): an FFTW r2c or c2r per point and
+// log2(points) (times size_weight), the direct filter DFT per frequency and filter row (after
+// the split), the product per complex multiply-add; and a fixed cost per transform of a tile
+// (the FFTW call and the tile's copies: without it FFT_TILING chooses 16x16 tiles on 100x100
+// images, 12% slower than 16x64, and 16x32 on 160x160, 14% slower than 32x160; 2 threads,
+// interleaved reps).
 constexpr double kFftCost = 0.12, kDftCost = 0.08, kProductCost = 0.07, kFftCallCost = 200.0;
 
 // Complex numbers per block of the block-split layout.

@@ -311,8 +311,9 @@ using RowFn = void (*)(const Job<T>&, int64_t, int64_t, int64_t, int64_t, int64_
 
 // The narrow float kernels: KB = 16 (kb_of). AVX-512: 16 x 12, one filter vector and 12
 // broadcasts per 12 multiply-adds; 1.65-1.75x the 32-wide tile's speed on 16 -> 16 channel
-// layers (PolyHankel's sweeps, 2 threads). 16 x 16 and 16 x 24 were no faster: the 16-24
-// window pointers no longer fit the registers and are reloaded for every broadcast.
+// layers (PolyHankel's sweeps, 2 threads; bench/results/cpu-2026-11-23-s7.md). 16 x 16 and
+// 16 x 24 are no faster: the 16-24 window pointers no longer fit the registers and are
+// reloaded for every broadcast.
 #define IW_ENTRY_NARROW(NAME, ATTR, VB, NV, NR)                                                    \
     ATTR void NAME##_f32_narrow(const Job<float>& jb, int64_t n, int64_t g, int64_t kb,          \
                                 int64_t pos0, int64_t pos1, int64_t lo, int64_t hi) {             \
@@ -459,8 +460,7 @@ struct BandTasks {
 // the thread's slot of the band. 0: the shared schedule, where the band is shorter than the
 // thread count or a unit would have under MIN_UNIT_POSITIONS (small images: there the
 // shared schedule's tasks of whole images balance better and waste fewer partial tiles;
-// measured on 20x20 and 10x10 outputs, 3-4% and 11% faster than 1-2 row units, in a harness
-// that ran the units first after PyTorch, a few % handicap).
+// measured on 20x20 and 10x10 outputs, 3-4% and 11% faster than 1-2 row units).
 constexpr int64_t UNIT_POSITIONS = 768, MIN_UNIT_POSITIONS = 192;
 int64_t unit_rows(const ConvProblem& pr, const Geometry& gm, int threads) {
     const int64_t slot = gm.band / threads, total = pr.n * pr.p;
@@ -499,10 +499,10 @@ void run_typed(const ConvArgs& a) {
 
     // The private schedule: units of a few output rows handed out dynamically; a thread makes
     // a unit's strips in its own slot of the band buffer and runs all of the unit's tasks
-    // itself, so strips never pass between threads and there is no barrier per band (what
-    // this VM's split state punishes: docs/algorithms.md). Cold caches, in rotation with
-    // PyTorch, shared -> private: ResNet-50 conv1 3.20 -> 2.98 ms on one thread, 1.85 -> 1.73
-    // on two; IM2WIN conv3 with the vCPUs split 4.39 -> 3.89 ms.
+    // itself, so strips never pass between threads and there is no barrier per band (data
+    // that one thread writes and another reads costs most when they do not share a cache).
+    // Cold caches, private against shared: ResNet-50 conv1 2.98 against 3.20 ms on one
+    // thread, 1.73 against 1.85 on two (bench/results/cpu-2026-11-23-s7.md).
     if (const int64_t ur = unit_rows(pr, gm, threads); ur > 0) {
         const int64_t units = (total_rows + ur - 1) / ur;
 #pragma omp parallel num_threads(threads)

@@ -312,8 +312,8 @@ void rows_run(const ConvArgs& a, RowsTaskFn<T> task, int64_t nr) {
 
     // Guided: a thread's first tasks are consecutive row blocks, whose input and output rows
     // the hardware prefetchers stream (single dynamic tasks jump between images and groups;
-    // measured, a depthwise 32-channel 112x112 layer: 0.22 -> 0.13 ms). The shrinking chunks
-    // still balance the end.
+    // a depthwise 32-channel 112x112 layer: 0.13 against 0.22 ms;
+    // bench/results/cpu-2026-11-23-s6.md). The shrinking chunks still balance the end.
 #pragma omp parallel for num_threads(threads) schedule(guided)
     for (int64_t t = 0; t < tasks; ++t) {
         const int64_t block = t % blocks, g = t / blocks % pr.groups, n = t / (blocks * pr.groups);

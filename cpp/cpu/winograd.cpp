@@ -65,9 +65,10 @@ constexpr int64_t kBlockBudgetBytes = int64_t(4) << 20;
 constexpr int64_t kMinBlock = 256, kMaxBlock = 4096;
 // The filter-blocked schedule (make_plan): taken when U is over kFilterBlockedMinBytes and the
 // call has at most kFilterBlockedMaxTiles tiles (GEMMs that few columns wide are bound by
-// reading U), with U slices of about kFilterBlockBytes (a multiple of 8 filters). Measured
-// single-threaded (CPU time, loaded machine): VGG conv5 10.8 -> 7.5 ms, conv4.1 11.4 -> 9 ms,
-// conv4.2 unchanged; with 128-196 tiles (conv5 at batch 8, conv3.2) slower, hence the limit.
+// reading U), with U slices of about kFilterBlockBytes (a multiple of 8 filters). Single-
+// threaded CPU time against the block schedule: VGG conv5 7.5 against 10.8 ms, conv4.1 9
+// against 11.4 ms, conv4.2 equal; with 128-196 tiles (conv5 at batch 8, conv3.2) slower, hence
+// the limit (docs/algorithms.md, WINOGRAD_2X2_3X3).
 constexpr int64_t kFilterBlockedMinBytes = int64_t(8) << 20;
 constexpr int64_t kFilterBlockedMaxTiles = 64;
 constexpr int64_t kFilterBlockBytes = int64_t(2) << 20;
@@ -77,8 +78,8 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // The private block schedule (run_private_pieces) when U is at most this: the ordinary block
 // schedule's hand-offs (V made by all threads, read by every GEMM; M likewise to the output
-// transform) are what this VM's split state punishes, but each private piece re-reads all of
-// U, which with U over ~2 MiB (VGG conv2.2 at 2.4 MB) made it 11% slower on shared L3.
+// transform) cost most when the threads do not share a cache, but each private piece re-reads
+// all of U, which with U over ~2 MiB (VGG conv2.2 at 2.4 MB) makes it 11% slower.
 constexpr int64_t kPrivateMaxUBytes = int64_t(3) << 19;  // 1.5 MiB
 
 // Tile rows per thread piece in the private block schedule: the largest count whose pieces,
@@ -508,10 +509,10 @@ void for_chunks(int64_t count, int threads, bool wait, Fn fn) {
 // sub-slices of kr filters through all three stages in its own rows of the U and M buffers,
 // the sub-slices handed out dynamically: U and M never pass between threads and there is no
 // barrier per slice; only V is shared. Otherwise (many threads) every stage of a slice is
-// split among the threads. Measured on this 2-vCPU VM (VGG, batch 1, 2 threads, interleaved):
-// conv5 4.1-4.6 -> 3.6-4.2 ms, conv4.2 8.0-8.5 -> 7.7-8.1 ms; and in the VM's "slow
-// stretches" (one vCPU at ~55-60% speed for a while: the shared schedule, with its barriers
-// per slice, ran at that vCPU's pace), conv4.2 18.5 -> 10.2 ms and conv5 11.3 -> 4.6 ms.
+// split among the threads. A barrier per slice runs every slice at the slowest thread's pace;
+// with dynamic sub-slices a thread that runs slow for a while takes fewer of them (VGG conv5,
+// batch 1, 2 threads, one vCPU at ~60% speed: 4.6 against 11.3 ms;
+// bench/results/cpu-2026-11-23-e6256e2.md).
 template <typename T, class F>
 void run_filter_blocked(const Plan& pl, const Dims& d, const ConvProblem& p, const T* x, const T* w,
                         T* y, T* U, T* V, T* M, T alpha, T beta, int threads) {
@@ -569,11 +570,9 @@ void run_filter_blocked(const Plan& pl, const Dims& d, const ConvProblem& p, con
 // its own columns of the V and M block buffers (thread t: columns [t*w, (t+1)*w), w = the
 // piece's tiles rounded up to whole lane groups: 64 bytes of float, so the threads' columns
 // share a cache line per row at most, where V's start is not 64-byte aligned). Only U, made
-// once, is read by both threads; there is no barrier per block. VGG at batch 1, 2 threads,
-// in rotation with PyTorch, cold caches, block -> private: conv1.2 17.2 -> 16.4 ms, conv2.1
-// 7.2 -> 6.4 ms, ResNet res2 at batch 8 8.3 -> 7.0 ms; with the vCPUs split across L3
-// domains (round trip ~320 ns) conv1.2 24.5 -> 14.9 ms, conv2.1 12.9 -> 8.7 ms, res2 at batch
-// 8 17.3 -> 9.8 ms (PyTorch 19.8, 10.3, 10.3 ms).
+// once, is read by both threads; there is no barrier per block. VGG conv1.2 at batch 1, 2
+// threads, private against block: 16.4 against 17.2 ms with the threads sharing an L3, 14.9
+// against 24.5 ms with them on different L3 domains (bench/results/cpu-2026-11-23-s7.md).
 template <typename T, class F>
 void run_private_pieces(const Plan& pl, const Dims& d, const ConvProblem& p, const T* x, T* y, const T* U,
                         T* V, T* M, T alpha, T beta, int64_t sb) {

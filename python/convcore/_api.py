@@ -834,8 +834,8 @@ class Convolution:
         the others with their status ("not_supported": cannot run the problem, disabled by
         CONVCORE_DISABLE_ALGOS, or not deterministic when ``deterministic=True``;
         "alloc_failed": needs more workspace than ``workspace_limit`` bytes). Results come
-        from the find-db when this problem was timed before on this machine (README: "Find
-        and the find-db"); convcore.find_stats() counts what was timed.
+        from the find-db when this problem was timed before on this machine (docs/find.md);
+        convcore.find_stats() counts what was timed.
 
         ``filters`` says how the caller runs the filters, which orders the results and sets
         ``time_ms``: "per-call" (the default: transformed at every call, as forward without

@@ -219,12 +219,12 @@ def _thread_pool_waker(torch):
 
     The cache flush is one Python thread writing 64 MiB for several milliseconds: long enough
     for idle OpenMP workers to stop spinning and sleep, and waking them costs the next parallel
-    region 0.1-0.2 ms on this VM (measured on Pitas' 512x512 3x3 layer: IMPLICIT_GEMM 0.29-0.47
-    ms median after the flush alone, 0.14-0.23 ms with the pool woken first). In a network the
-    previous layer has just run and the workers are awake; only the caches are cold. So after
-    the flush, untimed, a tiny convolution and (when PyTorch is timed) a small parallel PyTorch
-    operation run; both libraries usually share one libgomp, and each wakes its own pool when
-    not."""
+    region 0.1-0.2 ms on a 2-vCPU VM (bench/results/cpu-2026-11-23.md; on Pitas' 512x512 3x3
+    layer IMPLICIT_GEMM took 0.29-0.47 ms median after the flush alone, 0.14-0.23 ms with the
+    pool woken first). In a network the previous layer has just run and the workers are awake;
+    only the caches are cold. So after the flush, untimed, a tiny convolution and (when PyTorch
+    is timed) a small parallel PyTorch operation run; both libraries usually share one libgomp,
+    and each wakes its own pool when not."""
     conv = convcore.Convolution()
     x, w = np.zeros((1, 1, 16, 64), np.float32), np.zeros((1, 1, 3, 3), np.float32)
     y = np.empty(conv.output_shape(x.shape, w.shape), np.float32)
@@ -369,10 +369,10 @@ def _steal_since(before, wall_ms):
 
 STEAL_WARN = 0.02  # a CPU lost more than 2% of a layer's timing to the hypervisor
 
-# A cache line's round trip between two threads, in ns: ~50-90 while the two vCPUs of this
-# project's VM share an L3, ~330-700 while the host has put them on different L3 domains, which
-# doubles the 2-thread time of code whose threads hand data to each other (Winograd, OpenBLAS's
-# threaded GEMM) and leaves PyTorch's oneDNN alone (bench/results/cpu-2026-11-23-s6.md).
+# A cache line's round trip between two threads, in ns: ~50-90 while two vCPUs of a VM share
+# an L3, ~330-700 while the host has put them on different L3 domains, which doubles the
+# 2-thread time of code whose threads hand data to each other (Winograd, OpenBLAS's threaded
+# GEMM) and leaves PyTorch's oneDNN alone (bench/results/cpu-2026-11-23-s6.md).
 SPLIT_NS = 200
 
 

@@ -217,8 +217,8 @@ TEST_P(CudaFftFamily, HugeProblemIsNotSupportedWithReason) {
     EXPECT_NE(why.find(convcoreGetFwdAlgoName(GetParam())), std::string::npos) << why;
 }
 
-// Threads, each with its own handle (README: a handle is used by one thread at a time), on one
-// shape at once: per-handle plan caches, the process-wide work-size memo shared.
+// Threads, each with its own handle (docs/thread_safety.md: a handle is used by one thread at
+// a time), on one shape at once: per-handle plan caches, the process-wide work-size memo shared.
 TEST_P(CudaFftFamily, ThreadsWithOwnHandles) {
     const Shape p{2, 8, 33, 29, 12, 3, 3, 1, 1, 1, 1, 1, 1, 1, false};
     std::vector<double> errors(4, INFINITY);

@@ -1,4 +1,4 @@
-// Thread safety of the C API (README "Thread safety"): one handle per thread, many threads at
+// Thread safety of the C API (docs/thread_safety.md): one handle per thread, many threads at
 // once, each running different problems with every applicable algorithm (so the shared state
 // behind the solvers, such as the FFT plan cache, is hit concurrently); descriptors shared
 // read-only by all threads; the per-thread error string.

@@ -1,4 +1,4 @@
-"""Thread safety in Python (README "Thread safety"): one Convolution object shared by many
+"""Thread safety in Python (docs/thread_safety.md): one Convolution object shared by many
 threads at once, each with its own inputs, shapes and algorithms, every result checked against
 the float64 reference. The bindings release the GIL during the C call, so the threads really
 run convcore concurrently (each on its own per-thread handle and workspace)."""

@@ -319,7 +319,7 @@ CONVCORE_API convcoreStatus_t convcoreConvolutionBiasActivationForward(
  * ~/.cache/convcore/find-db.txt); the environment variable CONVCORE_FIND_DB=<path> moves it,
  * CONVCORE_FIND_DB=off disables it (results are then kept in this process only). Concurrent
  * processes may share it (writes take a lock and replace the file atomically); a corrupt
- * file is ignored and rewritten. README.md ("Find and the find-db") has the format.
+ * file is ignored and rewritten. docs/find.md ("The find-db") has the format.
  * CONVCORE_DISABLE_ALGOS=fft,poly_hankel (names, case-insensitive, every direction) removes
  * algorithms from Get, Find and the Python API's "auto" and "find"; an algorithm passed by
  * name to convcoreConvolutionForward still runs. */
