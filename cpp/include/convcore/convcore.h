@@ -70,10 +70,9 @@ typedef enum {
     CONVCORE_CONVOLUTION = 1        /* true convolution: the filter is flipped in both axes */
 } convcoreConvolutionMode_t;
 
-/* Forward algorithms: CONVCORE_FWD_ALGO_DIRECT = 0, _IM2COL_GEMM = 1, _IMPLICIT_GEMM = 2, _IM2WIN = 3,
- * _WINOGRAD_2X2_3X3 = 4, _WINOGRAD_4X4_3X3 = 5, _FFT = 6, _FFT_TILING = 7, _FINE_GRAINED_FFT = 8,
- * _POLY_HANKEL = 9, _CYCLIC_MINIMAL = 10: the CONVCORE_FORWARD lines of convcore/algorithms.def,
- * the library's one list of algorithms, which states each one's limits, devices and error bound.
+/* Forward algorithms, CONVCORE_FWD_ALGO_<NAME>: the CONVCORE_FORWARD lines of
+ * convcore/algorithms.def, the library's one list of algorithms, which states each one's enum
+ * value, limits, devices and error bound (convcoreGetAlgorithmInfo reads it at run time).
  * A problem outside an algorithm's limits gets NOT_SUPPORTED with the reason. docs/algorithms.md
  * has the details. */
 typedef enum {
@@ -418,9 +417,8 @@ CONVCORE_API convcoreStatus_t convcoreSynchronize(convcoreHandle_t handle);
  * is flipped, so its gradients are too. docs/algorithms.md ("Backward passes") has the details
  * and error bounds. */
 
-/* Backward-data algorithms (dx from w and dy): DIRECT = 0, IM2COL_GEMM = 1, IMPLICIT_GEMM = 2,
- * WINOGRAD_2X2_3X3 = 3, FFT = 4, FFT_TILING = 5, FINE_GRAINED_FFT = 6, POLY_HANKEL = 7 (the
- * CONVCORE_BACKWARD_DATA lines of convcore/algorithms.def). */
+/* Backward-data algorithms (dx from w and dy), CONVCORE_BWD_DATA_ALGO_<NAME>: the
+ * CONVCORE_BACKWARD_DATA lines of convcore/algorithms.def. */
 typedef enum {
 #define CONVCORE_BACKWARD_DATA(NAME, value, ...) CONVCORE_BWD_DATA_ALGO_##NAME = value,
 #define CONVCORE_FORWARD(...)
@@ -432,9 +430,8 @@ typedef enum {
     CONVCORE_BWD_DATA_ALGO_COUNT  /* the number of algorithms: their values are 0 .. COUNT - 1 */
 } convcoreConvolutionBwdDataAlgo_t;
 
-/* Backward-filter algorithms (dw from x and dy): DIRECT = 0, IM2COL_GEMM = 1, IMPLICIT_GEMM = 2,
- * WINOGRAD_3X3_2X2 = 3, FFT = 4, FFT_TILING = 5, FINE_GRAINED_FFT = 6, POLY_HANKEL = 7 (the
- * CONVCORE_BACKWARD_FILTER lines of convcore/algorithms.def). */
+/* Backward-filter algorithms (dw from x and dy), CONVCORE_BWD_FILTER_ALGO_<NAME>: the
+ * CONVCORE_BACKWARD_FILTER lines of convcore/algorithms.def. */
 typedef enum {
 #define CONVCORE_BACKWARD_FILTER(NAME, value, ...) CONVCORE_BWD_FILTER_ALGO_##NAME = value,
 #define CONVCORE_FORWARD(...)
