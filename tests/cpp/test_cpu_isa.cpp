@@ -3,6 +3,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
 
 #include "cpu/cpu_isa.hpp"
 
@@ -11,15 +15,30 @@ using convcore::cpu::detect_cpu_isa;
 
 namespace {
 
-#ifdef CONVCORE_X86_DISPATCH
+// The widest ISA from another source than the library's CPUID queries: the kernel's own list
+// of the CPU's flags (/proc/cpuinfo), which has only what the OS enabled too.
+std::set<std::string> cpuinfo_flags() {
+    std::ifstream f("/proc/cpuinfo");
+    std::string line;
+    while (std::getline(f, line)) {
+        if (line.rfind("flags", 0) != 0) continue;
+        std::istringstream words(line.substr(line.find(':') + 1));
+        std::set<std::string> flags;
+        for (std::string w; words >> w;) flags.insert(w);
+        return flags;
+    }
+    return {};
+}
+
 CpuIsa widest() {
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq")) return CpuIsa::avx512;
-    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return CpuIsa::avx2;
+#ifdef CONVCORE_X86_DISPATCH
+    const std::set<std::string> flags = cpuinfo_flags();
+    EXPECT_FALSE(flags.empty()) << "no flags line in /proc/cpuinfo";
+    if (flags.count("avx512f") && flags.count("avx512dq")) return CpuIsa::avx512;
+    if (flags.count("avx2") && flags.count("fma")) return CpuIsa::avx2;
+#endif
     return CpuIsa::baseline;
 }
-#else
-CpuIsa widest() { return CpuIsa::baseline; }
-#endif
 
 TEST(CpuIsa, TheCapLowersTheWidthNeverRaisesIt) {
     const char* saved = std::getenv("CONVCORE_CPU_ISA");
