@@ -9,7 +9,7 @@ import sys
 import pytest
 from torch import nn
 
-from convcore import cli, model_bench
+from convcore import bench_suite, cli, model_bench
 
 RESNET18_CONVS = 20
 
@@ -75,7 +75,7 @@ def test_per_layer_rows(resnet18):
         assert r["convcore_ms"] > 0 and r["pytorch_ms"] > 0
         assert r["loss_ms"] == pytest.approx(r["convcore_ms"] - r["pytorch_ms"])
         assert r["algo"]
-        cli.parse_problem(r["problem"])
+        bench_suite.parse_problem(r["problem"])
     conv1 = next(r for r in rows if r["layer"] == "conv1")
     assert conv1["problem"] == "mb1ic3ih32iw32oc64kh7kw7ph3pw3sh2sw2dh1dw1g1"
     assert 0 < sum(r["share_pct"] for r in rows) <= 100
@@ -111,7 +111,7 @@ def test_cli_json_suite_plot(tmp_path, capsys):
     (result,) = data["models"]
     assert result["model"] == "resnet18" and len(result["layers"]) == RESNET18_CONVS
 
-    problems = cli.parse_suite(suite.read_text(), str(suite))
+    problems = bench_suite.parse_suite(suite.read_text(), str(suite))
     descriptors = [p.descriptor() for p in problems]
     assert len(descriptors) == len(set(descriptors))
     assert set(descriptors) == {r["problem"] for r in result["layers"]}
