@@ -234,6 +234,51 @@ def test_package_information():
     assert os.path.isfile(os.path.join(prefix, "include", "convcore", "convcore.h"))
 
 
+def _import_in_subprocess(coretype):
+    """{environ_unchanged, chosen, reported, kernels} of `import convcore` in a new process whose
+    OPENBLAS_CORETYPE is ``coretype`` (None: unset)."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    if coretype is not None:
+        env["OPENBLAS_CORETYPE"] = coretype
+    code = ("import json, os\n"
+            "before = dict(os.environ)\n"
+            "import convcore\n"
+            "from convcore import bench_timing\n"
+            "print(json.dumps({'environ_unchanged': dict(os.environ) == before,\n"
+            "                  'chosen': convcore.openblas_coretype_chosen,\n"
+            "                  'reported': bench_timing.openblas_coretype(),\n"
+            "                  'blas': convcore.build_info()['blas']}))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=env)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_import_leaves_the_environment_alone():
+    """`import convcore` sets OPENBLAS_CORETYPE only while OpenBLAS loads (SkylakeX kernels on an
+    AVX-512 CPU that Debian's OpenBLAS does not recognise), then restores os.environ; the choice
+    is still in effect and reported (convcore.openblas_coretype_chosen, bench_timing)."""
+    result = _import_in_subprocess(None)
+    assert result["environ_unchanged"]
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = set(next((line.split(":", 1)[1].split() for line in f
+                              if line.startswith("flags")), []))
+    except OSError:
+        flags = set()
+    if {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"} <= flags:
+        assert result["chosen"] == result["reported"] == "SKYLAKEX"
+        if "OpenBLAS" in result["blas"]:
+            assert "kernels SkylakeX" in result["blas"], result["blas"]
+    else:
+        assert result["chosen"] is None and result["reported"] is None
+    pinned = _import_in_subprocess("HASWELL")  # the user's choice is left alone
+    assert pinned["environ_unchanged"] and pinned["chosen"] is None
+    assert pinned["reported"] == "HASWELL"
+    if "OpenBLAS" in pinned["blas"]:
+        assert "kernels Haswell" in pinned["blas"], pinned["blas"]
+
+
 def test_bench_layout_option(tmp_path, capsys):
     """--layout nhwc: convcore's x and y in NHWC, checked against DIRECT like NCHW, and recorded."""
     suite = tmp_path / "tiny.txt"
