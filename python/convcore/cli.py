@@ -118,8 +118,10 @@ def bench_problem(problem: BenchProblem, args: argparse.Namespace, torch: Any,
     skipped = [] if args.algos is None else [a for a in args.algos if a not in applicable]
 
     rng = np.random.default_rng(0)
-    x = rng.uniform(-1, 1, problem.x_shape).astype(dtype)
-    w = rng.uniform(-1, 1, problem.w_shape).astype(dtype)
+    x: Any = rng.uniform(-1, 1, problem.x_shape).astype(dtype)  # NumPy, or torch on CUDA
+    w: Any = rng.uniform(-1, 1, problem.w_shape).astype(dtype)
+    new_out: Callable[[], Any]
+    to_numpy: Callable[[Any], Any]
     y_shape = conv.output_shape(problem.x_shape, problem.w_shape)
     nhwc = getattr(args, "layout", "nchw") == "nhwc"  # convcore's x and y; w stays KCRS
     if on_cuda:
@@ -149,10 +151,11 @@ def bench_problem(problem: BenchProblem, args: argparse.Namespace, torch: Any,
 
     # Correctness first: every algorithm against DIRECT, once.
     reference = to_numpy(conv.forward(x, w, algo="direct", out=new_out()))
-    contenders, rows = {}, {}
+    contenders: Dict[str, Callable[[], Any]] = {}
+    rows: Dict[str, Dict[str, Any]] = {}
     for algo in algos:
         out = new_out()
-        row = {"layer": problem.label, "problem": problem.descriptor(), "algo": algo,
+        row: Dict[str, Any] = {"layer": problem.label, "problem": problem.descriptor(), "algo": algo,
                "auto": algo == auto_choice, "flops": problem.flops(), "workspace_bytes": conv.workspace_size(
                    problem.x_shape, problem.w_shape, algo, device=args.device, dtype=dtype)}
         err = _relative_error(to_numpy(conv.forward(x, w, algo=algo, out=out)), reference)
@@ -161,8 +164,9 @@ def bench_problem(problem: BenchProblem, args: argparse.Namespace, torch: Any,
         if row["check"] != "ok":
             log(f"!!! MISMATCH: {algo} on {problem.label}: relative error {err:.3g} vs DIRECT "
                 f"(bound {_mismatch_bound(algo, dtype):g})")
-        contenders[algo] = (lambda a=algo, o=out: conv.forward(x, w, algo=a, out=o,
-                                                               filter_version=filter_version))
+        def run_convcore(a: str = algo, o: Any = out) -> Any:
+            return conv.forward(x, w, algo=a, out=o, filter_version=filter_version)
+        contenders[algo] = run_convcore
         rows[algo] = row
     for algo in skipped:
         rows[algo] = {"layer": problem.label, "problem": problem.descriptor(), "algo": algo,
@@ -234,10 +238,11 @@ def bench_problem(problem: BenchProblem, args: argparse.Namespace, torch: Any,
 def _bytes(n: Optional[float]) -> str:
     if n is None:
         return "-"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
+    return f"{n:.1f} GiB"
 
 
 def _ratio(r: Optional[float]) -> str:
@@ -292,7 +297,7 @@ def auto_summary(results: List[Dict[str, Any]]) -> Tuple[int, int, List[Tuple[An
     """(layers where auto's choice is within 10% of the fastest algorithm, layers where auto's
     choice was timed, [(layer, auto's algo, first-round t/best, fastest algo, head-to-head
     ratio or None)] for the misses, layers within 10% in the first round alone)."""
-    layers = {}
+    layers: Dict[str, List[Dict[str, Any]]] = {}
     for r in results:
         if "median_ms" in r and not r["algo"].startswith("torch"):
             layers.setdefault(r["layer"], []).append(r)

@@ -39,7 +39,7 @@ import subprocess
 import sys
 import time
 import warnings
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -89,7 +89,7 @@ def _has_schema(qualified_name):
         return False
 
 
-def import_torchvision():
+def import_torchvision() -> Any:
     """``torchvision.models``, also where torchvision's C++ ops do not load.
 
     The torchvision wheel on PyPI is built against CUDA torch; with the CPU torch its ops
@@ -121,13 +121,13 @@ def import_torchvision():
     return torchvision.models
 
 
-def model_names():
+def model_names() -> List[str]:
     """torchvision's classification models."""
     models = import_torchvision()
     return models.list_models(module=models)
 
 
-def check_model_names(names):
+def check_model_names(names: Sequence[str]) -> None:
     valid = model_names()
     for name in names:
         if name not in valid:
@@ -138,7 +138,7 @@ def check_model_names(names):
                              f"`convcore bench --model list` prints them)")
 
 
-def build_model(name, seed=0):
+def build_model(name: str, seed: int = 0) -> nn.Module:
     """torchvision's ``name`` with random weights (seeded), float32, in eval mode."""
     check_model_names([name])
     models = import_torchvision()
@@ -160,11 +160,11 @@ def _padding(conv):
     return tuple(conv.padding)
 
 
-def conv_problems(model, x):
+def conv_problems(model: nn.Module, x: torch.Tensor) -> List[Tuple[str, BenchProblem]]:
     """[(module name, BenchProblem)] for every conv module that a forward pass on x runs, in
     the order of model.named_modules()."""
     convs = _conv_modules(model)
-    shapes = {}
+    shapes: Dict[str, Tuple[int, ...]] = {}
 
     def recorder(name):
         def hook(module, args):
@@ -204,14 +204,14 @@ def _logits(output):
     return output.logits if hasattr(output, "logits") else output[0]
 
 
-def suite_text(models, batch=1, size=224, seed=0):
+def suite_text(models: Sequence[str], batch: int = 1, size: int = 224, seed: int = 0) -> str:
     """A suite file (`convcore bench --suite`) of the models' conv layers: one line per distinct
     problem, named after its first layer ("resnet18:layer1.0.conv1")."""
     check_model_names(models)
     lines = [f"# conv layers of {', '.join(models)} (batch {batch}, {size}x{size}), written by "
              f"`convcore bench --model ... --write-suite`",
              "# one line per distinct problem, named after the first layer that has it"]
-    seen = {}
+    seen: Dict[str, List[Any]] = {}  # descriptor -> [label, count]
     for name in models:
         model = build_model(name, seed)
         for layer, problem in conv_problems(model, _input(batch, size, seed)):
@@ -226,7 +226,8 @@ def suite_text(models, batch=1, size=224, seed=0):
     return "\n".join(lines) + "\n"
 
 
-def write_suite(path, models, batch=1, size=224, seed=0):
+def write_suite(path: str, models: Sequence[str], batch: int = 1, size: int = 224,
+                seed: int = 0) -> int:
     """Writes suite_text(...) to path; returns the number of problems written."""
     text = suite_text(models, batch, size, seed)
     directory = os.path.dirname(os.path.abspath(path))
@@ -342,7 +343,7 @@ def _train_outputs(model, x, labels, seed):
 
 # ---- inference engines ---------------------------------------------------------------------------
 
-def engine_names(spec):
+def engine_names(spec: Optional[str]) -> List[str]:
     """The ENGINES result names that --engines ``spec`` ("all", "none" or a comma-separated
     list of their --engines names) selects."""
     if spec in (None, "", "none"):
@@ -374,16 +375,17 @@ def _compiled(model, x):
     return lambda: compiled(x)
 
 
-def onnx_bytes(model, x):
+def onnx_bytes(model: nn.Module, x: torch.Tensor) -> bytes:
     """The ONNX model of ``model`` on input ``x`` (the legacy exporter, opset 17)."""
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, (x,), buffer, dynamo=False, opset_version=17)
+        # (typed as a path; the legacy exporter writes to a file object as well)
+        torch.onnx.export(model, (x,), buffer, dynamo=False, opset_version=17)  # type: ignore[arg-type]
     return buffer.getvalue()
 
 
-def onnxruntime_options(threads):
+def onnxruntime_options(threads: int) -> Any:
     """ONNX Runtime's session options for the benchmark: ``threads`` intra-op threads, every
     graph optimization, and threads that sleep between runs, as the other contenders' do
     (spinning ones would take the cores from the contender timed next)."""
@@ -453,9 +455,12 @@ def _best(contenders, prefix, key):
     return min(names, key=lambda n: contenders[n][key]) if names else None
 
 
-def bench_model(name, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="auto",
-                warmup=WARMUP, time_limit=DEFAULT_TIME_LIMIT, layer_reps=LAYER_REPS, seed=0,
-                status=None, fuse=True, engines=(), threads=None, freeze=False):
+def bench_model(name: str, batch: int = 1, size: int = 224, train: bool = False,
+                reps: int = DEFAULT_REPS, algo: str = "auto", warmup: int = WARMUP,
+                time_limit: float = DEFAULT_TIME_LIMIT, layer_reps: int = LAYER_REPS,
+                seed: int = 0, status: Optional[_Status] = None, fuse: bool = True,
+                engines: Sequence[str] = (), threads: Optional[int] = None,
+                freeze: bool = False) -> Dict[str, Any]:
     """The result dict of one model (see run())."""
     status = status or _Status()
     min_reps = min(MIN_REPS, reps)
@@ -464,9 +469,11 @@ def bench_model(name, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="a
     model = build_model(name, seed)
     x = _input(batch, size, seed)
     problems = conv_problems(model, x)
+    # (Module.to takes memory_format, which torch's annotations of it leave out)
     models = {
         "pytorch nchw": model,
-        "pytorch channels_last": copy.deepcopy(model).to(memory_format=torch.channels_last),
+        "pytorch channels_last": copy.deepcopy(model).to(  # type: ignore[call-overload]
+            memory_format=torch.channels_last),
         "convcore nchw": convcore_torch.convert(copy.deepcopy(model), algo=algo, fuse=fuse,
                                                 freeze=freeze),
     }
@@ -663,14 +670,15 @@ def _git_commit():
     return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
 
 
-def default_threads():
+def default_threads() -> int:
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
 
 
-def protocol(reps, warmup, time_limit, layer_reps, train, engines=()):
+def protocol(reps: int, warmup: int, time_limit: float, layer_reps: int, train: bool,
+             engines: Sequence[str] = ()) -> str:
     step = "one training step (forward, cross-entropy loss, backward)" if train else \
         "one forward pass under torch.inference_mode()"
     text = (f"end to end: {step}; {warmup} untimed runs of each contender, then up to {reps} "
@@ -699,9 +707,12 @@ def protocol(reps, warmup, time_limit, layer_reps, train, engines=()):
     return text
 
 
-def run(models, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="auto", threads=None,
-        warmup=WARMUP, time_limit=DEFAULT_TIME_LIMIT, layer_reps=LAYER_REPS, seed=0, log=None,
-        on_result=None, fuse=True, engines=(), freeze=False):
+def run(models: Union[str, Sequence[str]], batch: int = 1, size: int = 224, train: bool = False,
+        reps: int = DEFAULT_REPS, algo: str = "auto", threads: Optional[int] = None,
+        warmup: int = WARMUP, time_limit: float = DEFAULT_TIME_LIMIT,
+        layer_reps: int = LAYER_REPS, seed: int = 0, log: Optional[Callable[[str], None]] = None,
+        on_result: Optional[Callable[[Dict[str, Any]], None]] = None, fuse: bool = True,
+        engines: Sequence[str] = (), freeze: bool = False) -> Dict[str, Any]:
     """Benchmarks each model (a torchvision classification name) end to end and per conv layer.
 
     threads: for both torch.set_num_threads and convcore.set_num_threads (default: every core
@@ -735,7 +746,7 @@ def run(models, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="auto", 
     convcore.set_num_threads(threads)
     single_threaded_numpy_blas()
     import torchvision
-    report = {
+    report: Dict[str, Any] = {
         "machine": {"cpu": cpu_model_name(), "cpu_count": os.cpu_count(), "threads": threads,
                     "host": platform.node(), "python": platform.python_version(),
                     "torch_version": torch.__version__,
@@ -776,7 +787,7 @@ def _table(headers, rows, numeric):
     return [fmt(headers), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
 
 
-def format_model(result, top=10):
+def format_model(result: Dict[str, Any], top: int = 10) -> str:
     """The report of one model: end-to-end times, correctness, the per-layer table."""
     head = (f"{result['model']}: {result['mode']}, batch {result['batch']}, "
             f"{result['size']}x{result['size']}, convcore algo {result['algo']}"
@@ -829,7 +840,7 @@ def format_model(result, top=10):
     return "\n".join(out)
 
 
-def format_layers(result, top=10):
+def format_layers(result: Dict[str, Any], top: int = 10) -> List[str]:
     layers = sorted(result["layers"], key=lambda r: -r["loss_ms"])
     totals = result["totals"]
     out = [f"per conv layer (median of {result['layer_reps']} hooked passes; convcore "
@@ -860,7 +871,7 @@ def format_layers(result, top=10):
     return out
 
 
-def plot_model(result, directory):
+def plot_model(result: Dict[str, Any], directory: str) -> str:
     """One PNG per model: the end-to-end times (min and median per contender) and, where
     measured, convcore's and PyTorch's time per conv layer. Returns the path."""
     from convcore.plot import _pyplot
