@@ -29,7 +29,7 @@ import time
 import types
 
 import convcore
-from convcore import cli
+from convcore import bench_suite, cli
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -60,7 +60,7 @@ def sample_problem(rng, max_flops, max_elements):
         if kind < 0.2 and c >= 8 and kk % 8 == 0:
             g = rng.choice([2, 4, 8])
     pad = dilation * (k // 2) if rng.random() < 0.7 else 0
-    p = cli.BenchProblem(mb=n, ic=c, ih=h, iw=w, oc=kk, kh=k, kw=k, sh=stride, sw=stride, ph=pad,
+    p = bench_suite.BenchProblem(mb=n, ic=c, ih=h, iw=w, oc=kk, kh=k, kw=k, sh=stride, sw=stride, ph=pad,
                          pw=pad, dh=dilation, dw=dilation, g=g)
     oh, ow = p.output_hw()
     if oh < 1 or ow < 1 or c > 512 or kk > 512:
@@ -86,7 +86,7 @@ def suite_problems():
     problems = []
     for path in sorted(glob.glob(os.path.join(HERE, "suites", "*.txt"))):
         with open(path) as f:
-            for p in cli.parse_suite(f.read(), path):
+            for p in bench_suite.parse_suite(f.read(), path):
                 p.name = f"{os.path.basename(path)[:-4]}:{p.label}"
                 problems.append(p)
     return problems

@@ -5,7 +5,7 @@ faster), and what auto picked with its time over the fastest (and, where the ben
 auto's choice head to head against the first round's fastest, that ratio too). Then per run the number of layers
 where auto is within 10% of the fastest (the selection target), and how often two runs agree on the
 fastest algorithm (the noise floor of that target). Layers timed while the two vCPUs did not
-share a cache (the bench's `round_trip_ns` above 200 ns, convcore.cli.SPLIT_NS) are marked
+share a cache (the bench's `round_trip_ns` above 200 ns, convcore.bench_timing.SPLIT_NS) are marked
 "split", and each run's count is repeated over its other layers.
 
     python bench/compare_runs.py DIR1 [DIR2 ...]     # each DIR holds <suite>.json files
@@ -18,7 +18,7 @@ import os
 import sys
 
 WITHIN = 1.10
-SPLIT_NS = 200  # as convcore.cli.SPLIT_NS (this script reads JSON only; it does not import convcore)
+SPLIT_NS = 200  # as convcore.bench_timing.SPLIT_NS (this script reads JSON only; it does not import convcore)
 
 
 def load_run(directory, stat="median"):

@@ -24,7 +24,7 @@ import torch
 
 import convcore
 import convcore.torch as convcore_torch
-from convcore import model_bench
+from convcore import bench_timing, model_bench
 
 
 def torch_ops(model, x, runs):
@@ -128,7 +128,7 @@ def main():
         "pytorch channels_last": lambda: torch_ops(
             copy.deepcopy(model).to(memory_format=torch.channels_last), channels_last, args.runs),
     }
-    print(f"{args.model}, batch 1, {args.size}x{args.size}, {model_bench.cpu_model_name()}, "
+    print(f"{args.model}, batch 1, {args.size}x{args.size}, {bench_timing.cpu_model_name()}, "
           f"{args.threads} threads, {args.runs} runs: ms per run by operation (profiled)")
     for side, measure in sides.items():
         try:

@@ -22,7 +22,7 @@ import sys
 import time
 
 import convcore
-from convcore import cli
+from convcore import bench_suite, bench_timing, cli
 
 
 def _json_default(v):
@@ -58,21 +58,21 @@ def main(argv=None):
 
     bench_args = cli.build_parser().parse_args(
         ["bench", "--device", args.device, "--reps", str(args.reps), "--no-retime"])
-    torch = cli._import_torch()
-    cli._single_threaded_numpy_blas()
+    torch = bench_timing.import_torch()
+    bench_timing.single_threaded_numpy_blas()
     if args.device != "cpu":
         if not torch.cuda.is_available() or convcore.cuda_device_count() == 0:
             print("no CUDA device visible to torch or convcore", file=sys.stderr)
             return 2
-        cli.cudnn_as_competitor(torch)
+        bench_timing.cudnn_as_competitor(torch)
         device_name = torch.cuda.get_device_name()
     else:
-        device_name = cli.cpu_model_name()
+        device_name = bench_timing.cpu_model_name()
 
     suites = []
     for path in args.suites:
         with open(path) as f:
-            suites.append((path, cli.parse_suite(f.read(), path)))
+            suites.append((path, bench_suite.parse_suite(f.read(), path)))
     total_layers = sum(len(problems) for _, problems in suites)
     report = {
         "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),

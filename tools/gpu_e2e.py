@@ -25,7 +25,7 @@ import torch
 
 import convcore
 import convcore.torch as convcore_torch
-from convcore import cli, model_bench
+from convcore import bench_timing, model_bench
 
 ERROR_BOUND = 1e-3
 
@@ -49,7 +49,7 @@ def main(argv=None):
         if not torch.cuda.is_available() or convcore.cuda_device_count() == 0:
             print("no CUDA device visible to torch or convcore", file=sys.stderr)
             return 2
-        cli.cudnn_as_competitor(torch)
+        bench_timing.cudnn_as_competitor(torch)
 
     def log(message):
         print(f"[{time.monotonic() - start:6.1f} s] {message}", file=sys.stderr, flush=True)

@@ -5,6 +5,8 @@ read in place through DLPack. The output has the type of ``x``: NumPy in -> NumP
 in -> PyTorch out, other DLPack producers -> NumPy out (CPU).
 """
 
+from __future__ import annotations
+
 import collections
 import enum
 import math
@@ -12,25 +14,55 @@ import operator
 import os
 import sys
 import threading
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 
 from . import _convcore as _C
 from ._errors import BadParamError, NotSupportedError
 
-__all__ = ["Algo", "BwdDataAlgo", "BwdFilterAlgo", "AlgorithmInfo", "algorithm_info", "ConvDesc", "Convolution", "FindResult", "conv2d", "build_info",
-           "cuda_device_count", "cmake_prefix_path", "set_num_threads", "find_stats", "clear_find_cache"]
+__all__ = ["Algo", "BwdDataAlgo", "BwdFilterAlgo", "AlgorithmInfo", "algorithm_info", "ConvDesc",
+           "Convolution", "FindResult", "conv2d", "build_info", "cuda_device_count",
+           "cmake_prefix_path", "set_num_threads", "find_stats", "clear_find_cache",
+           "SUPPORTED_DTYPES"]
 
-SUPPORTED_DTYPES = ("float32", "float64")
-_NATIVE_FLOAT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+# The types of the public signatures. Arrays are NumPy arrays or any object with __dlpack__
+# (PyTorch, CuPy, JAX, ...): Any, since no protocol type covers what DLPack producers return.
+Array = Any
+IntPair = Union[int, Tuple[int, int], Sequence[int]]  # an int, or an (h, w) pair
+Shape = Sequence[int]
+AlgoArg = Union[str, enum.Enum]  # a member of the direction's enum, its name, "auto" or "find"
+DTypeArg = Any  # "float32", "float64", a NumPy dtype or scalar type, a torch.dtype
+DeviceArg = Any  # "cpu", "cuda", "cuda:<index>" or a torch.device
+
+# The dtypes convcore computes in, as NumPy dtypes (they compare equal to their names:
+# np.dtype("float32") == "float32"). convcore.torch.SUPPORTED_DTYPES holds the same two as
+# torch dtypes.
+SUPPORTED_DTYPES: Tuple[np.dtype, ...] = (np.dtype(np.float32), np.dtype(np.float64))
+_SUPPORTED_DTYPE_NAMES = tuple(d.name for d in SUPPORTED_DTYPES)
+_NATIVE_FLOAT_DTYPES = SUPPORTED_DTYPES  # (native byte order: a ">f4" array is not among them)
 MODES = {"cross_correlation": _C.CROSS_CORRELATION, "convolution": _C.CONVOLUTION}
 _MAX_PARAM = 2 ** 40  # the C API's limit on padding, stride and dilation
 
 
 # ---- algorithms --------------------------------------------------------------------------------
 
-Algo = enum.Enum("Algo", [(name, i) for i, name in enumerate(_C.algo_names())],
-                 module=__name__, qualname="Algo")
+def _algo_enum(name: str, names: List[str]) -> Any:
+    """An enum of the compiled library's algorithms of one pass, in C enum order."""
+    return enum.Enum(name, [(n, i) for i, n in enumerate(names)], module=__name__, qualname=name)
+
+
+# The enums come from the compiled library's list (made from algorithms.def), so they always match
+# the library this module runs on. Type checkers see _algorithms.pyi instead: the same members,
+# generated from algorithms.def by tools/gen_algo_enums.py (tests/python/test_algo_enums.py
+# checks that the two agree).
+if TYPE_CHECKING:
+    from ._algorithms import Algo as Algo, BwdDataAlgo as BwdDataAlgo, BwdFilterAlgo as BwdFilterAlgo
+else:
+    Algo = _algo_enum("Algo", _C.algo_names())
+    BwdDataAlgo = _algo_enum("BwdDataAlgo", _C.bwd_algo_names(_C.BACKWARD_DATA))
+    BwdFilterAlgo = _algo_enum("BwdFilterAlgo", _C.bwd_algo_names(_C.BACKWARD_FILTER))
+
 Algo.__doc__ = """The forward algorithms; members mirror the C enum convcoreConvolutionFwdAlgo_t.
 
 ``algo=`` accepts a member (``Algo.IM2COL_GEMM``) or its name as a string, case-insensitive
@@ -66,16 +98,10 @@ def _algo_id(algo):
 _ALGO_IDS = {"auto": _C.ALGO_AUTO, "AUTO": _C.ALGO_AUTO, "find": _C.ALGO_FIND, "FIND": _C.ALGO_FIND,
              **{a.name: a.value for a in Algo}, **{a.name.lower(): a.value for a in Algo}}
 
-BwdDataAlgo = enum.Enum("BwdDataAlgo", [(name, i) for i, name in
-                                        enumerate(_C.bwd_algo_names(_C.BACKWARD_DATA))],
-                        module=__name__, qualname="BwdDataAlgo")
 BwdDataAlgo.__doc__ = """The backward-data algorithms (dx from w and dy); members mirror the C enum
 convcoreConvolutionBwdDataAlgo_t. ``algo=`` of Convolution.backward_data accepts a member, its name
 as a string (case-insensitive), ``"auto"`` or ``"find"`` (Find's fastest)."""
 
-BwdFilterAlgo = enum.Enum("BwdFilterAlgo", [(name, i) for i, name in
-                                            enumerate(_C.bwd_algo_names(_C.BACKWARD_FILTER))],
-                          module=__name__, qualname="BwdFilterAlgo")
 BwdFilterAlgo.__doc__ = """The backward-filter algorithms (dw from x and dy); members mirror the C
 enum convcoreConvolutionBwdFilterAlgo_t. ``algo=`` of Convolution.backward_filter accepts a member,
 its name as a string (case-insensitive), ``"auto"`` or ``"find"`` (Find's fastest)."""
@@ -118,12 +144,20 @@ class AlgorithmInfo(collections.namedtuple(
     algorithms): the devices it runs on, the relative error ||out - ref|| / ||ref|| against a
     float64 reference that convcore's tests hold it to, per dtype, and whether it is deterministic."""
 
-    def error_bound(self, dtype):
+    name: str
+    direction: str
+    on_cpu: bool
+    on_cuda: bool
+    error_bound_float32: float
+    error_bound_float64: float
+    deterministic: bool
+
+    def error_bound(self, dtype: DTypeArg) -> float:
         """The bound for ``dtype`` ("float32", "float64" or a NumPy dtype)."""
         return self.error_bound_float64 if np.dtype(dtype) == np.float64 else self.error_bound_float32
 
 
-def algorithm_info(algo, direction="forward"):
+def algorithm_info(algo: AlgoArg, direction: str = "forward") -> AlgorithmInfo:
     """The AlgorithmInfo of ``algo`` (a name or enum member) in ``direction`` ("forward",
     "backward_data" or "backward_filter")."""
     enum_cls, code = _direction_arg(direction)
@@ -187,7 +221,7 @@ def _scalar_arg(name, value):
     return v
 
 
-def _shape_arg(name, shape):
+def _shape_arg(name: str, shape: Any) -> Tuple[int, ...]:
     if hasattr(shape, "shape") and not isinstance(shape, (tuple, list)):
         shape = shape.shape  # an array was passed: use its shape
     try:
@@ -238,14 +272,18 @@ def _filter_version_arg(filter_version):
     return _int_arg("filter_version", filter_version, 0)
 
 
-def _output_size(size, pad, kernel, stride, dilation):
-    """The output extent along one axis (floor division, as every framework)."""
+def _output_size(size: Any, pad: Any, kernel: Any, stride: Any, dilation: Any) -> Any:
+    """The output extent along one axis (floor division, as every framework): the core's formula
+    (conv_output_size in cpp/common/conv_index.hpp), the one copy of it in Python, for what the
+    core cannot be asked: torch's symbolic sizes (SymInt) in convcore.torch's fake kernels, which
+    torch.compile traces with dynamic shapes. Convolution.output_shape asks the core;
+    tests/python/test_api_errors.py checks that the two agree."""
     return (size + 2 * pad - dilation * (kernel - 1) - 1) // stride + 1
 
 
 # ---- library information --------------------------------------------------------------------------
 
-def build_info():
+def build_info() -> Dict[str, str]:
     """What this build was compiled with (convcoreGetBuildInfo), as a dict: version, compiler,
     openmp, blas, fft, cuda, ..."""
     info = {}
@@ -256,18 +294,18 @@ def build_info():
     return info
 
 
-def cuda_device_count():
+def cuda_device_count() -> int:
     """CUDA devices visible to convcore; 0 without the CUDA backend or without a GPU."""
     return _C.cuda_device_count()
 
 
-def cmake_prefix_path():
+def cmake_prefix_path() -> str:
     """The installed package directory: add it to CMAKE_PREFIX_PATH so that
     ``find_package(convcore)`` finds lib/cmake/convcore/convcoreConfig.cmake."""
     return os.path.dirname(os.path.abspath(__file__))
 
 
-def set_num_threads(n):
+def set_num_threads(n: int) -> None:
     """CPU threads used by convcore calls made from the calling Python thread (0: OpenMP's
     default, usually every core)."""
     _C.set_num_threads(_int_arg("n", n, 0))
@@ -321,7 +359,7 @@ def _export(obj, name, dlpack_stream):
 
 
 def _check_numpy_dtype(arr, name):
-    if arr.dtype.name not in SUPPORTED_DTYPES:
+    if arr.dtype.name not in _SUPPORTED_DTYPE_NAMES:
         raise BadParamError(
             f"{name}: dtype {arr.dtype} is not supported; convcore supports float32 and float64")
 
@@ -457,21 +495,45 @@ class FindResult(tuple):
     _fields = ("algo", "status", "time_ms", "workspace", "deterministic", "time_per_call_ms",
                "time_prepared_ms")
 
-    def __new__(cls, algo, status, time_ms, workspace, deterministic, time_per_call_ms=None,
-                time_prepared_ms=None):
+    def __new__(cls, algo: Algo, status: str, time_ms: Optional[float], workspace: int,
+                deterministic: bool, time_per_call_ms: Optional[float] = None,
+                time_prepared_ms: Optional[float] = None) -> FindResult:
         return tuple.__new__(cls, (algo, status, time_ms, workspace, deterministic,
                                    time_per_call_ms, time_prepared_ms))
 
-    algo = property(lambda self: self[0])
-    status = property(lambda self: self[1])
-    time_ms = property(lambda self: self[2])
-    workspace = property(lambda self: self[3])
-    deterministic = property(lambda self: self[4])
-    time_per_call_ms = property(lambda self: self[5])
-    time_prepared_ms = property(lambda self: self[6])
-    name = property(lambda self: self[0].name.lower())
+    @property
+    def algo(self) -> Algo:
+        return self[0]
 
-    def __repr__(self):
+    @property
+    def status(self) -> str:
+        return self[1]
+
+    @property
+    def time_ms(self) -> Optional[float]:
+        return self[2]
+
+    @property
+    def workspace(self) -> int:
+        return self[3]
+
+    @property
+    def deterministic(self) -> bool:
+        return self[4]
+
+    @property
+    def time_per_call_ms(self) -> Optional[float]:
+        return self[5]
+
+    @property
+    def time_prepared_ms(self) -> Optional[float]:
+        return self[6]
+
+    @property
+    def name(self) -> str:
+        return self[0].name.lower()
+
+    def __repr__(self) -> str:
         def ms(t):
             return "None" if t is None else f"{t:.4g}"
         return (f"FindResult({self.name}, {self.status}, time_ms={ms(self.time_ms)}, "
@@ -480,14 +542,14 @@ class FindResult(tuple):
                 f"time_prepared_ms={ms(self.time_prepared_ms)})")
 
 
-def find_stats():
+def find_stats() -> Dict[str, int]:
     """What Find did in this process: {"timed_runs": (problem, algorithm) pairs timed,
     "db_hits": Find calls answered from the find-db or the in-process cache, timing nothing}."""
     timed, hits = _C.find_stats()
     return {"timed_runs": timed, "db_hits": hits}
 
 
-def clear_find_cache():
+def clear_find_cache() -> None:
     """Forgets the in-process cache of Find results: the next Find reads the find-db again."""
     _C.clear_find_cache()
 
@@ -497,7 +559,8 @@ class ConvDesc:
     groups, and mode "cross_correlation" (what frameworks call conv) or "convolution" (the
     filter flipped in both axes)."""
 
-    def __init__(self, padding=0, stride=1, dilation=1, groups=1, mode="cross_correlation"):
+    def __init__(self, padding: IntPair = 0, stride: IntPair = 1, dilation: IntPair = 1,
+                 groups: int = 1, mode: str = "cross_correlation") -> None:
         self._padding = _pair_arg("padding", padding, 0)
         self._stride = _pair_arg("stride", stride, 1)
         self._dilation = _pair_arg("dilation", dilation, 1)
@@ -509,22 +572,36 @@ class ConvDesc:
                                      self._stride[1], self._dilation[0], self._dilation[1],
                                      self._groups, MODES[mode])
 
-    padding = property(lambda self: self._padding)
-    stride = property(lambda self: self._stride)
-    dilation = property(lambda self: self._dilation)
-    groups = property(lambda self: self._groups)
-    mode = property(lambda self: self._mode)
+    @property
+    def padding(self) -> Tuple[int, int]:
+        return self._padding
 
-    def _key(self):
+    @property
+    def stride(self) -> Tuple[int, int]:
+        return self._stride
+
+    @property
+    def dilation(self) -> Tuple[int, int]:
+        return self._dilation
+
+    @property
+    def groups(self) -> int:
+        return self._groups
+
+    @property
+    def mode(self) -> str:
+        return self._mode
+
+    def _key(self) -> Tuple[Any, ...]:
         return (self._padding, self._stride, self._dilation, self._groups, self._mode)
 
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         return isinstance(other, ConvDesc) and self._key() == other._key()
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash(self._key())
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return (f"ConvDesc(padding={self._padding}, stride={self._stride}, "
                 f"dilation={self._dilation}, groups={self._groups}, mode={self._mode!r})")
 
@@ -535,17 +612,17 @@ class Convolution:
     ``x`` is N x C x H x W, ``w`` is K x C/groups x R x S, the output N x K x P x Q. One object
     may be shared by several threads (each thread gets its own handle, workspace and plans)."""
 
-    def __init__(self, desc=None, **kwargs):
+    def __init__(self, desc: Optional[ConvDesc] = None, **kwargs: Any) -> None:
         if desc is None:
             desc = ConvDesc(**kwargs)
         elif kwargs:
-            raise TypeError("pass either a ConvDesc or its keyword arguments, not both")
+            raise BadParamError("pass either a ConvDesc or its keyword arguments, not both")
         elif not isinstance(desc, ConvDesc):
             raise BadParamError(f"desc: expected a convcore.ConvDesc, got {type(desc).__name__}")
         self.desc = desc
         self._local = threading.local()  # per-thread plans, last algorithm and output shapes
 
-    def __repr__(self):
+    def __repr__(self) -> str:
         return f"Convolution({self.desc!r})"
 
     def _plans(self):
@@ -557,7 +634,7 @@ class Convolution:
             plans = self._local.plans = _C.PlanCache()
             return plans
 
-    def output_shape(self, x_shape, w_shape):
+    def output_shape(self, x_shape: Shape, w_shape: Shape) -> Tuple[int, ...]:
         """The output shape (N, K, P, Q) for inputs of these shapes."""
         x_shape, w_shape = _shape_arg("x_shape", x_shape), _shape_arg("w_shape", w_shape)
         if len(x_shape) == 4 and x_shape[0] == 0:  # an empty batch
@@ -574,8 +651,8 @@ class Convolution:
         return _C.rank_bwd_algos(x_shape, w_shape, self.desc._params, code, dev_type, dev_index,
                                  _dtype_arg(dtype))
 
-    def applicable_algos(self, x_shape, w_shape, device="cpu", dtype="float32",
-                         direction="forward"):
+    def applicable_algos(self, x_shape: Shape, w_shape: Shape, device: DeviceArg = "cpu",
+                         dtype: DTypeArg = "float32", direction: str = "forward") -> List[str]:
         """Names of the algorithms that can run this problem on ``device``, best first by
         convcore's heuristic (convcoreGetConvolutionForwardAlgorithm, or the backward rankings
         for ``direction="backward_data"`` / ``"backward_filter"``; the problem is always given
@@ -584,8 +661,9 @@ class Convolution:
         return [enum_cls(a).name.lower() for a, supported, _, _ in
                 self._rank(x_shape, w_shape, device, dtype, direction) if supported]
 
-    def workspace_size(self, x_shape, w_shape, algo, device="cpu", dtype="float32",
-                       direction="forward"):
+    def workspace_size(self, x_shape: Shape, w_shape: Shape, algo: AlgoArg,
+                       device: DeviceArg = "cpu", dtype: DTypeArg = "float32",
+                       direction: str = "forward") -> int:
         """Workspace bytes ``algo`` needs for this problem (NotSupportedError when it cannot
         run it) in ``direction`` ("forward", "backward_data", "backward_filter"). For packed
         inputs; strided ones may need more."""
@@ -607,8 +685,11 @@ class Convolution:
         return _C.workspace_size_bwd(x_shape, w_shape, self.desc._params, algo_id, code, dev_type,
                                      dev_index, _dtype_arg(dtype))
 
-    def forward(self, x, w, algo="auto", out=None, alpha=1.0, beta=0.0, filter_version=None,
-                bias=None, activation="identity", residual=None, alpha2=1.0):
+    def forward(self, x: Array, w: Array, algo: AlgoArg = "auto", out: Optional[Array] = None,
+                alpha: float = 1.0, beta: float = 0.0,
+                filter_version: Union[None, str, int] = None, bias: Optional[Array] = None,
+                activation: Optional[str] = "identity", residual: Optional[Array] = None,
+                alpha2: float = 1.0) -> Array:
         """``alpha * conv(x, w) + beta * out``, into ``out`` when given (else a new array of the
         type of x). With beta == 0 the previous contents of out are never read.
 
@@ -822,13 +903,14 @@ class Convolution:
         return (n, k, p, q)
 
     @property
-    def last_algo(self):
+    def last_algo(self) -> Optional[str]:
         """The name of the algorithm the last forward call of this thread ran (what "auto" or
         "find" chose), or None before the first call."""
         algo = getattr(self._local, "last_algo", None)
         return None if algo is None else Algo(algo).name.lower()
 
-    def find(self, x, w, workspace_limit=None, deterministic=False, filters="per-call"):
+    def find(self, x: Array, w: Array, workspace_limit: Optional[int] = None,
+             deterministic: bool = False, filters: str = "per-call") -> List[FindResult]:
         """Times every forward algorithm on ``x`` and ``w`` (cuDNN's FindEx; nothing is written
         to x or w) and returns a FindResult per algorithm: those that ran, fastest first, then
         the others with their status ("not_supported": cannot run the problem, disabled by
@@ -899,7 +981,8 @@ class Convolution:
             out *= beta
         return out
 
-    def backward_data(self, dy, w, x_shape, algo="auto", out=None, alpha=1.0, beta=0.0):
+    def backward_data(self, dy: Array, w: Array, x_shape: Shape, algo: AlgoArg = "auto",
+                      out: Optional[Array] = None, alpha: float = 1.0, beta: float = 0.0) -> Array:
         """``dx = alpha * (gradient of conv(x, w) with respect to x, given dy) + beta * out``
         for an input of shape ``x_shape``: into ``out`` when given (else a new array of the type
         of dy). ``algo``: a BwdDataAlgo, its name, "auto" or "find". With beta == 0 out is never read."""
@@ -916,7 +999,7 @@ class Convolution:
         if out is None:
             if beta != 0.0:
                 raise BadParamError(f"beta: beta={beta} blends into an existing output; pass out=")
-            if dtype not in SUPPORTED_DTYPES:
+            if dtype not in _SUPPORTED_DTYPE_NAMES:
                 raise BadParamError(f"dy: dtype {dtype} is not supported; convcore supports "
                                     f"float32 and float64")
             out = _allocate_output(dy, x_shape, dtype, device, follow_layout=True)
@@ -932,7 +1015,9 @@ class Convolution:
                          stream)
         return out
 
-    def backward_filter(self, x, dy, w_shape, algo="auto", out=None, alpha=1.0, beta=0.0):
+    def backward_filter(self, x: Array, dy: Array, w_shape: Shape, algo: AlgoArg = "auto",
+                        out: Optional[Array] = None, alpha: float = 1.0,
+                        beta: float = 0.0) -> Array:
         """``dw = alpha * (gradient of conv(x, w) with respect to w, given dy) + beta * out`` for
         a filter of shape ``w_shape``: into ``out`` when given (else a new array of the type of
         x). ``algo``: a BwdFilterAlgo, its name, "auto" or "find". With beta == 0 out is never read."""
@@ -948,7 +1033,7 @@ class Convolution:
         if out is None:
             if beta != 0.0:
                 raise BadParamError(f"beta: beta={beta} blends into an existing output; pass out=")
-            if xt.dtype not in SUPPORTED_DTYPES:
+            if xt.dtype not in _SUPPORTED_DTYPE_NAMES:
                 raise BadParamError(f"x: dtype {xt.dtype} is not supported; convcore supports "
                                     f"float32 and float64")
             out = _allocate_output(x, w_shape, xt.dtype, device)
@@ -964,7 +1049,8 @@ class Convolution:
                            self._plans(), stream)
         return out
 
-    def backward_bias(self, dy, out=None, alpha=1.0, beta=0.0):
+    def backward_bias(self, dy: Array, out: Optional[Array] = None, alpha: float = 1.0,
+                      beta: float = 0.0) -> Array:
         """``db = alpha * dy.sum over (N, P, Q) + beta * out``, shape (K,), accumulated in float64:
         into ``out`` when given (else a new array of the type of dy)."""
         alpha = _scalar_arg("alpha", alpha)
@@ -976,7 +1062,7 @@ class Convolution:
         if out is None:
             if beta != 0.0:
                 raise BadParamError(f"beta: beta={beta} blends into an existing output; pass out=")
-            if dyt.dtype not in SUPPORTED_DTYPES:
+            if dyt.dtype not in _SUPPORTED_DTYPE_NAMES:
                 raise BadParamError(f"dy: dtype {dyt.dtype} is not supported; convcore supports "
                                     f"float32 and float64")
             out = _allocate_output(dy, (dyt.shape[1],), dyt.dtype, device)
@@ -1013,8 +1099,57 @@ def _device_name(device):
     return f"DLPack device type {dev_type} index {dev_id}"
 
 
-def conv2d(x, w, *, padding=0, stride=1, dilation=1, groups=1, mode="cross_correlation",
-           algo="auto", out=None):
-    """One-call form: ``Convolution(ConvDesc(...)).forward(x, w, algo=algo, out=out)``."""
+def _same_padding(kernel: int, dilation: int) -> Tuple[int, int]:
+    """(symmetric part, extra on the bottom/right) of padding="same" along one axis, as
+    torch.nn.functional.conv2d pads it."""
+    total = dilation * (kernel - 1)
+    return total // 2, total - 2 * (total // 2)
+
+
+def _padding_string(fn: str, padding: str, x: Array, w: Array, stride: Sequence[int],
+                    dilation: Sequence[int]) -> Tuple[Array, Tuple[int, int]]:
+    """(x, padding) for padding="valid" or "same": "same" keeps the size at stride 1; where its
+    total padding along an axis is odd, x gets the extra row/column at the bottom/right (as
+    PyTorch pads), in a copy."""
+    if padding == "valid":
+        return x, (0, 0)
+    if padding != "same":
+        raise BadParamError(f"{fn}: invalid padding string {padding!r}, should be one of "
+                            f"'valid', 'same'")
+    if any(s != 1 for s in stride):
+        raise BadParamError(f"{fn}: padding='same' is not supported for strided convolutions")
+    w_shape = tuple(w.shape)
+    if len(w_shape) != 4:
+        raise BadParamError(f"w: expected 4 sizes (K, C/groups, R, S), got shape {w_shape}")
+    (ph, eh), (pw, ew) = _same_padding(w_shape[2], dilation[0]), _same_padding(w_shape[3], dilation[1])
+    if eh or ew:
+        if isinstance(x, np.ndarray) and x.ndim == 4:
+            x = np.pad(x, ((0, 0), (0, 0), (0, eh), (0, ew)))
+        elif _is_torch_tensor(x) and x.dim() == 4:
+            x = _torch_module().nn.functional.pad(x, (0, ew, 0, eh))
+        else:
+            raise NotSupportedError(f"{fn}: padding='same' with an even kernel extent pads one "
+                                    f"side more; convcore does that for 4-D NumPy arrays and "
+                                    f"torch tensors, not for a {type(x).__name__}")
+    return x, (ph, pw)
+
+
+def conv2d(input: Array, weight: Array, bias: Optional[Array] = None, stride: IntPair = 1,
+           padding: Union[IntPair, str] = 0, dilation: IntPair = 1, groups: int = 1, *,
+           mode: str = "cross_correlation", algo: AlgoArg = "auto",
+           out: Optional[Array] = None) -> Array:
+    """``torch.nn.functional.conv2d``'s arguments, in its order, on NumPy arrays or DLPack
+    tensors: ``Convolution(ConvDesc(...)).forward(input, weight, algo=algo, out=out, bias=bias)``.
+
+    ``input`` is N x C x H x W, ``weight`` K x C/groups x R x S. ``bias``: None or K values, one
+    per output channel, added in convcore's fused epilogue (convcoreConvolutionBiasActivationForward).
+    ``padding``: an int, an (h, w) pair, "valid" or "same" (stride 1; an odd total padding
+    puts the extra row/column at the bottom/right, as PyTorch does). Keyword-only, convcore's
+    own: ``mode`` ("cross_correlation", what frameworks call conv, or "convolution"), ``algo``
+    (see Convolution.forward) and ``out``. The output has the type of ``input``."""
+    if isinstance(padding, str):
+        input, padding = _padding_string("convcore.conv2d", padding, input, weight,
+                                         _pair_arg("stride", stride, 1),
+                                         _pair_arg("dilation", dilation, 1))
     desc = ConvDesc(padding=padding, stride=stride, dilation=dilation, groups=groups, mode=mode)
-    return Convolution(desc).forward(x, w, algo=algo, out=out)
+    return Convolution(desc).forward(input, weight, algo=algo, out=out, bias=bias)

@@ -19,39 +19,29 @@ end to end and per conv layer (python/convcore/model_bench.py). --reps, --thread
 suite for --suite.
 """
 
+from __future__ import annotations
+
 import argparse
 import datetime
-import gc
 import json
 import math
 import os
 import platform
-import re
 import statistics
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import numpy as np
 
 import convcore
-
-# The default suite; bench/suites/default.txt in the source tree holds the same lines (a test
-# checks it). Batch 1, sized to run in about a minute on 2 CPU cores.
-DEFAULT_SUITE = """\
-# convcore default benchmark suite (batch 1). Format: see `convcore bench --help`.
-mb1ic64ih56oc64kh3ph1       resnet50:res2_3x3
-mb1ic128ih28oc128kh3ph1     resnet50:res3_3x3
-mb1ic256ih14oc256kh3ph1     resnet50:res4_3x3
-mb1ic256ih56oc64kh1         resnet50:res2_1x1_reduce
-mb1ic128ih56oc128kh3ph1     vgg16:conv2_2
-mb1ic32ih112oc32kh3ph1g32   mobilenet:dw_3x3
-mb1ic1ih512oc1kh3ph1        single_channel_512x512_3x3
-mb1ic3ih224oc64kh7sh2ph3    resnet50:conv1_7x7
-mb1ic3ih227oc96kh11sh4      alexnet:conv1_11x11
-mb1ic256ih28oc256kh3ph2dh2  deeplab:dilated_3x3
-mb1ic128ih56oc128kh3sh2ph1  stride2_3x3
-"""
+from convcore.bench_suite import DEFAULT_SUITE, BenchProblem, parse_problem, parse_suite
+from convcore.bench_timing import (SPLIT_NS, STEAL_WARN, CpuTimer, CudaTimer, cpu_model_name,
+                                   cudnn_as_competitor, import_torch, openblas_coretype,
+                                   round_trip_ns, single_threaded_numpy_blas, steal_ms_per_cpu,
+                                   steal_since, time_interleaved, worst_round_trip,
+                                   worst_steal_share)
 
 WITHIN = 1.10  # the selection target: auto within 10% of the fastest algorithm
 # Relative error vs DIRECT above which a result is reported as a MISMATCH: twice the bound the
@@ -60,253 +50,7 @@ WITHIN = 1.10  # the selection target: auto within 10% of the fastest algorithm
 MISMATCH_FLOOR = (1e-4, 1e-10)
 
 
-# ---- suites -------------------------------------------------------------------------------------
-
-@dataclass
-class BenchProblem:
-    mb: int
-    ic: int
-    ih: int
-    iw: int
-    oc: int
-    kh: int
-    kw: int
-    sh: int = 1
-    sw: int = 1
-    ph: int = 0
-    pw: int = 0
-    dh: int = 1
-    dw: int = 1
-    g: int = 1
-    name: str = ""
-
-    @property
-    def x_shape(self):
-        return (self.mb, self.ic, self.ih, self.iw)
-
-    @property
-    def w_shape(self):
-        return (self.oc, self.ic // self.g, self.kh, self.kw)
-
-    def desc(self):
-        return convcore.ConvDesc(padding=(self.ph, self.pw), stride=(self.sh, self.sw),
-                                 dilation=(self.dh, self.dw), groups=self.g)
-
-    def output_hw(self):
-        oh = (self.ih + 2 * self.ph - self.dh * (self.kh - 1) - 1) // self.sh + 1
-        ow = (self.iw + 2 * self.pw - self.dw * (self.kw - 1) - 1) // self.sw + 1
-        return oh, ow
-
-    def flops(self):
-        oh, ow = self.output_hw()
-        return 2.0 * self.mb * self.oc * (self.ic // self.g) * self.kh * self.kw * oh * ow
-
-    def descriptor(self):
-        return (f"mb{self.mb}ic{self.ic}ih{self.ih}iw{self.iw}oc{self.oc}kh{self.kh}kw{self.kw}"
-                f"ph{self.ph}pw{self.pw}sh{self.sh}sw{self.sw}dh{self.dh}dw{self.dw}g{self.g}")
-
-    @property
-    def label(self):
-        return self.name or self.descriptor()
-
-
-_TOKEN = re.compile(r'(mb|ic|ih|iw|oc|oh|ow|kh|kw|sh|sw|ph|pw|dh|dw|g)(\d+)|n"([^"]*)"|_')
-# Fields that default to their partner (iw = ih, ...) and then to a constant.
-_PAIRS = [("ih", "iw", None), ("kh", "kw", None), ("sh", "sw", 1), ("ph", "pw", 0), ("dh", "dw", 1)]
-
-
-def parse_problem(text):
-    """A BenchProblem from a benchdnn-like line: descriptor, then an optional name."""
-    line = text.split("#", 1)[0].strip()
-    descriptor, _, name = line.partition(" ")
-    fields, pos = {}, 0
-    while pos < len(descriptor):
-        m = _TOKEN.match(descriptor, pos)
-        if not m:
-            raise ValueError(f"cannot parse {descriptor[pos:]!r} in {descriptor!r} (expected "
-                             "fields like mb1 ic64 ih56 oc64 kh3 sh1 ph1 dh1 g1)")
-        if m.group(1):
-            if m.group(1) in fields:
-                raise ValueError(f"{m.group(1)} given twice in {descriptor!r}")
-            fields[m.group(1)] = int(m.group(2))
-        elif m.group(3) is not None:
-            name = name or m.group(3)
-        pos = m.end()
-    for required in ("ic", "oc"):
-        if required not in fields:
-            raise ValueError(f"{descriptor!r} lacks {required}")
-    for first, second, default in _PAIRS:
-        if first not in fields and second not in fields:
-            if default is None:
-                raise ValueError(f"{descriptor!r} lacks {first} (or {second})")
-            fields[first] = fields[second] = default
-        fields.setdefault(first, fields.get(second))
-        fields.setdefault(second, fields[first])
-    for key in ("dh", "dw"):
-        if fields[key] < 1:
-            raise ValueError(f"{key}{fields[key]} in {descriptor!r}: dilation is PyTorch's here, "
-                             f"dh1 means no dilation (benchdnn's dh0)")
-    expect = {k: fields.pop(k) for k in ("oh", "ow") if k in fields}
-    problem = BenchProblem(mb=fields.pop("mb", 1), g=fields.pop("g", 1), name=name.strip(), **fields)
-    oh, ow = problem.output_hw()
-    if expect.get("oh", oh) != oh or expect.get("ow", ow) != ow:
-        raise ValueError(f"{descriptor!r}: oh/ow given as {expect} but the output is {oh}x{ow}")
-    return problem
-
-
-def parse_suite(text, source="suite"):
-    problems = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.split("#", 1)[0].strip():
-            continue
-        try:
-            problems.append(parse_problem(line))
-        except ValueError as e:
-            raise ValueError(f"{source}:{number}: {e}") from None
-    if not problems:
-        raise ValueError(f"{source}: no problems")
-    return problems
-
-
-def cpu_model_name():
-    """The CPU's model name (/proc/cpuinfo), else platform.processor()."""
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
-
-
-# ---- timing -------------------------------------------------------------------------------------
-
-def _l3_cache_bytes():
-    """The last-level cache size of CPU 0 from sysfs (the largest level listed), else 64 MiB."""
-    best = 0
-    base = "/sys/devices/system/cpu/cpu0/cache"
-    try:
-        for entry in os.listdir(base):
-            try:
-                with open(os.path.join(base, entry, "size")) as f:
-                    text = f.read().strip()
-            except OSError:
-                continue
-            scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
-            digits = text.rstrip("KkMmGg")
-            if digits.isdigit():
-                best = max(best, int(digits) * scale)
-    except OSError:
-        pass
-    return best or 64 << 20
-
-
-_FLUSH_BUFFER = []
-
-
-def _flush_buffer():
-    """Twice the last-level cache, allocated once per process (not once per layer: the kernel
-    would zero 64 MiB of new pages for every layer)."""
-    if not _FLUSH_BUFFER:
-        _FLUSH_BUFFER.append(np.zeros(2 * _l3_cache_bytes() // 8, np.float64))
-    return _FLUSH_BUFFER[0]
-
-
-def _thread_pool_waker(torch):
-    """A function that wakes the OpenMP worker threads (convcore's, and PyTorch's when it is
-    timed), touching 256 KiB at most (the flush has just written 64 MiB).
-
-    The cache flush is one Python thread writing 64 MiB for several milliseconds: long enough
-    for idle OpenMP workers to stop spinning and sleep, and waking them costs the next parallel
-    region 0.1-0.2 ms on a 2-vCPU VM (bench/results/cpu-2026-11-23.md; on Pitas' 512x512 3x3
-    layer IMPLICIT_GEMM took 0.29-0.47 ms median after the flush alone, 0.14-0.23 ms with the
-    pool woken first). In a network the previous layer has just run and the workers are awake;
-    only the caches are cold. So after the flush, untimed, a tiny convolution and (when PyTorch
-    is timed) a small parallel PyTorch operation run; both libraries usually share one libgomp,
-    and each wakes its own pool when not."""
-    conv = convcore.Convolution()
-    x, w = np.zeros((1, 1, 16, 64), np.float32), np.zeros((1, 1, 3, 3), np.float32)
-    y = np.empty(conv.output_shape(x.shape, w.shape), np.float32)
-    t = torch.zeros(1 << 16) if torch is not None else None  # two of PyTorch's parallel grains
-
-    def wake():
-        conv.forward(x, w, algo="implicit_gemm", out=y)
-        if t is not None:
-            t.mul_(1.0)
-    return wake
-
-
-class CpuTimer:
-    """Wall-clock time, or with ``cpu_time`` the process's CPU time (all threads): robust to
-    other jobs sharing the cores, but it counts spinning threads and ignores idle ones.
-
-    ``cache`` says what the caches hold when a timed run starts (untimed preparation):
-      warm  (the default) the contender runs once untimed right before, so its operands and
-            workspace are cached, as in a network, where the previous layer has just written
-            the input (and a network of a few MB stays in the L2/L3 between calls).
-      cold  a buffer of twice the last-level cache is written first, so every contender starts
-            with its operands in memory (the GPU mode flushes the L2 the same way). It evicts
-            the L3 and the flushing core's L2. Then the OpenMP workers, asleep after the flush,
-            are woken (_thread_pool_waker), untimed. This flatters algorithms whose own
-            workspace traffic is large: use it as a bound, not as the network's state.
-    Either way a contender's time no longer depends on which contender ran before it."""
-
-    def __init__(self, cpu_time=False, cache="warm", torch=None):
-        self.clock = time.process_time if cpu_time else time.perf_counter
-        self.cache = cache
-        self.flush_buffer = _flush_buffer() if cache == "cold" else None
-        self.wake = _thread_pool_waker(torch) if cache == "cold" else None
-        self.flushes = 0
-
-    def time_ms(self, fn):
-        if self.cache == "cold":
-            self.flushes += 1
-            self.flush_buffer.fill(float(self.flushes))
-            self.wake()
-        else:
-            fn()
-        start = self.clock()
-        fn()
-        return (self.clock() - start) * 1e3
-
-
-class CudaTimer:
-    """CUDA events on the current torch stream. With ``cache="cold"`` the L2 is
-    flushed before each rep by writing a buffer of twice its size (every rep starts
-    cold, as a layer of a network does, not with the previous rep's operands cached); with
-    "warm" (the default) the contender runs once untimed right before instead."""
-
-    def __init__(self, torch, cache="warm"):
-        self.torch = torch
-        self.cache = cache
-        props = torch.cuda.get_device_properties(torch.cuda.current_device())
-        l2 = getattr(props, "L2_cache_size", 0) or 64 << 20  # 50 MB on an H100
-        self.flush_buffer = torch.empty(2 * l2, dtype=torch.uint8, device="cuda")
-
-    def time_ms(self, fn):
-        cuda = self.torch.cuda
-        start, end = cuda.Event(enable_timing=True), cuda.Event(enable_timing=True)
-        if self.cache == "cold":
-            self.flush_buffer.zero_()  # queued before `start`: not timed
-        else:
-            fn()
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end)
-
-
-def _import_torch():
-    try:
-        import torch
-        return torch
-    except ImportError:
-        return None
-
-
-def _mismatch_bound(algo, dtype):
+def _mismatch_bound(algo: str, dtype: str) -> float:
     """The MISMATCH bound of a convcore algorithm, or of PyTorch's conv2d (algo "torch")."""
     floor = MISMATCH_FLOOR[0 if dtype == "float32" else 1]
     if algo == "torch":
@@ -314,114 +58,36 @@ def _mismatch_bound(algo, dtype):
     return max(2 * convcore.algorithm_info(algo).error_bound(dtype), floor)
 
 
-def _relative_error(y, ref):
+def _relative_error(y: Any, ref: Any) -> float:
     # Sums of squares, not np.linalg.norm: that calls NumPy's own OpenBLAS, whose idle threads
-    # then spin on the cores the timed runs need (see _single_threaded_numpy_blas).
+    # then spin on the cores the timed runs need (see bench_timing.single_threaded_numpy_blas).
     y, ref = np.asarray(y, dtype=np.float64), np.asarray(ref, dtype=np.float64)
     norm = math.sqrt(float(np.sum(ref * ref)))
     return math.sqrt(float(np.sum((y - ref) ** 2))) / (norm if norm > 0 else 1.0)
 
 
-def _single_threaded_numpy_blas():
-    """NumPy's wheels bundle their own OpenBLAS (scipy-openblas) with a thread pool whose idle
-    threads busy-wait after every call: measured, they took 16% of a bench process's samples,
-    competing with the timed runs for this machine's 2 cores. The bench needs none of it."""
-    try:
-        with open("/proc/self/maps") as f:
-            paths = {line.split()[-1] for line in f if "scipy_openblas" in line}
-    except OSError:
-        return
-    for path in paths:
-        try:
-            import ctypes
-            lib = ctypes.CDLL(path)
-            for name in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads"):
-                fn = getattr(lib, name, None)
-                if fn is not None:
-                    fn.argtypes = [ctypes.c_int]
-                    fn(1)
-                    break
-        except OSError:
-            pass
-
-
-def _steal_ms_per_cpu():
-    """Milliseconds the hypervisor has taken from each CPU since boot ("steal" in /proc/stat),
-    or None where that is not known (not Linux)."""
-    try:
-        with open("/proc/stat") as f:
-            lines = [line.split() for line in f if line.startswith("cpu") and line[3].isdigit()]
-        tick_ms = 1000.0 / os.sysconf("SC_CLK_TCK")
-        return [int(fields[8]) * tick_ms for fields in lines]
-    except (OSError, IndexError, ValueError, AttributeError):
-        return None
-
-
-def _steal_since(before, wall_ms):
-    """{"wall_ms", "steal_ms": [per CPU]} for a layer's timing, or None. On a shared VM a CPU
-    whose time the hypervisor takes stalls the threads waiting for it; a layer with much steal
-    has untrustworthy 2-thread times (the bench summary names such layers)."""
-    after = _steal_ms_per_cpu()
-    if before is None or after is None or len(before) != len(after):
-        return None
-    return {"wall_ms": wall_ms, "steal_ms": [a - b for a, b in zip(after, before)]}
-
-
-STEAL_WARN = 0.02  # a CPU lost more than 2% of a layer's timing to the hypervisor
-
-# A cache line's round trip between two threads, in ns: ~50-90 while two vCPUs of a VM share
-# an L3, ~330-700 while the host has put them on different L3 domains, which doubles the
-# 2-thread time of code whose threads hand data to each other (Winograd, OpenBLAS's threaded
-# GEMM) and leaves PyTorch's oneDNN alone (bench/results/cpu-2026-11-23-s6.md).
-SPLIT_NS = 200
-
-
-def _round_trip_ns():
-    """The round trip before/after a layer's timing (convcore's diagnostic), or None."""
-    fn = getattr(convcore._convcore, "cache_line_round_trip_ns", None)
-    return fn() if fn is not None and (os.cpu_count() or 1) >= 2 else None
-
-
-def _split_layers(results):
+def _split_layers(results: List[Dict[str, Any]]) -> List[Tuple[str, float]]:
     """[(layer, its largest round trip in ns)] above SPLIT_NS."""
     out = {}
     for r in results:
-        rt = [v for v in (r.get("round_trip_ns") or []) if v]
-        if rt and max(rt) > SPLIT_NS:
-            out[r["layer"]] = max(rt)
+        worst = worst_round_trip(r.get("round_trip_ns"))
+        if worst is not None and worst > SPLIT_NS:
+            out[r["layer"]] = worst
     return list(out.items())
 
 
-def _stolen_layers(results):
+def _stolen_layers(results: List[Dict[str, Any]]) -> List[Tuple[str, float]]:
     """[(layer, its worst CPU's stolen share of the timing)] above STEAL_WARN."""
     out = {}
     for r in results:
-        st = r.get("steal")
-        if st and st["wall_ms"] > 0 and st["steal_ms"]:
-            share = max(st["steal_ms"]) / st["wall_ms"]
-            if share > STEAL_WARN:
-                out[r["layer"]] = share
+        share = worst_steal_share(r.get("steal"))
+        if share is not None and share > STEAL_WARN:
+            out[r["layer"]] = share
     return sorted(out.items(), key=lambda kv: -kv[1])
 
 
-def _time_interleaved(contenders, reps, timer):
-    """{name: [reps times in ms]}: the contenders in turn, the starting one rotating each rep."""
-    names = list(contenders)
-    times = {name: [] for name in names}
-    gc_was_enabled = gc.isenabled()
-    gc.disable()  # no collection inside a timed run (as timeit does)
-    try:
-        for rep in range(reps):
-            for i in range(len(names)):
-                name = names[(rep + i) % len(names)]
-                times[name].append(timer.time_ms(contenders[name]))
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    return times
-
-
-def _retime_auto(rows, auto_algo, contenders, reps, timer):
+def _retime_auto(rows: Dict[str, Dict[str, Any]], auto_algo: str,
+                 contenders: Dict[str, Callable[[], Any]], reps: int, timer: Any) -> None:
     """When auto's choice is not the fastest algorithm of the first round, time the two again,
     head to head (interleaved, `reps` each), and record the verdict in auto's row as
     "retime". The fastest of ten noisy medians is biased low (it is the fastest partly because
@@ -434,21 +100,14 @@ def _retime_auto(rows, auto_algo, contenders, reps, timer):
                key=lambda r: r["median_ms"])["algo"]
     if best == auto_algo:
         return
-    times = _time_interleaved({auto_algo: contenders[auto_algo], best: contenders[best]}, reps, timer)
+    times = time_interleaved({auto_algo: contenders[auto_algo], best: contenders[best]}, reps, timer)
     auto_ms, best_ms = statistics.median(times[auto_algo]), statistics.median(times[best])
     auto_row["retime"] = {"fastest": best, "auto_ms": auto_ms, "fastest_ms": best_ms,
                           "ratio": auto_ms / best_ms}
 
 
-def cudnn_as_competitor(torch):
-    """PyTorch's GPU settings for the benchmarks against cuDNN: cudnn.benchmark on (cuDNN's
-    fastest algorithm per shape), TF32 off (float32 arithmetic, as convcore's)."""
-    torch.backends.cudnn.benchmark = True
-    torch.backends.cudnn.allow_tf32 = False
-    torch.backends.cuda.matmul.allow_tf32 = False
-
-
-def bench_problem(problem, args, torch, log):
+def bench_problem(problem: BenchProblem, args: argparse.Namespace, torch: Any,
+                  log: Callable[[str], None]) -> List[Dict[str, Any]]:
     """Results (one dict per contender) for one layer."""
     dtype = args.dtype
     on_cuda = args.device != "cpu"
@@ -459,8 +118,10 @@ def bench_problem(problem, args, torch, log):
     skipped = [] if args.algos is None else [a for a in args.algos if a not in applicable]
 
     rng = np.random.default_rng(0)
-    x = rng.uniform(-1, 1, problem.x_shape).astype(dtype)
-    w = rng.uniform(-1, 1, problem.w_shape).astype(dtype)
+    x: Any = rng.uniform(-1, 1, problem.x_shape).astype(dtype)  # NumPy, or torch on CUDA
+    w: Any = rng.uniform(-1, 1, problem.w_shape).astype(dtype)
+    new_out: Callable[[], Any]
+    to_numpy: Callable[[Any], Any]
     y_shape = conv.output_shape(problem.x_shape, problem.w_shape)
     nhwc = getattr(args, "layout", "nchw") == "nhwc"  # convcore's x and y; w stays KCRS
     if on_cuda:
@@ -490,10 +151,11 @@ def bench_problem(problem, args, torch, log):
 
     # Correctness first: every algorithm against DIRECT, once.
     reference = to_numpy(conv.forward(x, w, algo="direct", out=new_out()))
-    contenders, rows = {}, {}
+    contenders: Dict[str, Callable[[], Any]] = {}
+    rows: Dict[str, Dict[str, Any]] = {}
     for algo in algos:
         out = new_out()
-        row = {"layer": problem.label, "problem": problem.descriptor(), "algo": algo,
+        row: Dict[str, Any] = {"layer": problem.label, "problem": problem.descriptor(), "algo": algo,
                "auto": algo == auto_choice, "flops": problem.flops(), "workspace_bytes": conv.workspace_size(
                    problem.x_shape, problem.w_shape, algo, device=args.device, dtype=dtype)}
         err = _relative_error(to_numpy(conv.forward(x, w, algo=algo, out=out)), reference)
@@ -502,8 +164,9 @@ def bench_problem(problem, args, torch, log):
         if row["check"] != "ok":
             log(f"!!! MISMATCH: {algo} on {problem.label}: relative error {err:.3g} vs DIRECT "
                 f"(bound {_mismatch_bound(algo, dtype):g})")
-        contenders[algo] = (lambda a=algo, o=out: conv.forward(x, w, algo=a, out=o,
-                                                               filter_version=filter_version))
+        def run_convcore(a: str = algo, o: Any = out) -> Any:
+            return conv.forward(x, w, algo=a, out=o, filter_version=filter_version)
+        contenders[algo] = run_convcore
         rows[algo] = row
     for algo in skipped:
         rows[algo] = {"layer": problem.label, "problem": problem.descriptor(), "algo": algo,
@@ -544,11 +207,11 @@ def bench_problem(problem, args, torch, log):
     for _ in range(args.warmup):
         for name in names:
             contenders[name]()
-    round_trip0 = _round_trip_ns() if not on_cuda else None
-    steal0, wall0 = _steal_ms_per_cpu(), time.perf_counter()
-    times = _time_interleaved(contenders, args.reps, timer)
-    steal = _steal_since(steal0, (time.perf_counter() - wall0) * 1e3)
-    round_trip = None if round_trip0 is None else [round_trip0, _round_trip_ns()]
+    round_trip0 = round_trip_ns() if not on_cuda else None
+    steal0, wall0 = steal_ms_per_cpu(), time.perf_counter()
+    times = time_interleaved(contenders, args.reps, timer)
+    steal = steal_since(steal0, (time.perf_counter() - wall0) * 1e3)
+    round_trip = None if round_trip0 is None else [round_trip0, round_trip_ns()]
     for name in names:
         row = rows[name]
         row["steal"] = steal
@@ -572,20 +235,21 @@ def bench_problem(problem, args, torch, log):
 
 # ---- output ---------------------------------------------------------------------------------------
 
-def _bytes(n):
+def _bytes(n: Optional[float]) -> str:
     if n is None:
         return "-"
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
+    for unit in ("B", "KiB", "MiB"):
+        if n < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
+    return f"{n:.1f} GiB"
 
 
-def _ratio(r):
+def _ratio(r: Optional[float]) -> str:
     return "-" if r is None else f"{r:.2f}"
 
 
-def format_table(results, with_torch):
+def format_table(results: List[Dict[str, Any]], with_torch: bool) -> str:
     headers = ["layer", "algorithm", "auto", "time ms", "GFLOP/s", "workspace", "t/best"]
     if with_torch:
         headers.append("t/torch")
@@ -621,7 +285,7 @@ def format_table(results, with_torch):
     return "\n".join(out)
 
 
-def auto_verdict(auto_row):
+def auto_verdict(auto_row: Dict[str, Any]) -> float:
     """auto's time over the fastest algorithm's on its layer: the head-to-head re-timing when
     there was one (_retime_auto: auto was not the first round's fastest), else the first
     round's t/best (1.0)."""
@@ -629,11 +293,11 @@ def auto_verdict(auto_row):
     return retime["ratio"] if retime else auto_row["ratio_to_best"]
 
 
-def auto_summary(results):
+def auto_summary(results: List[Dict[str, Any]]) -> Tuple[int, int, List[Tuple[Any, ...]], int]:
     """(layers where auto's choice is within 10% of the fastest algorithm, layers where auto's
     choice was timed, [(layer, auto's algo, first-round t/best, fastest algo, head-to-head
     ratio or None)] for the misses, layers within 10% in the first round alone)."""
-    layers = {}
+    layers: Dict[str, List[Dict[str, Any]]] = {}
     for r in results:
         if "median_ms" in r and not r["algo"].startswith("torch"):
             layers.setdefault(r["layer"], []).append(r)
@@ -656,7 +320,7 @@ def auto_summary(results):
 
 # ---- commands ------------------------------------------------------------------------------------
 
-def cmd_info(args):
+def cmd_info(args: argparse.Namespace) -> int:
     print(f"convcore {convcore.__version__}")
     print(f"package: {convcore.cmake_prefix_path()}")
     print("build:")
@@ -664,7 +328,7 @@ def cmd_info(args):
         print(f"  {key}: {value}")
     count = convcore.cuda_device_count()
     print(f"GPUs visible: {count}")
-    torch = _import_torch()
+    torch = import_torch()
     if count and torch is not None and torch.cuda.is_available():
         for i in range(min(count, torch.cuda.device_count())):
             print(f"  cuda:{i}: {torch.cuda.get_device_name(i)}")
@@ -672,7 +336,7 @@ def cmd_info(args):
     return 0
 
 
-def _print_auto_summary(results):
+def _print_auto_summary(results: List[Dict[str, Any]]) -> Tuple[int, int, int]:
     within, timed, misses, first_round = auto_summary(results)
     retimed = any("retime" in r for r in results)
     print(f"\nauto within 10% of best on {within}/{timed} layers" +
@@ -686,13 +350,13 @@ def _print_auto_summary(results):
     return within, timed, first_round
 
 
-def _plot(results, directory, device):
+def _plot(results: List[Dict[str, Any]], directory: str, device: str) -> None:
     from convcore import plot
     for path in plot.plot_results(results, directory, device):
         print(f"plot written to {path}")
 
 
-def _replot(args):
+def _replot(args: argparse.Namespace) -> int:
     """--from-json: the table, the auto summary and the plots of a saved run; times nothing."""
     with open(args.from_json) as f:
         saved = json.load(f)
@@ -718,10 +382,31 @@ def _replot(args):
 MODEL_OPTIONS = ("batch", "size", "train", "algo", "write_suite", "time_limit")
 
 
-def cmd_bench(args):
+def _cmd_model(args: argparse.Namespace) -> int:
+    """`convcore bench --model ...`: the options of the layer suite are refused, the others go
+    to convcore.model_bench (imported here only: it needs torch and torchvision)."""
+    from convcore import model_bench
+    names = [n.strip() for n in args.model.split(",") if n.strip()]
+    if names != ["list"]:
+        for option, given in (("--suite", args.suite), ("--from-json", args.from_json),
+                              ("--algos", args.algos), ("--cpu-time", args.cpu_time),
+                              ("--no-torch", args.no_torch),
+                              ("--device", args.device != "cpu"),
+                              ("--dtype", args.dtype != "float32")):
+            if given:
+                raise ValueError(f"{option} is an option of the layer suite, not of --model "
+                                 "(the model benchmark runs float32 on the CPU)")
+    return model_bench.command(
+        names, batch=args.batch or 1, size=args.size or 224, train=args.train, reps=args.reps,
+        warmup=args.warmup, threads=args.threads or None, algo=args.algo or "auto",
+        time_limit=args.time_limit, engines=args.engines, fuse=not args.no_fuse,
+        freeze=args.freeze, suite_path=args.write_suite, json_path=args.json,
+        plot_dir=args.plot)
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
     if args.model:
-        from convcore import model_bench
-        return model_bench.cmd_bench(args)
+        return _cmd_model(args)
     given = [f"--{o.replace('_', '-')}" for o in MODEL_OPTIONS if getattr(args, o, None)]
     if given:
         raise ValueError(f"{', '.join(given)}: only with --model")
@@ -743,8 +428,8 @@ def cmd_bench(args):
         unknown = [a for a in args.algos if a not in valid]
         if unknown:
             raise ValueError(f"--algos: unknown {', '.join(unknown)}; valid: {', '.join(valid)}")
-    torch = None if args.no_torch else _import_torch()
-    _single_threaded_numpy_blas()
+    torch = None if args.no_torch else import_torch()
+    single_threaded_numpy_blas()
     if args.cpu_time and args.device != "cpu":
         raise ValueError("--cpu-time is for --device cpu (CUDA runs are timed with CUDA events)")
     if args.device != "cpu":
@@ -758,7 +443,7 @@ def cmd_bench(args):
         if torch is not None:
             torch.set_num_threads(args.threads)
 
-    def log(message):
+    def log(message: str) -> None:
         print(message, file=sys.stderr, flush=True)
 
     print(f"convcore {convcore.__version__} bench: {len(problems)} layers, device {args.device}, "
@@ -769,7 +454,7 @@ def cmd_bench(args):
           f"ratios against the faster), CPU: {cpu_model_name()}", flush=True)
     if args.device == "cpu":
         blas = convcore.build_info().get("blas", "?")
-        coretype = os.environ.get("OPENBLAS_CORETYPE")
+        coretype = openblas_coretype()
         if convcore.openblas_coretype_chosen:
             how = " (kernels chosen by convcore for this AVX-512 CPU)"
         elif coretype:
@@ -811,7 +496,7 @@ def cmd_bench(args):
             "device": args.device, "dtype": args.dtype, "layout": getattr(args, "layout", "nchw"),
             "threads": args.threads, "reps": args.reps,
             "clock": "process CPU time" if args.cpu_time else "wall", "cache": args.cache,
-            "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
+            "openblas_coretype": openblas_coretype(),
             "openblas_coretype_chosen_by_convcore": bool(convcore.openblas_coretype_chosen),
             "warmup": args.warmup,
             "filters": ("transformed at every call (per-call)" if getattr(args, "filters", "prepared") == "per-call" else
@@ -831,14 +516,14 @@ def cmd_bench(args):
     return 1 if mismatches else 0
 
 
-def _positive_int(text):
+def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
     return value
 
 
-def build_parser():
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="convcore", description="convcore convolution library")
     sub = parser.add_subparsers(dest="command", required=True)
     info = sub.add_parser("info", help="version, build options (BLAS, FFT, CUDA), visible GPUs")
@@ -914,7 +599,7 @@ def build_parser():
     return parser
 
 
-def main(argv=None):
+def main(argv: Optional[List[str]] = None) -> int:
     args = build_parser().parse_args(argv)
     try:
         return args.func(args)

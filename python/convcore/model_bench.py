@@ -22,11 +22,12 @@ interleaved; these passes are not used for the end-to-end numbers.
 torchvision is a benchmark dependency only: this module is not imported by ``import convcore``.
 """
 
+from __future__ import annotations
+
 import contextlib
 import copy
 import datetime
 import difflib
-import gc
 import glob
 import importlib.util
 import io
@@ -38,6 +39,7 @@ import subprocess
 import sys
 import time
 import warnings
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple, Union
 
 import torch
 import torch.nn.functional as F
@@ -45,8 +47,11 @@ from torch import nn
 
 import convcore
 import convcore.torch as convcore_torch
-from convcore import cli
-from convcore.cli import BenchProblem, _single_threaded_numpy_blas, cpu_model_name
+from convcore.bench_suite import BenchProblem
+from convcore.bench_timing import (SPLIT_NS, STEAL_WARN, cpu_model_name, openblas_coretype,
+                                   round_trip_ns, single_threaded_numpy_blas, steal_ms_per_cpu,
+                                   steal_since, stopwatch, time_rounds, worst_round_trip,
+                                   worst_steal_share)
 
 CONTENDERS = ("pytorch nchw", "pytorch channels_last", "convcore nchw", "convcore channels_last")
 # The inference engines CPU users deploy, timed with the contenders above (inference only):
@@ -84,7 +89,7 @@ def _has_schema(qualified_name):
         return False
 
 
-def import_torchvision():
+def import_torchvision() -> Any:
     """``torchvision.models``, also where torchvision's C++ ops do not load.
 
     The torchvision wheel on PyPI is built against CUDA torch; with the CPU torch its ops
@@ -116,13 +121,13 @@ def import_torchvision():
     return torchvision.models
 
 
-def model_names():
+def model_names() -> List[str]:
     """torchvision's classification models."""
     models = import_torchvision()
     return models.list_models(module=models)
 
 
-def check_model_names(names):
+def check_model_names(names: Sequence[str]) -> None:
     valid = model_names()
     for name in names:
         if name not in valid:
@@ -133,7 +138,7 @@ def check_model_names(names):
                              f"`convcore bench --model list` prints them)")
 
 
-def build_model(name, seed=0):
+def build_model(name: str, seed: int = 0) -> nn.Module:
     """torchvision's ``name`` with random weights (seeded), float32, in eval mode."""
     check_model_names([name])
     models = import_torchvision()
@@ -155,11 +160,11 @@ def _padding(conv):
     return tuple(conv.padding)
 
 
-def conv_problems(model, x):
+def conv_problems(model: nn.Module, x: torch.Tensor) -> List[Tuple[str, BenchProblem]]:
     """[(module name, BenchProblem)] for every conv module that a forward pass on x runs, in
     the order of model.named_modules()."""
     convs = _conv_modules(model)
-    shapes = {}
+    shapes: Dict[str, Tuple[int, ...]] = {}
 
     def recorder(name):
         def hook(module, args):
@@ -199,14 +204,14 @@ def _logits(output):
     return output.logits if hasattr(output, "logits") else output[0]
 
 
-def suite_text(models, batch=1, size=224, seed=0):
+def suite_text(models: Sequence[str], batch: int = 1, size: int = 224, seed: int = 0) -> str:
     """A suite file (`convcore bench --suite`) of the models' conv layers: one line per distinct
     problem, named after its first layer ("resnet18:layer1.0.conv1")."""
     check_model_names(models)
     lines = [f"# conv layers of {', '.join(models)} (batch {batch}, {size}x{size}), written by "
              f"`convcore bench --model ... --write-suite`",
              "# one line per distinct problem, named after the first layer that has it"]
-    seen = {}
+    seen: Dict[str, List[Any]] = {}  # descriptor -> [label, count]
     for name in models:
         model = build_model(name, seed)
         for layer, problem in conv_problems(model, _input(batch, size, seed)):
@@ -221,7 +226,8 @@ def suite_text(models, batch=1, size=224, seed=0):
     return "\n".join(lines) + "\n"
 
 
-def write_suite(path, models, batch=1, size=224, seed=0):
+def write_suite(path: str, models: Sequence[str], batch: int = 1, size: int = 224,
+                seed: int = 0) -> int:
     """Writes suite_text(...) to path; returns the number of problems written."""
     text = suite_text(models, batch, size, seed)
     directory = os.path.dirname(os.path.abspath(path))
@@ -263,40 +269,9 @@ class _Status:
             self.width = 0
 
 
-def _time_interleaved(contenders, reps, time_limit, min_reps, status, what):
-    """{name: [ms per round]}: each round runs every contender once, the starting one rotating;
-    each contender returns its own time in ms. Stops after `reps` rounds, or earlier once
-    `min_reps` rounds are done and `time_limit` seconds have passed. No garbage collection
-    inside a round."""
-    names = list(contenders)
-    times = {name: [] for name in names}
-    start = time.perf_counter()
-    gc_was_enabled = gc.isenabled()
-    try:
-        for rep in range(reps):
-            elapsed = time.perf_counter() - start
-            if rep >= min_reps and elapsed > time_limit:
-                break
-            status.progress(f"{what} rep {rep + 1}/{reps} ({elapsed:.0f} s)")
-            gc.collect()
-            gc.disable()
-            for i in range(len(names)):
-                name = names[(rep + i) % len(names)]
-                times[name].append(contenders[name]())
-            if gc_was_enabled:
-                gc.enable()
-    finally:
-        if gc_was_enabled:
-            gc.enable()
-    return times
-
-
-def _stopwatch(fn):
-    def timed():
-        start = time.perf_counter()
-        fn()
-        return (time.perf_counter() - start) * 1e3
-    return timed
+def _progress(status: _Status, what: str, reps: int) -> Callable[[int, float], None]:
+    """time_rounds' on_round: the progress line of a timing ("<what> rep 3/20 (4 s)")."""
+    return lambda rep, elapsed: status.progress(f"{what} rep {rep + 1}/{reps} ({elapsed:.0f} s)")
 
 
 class LayerClock:
@@ -368,7 +343,7 @@ def _train_outputs(model, x, labels, seed):
 
 # ---- inference engines ---------------------------------------------------------------------------
 
-def engine_names(spec):
+def engine_names(spec: Optional[str]) -> List[str]:
     """The ENGINES result names that --engines ``spec`` ("all", "none" or a comma-separated
     list of their --engines names) selects."""
     if spec in (None, "", "none"):
@@ -400,16 +375,17 @@ def _compiled(model, x):
     return lambda: compiled(x)
 
 
-def onnx_bytes(model, x):
+def onnx_bytes(model: nn.Module, x: torch.Tensor) -> bytes:
     """The ONNX model of ``model`` on input ``x`` (the legacy exporter, opset 17)."""
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, (x,), buffer, dynamo=False, opset_version=17)
+        # (typed as a path; the legacy exporter writes to a file object as well)
+        torch.onnx.export(model, (x,), buffer, dynamo=False, opset_version=17)  # type: ignore[arg-type]
     return buffer.getvalue()
 
 
-def onnxruntime_options(threads):
+def onnxruntime_options(threads: int) -> Any:
     """ONNX Runtime's session options for the benchmark: ``threads`` intra-op threads, every
     graph optimization, and threads that sleep between runs, as the other contenders' do
     (spinning ones would take the cores from the contender timed next)."""
@@ -479,9 +455,12 @@ def _best(contenders, prefix, key):
     return min(names, key=lambda n: contenders[n][key]) if names else None
 
 
-def bench_model(name, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="auto",
-                warmup=WARMUP, time_limit=DEFAULT_TIME_LIMIT, layer_reps=LAYER_REPS, seed=0,
-                status=None, fuse=True, engines=(), threads=None, freeze=False):
+def bench_model(name: str, batch: int = 1, size: int = 224, train: bool = False,
+                reps: int = DEFAULT_REPS, algo: str = "auto", warmup: int = WARMUP,
+                time_limit: float = DEFAULT_TIME_LIMIT, layer_reps: int = LAYER_REPS,
+                seed: int = 0, status: Optional[_Status] = None, fuse: bool = True,
+                engines: Sequence[str] = (), threads: Optional[int] = None,
+                freeze: bool = False) -> Dict[str, Any]:
     """The result dict of one model (see run())."""
     status = status or _Status()
     min_reps = min(MIN_REPS, reps)
@@ -490,9 +469,11 @@ def bench_model(name, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="a
     model = build_model(name, seed)
     x = _input(batch, size, seed)
     problems = conv_problems(model, x)
+    # (Module.to takes memory_format, which torch's annotations of it leave out)
     models = {
         "pytorch nchw": model,
-        "pytorch channels_last": copy.deepcopy(model).to(memory_format=torch.channels_last),
+        "pytorch channels_last": copy.deepcopy(model).to(  # type: ignore[call-overload]
+            memory_format=torch.channels_last),
         "convcore nchw": convcore_torch.convert(copy.deepcopy(model), algo=algo, fuse=fuse,
                                                 freeze=freeze),
     }
@@ -564,13 +545,14 @@ def bench_model(name, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="a
                 fn()
         status.stage(f"{name}: end to end, up to {reps} rounds")
         # A shared VM's state, before and after: a cache line's round trip between the two
-        # threads (cli.SPLIT_NS: the vCPUs on different L3 domains) and the hypervisor's steal.
-        round_trip0 = cli._round_trip_ns()
-        steal0, wall0 = cli._steal_ms_per_cpu(), time.perf_counter()
-        times = _time_interleaved({n: _stopwatch(fn) for n, fn in timed.items()}, reps,
-                                  time_limit, min_reps, status, f"{name}: end-to-end")
-        result["round_trip_ns"] = [round_trip0, cli._round_trip_ns()]
-        result["steal"] = cli._steal_since(steal0, (time.perf_counter() - wall0) * 1e3)
+        # threads (bench_timing.SPLIT_NS: the vCPUs on different L3 domains) and the
+        # hypervisor's steal.
+        round_trip0 = round_trip_ns()
+        steal0, wall0 = steal_ms_per_cpu(), time.perf_counter()
+        times = time_rounds({n: stopwatch(fn) for n, fn in timed.items()}, reps, time_limit,
+                            min_reps, _progress(status, f"{name}: end-to-end", reps))
+        result["round_trip_ns"] = [round_trip0, round_trip_ns()]
+        result["steal"] = steal_since(steal0, (time.perf_counter() - wall0) * 1e3)
         result["reps"] = len(times["pytorch nchw"])
         result["contenders"] = {n: _summary(t) for n, t in times.items()}
         contenders = result["contenders"]
@@ -631,8 +613,8 @@ def _bench_layers(name, problems, cc_model, cc_input, torch_model, torch_input, 
     passes = {"convcore": lambda: clocks["convcore"].timed_pass(lambda: cc_model(cc_input)),
               "pytorch": lambda: clocks["pytorch"].timed_pass(lambda: torch_model(torch_input))}
     try:
-        _time_interleaved(passes, reps, time_limit, min(MIN_LAYER_REPS, reps), status,
-                          f"{name}: per-layer")
+        time_rounds(passes, reps, time_limit, min(MIN_LAYER_REPS, reps),
+                    _progress(status, f"{name}: per-layer", reps))
     finally:
         for clock in clocks.values():
             clock.remove()
@@ -688,14 +670,15 @@ def _git_commit():
     return out.stdout.strip() if out.returncode == 0 and out.stdout.strip() else None
 
 
-def default_threads():
+def default_threads() -> int:
     try:
         return len(os.sched_getaffinity(0))
     except AttributeError:
         return os.cpu_count() or 1
 
 
-def protocol(reps, warmup, time_limit, layer_reps, train, engines=()):
+def protocol(reps: int, warmup: int, time_limit: float, layer_reps: int, train: bool,
+             engines: Sequence[str] = ()) -> str:
     step = "one training step (forward, cross-entropy loss, backward)" if train else \
         "one forward pass under torch.inference_mode()"
     text = (f"end to end: {step}; {warmup} untimed runs of each contender, then up to {reps} "
@@ -724,9 +707,12 @@ def protocol(reps, warmup, time_limit, layer_reps, train, engines=()):
     return text
 
 
-def run(models, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="auto", threads=None,
-        warmup=WARMUP, time_limit=DEFAULT_TIME_LIMIT, layer_reps=LAYER_REPS, seed=0, log=None,
-        on_result=None, fuse=True, engines=(), freeze=False):
+def run(models: Union[str, Sequence[str]], batch: int = 1, size: int = 224, train: bool = False,
+        reps: int = DEFAULT_REPS, algo: str = "auto", threads: Optional[int] = None,
+        warmup: int = WARMUP, time_limit: float = DEFAULT_TIME_LIMIT,
+        layer_reps: int = LAYER_REPS, seed: int = 0, log: Optional[Callable[[str], None]] = None,
+        on_result: Optional[Callable[[Dict[str, Any]], None]] = None, fuse: bool = True,
+        engines: Sequence[str] = (), freeze: bool = False) -> Dict[str, Any]:
     """Benchmarks each model (a torchvision classification name) end to end and per conv layer.
 
     threads: for both torch.set_num_threads and convcore.set_num_threads (default: every core
@@ -758,16 +744,16 @@ def run(models, batch=1, size=224, train=False, reps=DEFAULT_REPS, algo="auto", 
     threads = threads or default_threads()
     torch.set_num_threads(threads)
     convcore.set_num_threads(threads)
-    _single_threaded_numpy_blas()
+    single_threaded_numpy_blas()
     import torchvision
-    report = {
+    report: Dict[str, Any] = {
         "machine": {"cpu": cpu_model_name(), "cpu_count": os.cpu_count(), "threads": threads,
                     "host": platform.node(), "python": platform.python_version(),
                     "torch_version": torch.__version__,
                     "torchvision_version": torchvision.__version__,
                     "convcore_version": convcore.__version__,
                     "blas": convcore.build_info().get("blas"),
-                    "openblas_coretype": os.environ.get("OPENBLAS_CORETYPE"),
+                    "openblas_coretype": openblas_coretype(),
                     "git_commit": _git_commit(),
                     "date": datetime.datetime.now(datetime.timezone.utc).isoformat(
                         timespec="seconds")},
@@ -801,7 +787,7 @@ def _table(headers, rows, numeric):
     return [fmt(headers), fmt(["-" * w for w in widths])] + [fmt(r) for r in rows]
 
 
-def format_model(result, top=10):
+def format_model(result: Dict[str, Any], top: int = 10) -> str:
     """The report of one model: end-to-end times, correctness, the per-layer table."""
     head = (f"{result['model']}: {result['mode']}, batch {result['batch']}, "
             f"{result['size']}x{result['size']}, convcore algo {result['algo']}"
@@ -839,14 +825,14 @@ def format_model(result, top=10):
     out.append(f"correctness ({what} vs pytorch nchw, relative L2 error): {errors} -> "
                + ("ok" if result["correct"] else "!!! convcore above")
                + f" (bound {result['error_bound']:.2g})")
-    round_trip = [v for v in result.get("round_trip_ns") or [] if v]
-    if round_trip and max(round_trip) > cli.SPLIT_NS:
+    round_trip = worst_round_trip(result.get("round_trip_ns"))
+    if round_trip is not None and round_trip > SPLIT_NS:
         out.append(f"!!! the CPUs did not share a cache around the end-to-end timing (a cache "
-                   f"line's round trip {max(round_trip):.0f} ns > {cli.SPLIT_NS} ns): "
+                   f"line's round trip {round_trip:.0f} ns > {SPLIT_NS} ns): "
                    f"multi-threaded times may be off")
-    steal = result.get("steal")
-    if steal and max(steal["steal_ms"]) > cli.STEAL_WARN * steal["wall_ms"]:
-        out.append(f"!!! the hypervisor took {max(steal['steal_ms']) / steal['wall_ms']:.0%} of a "
+    stolen = worst_steal_share(result.get("steal"))
+    if stolen is not None and stolen > STEAL_WARN:
+        out.append(f"!!! the hypervisor took {stolen:.0%} of a "
                    f"CPU during the end-to-end timing: times may be off")
     if result.get("layers"):
         out.append("")
@@ -854,7 +840,7 @@ def format_model(result, top=10):
     return "\n".join(out)
 
 
-def format_layers(result, top=10):
+def format_layers(result: Dict[str, Any], top: int = 10) -> List[str]:
     layers = sorted(result["layers"], key=lambda r: -r["loss_ms"])
     totals = result["totals"]
     out = [f"per conv layer (median of {result['layer_reps']} hooked passes; convcore "
@@ -885,7 +871,7 @@ def format_layers(result, top=10):
     return out
 
 
-def plot_model(result, directory):
+def plot_model(result: Dict[str, Any], directory: str) -> str:
     """One PNG per model: the end-to-end times (min and median per contender) and, where
     measured, convcore's and PyTorch's time per conv layer. Returns the path."""
     from convcore.plot import _pyplot
@@ -936,55 +922,52 @@ def plot_model(result, directory):
 
 # ---- the command ---------------------------------------------------------------------------------
 
-def cmd_bench(args):
-    """`convcore bench --model ...` (the options of cli.build_parser)."""
-    names = [n.strip() for n in args.model.split(",") if n.strip()]
+def command(names: List[str], *, batch: int = 1, size: int = 224, train: bool = False,
+            reps: Optional[int] = None, warmup: int = WARMUP, threads: Optional[int] = None,
+            algo: str = "auto", time_limit: Optional[float] = None, engines: Optional[str] = None,
+            fuse: bool = True, freeze: bool = False, suite_path: Optional[str] = None,
+            json_path: Optional[str] = None, plot_dir: Optional[str] = None) -> int:
+    """`convcore bench --model NAME[,NAME...]` (convcore.cli parses its options): times the
+    models, prints each one's report, writes the --json report, the --write-suite suite
+    (``suite_path``) and the --plot charts; returns the exit status (1 when a model failed or
+    convcore's results were wrong). ``names == ["list"]`` prints the model names. A missing
+    dependency (torchvision, matplotlib, an engine asked for) raises ValueError."""
     try:
         if names == ["list"]:
             print("\n".join(model_names()))
             return 0
-        for option, given in (("--suite", args.suite), ("--from-json", args.from_json),
-                              ("--algos", args.algos), ("--cpu-time", args.cpu_time),
-                              ("--no-torch", args.no_torch),
-                              ("--device", args.device != "cpu"),
-                              ("--dtype", args.dtype != "float32")):
-            if given:
-                raise ValueError(f"{option} is an option of the layer suite, not of --model "
-                                 "(the model benchmark runs float32 on the CPU)")
-        if args.plot:
+        if plot_dir:
             from convcore.plot import _pyplot
             _pyplot()  # fail before timing anything when matplotlib is missing
-        batch, size = args.batch or 1, args.size or 224
         check_model_names(names)
-        if args.write_suite:
-            count = write_suite(args.write_suite, names, batch, size)
-            print(f"suite of {count} conv layers written to {args.write_suite}", flush=True)
-        reps = args.reps or DEFAULT_REPS
-        time_limit = DEFAULT_TIME_LIMIT if args.time_limit is None else args.time_limit
-        warmup = max(WARMUP, args.warmup)
+        if suite_path:
+            count = write_suite(suite_path, names, batch, size)
+            print(f"suite of {count} conv layers written to {suite_path}", flush=True)
+        reps = reps or DEFAULT_REPS
+        time_limit = DEFAULT_TIME_LIMIT if time_limit is None else time_limit
+        warmup = max(WARMUP, warmup)
 
-        def show(result):
+        def show(result: Dict[str, Any]) -> None:
             print(format_model(result) + "\n", flush=True)
-        engines = engine_names("all" if args.engines is None else args.engines)
-        if args.train and args.engines not in (None, "none"):
+        engine_list = engine_names("all" if engines is None else engines)
+        if train and engines not in (None, "none"):
             raise ValueError("--engines: the engines are timed in inference only (not with --train)")
-        report = run(names, batch=batch, size=size, train=args.train, reps=reps,
-                     algo=args.algo or "auto", threads=args.threads or None, warmup=warmup,
-                     time_limit=time_limit, on_result=show, fuse=not args.no_fuse,
-                     engines=engines, freeze=args.freeze)
+        report = run(names, batch=batch, size=size, train=train, reps=reps, algo=algo,
+                     threads=threads, warmup=warmup, time_limit=time_limit, on_result=show,
+                     fuse=fuse, engines=engine_list, freeze=freeze)
     except ImportError as e:
         raise ValueError(str(e)) from None
     machine = report["machine"]
     print(f"{machine['cpu']}, threads {machine['threads']}, torch {machine['torch_version']}, "
           f"convcore {machine['convcore_version']}\nprotocol: {report['protocol']}")
-    if args.json:
-        os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
-        with open(args.json, "w") as f:
+    if json_path:
+        os.makedirs(os.path.dirname(os.path.abspath(json_path)), exist_ok=True)
+        with open(json_path, "w") as f:
             json.dump(report, f, indent=1)
-        print(f"results written to {args.json}")
-    if args.plot:
+        print(f"results written to {json_path}")
+    if plot_dir:
         for result in report["models"]:
             if "error" not in result:
-                print(f"plot written to {plot_model(result, args.plot)}")
+                print(f"plot written to {plot_model(result, plot_dir)}")
     failed = [r for r in report["models"] if "error" in r or not r["correct"]]
     return 1 if failed else 0

@@ -12,6 +12,7 @@ matplotlib is optional: it is imported only here, with a clear error when missin
 
 import os
 import re
+from typing import Dict, List, Tuple
 
 _SIZE_FIELDS = ("ih", "iw", "ph", "pw")
 _KERNEL_FIELDS = ("kh", "kw", "ph", "pw")
@@ -34,7 +35,8 @@ def _fields(descriptor):
 
 def _layers(results):
     """{descriptor: {algo: median ms}} over the timed rows (the first of duplicate layers)."""
-    layers, owner = {}, {}
+    layers: Dict[str, Dict[str, float]] = {}
+    owner: Dict[str, str] = {}
     for r in results:
         if "median_ms" not in r:
             continue
@@ -48,7 +50,7 @@ def _layers(results):
 def _groups(layers, varying, min_values, axis):
     """Groups of layers equal except for the `varying` fields, with >= min_values distinct
     values of `axis`: [(fixed fields, [descriptor, ...])]."""
-    groups = {}
+    groups: Dict[Tuple[Tuple[str, int], ...], List[str]] = {}
     for d in layers:
         f = _fields(d)
         key = tuple(sorted((k, v) for k, v in f.items() if k not in varying))
@@ -98,7 +100,7 @@ def _crossover_plot(plt, layers, members, fixed, path, device):
         f = _fields(d)
         times = {a: t for a, t in layers[d].items() if not a.startswith("torch")}
         if times:
-            winner[(f["kh"], f["ih"])] = min(times, key=times.get)
+            winner[(f["kh"], f["ih"])] = min(times, key=lambda a: times[a])
     algos = sorted(set(winner.values()))
     colours = plt.get_cmap("tab20").colors
     fig, ax = plt.subplots(figsize=(1.2 * len(sizes) + 3, 0.6 * len(kernels) + 2))

@@ -10,8 +10,11 @@ convcore's backward passes, themselves the custom operators ``convcore::conv2d_b
 ``convcore::conv2d_backward_filter`` and ``convcore::conv2d_backward_bias``. Nothing here computes
 a convolution or a gradient with PyTorch's own convolution.
 
-Tensors: float32 or float64, on the CPU or a CUDA device (CUDA needs a convcore built with CUDA).
-Other dtypes raise TypeError, other devices convcore.NotSupportedError.
+Tensors: float32 or float64 (``SUPPORTED_DTYPES``), on the CPU or a CUDA device (CUDA needs a
+convcore built with CUDA). Errors are convcore's, as in ``convcore``'s NumPy API: a bad argument
+(a value, a shape, a type, another dtype) raises convcore.BadParamError, which is also a TypeError
+and a ValueError, so code written for PyTorch's TypeError catches it; another device raises
+convcore.NotSupportedError.
 
 ``algo`` names convcore's algorithms: "auto" (the heuristic's choice); "find" (Find's fastest per
 pass, timed once per machine and kept in the find-db); one name, used by each pass
@@ -37,7 +40,7 @@ import functools
 import itertools
 import operator
 import threading
-from typing import List, Optional
+from typing import Any, List, Literal, Optional, Sequence, Tuple, Union, cast
 
 import torch
 import torch.nn.functional as F
@@ -50,7 +53,15 @@ from ._errors import BadParamError, NotSupportedError
 
 __all__ = ["conv2d", "Conv2d", "convert", "refresh", "SUPPORTED_DTYPES"]
 
-SUPPORTED_DTYPES = (torch.float32, torch.float64)
+# The types of the public signatures: an int or an (h, w) pair (for nn.Conv2d as torch's
+# _size_2_t), padding_mode (nn.Conv2d's) and algo= (see the module docstring).
+IntOrPair = Union[int, Sequence[int]]
+Size2 = Union[int, Tuple[int, int]]
+PaddingMode = Literal["zeros", "reflect", "replicate", "circular"]
+AlgoSpec = Union[str, enum.Enum, Sequence[Union[str, enum.Enum]]]
+
+# convcore.SUPPORTED_DTYPES (NumPy dtypes) as torch dtypes: torch.float32 and torch.float64.
+SUPPORTED_DTYPES: Tuple[torch.dtype, ...] = tuple(getattr(torch, d.name) for d in _api.SUPPORTED_DTYPES)
 _SUPPORTED_DEVICES = ("cpu", "cuda")
 _FILTERS_CHECKED = _api._C.FILTERS_CHECKED
 
@@ -141,17 +152,17 @@ def _check_tensors(fn, x, w, bias):
         if t is None:
             continue
         if not isinstance(t, Tensor):
-            raise TypeError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
+            raise BadParamError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
         if t.dtype not in SUPPORTED_DTYPES:
-            raise TypeError(f"{fn}: {name} has dtype {t.dtype}; convcore supports torch.float32 "
-                            f"and torch.float64 (cast with .float() or .double())")
+            raise BadParamError(f"{fn}: {name} has dtype {t.dtype}; convcore supports torch.float32 "
+                                 f"and torch.float64 (cast with .float() or .double())")
         if t.device.type not in _SUPPORTED_DEVICES:
             raise NotSupportedError(f"{fn}: {name} is on device {t.device}; convcore supports "
                                     f"CPU and CUDA tensors")
     for name, t in (("weight", w), ("bias", bias)):
         if t is not None and t.dtype != x.dtype:
-            raise TypeError(f"{fn}: input has dtype {x.dtype} but {name} has dtype {t.dtype}; "
-                            f"they must be equal")
+            raise BadParamError(f"{fn}: input has dtype {x.dtype} but {name} has dtype {t.dtype}; "
+                                 f"they must be equal")
         if t is not None and t.device != x.device:
             raise BadParamError(f"{fn}: input is on {x.device} but {name} is on {t.device}")
     if x.dim() != 4:
@@ -214,7 +225,7 @@ _KERNELS.impl("conv2d", _conv2d_impl, "CPU")
 
 def _check_residual(fn, x, residual):
     if not isinstance(residual, Tensor):
-        raise TypeError(f"{fn}: residual must be a torch.Tensor, got {type(residual).__name__}")
+        raise BadParamError(f"{fn}: residual must be a torch.Tensor, got {type(residual).__name__}")
     if residual.dtype != x.dtype or residual.device != x.device:
         raise BadParamError(f"{fn}: residual is {residual.dtype} on {residual.device} but input is "
                             f"{x.dtype} on {x.device}; they must be equal")
@@ -468,15 +479,9 @@ _register_direct_autograd_cpu()
 
 # ---- the functional form -------------------------------------------------------------------------
 
-def _same_padding(kernel, dilation):
-    """(symmetric part, extra on the bottom/right) of padding="same" along one axis, as
-    torch.nn.functional.conv2d pads it."""
-    total = dilation * (kernel - 1)
-    return total // 2, total - 2 * (total // 2)
-
-
-def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, algo="auto",
-           activation="identity"):
+def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: IntOrPair = 1,
+           padding: Union[IntOrPair, str] = 0, dilation: IntOrPair = 1, groups: int = 1,
+           algo: AlgoSpec = "auto", activation: Optional[str] = "identity") -> Tensor:
     """``torch.nn.functional.conv2d`` computed by convcore (forward and gradients).
 
     Same arguments, in the same order, plus ``algo`` ("auto", an algorithm name, a convcore.Algo,
@@ -490,42 +495,32 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     if isinstance(input, torch.fx.Proxy) or isinstance(weight, torch.fx.Proxy):
         return _symbolic_conv2d(input, weight, bias, stride, padding, dilation, groups, algo, activation)
     if not isinstance(input, Tensor) or not isinstance(weight, Tensor):
-        raise TypeError(f"{fn}: input and weight must be torch.Tensors, got "
-                        f"{type(input).__name__} and {type(weight).__name__}")
+        raise BadParamError(f"{fn}: input and weight must be torch.Tensors, got "
+                             f"{type(input).__name__} and {type(weight).__name__}")
     unbatched = input.dim() == 3
     if unbatched:
         input = input.unsqueeze(0)
     _check_tensors(fn, input, weight, bias)
-    stride, dilation = _pair(stride), _pair(dilation)
-    if isinstance(padding, str):
-        if padding == "valid":
-            padding = (0, 0)
-        elif padding == "same":
-            if any(s != 1 for s in stride):
-                raise ValueError(f"{fn}: padding='same' is not supported for strided convolutions")
-            (ph, eh), (pw, ew) = (_same_padding(weight.shape[2], dilation[0]),
-                                  _same_padding(weight.shape[3], dilation[1]))
-            if eh or ew:  # convcore pads symmetrically: add the odd row/column explicitly
-                input = F.pad(input, (0, ew, 0, eh))
-            padding = (ph, pw)
-        else:
-            raise ValueError(f"{fn}: invalid padding string {padding!r}, should be one of "
-                             f"'valid', 'same'")
-    padding = _pair(padding)
+    stride_hw, dilation_hw = _pair(stride), _pair(dilation)
+    if isinstance(padding, str):  # convcore pads symmetrically: an odd "same" pads input here
+        input, padding = _api._padding_string(fn, padding, input, weight, stride_hw, dilation_hw)
+    padding_hw = _pair(padding)
     spec = _algo_spec(algo)
     algos = _split_algo(spec)  # an unknown name fails here, before any work
     route = _route(input, weight, bias)
     if route == _OPERATOR:
-        y = _conv2d_op(input, weight, bias, [int(v) for v in stride], [int(v) for v in padding],
-                       [int(v) for v in dilation], int(groups), spec, activation, None,
-                       _prepared_in_graph())
+        y = _conv2d_op(input, weight, bias, [int(v) for v in stride_hw],
+                       [int(v) for v in padding_hw], [int(v) for v in dilation_hw], int(groups),
+                       spec, activation, None, _prepared_in_graph())
     elif route == _FUNCTION:
         if bias is not None and not bias.is_contiguous():
             bias = bias.contiguous()
-        y = _apply_conv2d(input, weight, bias, _conv_for(stride, padding, dilation, groups),
+        y = _apply_conv2d(input, weight, bias,
+                          _conv_for(stride_hw, padding_hw, dilation_hw, groups),
                           _function_args(spec, activation))
     else:
-        y = _forward(input, weight, bias, stride, padding, dilation, groups, algos[0], activation)
+        y = _forward(input, weight, bias, stride_hw, padding_hw, dilation_hw, groups, algos[0],
+                     activation)
     return y.squeeze(0) if unbatched else y
 
 
@@ -696,9 +691,11 @@ class Conv2d(nn.Conv2d):
     __jit_unused_properties__ = ["activation", "algo", "last_algo"]
     freeze = False  # trust the weights (see the class docstring); set per layer or by convert()
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None, algo="auto",
-                 activation="identity", freeze=False):
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Size2,
+                 stride: Size2 = 1, padding: Union[Size2, str] = 0, dilation: Size2 = 1, groups: int = 1, bias: bool = True,
+                 padding_mode: PaddingMode = "zeros", device: Any = None, dtype: Any = None,
+                 algo: AlgoSpec = "auto", activation: Optional[str] = "identity",
+                 freeze: bool = False) -> None:
         super().__init__(in_channels, out_channels, kernel_size, stride=stride, padding=padding,
                          dilation=dilation, groups=groups, bias=bias, padding_mode=padding_mode,
                          device=device, dtype=dtype)
@@ -708,21 +705,21 @@ class Conv2d(nn.Conv2d):
         self._has_fused_batch_norm = False
 
     @property
-    def activation(self):
+    def activation(self) -> str:
         return self.__dict__.get("_activation", "identity")
 
     @activation.setter
-    def activation(self, value):
+    def activation(self, value: Optional[str]) -> None:
         name = _activation_name(value)  # BadParamError for an unknown one
         self.__dict__["_activation"] = name
         self.__dict__["_activation_code"] = _api.ACTIVATIONS[name]
 
     @property
-    def algo(self):
+    def algo(self) -> AlgoSpec:
         return self._algo
 
     @algo.setter
-    def algo(self, value):
+    def algo(self, value: AlgoSpec) -> None:
         spec = _algo_spec(value)
         self._fwd_algo = _split_algo(spec)[0]  # BadParamError for an unknown name
         self._algo_spec = spec  # the operator's algo string (the scripted forward passes it)
@@ -827,7 +824,8 @@ class Conv2d(nn.Conv2d):
         params = (self.stride, self.padding, self.dilation, self.groups)
         own = self.__dict__.get("_convcore_conv")
         if own is None or own[0] != params:
-            own = (params, Convolution(ConvDesc(padding=self.padding, stride=self.stride,
+            padding = cast(Tuple[int, int], self.padding)  # a tuple here: the callers check
+            own = (params, Convolution(ConvDesc(padding=padding, stride=self.stride,
                                                 dilation=self.dilation, groups=self.groups)))
             self.__dict__["_convcore_conv"] = own
         return own[1]
@@ -867,13 +865,13 @@ class Conv2d(nn.Conv2d):
             state["_last_algo"] = state["_last_algo"].last_algo
         return state
 
-    def extra_repr(self):
+    def extra_repr(self) -> str:
         act = self.activation
         return super().extra_repr() + f", algo={self._algo!r}" + (
             f", activation={act!r}" if act != "identity" else "")
 
     @property
-    def last_algo(self):
+    def last_algo(self) -> Optional[str]:
         """The forward algorithm the last call ran (what "auto" or "find" chose), or None."""
         last = self.__dict__.get("_last_algo")
         return last.last_algo if isinstance(last, Convolution) else last
@@ -1023,7 +1021,7 @@ def _tensors_key(tensors, trusted):
     return _api._C.fingerprint_tensors([torch.utils.dlpack.to_dlpack(t) for t in tensors])
 
 
-def refresh(module):
+def refresh(module: nn.Module) -> nn.Module:
     """Makes every convcore Conv2d in ``module`` transform its filters again at its next call.
     Needed only with ``freeze=True``, after changing weights in a way their version counter does
     not see (``weight.data`` writes, in-place changes to tensors made under inference_mode).
@@ -1042,7 +1040,8 @@ def _freeze_arg(freeze):
     return freeze
 
 
-def convert(module, algo="auto", fuse=False, freeze=False):
+def convert(module: nn.Module, algo: AlgoSpec = "auto", fuse: bool = False,
+            freeze: bool = False) -> nn.Module:
     """Every ``torch.nn.Conv2d`` in ``module`` (recursively) replaced by a ``convcore.torch.Conv2d``
     that shares its Parameters, buffers, hooks, training mode, device and dtype; like
     ``torch.nn.SyncBatchNorm.convert_sync_batchnorm``, children are replaced in place and the
@@ -1297,7 +1296,8 @@ class _PointwiseDepthwise:
     def __init__(self, pw, dw, names, modules):
         self.pw, self.dw, self.names, self.modules = pw, dw, names, modules
         self._plan = None  # the _PairPlan, made at the first eager call
-        self._version = (None, -1)  # (the two layers' filter versions, the pair's number)
+        # (the two layers' filter versions, the pair's number)
+        self._version: Tuple[Any, int] = (None, -1)
 
     def __getstate__(self):  # copy.deepcopy and pickle: the binding's object stays behind
         state = dict(self.__dict__)

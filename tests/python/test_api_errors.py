@@ -32,6 +32,17 @@ def test_exception_hierarchy():
     assert not issubclass(NotSupportedError, ValueError)
     with pytest.raises(ValueError):  # what a NumPy/PyTorch user would catch
         conv().forward(np.ones((3, 4), np.float32), W)
+    # One exception per kind of error: any bad argument is a BadParamError, which is also the
+    # TypeError PyTorch raises for a wrong dtype or type.
+    assert issubclass(BadParamError, TypeError) and not issubclass(NotSupportedError, TypeError)
+    for bad in (lambda: conv().forward(X.astype(np.int32), W.astype(np.int32)),  # a dtype
+                lambda: conv().forward(X, W, algo=3.5),  # a type
+                lambda: convcore.Convolution(convcore.ConvDesc(), padding=1),  # a call
+                lambda: convcore.conv2d(X, W, padding="full")):  # a value
+        with pytest.raises(BadParamError):
+            bad()
+        with pytest.raises(TypeError):
+            bad()
 
 
 # ---- shapes ---------------------------------------------------------------------------------------

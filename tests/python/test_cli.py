@@ -1,4 +1,5 @@
-"""The convcore command: info, bench, and the suite parser."""
+"""The convcore command: info, bench, the suite parser (convcore.bench_suite) and the timing
+module it shares with the model benchmark (convcore.bench_timing)."""
 
 import json
 import os
@@ -7,7 +8,7 @@ import sys
 
 import pytest
 
-from convcore import cli
+from convcore import bench_suite, bench_timing, cli
 
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
@@ -84,6 +85,22 @@ def test_split_layers_are_named():
     assert cli._split_layers(rows) == [("a", 350.0)]
 
 
+def test_bench_modules_do_not_import_each_other():
+    """cli (the layer suite) and model_bench (whole networks) share bench_timing and bench_suite;
+    neither imports the other at import time (cli imports model_bench in --model's path only),
+    and the shared modules import neither."""
+    code = ("import sys\n"
+            "import convcore.bench_timing, convcore.bench_suite\n"
+            "assert not {'convcore.cli', 'convcore.model_bench'} & set(sys.modules), 'shared'\n"
+            "import convcore.cli\n"
+            "assert 'convcore.model_bench' not in sys.modules, 'cli'\n"
+            "del sys.modules['convcore.cli']\n"
+            "import convcore.model_bench\n"
+            "assert 'convcore.cli' not in sys.modules, 'model_bench'\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+
+
 def test_cache_line_round_trip_is_measured():
     """0 on one CPU; else a measured time: more than a nanosecond, and finite. No upper bound: on a
     loaded machine (the CI runs two stages at a time on 2 cores) a trip waits for the other
@@ -111,7 +128,7 @@ def test_cpu_timer_prepares_the_caches():
     """cold: the flush buffer is written before every timed run (twice the last-level cache);
     warm: the contender runs once untimed before every timed run."""
     calls = []
-    cold = cli.CpuTimer(cache="cold")
+    cold = bench_timing.CpuTimer(cache="cold")
     assert cold.flush_buffer.nbytes >= 2 * (1 << 20)
     for _ in range(3):
         cold.time_ms(lambda: calls.append("cold"))
@@ -121,8 +138,8 @@ def test_cpu_timer_prepares_the_caches():
     cold.time_ms(lambda: calls.append("cold"))
     assert woken == [3] and len(calls) == 4
     del calls[3]
-    assert cli.CpuTimer(cache="cold").flush_buffer is cold.flush_buffer  # one per process
-    warm = cli.CpuTimer(cache="warm")
+    assert bench_timing.CpuTimer(cache="cold").flush_buffer is cold.flush_buffer  # one per process
+    warm = bench_timing.CpuTimer(cache="warm")
     assert warm.flush_buffer is None
     warm.time_ms(lambda: calls.append("warm"))
     assert calls[3:] == ["warm", "warm"]
@@ -156,8 +173,8 @@ def test_default_suite_file_matches_builtin():
     if not os.path.exists(path):
         pytest.skip("not in a source checkout")
     with open(path) as f:
-        assert f.read() == cli.DEFAULT_SUITE
-    problems = cli.parse_suite(cli.DEFAULT_SUITE)
+        assert f.read() == bench_suite.DEFAULT_SUITE
+    problems = bench_suite.parse_suite(bench_suite.DEFAULT_SUITE)
     assert any(p.kh == 7 for p in problems) and any(p.kh == 11 for p in problems)
     assert any(p.ic == 1 and p.ih == 512 for p in problems)
 
@@ -165,7 +182,7 @@ def test_default_suite_file_matches_builtin():
 # ---- the suite parser ----------------------------------------------------------------------------
 
 def test_parse_full_problem():
-    p = cli.parse_problem("mb1ic64ih56iw56oc64kh3kw3ph1pw1sh1sw1dh1dw1g1 resnet:res2a")
+    p = bench_suite.parse_problem("mb1ic64ih56iw56oc64kh3kw3ph1pw1sh1sw1dh1dw1g1 resnet:res2a")
     assert (p.mb, p.ic, p.ih, p.iw, p.oc, p.kh, p.kw) == (1, 64, 56, 56, 64, 3, 3)
     assert (p.ph, p.pw, p.sh, p.sw, p.dh, p.dw, p.g) == (1, 1, 1, 1, 1, 1, 1)
     assert p.name == "resnet:res2a" and p.label == "resnet:res2a"
@@ -174,11 +191,11 @@ def test_parse_full_problem():
 
 
 def test_parse_defaults_and_partners():
-    p = cli.parse_problem("ic3ih224oc64kh7sh2ph3")
+    p = bench_suite.parse_problem("ic3ih224oc64kh7sh2ph3")
     assert (p.mb, p.iw, p.kw, p.sw, p.pw, p.dh, p.dw, p.g) == (1, 224, 7, 2, 3, 1, 1, 1)
     assert p.name == "" and p.label == p.descriptor()
-    assert cli.parse_problem(p.descriptor()) == p
-    q = cli.parse_problem('g2_mb2ic4iw10ih6oc2kw3n"named"  # comment')
+    assert bench_suite.parse_problem(p.descriptor()) == p
+    q = bench_suite.parse_problem('g2_mb2ic4iw10ih6oc2kw3n"named"  # comment')
     assert (q.g, q.mb, q.ih, q.iw, q.kh, q.kw, q.name) == (2, 2, 6, 10, 3, 3, "named")
 
 
@@ -193,14 +210,14 @@ def test_parse_defaults_and_partners():
 ])
 def test_parse_errors(line, text):
     with pytest.raises(ValueError, match=text):
-        cli.parse_problem(line)
+        bench_suite.parse_problem(line)
 
 
 def test_parse_suite_reports_line_numbers():
     with pytest.raises(ValueError, match="my.txt:3: "):
-        cli.parse_suite("# header\nic3ih8oc4kh3\nbogus\n", "my.txt")
+        bench_suite.parse_suite("# header\nic3ih8oc4kh3\nbogus\n", "my.txt")
     with pytest.raises(ValueError, match="no problems"):
-        cli.parse_suite("# only comments\n\n")
+        bench_suite.parse_suite("# only comments\n\n")
 
 
 # ---- package information -----------------------------------------------------------------------
@@ -215,6 +232,51 @@ def test_package_information():
     prefix = convcore.cmake_prefix_path()
     assert os.path.isfile(os.path.join(prefix, "lib", "cmake", "convcore", "convcoreConfig.cmake"))
     assert os.path.isfile(os.path.join(prefix, "include", "convcore", "convcore.h"))
+
+
+def _import_in_subprocess(coretype):
+    """{environ_unchanged, chosen, reported, kernels} of `import convcore` in a new process whose
+    OPENBLAS_CORETYPE is ``coretype`` (None: unset)."""
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    if coretype is not None:
+        env["OPENBLAS_CORETYPE"] = coretype
+    code = ("import json, os\n"
+            "before = dict(os.environ)\n"
+            "import convcore\n"
+            "from convcore import bench_timing\n"
+            "print(json.dumps({'environ_unchanged': dict(os.environ) == before,\n"
+            "                  'chosen': convcore.openblas_coretype_chosen,\n"
+            "                  'reported': bench_timing.openblas_coretype(),\n"
+            "                  'blas': convcore.build_info()['blas']}))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         env=env)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def test_import_leaves_the_environment_alone():
+    """`import convcore` sets OPENBLAS_CORETYPE only while OpenBLAS loads (SkylakeX kernels on an
+    AVX-512 CPU that Debian's OpenBLAS does not recognise), then restores os.environ; the choice
+    is still in effect and reported (convcore.openblas_coretype_chosen, bench_timing)."""
+    result = _import_in_subprocess(None)
+    assert result["environ_unchanged"]
+    try:
+        with open("/proc/cpuinfo") as f:
+            flags = set(next((line.split(":", 1)[1].split() for line in f
+                              if line.startswith("flags")), []))
+    except OSError:
+        flags = set()
+    if {"avx512f", "avx512bw", "avx512dq", "avx512vl", "avx512cd"} <= flags:
+        assert result["chosen"] == result["reported"] == "SKYLAKEX"
+        if "OpenBLAS" in result["blas"]:
+            assert "kernels SkylakeX" in result["blas"], result["blas"]
+    else:
+        assert result["chosen"] is None and result["reported"] is None
+    pinned = _import_in_subprocess("HASWELL")  # the user's choice is left alone
+    assert pinned["environ_unchanged"] and pinned["chosen"] is None
+    assert pinned["reported"] == "HASWELL"
+    if "OpenBLAS" in pinned["blas"]:
+        assert "kernels Haswell" in pinned["blas"], pinned["blas"]
 
 
 def test_bench_layout_option(tmp_path, capsys):

@@ -2,14 +2,16 @@
 (convcore.model_bench). Tiny inputs and 2 reps: the structure of the results, not the speed."""
 
 import json
+import math
 import os
+import statistics
 import subprocess
 import sys
 
 import pytest
 from torch import nn
 
-from convcore import cli, model_bench
+from convcore import bench_suite, cli, model_bench
 
 RESNET18_CONVS = 20
 
@@ -22,6 +24,33 @@ def quiet(message):
 def resnet18():
     return model_bench.run(["resnet18"], batch=1, size=32, reps=2, layer_reps=2, time_limit=5,
                            log=quiet)
+
+
+def check_end_to_end(result, reps):
+    """What run() promises for one model's end-to-end timing: the four contenders, each with
+    `reps` finite positive times and their min and median; the best layout of each library; the
+    speedups as the ratios of those times; a relative error per contender within the bound."""
+    assert "error" not in result, result.get("error")
+    contenders = result["contenders"]
+    assert set(model_bench.CONTENDERS) <= set(contenders) and not result["failed"]
+    assert result["reps"] == reps
+    for name, c in contenders.items():
+        times = c["times_ms"]
+        assert len(times) == reps and all(math.isfinite(t) and t > 0 for t in times), (name, times)
+        assert c["min_ms"] == min(times) and c["median_ms"] == statistics.median(times)
+    for side, key in (("pytorch", "best_pytorch"), ("convcore", "best_convcore")):
+        layouts = [n for n in model_bench.CONTENDERS if n.startswith(side)]
+        assert result[key] == min(layouts, key=lambda n: contenders[n]["median_ms"])
+    best_torch, best_convcore = contenders[result["best_pytorch"]], contenders[result["best_convcore"]]
+    assert result["speedup"] == pytest.approx(best_torch["median_ms"] / best_convcore["median_ms"])
+    assert result["speedup_min"] == pytest.approx(
+        min(contenders[n]["min_ms"] for n in model_bench.CONTENDERS if n.startswith("pytorch"))
+        / min(contenders[n]["min_ms"] for n in model_bench.CONTENDERS if n.startswith("convcore")))
+    errors = result["rel_error"]
+    assert set(errors) == set(contenders) - {"pytorch nchw"}
+    assert all(math.isfinite(e) and e >= 0 for e in errors.values())
+    assert result["correct"] == all(errors[n] <= result["error_bound"]
+                                    for n in errors if n.startswith("convcore"))
 
 
 def test_import_torchvision_twice():
@@ -43,18 +72,8 @@ def test_end_to_end_contenders(resnet18):
                                         "git_commit", "date"}
     assert resnet18["protocol"]
     (result,) = resnet18["models"]
-    assert "error" not in result, result.get("error")
     assert result["model"] == "resnet18" and result["conv_layers"] == RESNET18_CONVS
-    contenders = result["contenders"]
-    assert len(contenders) >= 3 and not result["failed"]
-    for times in contenders.values():
-        assert len(times["times_ms"]) == result["reps"] == 2
-        assert 0 < times["min_ms"] <= times["median_ms"]
-    assert result["best_pytorch"].startswith("pytorch")
-    assert result["best_convcore"].startswith("convcore")
-    best_torch = contenders[result["best_pytorch"]]["median_ms"]
-    best_convcore = contenders[result["best_convcore"]]["median_ms"]
-    assert result["speedup"] == pytest.approx(best_torch / best_convcore)
+    check_end_to_end(result, reps=2)
 
 
 def test_correctness_check(resnet18):
@@ -75,7 +94,7 @@ def test_per_layer_rows(resnet18):
         assert r["convcore_ms"] > 0 and r["pytorch_ms"] > 0
         assert r["loss_ms"] == pytest.approx(r["convcore_ms"] - r["pytorch_ms"])
         assert r["algo"]
-        cli.parse_problem(r["problem"])
+        bench_suite.parse_problem(r["problem"])
     conv1 = next(r for r in rows if r["layer"] == "conv1")
     assert conv1["problem"] == "mb1ic3ih32iw32oc64kh7kw7ph3pw3sh2sw2dh1dw1g1"
     assert 0 < sum(r["share_pct"] for r in rows) <= 100
@@ -90,11 +109,12 @@ def test_training_step():
     report = model_bench.run("resnet18", batch=2, size=64, train=True, reps=2, time_limit=5,
                              log=quiet)
     (result,) = report["models"]
-    assert "error" not in result, result.get("error")
     assert result["mode"] == "train" and result["correct"]
-    assert len(result["contenders"]) >= 3
-    assert all(c["min_ms"] > 0 for c in result["contenders"].values())
-    assert result["speedup"] > 0 and "layers" not in result
+    check_end_to_end(result, reps=2)
+    assert set(result["contenders"]) == set(model_bench.CONTENDERS)  # no engines in training
+    assert "layers" not in result  # no per-layer passes in training
+    text = model_bench.format_model(result)
+    assert f"{result['speedup']:.2f}x median" in text and "outputs and gradients" in text
 
 
 def test_cli_json_suite_plot(tmp_path, capsys):
@@ -111,7 +131,7 @@ def test_cli_json_suite_plot(tmp_path, capsys):
     (result,) = data["models"]
     assert result["model"] == "resnet18" and len(result["layers"]) == RESNET18_CONVS
 
-    problems = cli.parse_suite(suite.read_text(), str(suite))
+    problems = bench_suite.parse_suite(suite.read_text(), str(suite))
     descriptors = [p.descriptor() for p in problems]
     assert len(descriptors) == len(set(descriptors))
     assert set(descriptors) == {r["problem"] for r in result["layers"]}

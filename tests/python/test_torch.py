@@ -124,10 +124,11 @@ def test_padding_variants_match_nn_conv2d(padding, padding_mode, dilation, k):
 
 def test_same_padding_with_stride_is_rejected():
     x, w = torch.randn(1, 2, 5, 5), torch.randn(2, 2, 3, 3)
-    with pytest.raises(ValueError, match="strided"):
-        ct.conv2d(x, w, stride=2, padding="same")
-    with pytest.raises(ValueError, match="padding string"):
-        ct.conv2d(x, w, padding="full")
+    for conv2d in (ct.conv2d, convcore.conv2d):  # the same errors in both modules
+        with pytest.raises(convcore.BadParamError, match="strided"):
+            conv2d(x, w, stride=2, padding="same")
+        with pytest.raises(convcore.BadParamError, match="padding string"):
+            conv2d(x, w, padding="full")
 
 
 def test_unbatched_input():
@@ -150,19 +151,59 @@ def test_channels_last_and_empty_batch():
 # ---- errors ------------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.int32, torch.complex64])
-def test_unsupported_dtype_is_a_type_error(dtype):
+def test_unsupported_dtype_is_a_bad_param_in_both_modules(dtype):
+    """One exception per kind of error: a dtype convcore does not support is a BadParamError in
+    convcore.torch as in convcore (also a TypeError, as PyTorch raises, and a ValueError)."""
     x, w = torch.ones(1, 2, 4, 4, dtype=dtype), torch.ones(2, 2, 3, 3, dtype=dtype)
-    with pytest.raises(TypeError, match="float32 and torch.float64"):
+    with pytest.raises(convcore.BadParamError, match="float32 and torch.float64"):
         ct.conv2d(x, w)
-    with pytest.raises(TypeError, match="float32 and torch.float64"):
+    with pytest.raises(convcore.BadParamError, match="float32 and torch.float64"):
         torch.ops.convcore.conv2d(x, w, None, [1, 1], [0, 0], [1, 1], 1, "auto")
-    with pytest.raises(TypeError, match="float32 and torch.float64"):
+    with pytest.raises(convcore.BadParamError, match="float32 and torch.float64"):
         ct.Conv2d(2, 2, 3, dtype=torch.float32)(x)
+    with pytest.raises(convcore.BadParamError, match="float32 and float64"):
+        convcore.conv2d(x, w)  # the NumPy/DLPack API, on the same tensors
+    with pytest.raises(convcore.BadParamError, match="float32 and float64"):
+        convcore.conv2d(x.numpy() if dtype != torch.bfloat16 else x.view(torch.int16).numpy(),
+                        w.numpy() if dtype != torch.bfloat16 else w.view(torch.int16).numpy())
+    with pytest.raises(TypeError):  # what PyTorch-style callers catch
+        ct.conv2d(x, w)
+    with pytest.raises(TypeError):
+        convcore.conv2d(x, w)
+
+
+def test_supported_dtypes_are_the_same_in_both_modules():
+    assert [d.name for d in convcore.SUPPORTED_DTYPES] == ["float32", "float64"]
+    assert ct.SUPPORTED_DTYPES == (torch.float32, torch.float64)
+    assert [str(t) for t in ct.SUPPORTED_DTYPES] == [f"torch.{d.name}" for d in convcore.SUPPORTED_DTYPES]
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")  # torch's own
+def test_conv2d_takes_the_same_arguments_in_both_modules():
+    """convcore.conv2d and convcore.torch.conv2d take F.conv2d's arguments in its order; each
+    adds keyword extras of its own."""
+    import inspect
+    f_args = ["input", "weight", "bias", "stride", "padding", "dilation", "groups"]
+    for fn in (convcore.conv2d, ct.conv2d):
+        assert list(inspect.signature(fn).parameters)[:7] == f_args, fn
+    x, w, b = torch.randn(2, 4, 7, 6), torch.randn(6, 2, 3, 2), torch.randn(6)
+    args = (x, w, b, (2, 1), (1, 2), (1, 2), 2)  # positional, F.conv2d's order
+    ref = F.conv2d(*args)
+    assert rel_err(convcore.conv2d(*args), ref) <= 1e-5
+    assert rel_err(ct.conv2d(*args), ref) <= 1e-5
+    y = convcore.conv2d(x.numpy(), w.numpy(), b.numpy(), (2, 1), (1, 2), (1, 2), 2)
+    assert rel_err(torch.from_numpy(y), ref) <= 1e-5
+    for padding in ("same", "valid"):  # "same" with an even kernel pads one side more
+        ref = F.conv2d(x, w, b, 1, padding, (1, 2), 2)
+        for out in (convcore.conv2d(x, w, b, 1, padding, (1, 2), 2),
+                    torch.from_numpy(convcore.conv2d(x.numpy(), w.numpy(), b.numpy(), 1, padding,
+                                                     (1, 2), 2))):
+            assert out.shape == ref.shape and rel_err(out, ref) <= 1e-5
 
 
 def test_mixed_dtypes_and_devices_are_rejected():
     x, w = torch.randn(1, 2, 4, 4), torch.randn(2, 2, 3, 3, dtype=torch.float64)
-    with pytest.raises(TypeError, match="must be equal"):
+    with pytest.raises(convcore.BadParamError, match="must be equal"):
         ct.conv2d(x, w)
     with pytest.raises(convcore.NotSupportedError, match="CPU and CUDA"):
         ct.conv2d(x.to("meta"), w.float().to("meta"))
@@ -172,7 +213,7 @@ def test_mixed_dtypes_and_devices_are_rejected():
     with torch.no_grad():
         layer(x)  # the shapes are known to the layer now; a weight of another dtype is still refused
         layer.weight = nn.Parameter(w)
-        with pytest.raises(TypeError, match="must be equal"):
+        with pytest.raises(convcore.BadParamError, match="must be equal"):
             layer(x)
 
 
