@@ -1,4 +1,4 @@
-# The bindings (python/convcore/_bindings.cpp, compiled into _convcore): a partial stub that
+# The bindings (python/bindings/*.cpp, compiled into _convcore): a partial stub that
 # types every attribute Any, so that type checkers see the module; convcore._api wraps each
 # binding in a typed function. (A stub generated from the bindings, e.g. by pybind11-stubgen,
 # would replace this one.)
