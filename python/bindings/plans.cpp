@@ -1,6 +1,7 @@
 // Plans: the per-Convolution plan cache and every call that runs through a plan (forward with its
 // epilogue, the NumPy fast path, the backward passes, the fused 1x1 -> depthwise pair).
 #include "common.hpp"
+#include "common/conv_index.hpp"  // the core's output-size formula
 
 namespace convcore_py {
 namespace {
@@ -423,8 +424,8 @@ py::object forward_array(const py::handle& x_obj, const py::handle& w_obj, const
         (x.flags() & kPackedAligned) != kPackedAligned || (w.flags() & kPackedAligned) != kPackedAligned)
         return py::none();
     const int64_t n = x.shape(0), k = w.shape(0);
-    const int64_t out_h = (x.shape(2) + 2 * p.pad_h - p.dil_h * (w.shape(2) - 1) - 1) / p.stride_h + 1;
-    const int64_t out_w = (x.shape(3) + 2 * p.pad_w - p.dil_w * (w.shape(3) - 1) - 1) / p.stride_w + 1;
+    const int64_t out_h = convcore::conv_output_size(x.shape(2), p.pad_h, w.shape(2), p.stride_h, p.dil_h);
+    const int64_t out_w = convcore::conv_output_size(x.shape(3), p.pad_w, w.shape(3), p.stride_w, p.dil_w);
     if (n < 1 || k < 1 || out_h < 1 || out_w < 1) return py::none();
     const int64_t keeps_prepared = filter_version == kFiltersPerCall ? 0 : 1;
     PlanKey key{int64_t(CONVCORE_PASS_FORWARD), algo, keeps_prepared, p.pad_h, p.pad_w, p.stride_h, p.stride_w,

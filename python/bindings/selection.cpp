@@ -128,9 +128,9 @@ std::vector<std::string> bwd_algo_names(int direction) {
 
 // A machine diagnostic for `convcore bench`: the round trip, in ns, of a cache line handed back
 // and forth between OpenMP threads 0 and 1 (best of 3 runs of up to 20000 trips, each cut off
-// after 20 ms); 0 where fewer than 2 CPUs or threads are available. On this project's VM it is
-// ~53 ns while the two vCPUs share an L3 and ~330 ns while the host has split them across L3
-// domains, which doubles the time of code whose threads hand data to each other.
+// after 20 ms); 0 where fewer than 2 CPUs or threads are available. Tens of ns while the two
+// CPUs share an L3, hundreds while they sit on different L3 domains, which doubles the time of
+// code whose threads hand data to each other (bench/results/cpu-2026-11-23-s6.md).
 double cache_line_round_trip_ns() {
     py::gil_scoped_release release;
     return convcore_cache_line_round_trip_ns(3, 20.0);
