@@ -32,7 +32,7 @@
 #include "core/error.hpp"
 #include "core/solver.hpp"
 #include "common/fft_geometry.hpp"
-#include "cpu/fft_plan_cache.hpp"
+#include "cpu/fft_family.hpp"
 
 namespace convcore {
 namespace cpu {

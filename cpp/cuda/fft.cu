@@ -15,7 +15,7 @@
 //   4. one batched C2R per (image, filter), then a kernel reads output (i, j) at
 //      (i * stride_h, j * stride_w) of its plane, scales by alpha/(Lh*Lw) and blends.
 // Stride > 1 is computed at stride 1 and subsampled; any padding, dilation, groups, both modes,
-// float32 and float64. Lh = good_size(Hu), Lw = good_size(Wu, even) (cpu/fft_plan_cache.hpp:
+// float32 and float64. Lh = good_size(Hu), Lw = good_size(Wu, even) (cpu/fft_family.hpp:
 // 2^a 3^b 5^c 7^d sizes, all fast on cuFFT).
 //
 // Workspace (bytes; F = Lh*(Lw/2+1), each section 256-byte aligned, T = float or double):

@@ -1,4 +1,4 @@
-// Shared helpers of the CPU FFT family (FFT, FFT_TILING, FINE_GRAINED_FFT, POLY_HANKEL):
+// The engine the CPU FFT family shares (FFT, FFT_TILING, FINE_GRAINED_FFT, POLY_HANKEL):
 //
 //  * FFTW plans cached per shape. FFTW's planner is not thread-safe, so planning (and plan
 //    destruction) happens under one mutex; executing a plan on new arrays

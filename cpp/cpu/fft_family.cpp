@@ -1,5 +1,5 @@
-// Shared helpers of the CPU FFT family: see fft_plan_cache.hpp.
-#include "cpu/fft_plan_cache.hpp"
+// The engine the CPU FFT family shares: see fft_family.hpp.
+#include "cpu/fft_family.hpp"
 
 #include <fftw3.h>
 
