@@ -134,6 +134,23 @@ ConvProblem data_problem(const ConvProblem& p) {
     return f.packed();
 }
 
+// The problem the forward solver runs: NHWC when the backward pass runs NHWC (dy is the forward
+// problem's input and dx its output, both in the caller's layout).
+ConvProblem data_run_problem(const ConvProblem& p) {
+    ConvProblem f = data_problem(p);
+    if (p.nhwc) {
+        packed_nhwc_strides(f.n, f.c, f.h, f.w, f.x_strides);
+        packed_nhwc_strides(f.n, f.k, f.p, f.q, f.y_strides);
+        f.nhwc = true;
+    }
+    return f;
+}
+
+bool data_runs_nhwc(const ConvProblem& p, convcoreConvolutionFwdAlgo_t fwd) {
+    const Solver* s = find_solver(fwd, p.device);
+    return s && s->runs_nhwc && s->runs_nhwc(data_problem(p));
+}
+
 std::string data_why_not(const ConvProblem& p, convcoreConvolutionFwdAlgo_t fwd) {
     std::string why = needs_unit_stride(p, "backward-data");
     if (!why.empty()) return why;
@@ -153,13 +170,13 @@ std::string data_why_not(const ConvProblem& p, convcoreConvolutionFwdAlgo_t fwd)
 }
 
 size_t data_workspace_bytes(const ConvProblem& p, convcoreConvolutionFwdAlgo_t fwd) {
-    const ConvProblem f = data_problem(p);
+    const ConvProblem f = data_run_problem(p);
     return api::align_up(bytes(p.w_elems(), p)) + find_solver(fwd, p.device)->workspace_bytes(f);
 }
 
 void data_run(const BwdDataArgs& a, convcoreConvolutionFwdAlgo_t fwd) {
     const ConvProblem& p = a.prob;
-    const ConvProblem f = data_problem(p);
+    const ConvProblem f = data_run_problem(p);
     const Solver* s = find_solver(fwd, p.device);
     if (!s) throw Error(CONVCORE_STATUS_INTERNAL_ERROR, "backward data: no forward solver");
     char* ws = static_cast<char*>(a.workspace);

@@ -28,6 +28,8 @@ ConvProblem filter_problem(const ConvProblem& prob);
 std::string data_why_not(const ConvProblem& prob, convcoreConvolutionFwdAlgo_t fwd);
 size_t data_workspace_bytes(const ConvProblem& prob, convcoreConvolutionFwdAlgo_t fwd);
 void data_run(const BwdDataArgs& args, convcoreConvolutionFwdAlgo_t fwd);
+// Backward data runs NHWC natively where the forward solver runs the reduced problem in NHWC.
+bool data_runs_nhwc(const ConvProblem& prob, convcoreConvolutionFwdAlgo_t fwd);
 
 std::string filter_why_not(const ConvProblem& prob, convcoreConvolutionFwdAlgo_t fwd);
 size_t filter_workspace_bytes(const ConvProblem& prob, convcoreConvolutionFwdAlgo_t fwd);
@@ -40,6 +42,8 @@ size_t data_workspace_t(const ConvProblem& p) { return data_workspace_bytes(p, F
 template <convcoreConvolutionFwdAlgo_t F>
 void data_run_t(const BwdDataArgs& a) { data_run(a, F); }
 template <convcoreConvolutionFwdAlgo_t F>
+bool data_runs_nhwc_t(const ConvProblem& p) { return data_runs_nhwc(p, F); }
+template <convcoreConvolutionFwdAlgo_t F>
 std::string filter_why_not_t(const ConvProblem& p) { return filter_why_not(p, F); }
 template <convcoreConvolutionFwdAlgo_t F>
 size_t filter_workspace_t(const ConvProblem& p) { return filter_workspace_bytes(p, F); }
@@ -51,7 +55,8 @@ void filter_run_t(const BwdFilterArgs& a) { filter_run(a, F); }
 // movements below).
 template <convcoreConvolutionBwdDataAlgo_t B, convcoreConvolutionFwdAlgo_t F, convcoreDeviceType_t D>
 inline const Solver data_solver = {.algo = B, .device = D, .why_not = data_why_not_t<F>,
-                                   .workspace_bytes = data_workspace_t<F>, .backward_data = data_run_t<F>};
+                                   .workspace_bytes = data_workspace_t<F>, .backward_data = data_run_t<F>,
+                                   .runs_nhwc = data_runs_nhwc_t<F>};
 template <convcoreConvolutionBwdFilterAlgo_t B, convcoreConvolutionFwdAlgo_t F, convcoreDeviceType_t D>
 inline const Solver filter_solver = {.algo = B, .device = D, .why_not = filter_why_not_t<F>,
                                      .workspace_bytes = filter_workspace_t<F>, .backward_filter = filter_run_t<F>};

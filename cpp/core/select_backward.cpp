@@ -7,12 +7,18 @@
 namespace convcore {
 namespace {
 
-// Rough cost models (lower is better); see docs/algorithms.md "Backward passes".
+// Rough cost models (lower is better); see docs/algorithms.md "Backward passes". "auto" times
+// the first CONVCORE_SELECT_CANDIDATES of the order, so the order only has to put the likely
+// fastest among them. Channels-last callers: the solvers that run NHWC natively come before those
+// that would convert dy and dx (or x) to NCHW and back.
 double data_cost(convcoreConvolutionBwdDataAlgo_t algo, const ConvProblem& p) {
+    const bool nhwc = p.activations_nhwc();
     switch (algo) {
-        case CONVCORE_BWD_DATA_ALGO_DEPTHWISE: return 0.0;  // made for the layers it applies to
+        case CONVCORE_BWD_DATA_ALGO_DEPTHWISE:
+        case CONVCORE_BWD_DATA_ALGO_POINTWISE: return 0.0;  // made for the layers they apply to
+        case CONVCORE_BWD_DATA_ALGO_WINOGRAD_4X4_3X3: return 0.5;  // 3x3 stride 1: 4x fewer multiplies
         case CONVCORE_BWD_DATA_ALGO_IMPLICIT_GEMM: return 1.0;
-        case CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM: return 2.0;
+        case CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM: return nhwc ? 0.9 : 2.0;
         case CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3: return 3.0;
         case CONVCORE_BWD_DATA_ALGO_DIRECT: return 10.0;
         default: return 5.0;
@@ -20,10 +26,12 @@ double data_cost(convcoreConvolutionBwdDataAlgo_t algo, const ConvProblem& p) {
 }
 
 double filter_cost(convcoreConvolutionBwdFilterAlgo_t algo, const ConvProblem& p) {
+    const bool nhwc = p.activations_nhwc();
     switch (algo) {
-        case CONVCORE_BWD_FILTER_ALGO_DEPTHWISE: return 0.0;  // made for the layers it applies to
+        case CONVCORE_BWD_FILTER_ALGO_DEPTHWISE:
+        case CONVCORE_BWD_FILTER_ALGO_POINTWISE: return 0.0;  // made for the layers they apply to
         case CONVCORE_BWD_FILTER_ALGO_IMPLICIT_GEMM: return 1.0;
-        case CONVCORE_BWD_FILTER_ALGO_IM2COL_GEMM: return 2.0;
+        case CONVCORE_BWD_FILTER_ALGO_IM2COL_GEMM: return nhwc ? 0.9 : 2.0;
         case CONVCORE_BWD_FILTER_ALGO_WINOGRAD_3X3_2X2: return 3.0;
         case CONVCORE_BWD_FILTER_ALGO_DIRECT: return 10.0;
         default: return 5.0;

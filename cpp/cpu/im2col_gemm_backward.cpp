@@ -10,9 +10,18 @@
 // conv_filter_tap(fr) (mirrored in the true-convolution mode), so the flip is in the
 // unfolding, as in the forward pass. 1x1 filters with stride 1 and no padding need no
 // unfolding: x and dx themselves are the col matrix (workspace 0).
+// NHWC (channels-last x, dx and dy) transposes the same GEMMs: col has one row per output pixel
+// (n, oh, ow) and one column per (fr, fs, c), so its rows are runs of C/g contiguous channels:
+//   backward data:   col (M x L) = alpha * dY_g (M x Kg) * Wt[g] (Kg x L), then each dx pixel
+//                    gathers its (fr, fs) windows' entries (one task per dx row, no atomics);
+//   backward filter: dWt[g] (Kg x L) = dY_g^T (Kg x M) * col (M x L), summed over the chunks, then
+//                    transposed into dw's K x C/g x R x S order with alpha and beta.
+// Wt / dWt are the filters in K x (R*S*C/g) order, in the workspace; M counts the output pixels
+// of a chunk of images. (1x1 layers in NHWC unfold too: POINTWISE runs them in place.)
 #include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <climits>
 #include <cstdint>
 #include <string>
@@ -35,17 +44,33 @@ std::string why_not(const ConvProblem& p) {
     if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
         return "IM2COL_GEMM runs float32 and float64 only";
     const int64_t crs = p.c_per_group() * p.r * p.s;
-    if (p.k_per_group() > INT_MAX || p.p * p.q > INT_MAX || crs > INT_MAX)
-        return "IM2COL_GEMM: a GEMM dimension (K/groups=" + std::to_string(p.k_per_group()) +
+    if (p.k > INT_MAX || p.c > INT_MAX || p.p * p.q > INT_MAX || crs > INT_MAX)
+        return "IM2COL_GEMM: a GEMM dimension (K=" + std::to_string(p.k) + ", C=" + std::to_string(p.c) +
                ", P*Q=" + std::to_string(p.p * p.q) + ", C/groups*R*S=" + std::to_string(crs) +
                ") exceeds the 32-bit BLAS interface";
     return "";
 }
 
-size_t workspace_bytes(const ConvProblem& p) {
-    if (direct_1x1(p)) return 0;
-    return size_t(p.c_per_group() * p.r * p.s) * size_t(p.p * p.q) * p.elem_size();
+// NHWC: images unfolded at a time, as many as fit kNhwcColBytes (at least one), so that the
+// col chunk stays near the caches while its GEMMs have enough rows (7x7 layers: 49 per image).
+constexpr size_t kNhwcColBytes = size_t(16) << 20;
+
+int64_t nhwc_chunk_images(const ConvProblem& p) {
+    const size_t image = size_t(p.p * p.q) * size_t(p.c_per_group() * p.r * p.s) * p.elem_size();
+    return std::clamp<int64_t>(int64_t(kNhwcColBytes / std::max<size_t>(image, 1)), 1, p.n);
 }
+
+size_t round64(size_t b) { return (b + 63) / 64 * 64; }
+
+size_t workspace_bytes(const ConvProblem& p) {
+    const size_t l = size_t(p.c_per_group() * p.r * p.s);
+    if (p.nhwc)  // the filters in K x (R*S*C/g) order, and one chunk of col
+        return round64(size_t(p.k) * l * p.elem_size()) + size_t(nhwc_chunk_images(p) * p.p * p.q) * l * p.elem_size();
+    return direct_1x1(p) ? 0 : l * size_t(p.p * p.q) * p.elem_size();
+}
+
+// NHWC runs every problem: x, dx and dy as N*H*W (N*P*Q) rows of channels.
+bool runs_nhwc(const ConvProblem&) { return true; }
 
 // For row (c, fr, fs) of col: calls f(col_row_pointer_for_outputs_of_row_oh, x_row, q range,
 // input column offset) for each output row oh whose input row is inside the image.
@@ -168,18 +193,155 @@ void filter_t(const BwdFilterArgs& a) {
     }
 }
 
+// ---- NHWC -----------------------------------------------------------------------------------
+
+// im2col: col rows for images [n0, n0 + images) of group g, columns (fr, fs, c).
+template <typename T>
+void nhwc_unfold(const ConvProblem& p, const T* x, T* col, int64_t n0, int64_t images, int64_t g, int threads) {
+    const int64_t cg = p.c_per_group(), l = p.r * p.s * cg;
+#pragma omp parallel for num_threads(threads) schedule(static) collapse(2)
+    for (int64_t n = 0; n < images; ++n)
+        for (int64_t oh = 0; oh < p.p; ++oh)
+            for (int64_t ow = 0; ow < p.q; ++ow) {
+                T* d = col + ((n * p.p + oh) * p.q + ow) * l;
+                for (int64_t fr = 0; fr < p.r; ++fr) {
+                    const int64_t ih = conv_input_coord(oh, conv_filter_tap(fr, p.r, p.flip), p.pad_h, p.stride_h, p.dil_h);
+                    for (int64_t fs = 0; fs < p.s; ++fs, d += cg) {
+                        const int64_t iw =
+                            conv_input_coord(ow, conv_filter_tap(fs, p.s, p.flip), p.pad_w, p.stride_w, p.dil_w);
+                        if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w)
+                            std::fill_n(d, cg, T(0));
+                        else
+                            std::copy_n(x + (((n0 + n) * p.h + ih) * p.w + iw) * p.c + g * cg, cg, d);
+                    }
+                }
+            }
+}
+
+// col2im: dx pixels of images [n0, n0 + images), group g's channels, = beta * dx + the col
+// entries of every (output pixel, filter element) that reads them.
+template <typename T>
+void nhwc_fold(const ConvProblem& p, const T* col, T* dx, int64_t n0, int64_t images, int64_t g, T beta,
+               int threads) {
+    const int64_t cg = p.c_per_group(), l = p.r * p.s * cg;
+#pragma omp parallel for num_threads(threads) schedule(static) collapse(2)
+    for (int64_t n = 0; n < images; ++n)
+        for (int64_t ih = 0; ih < p.h; ++ih)
+            for (int64_t iw = 0; iw < p.w; ++iw) {
+                T* d = dx + (((n0 + n) * p.h + ih) * p.w + iw) * p.c + g * cg;
+                if (beta == T(0))
+                    std::fill_n(d, cg, T(0));
+                else
+                    for (int64_t c = 0; c < cg; ++c) d[c] *= beta;
+                for (int64_t fr = 0; fr < p.r; ++fr) {
+                    const int64_t oh =
+                        conv_output_reading(ih, conv_filter_tap(fr, p.r, p.flip), p.pad_h, p.stride_h, p.dil_h, p.p);
+                    if (oh < 0) continue;
+                    for (int64_t fs = 0; fs < p.s; ++fs) {
+                        const int64_t ow = conv_output_reading(iw, conv_filter_tap(fs, p.s, p.flip), p.pad_w,
+                                                               p.stride_w, p.dil_w, p.q);
+                        if (ow < 0) continue;
+                        const T* src = col + ((n * p.p + oh) * p.q + ow) * l + (fr * p.s + fs) * cg;
+#pragma omp simd
+                        for (int64_t c = 0; c < cg; ++c) d[c] += src[c];
+                    }
+                }
+            }
+}
+
+// dst[k][(fr, fs, c)] = src[k][c][fr][fs] (KCRS -> K x L), or the reverse with alpha and beta.
+template <typename T>
+void filters_to_krsc(const ConvProblem& p, const T* src, T* dst, int threads) {
+    const int64_t cg = p.c_per_group(), rs = p.r * p.s;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t k = 0; k < p.k; ++k)
+        for (int64_t c = 0; c < cg; ++c)
+            for (int64_t f = 0; f < rs; ++f) dst[(k * rs + f) * cg + c] = src[(k * cg + c) * rs + f];
+}
+
+template <typename T>
+void filters_from_krsc(const ConvProblem& p, const T* src, T* dst, T alpha, T beta, int threads) {
+    const int64_t cg = p.c_per_group(), rs = p.r * p.s;
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t k = 0; k < p.k; ++k)
+        for (int64_t c = 0; c < cg; ++c)
+            for (int64_t f = 0; f < rs; ++f) {
+                T* d = dst + (k * cg + c) * rs + f;
+                const T v = alpha * src[(k * rs + f) * cg + c];
+                *d = beta == T(0) ? v : v + beta * *d;
+            }
+}
+
+template <typename T>
+void data_nhwc(const BwdDataArgs& a) {
+    const ConvProblem& p = a.prob;
+    const int threads = a.ctx.threads();
+    const int64_t cg = p.c_per_group(), kg = p.k_per_group(), l = cg * p.r * p.s, pq = p.p * p.q;
+    const T* dy = static_cast<const T*>(a.dy);
+    T* dx = static_cast<T*>(a.dx);
+    T* wt = static_cast<T*>(a.workspace);
+    T* col = wt + round64(size_t(p.k * l) * sizeof(T)) / sizeof(T);
+    const int64_t chunk = nhwc_chunk_images(p);
+    filters_to_krsc(p, static_cast<const T*>(a.w), wt, threads);
+    BlasThreads blas_threads(threads);
+    for (int64_t g = 0; g < p.groups; ++g)
+        for (int64_t n0 = 0; n0 < p.n; n0 += chunk) {
+            const int64_t images = std::min(chunk, p.n - n0);
+            gemm(false, false, int(images * pq), int(l), int(kg), T(a.alpha), dy + n0 * pq * p.k + g * kg, int(p.k),
+                 wt + g * kg * l, int(l), T(0), col, int(l));
+            nhwc_fold(p, col, dx, n0, images, g, T(a.beta), threads);
+        }
+}
+
+template <typename T>
+void filter_nhwc(const BwdFilterArgs& a) {
+    const ConvProblem& p = a.prob;
+    const int threads = a.ctx.threads();
+    const int64_t cg = p.c_per_group(), kg = p.k_per_group(), l = cg * p.r * p.s, pq = p.p * p.q;
+    const T* x = static_cast<const T*>(a.x);
+    const T* dy = static_cast<const T*>(a.dy);
+    T* dwt = static_cast<T*>(a.workspace);
+    T* col = dwt + round64(size_t(p.k * l) * sizeof(T)) / sizeof(T);
+    const int64_t chunk = nhwc_chunk_images(p);
+    BlasThreads blas_threads(threads);
+    for (int64_t g = 0; g < p.groups; ++g)
+        for (int64_t n0 = 0; n0 < p.n; n0 += chunk) {
+            const int64_t images = std::min(chunk, p.n - n0);
+            nhwc_unfold(p, x, col, n0, images, g, threads);
+            gemm(true, false, int(kg), int(l), int(images * pq), T(1), dy + n0 * pq * p.k + g * kg, int(p.k), col,
+                 int(l), n0 == 0 ? T(0) : T(1), dwt + g * kg * l, int(l));
+        }
+    filters_from_krsc(p, dwt, static_cast<T*>(a.dw), T(a.alpha), T(a.beta), threads);
+}
+
+template <typename T>
+void data_any(const BwdDataArgs& a) {
+    if (a.prob.nhwc)
+        data_nhwc<T>(a);
+    else
+        data_t<T>(a);
+}
+
+template <typename T>
+void filter_any(const BwdFilterArgs& a) {
+    if (a.prob.nhwc)
+        filter_nhwc<T>(a);
+    else
+        filter_t<T>(a);
+}
+
 void run_data(const BwdDataArgs& a) {
     if (a.prob.dtype == CONVCORE_DATA_DOUBLE)
-        data_t<double>(a);
+        data_any<double>(a);
     else
-        data_t<float>(a);
+        data_any<float>(a);
 }
 
 void run_filter(const BwdFilterArgs& a) {
     if (a.prob.dtype == CONVCORE_DATA_DOUBLE)
-        filter_t<double>(a);
+        filter_any<double>(a);
     else
-        filter_t<float>(a);
+        filter_any<float>(a);
 }
 
 }  // namespace
@@ -187,11 +349,11 @@ void run_filter(const BwdFilterArgs& a) {
 extern const Solver im2col_gemm_bwd_data_solver;
 const Solver im2col_gemm_bwd_data_solver = {.algo = CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM,
     .device = CONVCORE_DEVICE_CPU, .why_not = why_not, .workspace_bytes = workspace_bytes,
-    .backward_data = run_data};
+    .backward_data = run_data, .runs_nhwc = runs_nhwc};
 extern const Solver im2col_gemm_bwd_filter_solver;
 const Solver im2col_gemm_bwd_filter_solver = {.algo = CONVCORE_BWD_FILTER_ALGO_IM2COL_GEMM,
     .device = CONVCORE_DEVICE_CPU, .why_not = why_not, .workspace_bytes = workspace_bytes,
-    .backward_filter = run_filter};
+    .backward_filter = run_filter, .runs_nhwc = runs_nhwc};
 
 }  // namespace cpu
 }  // namespace convcore

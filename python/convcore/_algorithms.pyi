@@ -37,6 +37,7 @@ class BwdDataAlgo(enum.Enum):
     FINE_GRAINED_FFT = 6
     POLY_HANKEL = 7
     DEPTHWISE = 8
+    POINTWISE = 9
 
 
 class BwdFilterAlgo(enum.Enum):
@@ -51,3 +52,4 @@ class BwdFilterAlgo(enum.Enum):
     FINE_GRAINED_FFT = 6
     POLY_HANKEL = 7
     DEPTHWISE = 8
+    POINTWISE = 9

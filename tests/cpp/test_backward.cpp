@@ -59,9 +59,11 @@ bool data_applicable(convcoreConvolutionBwdDataAlgo_t a, const Shape& p) {
         case CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM:
         case CONVCORE_BWD_DATA_ALGO_IMPLICIT_GEMM: return true;
         case CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3:
+        case CONVCORE_BWD_DATA_ALGO_WINOGRAD_4X4_3X3:
             return p.r == 3 && p.s == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 &&
                    p.dil_w == 1 && p.pad_h <= 2 && p.pad_w <= 2;
         case CONVCORE_BWD_DATA_ALGO_DEPTHWISE: return p.c == p.groups;
+        case CONVCORE_BWD_DATA_ALGO_POINTWISE: return p.r == 1 && p.s == 1;
         default:
             return p.stride_h == 1 && p.stride_w == 1 && p.pad_h <= p.dil_h * (p.r - 1) &&
                    p.pad_w <= p.dil_w * (p.s - 1);
@@ -77,6 +79,7 @@ bool filter_applicable(convcoreConvolutionBwdFilterAlgo_t a, const Shape& p) {
             return p.r == 3 && p.s == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 &&
                    p.dil_w == 1;
         case CONVCORE_BWD_FILTER_ALGO_DEPTHWISE: return p.c == p.groups;
+        case CONVCORE_BWD_FILTER_ALGO_POINTWISE: return p.r == 1 && p.s == 1;
         default: return p.stride_h == 1 && p.stride_w == 1;
     }
 }
@@ -288,8 +291,12 @@ std::vector<Case> random_cases(int count, unsigned seed) {
             case 2: c.alpha = -1.5, c.beta = 0.75; break;
             case 3: c.alpha = 2.0, c.beta = 1.0; break;
         }
-        c.in_layout = Layout(pick(0, 2) == 0 ? pick(1, 2) : 0);
-        c.out_layout = Layout(pick(0, 2) == 0 ? pick(1, 2) : 0);
+        if (cases.size() % 4 == 1) {  // channels-last throughout: the NHWC-native solvers run it as it is
+            c.in_layout = c.out_layout = CHANNELS_LAST;
+        } else {
+            c.in_layout = Layout(pick(0, 2) == 0 ? pick(1, 2) : 0);
+            c.out_layout = Layout(pick(0, 2) == 0 ? pick(1, 2) : 0);
+        }
         cases.push_back(c);
     }
     return cases;
@@ -316,6 +323,18 @@ std::vector<Case> named_cases() {
         {S(1, 3, 4, 4, 2, 3, 3, 3, 1, 1, 1, false), 1, 0, PACKED, PACKED},    // pad > radius
         {S(3, 5, 17, 16, 7, 3, 3, 1, 1, 1, 1, true), -1, 2, CHANNELS_LAST, PADDED},
         {S(4, 32, 14, 14, 24, 3, 3, 1, 1, 1, 1, false), 1, 0, PACKED, PACKED},  // bigger reductions
+        // Channels-last throughout, as a channels_last network trains: 1x1 (in place, strided,
+        // padded, grouped), 3x3 and the stem, strided and grouped.
+        {S(2, 24, 7, 9, 40, 1, 1, 0, 1, 1, 1, false), 1, 0, CHANNELS_LAST, CHANNELS_LAST},
+        {S(2, 24, 7, 9, 40, 1, 1, 0, 1, 1, 1, false), -0.5, 1.5, CHANNELS_LAST, CHANNELS_LAST},
+        {S(3, 16, 11, 10, 20, 1, 1, 0, 2, 1, 1, false), 1, 0, CHANNELS_LAST, CHANNELS_LAST},
+        {S(1, 12, 6, 7, 18, 1, 1, 1, 3, 2, 3, true), 0.5, 0.5, CHANNELS_LAST, CHANNELS_LAST},
+        {S(2, 9, 8, 8, 6, 1, 1, 0, 1, 1, 3, false), 1, 0, PACKED, PACKED},
+        {S(1, 10, 9, 5, 4, 1, 1, 2, 2, 1, 1, false), 1, 0, PACKED, PACKED},
+        {S(2, 12, 13, 11, 16, 3, 3, 1, 1, 1, 1, false), 1, 0, CHANNELS_LAST, CHANNELS_LAST},
+        {S(2, 12, 13, 11, 16, 3, 3, 1, 2, 1, 4, true), 2, 1, CHANNELS_LAST, CHANNELS_LAST},
+        {S(1, 3, 23, 21, 8, 7, 7, 3, 2, 1, 1, false), 1, 0, CHANNELS_LAST, CHANNELS_LAST},
+        {S(2, 8, 10, 12, 8, 3, 3, 2, 1, 2, 1, false), 1, 0, CHANNELS_LAST, CHANNELS_LAST},
     };
 }
 
