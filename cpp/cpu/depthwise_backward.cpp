@@ -58,26 +58,40 @@ CONVCORE_DW_INLINE void data_nchw_row(const ConvProblem& p, const T* taps, const
 }
 
 // NHWC: dx row ih of image n; each pixel gathers, over its channels in blocks, the dy pixels whose
-// windows cover it.
+// windows cover it. The outputs each tap row / column reads are found once per row / pixel
+// (filters up to kMaxTaps wide; wider ones find them per channel block).
+constexpr int64_t kMaxTaps = 16;
+
 template <typename T>
 CONVCORE_DW_INLINE void data_nhwc_row(const ConvProblem& p, const T* taps, const T* dy, T* dx, int64_t n, int64_t ih,
                                       T alpha, T beta) {
     constexpr int64_t B = depthwise::kChannelBlock;
     const int64_t m = p.k / p.c;
+    const bool small = p.r <= kMaxTaps && p.s <= kMaxTaps;
+    int64_t oh_of[kMaxTaps], ow_of[kMaxTaps];
+    if (small)
+        for (int64_t r = 0; r < p.r; ++r) oh_of[r] = conv_output_reading(ih, r, p.pad_h, p.stride_h, p.dil_h, p.p);
     for (int64_t iw = 0; iw < p.w; ++iw) {
         T* dxo = dx + ((n * p.h + ih) * p.w + iw) * p.c;
+        if (small)
+            for (int64_t s = 0; s < p.s; ++s) ow_of[s] = conv_output_reading(iw, s, p.pad_w, p.stride_w, p.dil_w, p.q);
         for (int64_t c0 = 0; c0 < p.c; c0 += B) {
             const int64_t cb = std::min(B, p.c - c0);
             T acc[B] = {};
             for (int64_t r = 0; r < p.r; ++r) {
-                const int64_t oh = conv_output_reading(ih, r, p.pad_h, p.stride_h, p.dil_h, p.p);
+                const int64_t oh = small ? oh_of[r] : conv_output_reading(ih, r, p.pad_h, p.stride_h, p.dil_h, p.p);
                 if (oh < 0) continue;
                 for (int64_t s = 0; s < p.s; ++s) {
-                    const int64_t ow = conv_output_reading(iw, s, p.pad_w, p.stride_w, p.dil_w, p.q);
+                    const int64_t ow =
+                        small ? ow_of[s] : conv_output_reading(iw, s, p.pad_w, p.stride_w, p.dil_w, p.q);
                     if (ow < 0) continue;
                     const T* dyo = dy + ((n * p.p + oh) * p.q + ow) * p.k;
                     const T* wt = taps + (r * p.s + s) * p.k;
-                    if (m == 1) {
+                    if (m == 1 && cb == B) {
+#pragma omp simd
+                        for (int64_t j = 0; j < B; ++j) acc[j] += wt[c0 + j] * dyo[c0 + j];
+                    } else if (m == 1) {
+#pragma omp simd
                         for (int64_t j = 0; j < cb; ++j) acc[j] += wt[c0 + j] * dyo[c0 + j];
                     } else {
                         for (int64_t j = 0; j < cb; ++j)
@@ -137,8 +151,10 @@ CONVCORE_DW_INLINE void filter_nchw_channel(const ConvProblem& p, const T* x, co
         for (int64_t s = 0; s < p.s; ++s) store_filter(p, k, r, s, g[r * p.s + s], dw, alpha, beta);
 }
 
-// NHWC: output channels [b*16, b*16 + 16): every output pixel adds dy times the input pixel of
-// each tap, along the block. `g` holds R*S*16 doubles.
+// NHWC: output channels [b*16, b*16 + 16). For each output row and tap, the row's valid outputs
+// add dy times the input pixel the tap reads into a 16-wide accumulator in T (vector FMAs in
+// registers along the row), which is then added into `g` (R*S*16 doubles): the error grows with
+// the row's length only.
 constexpr int64_t kFilterBlock = 16;  // one 64-byte line of float32 per pixel and task
 
 template <typename T>
@@ -150,20 +166,29 @@ CONVCORE_DW_INLINE void filter_nhwc_block(const ConvProblem& p, const T* x, cons
     for (int64_t n = 0; n < p.n; ++n) {
         for (int64_t oh = 0; oh < p.p; ++oh) {
             const TapRange rr = conv_valid_taps(oh, p.h, p.r, p.pad_h, p.stride_h, p.dil_h);
-            for (int64_t ow = 0; ow < p.q; ++ow) {
-                const TapRange sr = conv_valid_taps(ow, p.w, p.s, p.pad_w, p.stride_w, p.dil_w);
-                const T* dyo = dy + ((n * p.p + oh) * p.q + ow) * p.k + k0;
-                for (int64_t r = rr.begin; r < rr.end; ++r) {
-                    const int64_t ih = conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h);
-                    for (int64_t s = sr.begin; s < sr.end; ++s) {
-                        const int64_t iw = conv_input_coord(ow, s, p.pad_w, p.stride_w, p.dil_w);
-                        const T* xi = x + ((n * p.h + ih) * p.w + iw) * p.c;
-                        double* gt = g + (r * p.s + s) * B;
-                        if (m == 1 && kb == B)
-                            for (int64_t j = 0; j < B; ++j) gt[j] += double(dyo[j]) * double(xi[k0 + j]);
-                        else
-                            for (int64_t j = 0; j < kb; ++j) gt[j] += double(dyo[j]) * double(xi[(k0 + j) / m]);
+            const T* dyr = dy + (n * p.p + oh) * p.q * p.k + k0;
+            for (int64_t r = rr.begin; r < rr.end; ++r) {
+                const T* xr = x + (n * p.h + conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h)) * p.w * p.c;
+                for (int64_t s = 0; s < p.s; ++s) {
+                    const TapRange qv = conv_valid_outputs(s, p.w, p.q, p.pad_w, p.stride_w, p.dil_w);
+                    const int64_t w0 = conv_input_coord(0, s, p.pad_w, p.stride_w, p.dil_w);
+                    T acc[B] = {};
+                    if (m == 1 && kb == B) {
+                        for (int64_t q = qv.begin; q < qv.end; ++q) {
+                            const T* dyo = dyr + q * p.k;
+                            const T* xi = xr + (q * p.stride_w + w0) * p.c + k0;
+#pragma omp simd
+                            for (int64_t j = 0; j < B; ++j) acc[j] += dyo[j] * xi[j];
+                        }
+                    } else {
+                        for (int64_t q = qv.begin; q < qv.end; ++q) {
+                            const T* dyo = dyr + q * p.k;
+                            const T* xi = xr + (q * p.stride_w + w0) * p.c;
+                            for (int64_t j = 0; j < kb; ++j) acc[j] += dyo[j] * xi[(k0 + j) / m];
+                        }
                     }
+                    double* gt = g + (r * p.s + s) * B;
+                    for (int64_t j = 0; j < kb; ++j) gt[j] += double(acc[j]);
                 }
             }
         }

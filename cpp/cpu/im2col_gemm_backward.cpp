@@ -199,6 +199,9 @@ void filter_t(const BwdFilterArgs& a) {
 template <typename T>
 void nhwc_unfold(const ConvProblem& p, const T* x, T* col, int64_t n0, int64_t images, int64_t g, int threads) {
     const int64_t cg = p.c_per_group(), l = p.r * p.s * cg;
+    // Without groups, dilation or mirroring, the taps of a filter row read consecutive pixels,
+    // whose channels are one contiguous run of x (the few-channel stem: one copy, not S).
+    const bool row_runs = p.groups == 1 && p.dil_w == 1 && !p.flip;
 #pragma omp parallel for num_threads(threads) schedule(static) collapse(2)
     for (int64_t n = 0; n < images; ++n)
         for (int64_t oh = 0; oh < p.p; ++oh)
@@ -206,6 +209,17 @@ void nhwc_unfold(const ConvProblem& p, const T* x, T* col, int64_t n0, int64_t i
                 T* d = col + ((n * p.p + oh) * p.q + ow) * l;
                 for (int64_t fr = 0; fr < p.r; ++fr) {
                     const int64_t ih = conv_input_coord(oh, conv_filter_tap(fr, p.r, p.flip), p.pad_h, p.stride_h, p.dil_h);
+                    if (row_runs) {
+                        const int64_t iw0 = ow * p.stride_w - p.pad_w;  // tap fs reads iw0 + fs
+                        const int64_t lo = std::clamp<int64_t>(-iw0, 0, p.s);
+                        const int64_t hi = ih < 0 || ih >= p.h ? lo : std::clamp<int64_t>(p.w - iw0, lo, p.s);
+                        std::fill_n(d, lo * cg, T(0));
+                        if (hi > lo)
+                            std::copy_n(x + (((n0 + n) * p.h + ih) * p.w + iw0 + lo) * p.c, (hi - lo) * cg, d + lo * cg);
+                        std::fill_n(d + hi * cg, (p.s - hi) * cg, T(0));
+                        d += p.s * cg;
+                        continue;
+                    }
                     for (int64_t fs = 0; fs < p.s; ++fs, d += cg) {
                         const int64_t iw =
                             conv_input_coord(ow, conv_filter_tap(fs, p.s, p.flip), p.pad_w, p.stride_w, p.dil_w);

@@ -43,7 +43,7 @@ namespace {
 
 using Tab = winograd::F3x2;  // m = 3 outputs, r = 2 taps, alpha = 4
 constexpr int64_t kA = Tab::alpha, kXi = kA * kA;
-constexpr int64_t kBlock = 256;  // tiles per block
+constexpr int64_t kBlock = 1024;  // tiles per block
 constexpr int64_t kRun = 32;     // tiles per run (one tile row) in the transforms
 
 // Consecutive tiles of one tile row: tiles (n, aa, b .. b + len) at block columns j .. j + len.
@@ -207,7 +207,9 @@ void run_typed(const BwdFilterArgs& a) {
                     dy_tile_nhwc(p, dy, g, n, aa, b, U, j, pl.block);
                     x_tile_nhwc(p, x, g, n, aa, b, V, j, pl.block);
                 }
-                // M_xi = U_xi^T (Kg x bt) V_xi (bt x Cg)
+                // M_xi = U_xi^T (Kg x bt) V_xi (bt x Cg): the 16 GEMMs side by side, one thread each
+                // (BLAS runs single-threaded inside a parallel region)
+#pragma omp parallel for num_threads(threads) schedule(static)
                 for (int64_t xi = 0; xi < kXi; ++xi)
                     gemm_tn(int(kg), int(cg), int(bt), U + xi * pl.block * kg, V + xi * pl.block * cg,
                             Mb + xi * kg * cg);
@@ -295,7 +297,8 @@ void run_typed(const BwdFilterArgs& a) {
                             }
                     }
                 // M_xi += U_xi (Kg x bt) V_xi^T (bt x Cg), the block's sum in T, the total in double.
-                for (int64_t xi = 0; xi < kXi; ++xi)
+    #pragma omp parallel for num_threads(threads) schedule(static)
+            for (int64_t xi = 0; xi < kXi; ++xi)
                     gemm_nt(int(kg), int(cg), int(bt), int(pl.block), U + xi * kg * pl.block,
                             V + xi * cg * pl.block, Mb + xi * kg * cg);
             }
