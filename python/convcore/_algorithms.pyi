@@ -38,6 +38,7 @@ class BwdDataAlgo(enum.Enum):
     POLY_HANKEL = 7
     DEPTHWISE = 8
     POINTWISE = 9
+    WINOGRAD_4X4_3X3 = 10
 
 
 class BwdFilterAlgo(enum.Enum):
