@@ -165,16 +165,19 @@ def test_every_backward_filter_algorithm(problem, dtype):
 
 
 def test_fast_algorithms_are_applicable_where_documented():
-    """3x3 stride 1: Winograd and the FFT family in both directions; stride 2: only the classics."""
+    """3x3 stride 1: Winograd and the FFT family in both directions; stride 2: only the classics;
+    1x1: POINTWISE too."""
     conv = convcore.Convolution(convcore.ConvDesc(padding=1))
-    for direction, winograd in (("backward_data", "winograd_2x2_3x3"),
-                                ("backward_filter", "winograd_3x3_2x2")):
+    for direction, winograd in (("backward_data", {"winograd_2x2_3x3", "winograd_4x4_3x3"}),
+                                ("backward_filter", {"winograd_3x3_2x2"})):
         algos = conv.applicable_algos((2, 8, 12, 12), (8, 8, 3, 3), direction=direction)
-        assert set(algos) == set(CLASSIC) | {winograd, "fft", "fft_tiling", "fine_grained_fft",
-                                             "poly_hankel"}, (direction, algos)
+        assert set(algos) == set(CLASSIC) | winograd | {"fft", "fft_tiling", "fine_grained_fft",
+                                                        "poly_hankel"}, (direction, algos)
     strided = convcore.Convolution(convcore.ConvDesc(padding=1, stride=2))
     for direction in ("backward_data", "backward_filter"):
         assert set(strided.applicable_algos((1, 4, 9, 9), (4, 4, 3, 3), direction=direction)) == set(CLASSIC)
+        pointwise = strided.applicable_algos((1, 4, 9, 9), (4, 4, 1, 1), direction=direction)
+        assert set(pointwise) == set(CLASSIC) | {"pointwise"} and pointwise[0] == "pointwise", pointwise
 
 
 # ---- adjoint identities (an oracle independent of any reference) --------------------------------
