@@ -579,7 +579,8 @@ def build_parser() -> argparse.ArgumentParser:
     model.add_argument("--batch", type=_positive_int, help="batch size (default 1)")
     model.add_argument("--size", type=_positive_int, help="input height and width (default 224)")
     model.add_argument("--train", action="store_true", help="time a training step (forward, "
-                       "cross-entropy loss, backward) instead of inference")
+                       "cross-entropy loss, backward) instead of inference, and per conv layer "
+                       "its forward, backward data and backward filter")
     model.add_argument("--no-fuse", action="store_true", help="convert without fuse=True "
                        "(by default batch norms are folded into the convolutions and residual "
                        "adds and activations run in their epilogue)")

@@ -11,9 +11,11 @@ as four contenders, interleaved with a rotating start order:
     convcore channels_last  the same converted copy, fed a channels_last input
 
 speedup = the best PyTorch layout's time / the best convcore layout's time (> 1: convcore is
-faster). Then a per-layer table from separate passes with hooks on every conv module (the time
-from its forward pre-hook to its forward hook), convcore against the best PyTorch layout,
-interleaved; these passes are not used for the end-to-end numbers.
+faster). Then a per-layer table, convcore's best layout against PyTorch's, interleaved and not
+used for the end-to-end numbers: in inference from separate passes with hooks on every conv
+module (the time from its forward pre-hook to its forward hook); in training from standalone
+calls of each conv layer's forward, backward data and backward filter on random tensors of its
+shapes (_bench_train_layers), with totals per pass.
 
     from convcore import model_bench
     result = model_bench.run(["resnet18"], batch=1, size=224)
@@ -28,6 +30,7 @@ import contextlib
 import copy
 import datetime
 import difflib
+import gc
 import glob
 import importlib.util
 import io
@@ -48,10 +51,10 @@ from torch import nn
 import convcore
 import convcore.torch as convcore_torch
 from convcore.bench_suite import BenchProblem
-from convcore.bench_timing import (SPLIT_NS, STEAL_WARN, cpu_model_name, openblas_coretype,
-                                   round_trip_ns, single_threaded_numpy_blas, steal_ms_per_cpu,
-                                   steal_since, stopwatch, time_rounds, worst_round_trip,
-                                   worst_steal_share)
+from convcore.bench_timing import (SPLIT_NS, STEAL_WARN, CpuTimer, cpu_model_name,
+                                   openblas_coretype, round_trip_ns, single_threaded_numpy_blas,
+                                   steal_ms_per_cpu, steal_since, stopwatch, time_rounds,
+                                   worst_round_trip, worst_steal_share)
 
 CONTENDERS = ("pytorch nchw", "pytorch channels_last", "convcore nchw", "convcore channels_last")
 # The inference engines CPU users deploy, timed with the contenders above (inference only):
@@ -68,8 +71,9 @@ LAYOUT_FACTOR = 4
 DEFAULT_REPS = 20
 MIN_REPS = 5  # timed rounds before the time limit may stop the timing
 DEFAULT_TIME_LIMIT = 20.0  # seconds of end-to-end timing per model
-LAYER_REPS = 10  # hooked passes per side, at most
-MIN_LAYER_REPS = 3  # hooked passes before the time limit (half the end-to-end one) may stop them
+LAYER_REPS = 10  # hooked passes per side (training: rounds per layer), at most
+MIN_LAYER_REPS = 3  # passes (rounds) before the time limit (half the end-to-end one) may stop them
+TRAIN_PASSES = ("forward", "backward_data", "backward_filter")  # backward_filter: dw, and db
 WARMUP = 2
 COMMON_MODELS = ("resnet18", "resnet50", "mobilenet_v2", "vgg16", "efficientnet_b0")
 
@@ -572,7 +576,11 @@ def bench_model(name: str, batch: int = 1, size: int = 224, train: bool = False,
             result["speedup_vs_best_engine"] = (others[best_engine]["median_ms"]
                                                 / ours[best_ours]["median_ms"])
 
-        if not train and layer_reps > 0:
+        if train and layer_reps > 0:
+            result.update(_bench_train_layers(name, problems, models[best_cc], inputs[best_cc],
+                                              _layout(best_cc), _layout(best_torch), layer_reps,
+                                              time_limit / 2, status, seed))
+        elif layer_reps > 0:
             result.update(_bench_layers(name, problems, models[best_cc], inputs[best_cc],
                                         models[best_torch], inputs[best_torch], layer_reps,
                                         time_limit / 2, status))
@@ -640,6 +648,178 @@ def _bench_layers(name, problems, cc_model, cc_input, torch_model, torch_input, 
         "pytorch_conv_ms": sum(r["pytorch_ms"] for r in rows), "pytorch_network_ms": torch_network}}
 
 
+# ---- per layer in training -----------------------------------------------------------------------
+
+def _layout(contender):
+    """"nchw" or "channels_last": the layout of a contender ("convcore channels_last")."""
+    return contender.split()[1]
+
+
+def _in_layout(t, layout):
+    return t.contiguous(memory_format=torch.channels_last) if layout == "channels_last" else t
+
+
+def _layers_computing_dx(model, x):
+    """The conv modules whose input requires grad in a training step: the others (the first
+    layer, fed the image) compute no backward data."""
+    needed: Dict[str, bool] = {}
+
+    def recorder(name):
+        def hook(module, args):
+            needed[name] = needed.get(name, False) or args[0].requires_grad
+        return hook
+    convs = _conv_modules(model)
+    handles = [m.register_forward_pre_hook(recorder(name)) for name, m in convs]
+    try:
+        with torch.enable_grad():
+            model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return {name for name, required in needed.items() if required}
+
+
+def _pytorch_passes(problem, x, w, bias, dy):
+    """PyTorch's three passes of a layer: F.conv2d, and aten.convolution_backward (what its
+    autograd calls) for dx alone and for dw (and db) alone."""
+    stride, padding = [problem.sh, problem.sw], [problem.ph, problem.pw]
+    dilation = [problem.dh, problem.dw]
+    bias_sizes = None if bias is None else [bias.shape[0]]
+
+    def backward(mask):
+        return torch.ops.aten.convolution_backward(dy, x, w, bias_sizes, stride, padding, dilation,
+                                                   False, [0, 0], problem.g, mask)
+    return {"forward": lambda: F.conv2d(x, w, bias, stride, padding, dilation, problem.g),
+            "backward_data": lambda: backward([True, False, False]),
+            "backward_filter": lambda: backward([False, True, bias is not None])}
+
+
+def _backward_algo(conv, direction, a, b, shape, algo_id):
+    """The name of the algorithm conv's plan runs for a backward pass (what "auto" chose): one
+    call of the binding that Convolution._backward_torch_cpu calls, which returns it."""
+    data = direction == convcore_torch._BACKWARD_DATA
+    # the output as _backward_torch_cpu makes it: dx in dy's layout, dw packed
+    out = torch.empty(shape, memory_format=convcore._api._torch_memory_format(a) if data
+                      else torch.contiguous_format)
+    to_dlpack = torch.utils.dlpack.to_dlpack
+    ran = convcore._convcore.backward_capsules(direction, to_dlpack(a), to_dlpack(b),
+                                               to_dlpack(out), conv.desc._params, algo_id,
+                                               conv._plans())
+    return (convcore.BwdDataAlgo if data else convcore.BwdFilterAlgo)(ran).name.lower()
+
+
+def _convcore_passes(module, problem, x, w, bias, dy):
+    """({pass: fn}, {pass: algorithm name}): convcore's three passes of a converted layer as its
+    autograd runs them in training (_Conv2dFunction: the layer's own Convolution, whose plans
+    hold what "auto" chose in the end-to-end steps, and the layer's algo per pass); the
+    convolution alone with its bias (a fused activation or batch norm is not part of it). A
+    Conv2d subclass that convert() leaves alone runs PyTorch's passes ("pytorch")."""
+    if not isinstance(module, convcore_torch.Conv2d):
+        return _pytorch_passes(problem, x, w, bias, dy), dict.fromkeys(TRAIN_PASSES, "pytorch")
+    if module.padding_mode == "zeros" and isinstance(module.padding, tuple):
+        conv = module._own_convolution()
+    else:
+        conv = convcore.Convolution(problem.desc())
+    _, fwd_algo, _, _, data_algo, filter_algo = convcore_torch._function_args(module._algo_spec,
+                                                                              "identity")
+    data, filt = convcore_torch._BACKWARD_DATA, convcore_torch._BACKWARD_FILTER
+    x_shape, w_shape = tuple(x.shape), tuple(w.shape)
+
+    def forward():
+        y = conv._forward_torch_cpu(x, w, fwd_algo, convcore._convcore.FILTERS_PER_CALL, bias, 0)
+        return y if y is not None else conv.forward(x, w, algo=fwd_algo, bias=bias)
+
+    def backward_filter():
+        if bias is None:
+            return conv._backward_torch_cpu(filt, x, dy, w_shape, filter_algo)
+        return conv._backward_filter_bias_torch_cpu(x, dy, w_shape, filter_algo)
+    forward()
+    algos = {"forward": conv.last_algo or "?",
+             "backward_data": _backward_algo(conv, data, dy, w, x_shape, data_algo),
+             "backward_filter": _backward_algo(conv, filt, x, dy, w_shape, filter_algo)}
+    passes = {"forward": forward,
+              "backward_data": lambda: conv._backward_torch_cpu(data, dy, w, x_shape, data_algo),
+              "backward_filter": backward_filter}
+    return passes, algos
+
+
+def _bench_train_layers(name, problems, cc_model, cc_input, cc_layout, torch_layout, reps,
+                        time_limit, status, seed):
+    """The per-layer rows of training, one per conv layer and pass (forward, backward data,
+    backward filter with the bias's gradient), and their totals per pass."""
+    status.stage(f"{name}: per layer and training pass, up to {reps} rounds each")
+    cc_modules = dict(_conv_modules(cc_model))
+    computing_dx = _layers_computing_dx(cc_model, cc_input)
+    generator = torch.Generator().manual_seed(seed)
+    rows, rounds = [], []
+    # time_rounds collects garbage before each round: 0.1 s with torchvision's objects, paid per
+    # layer and round here, unless the objects that exist now are left out of collections
+    gc.freeze()
+    try:
+        with torch.no_grad():
+            for number, (layer, problem) in enumerate(problems, 1):
+                status.progress(f"{name}: training passes, layer {number}/{len(problems)} {layer}")
+                layer_rows, layer_rounds = _time_train_layer(
+                    layer, problem, cc_modules.get(layer), cc_layout, torch_layout, reps,
+                    time_limit / len(problems), generator)
+                for r in layer_rows:
+                    r["in_step"] = r["pass"] != "backward_data" or layer in computing_dx
+                rows += layer_rows
+                rounds.append(layer_rounds)
+    finally:
+        gc.unfreeze()
+    return {"train_layer_reps": min(rounds) if rounds else 0, "train_layers": rows,
+            "train_totals": train_totals(rows)}
+
+
+def _time_train_layer(layer, problem, module, cc_layout, torch_layout, reps, time_limit,
+                      generator):
+    """(rows, rounds) of one layer: random x, w and dy of its shapes, x and dy in each side's
+    best layout (PyTorch's w too, as its channels_last model holds it); the six calls (two sides,
+    three passes) timed in rounds, interleaved, each run once untimed right before (warm), up to
+    ``reps`` rounds or ``time_limit`` seconds. ``module``: the converted model's layer (None
+    when it has none of that name: PyTorch's passes on both sides)."""
+    y_shape = (problem.mb, problem.oc) + problem.output_hw()
+    x, w, dy = (torch.randn(shape, generator=generator)
+                for shape in (problem.x_shape, problem.w_shape, y_shape))
+    bias = (torch.randn(problem.oc, generator=generator)
+            if getattr(module, "bias", None) is not None else None)
+    cc_passes, algos = _convcore_passes(module, problem, _in_layout(x, cc_layout), w, bias,
+                                        _in_layout(dy, cc_layout))
+    torch_passes = _pytorch_passes(problem, _in_layout(x, torch_layout),
+                                   _in_layout(w, torch_layout), bias, _in_layout(dy, torch_layout))
+    timer = CpuTimer()  # wall clock, warm
+    calls = {}
+    for p in TRAIN_PASSES:
+        calls[f"convcore {p}"] = lambda fn=cc_passes[p]: timer.time_ms(fn)
+        calls[f"pytorch {p}"] = lambda fn=torch_passes[p]: timer.time_ms(fn)
+    times = time_rounds(calls, reps, time_limit, min(MIN_LAYER_REPS, reps))
+    flops = problem.flops()
+    rows = []
+    for p in TRAIN_PASSES:
+        cc, pt = times[f"convcore {p}"], times[f"pytorch {p}"]
+        cc_ms, pt_ms = statistics.median(cc), statistics.median(pt)
+        rows.append({"layer": layer, "problem": problem.descriptor(), "pass": p, "algo": algos[p],
+                     "bias": bias is not None, "convcore_ms": cc_ms, "convcore_min_ms": min(cc),
+                     "pytorch_ms": pt_ms, "pytorch_min_ms": min(pt), "speedup": pt_ms / cc_ms,
+                     "loss_ms": cc_ms - pt_ms, "convcore_gflops": flops / (cc_ms * 1e6),
+                     "pytorch_gflops": flops / (pt_ms * 1e6)})
+    return rows, len(times["convcore forward"])
+
+
+def train_totals(rows: Sequence[Dict[str, Any]]) -> Dict[str, Dict[str, Any]]:
+    """Per pass and over all three ("all"): the sums of the layers' medians, convcore's and
+    PyTorch's, their ratio (speedup) and difference (loss_ms). Rows a training step does not
+    run (in_step false: the first layer's backward data) are left out."""
+    totals = {}
+    for p in TRAIN_PASSES + ("all",):
+        chosen = [r for r in rows if r["in_step"] and p in (r["pass"], "all")]
+        cc, pt = sum(r["convcore_ms"] for r in chosen), sum(r["pytorch_ms"] for r in chosen)
+        totals[p] = {"convcore_ms": cc, "pytorch_ms": pt, "speedup": pt / cc if cc > 0 else None,
+                     "loss_ms": cc - pt, "layers": len(chosen)}
+    return totals
+
+
 # ---- all models ----------------------------------------------------------------------------------
 
 def _source_dir():
@@ -704,6 +884,23 @@ def protocol(reps: int, warmup: int, time_limit: float, layer_reps: int, train: 
                  f"interleaved, up to {layer_reps} passes each (stopping after "
                  f"{time_limit / 2:g} s once {min(MIN_LAYER_REPS, layer_reps)} are done), median "
                  f"per layer; share = the layer's median / the median hooked pass.")
+    if train and layer_reps:
+        text += (f" Per layer and training pass: each conv layer's forward (with its bias; a "
+                 f"fused activation or batch norm is not part of it), backward data (dx) and "
+                 f"backward filter (dw, and db with a bias) as standalone calls on random x, w "
+                 f"and dy of its shapes, convcore in its best layout (the converted layer's own "
+                 f"Convolution and plans, called as its autograd calls them, with the algorithm "
+                 f"per pass that auto chose in the end-to-end steps) against PyTorch in its best "
+                 f"layout (F.conv2d; aten.convolution_backward with output_mask for dx alone and "
+                 f"for dw and db); each call run once untimed right before it is timed (warm), "
+                 f"the layer's six calls interleaved in rounds with a rotating start order, up "
+                 f"to {layer_reps} rounds per layer (stopping once "
+                 f"{min(MIN_LAYER_REPS, layer_reps)} are done and the layer's share of "
+                 f"{time_limit / 2:g} s, split evenly over the layers, has passed); median and "
+                 f"min per pass; speedup = PyTorch's median / convcore's; GFLOP/s = "
+                 f"2*N*K*(C/g)*R*S*P*Q / time for every pass; totals per pass = the sums of the "
+                 f"layers' medians, without the backward data of layers whose input needs no "
+                 f"gradient (a training step skips it).")
     return text
 
 
@@ -730,7 +927,11 @@ def run(models: Union[str, Sequence[str]], batch: int = 1, size: int = 224, trai
     dict has "contenders" ({name: times_ms, min_ms, median_ms}), "best_pytorch",
     "best_convcore", "speedup", "rel_error", "correct", and in inference "layers" (one row per
     conv layer: layer, problem, algo, convcore_ms, pytorch_ms, speedup, loss_ms, share_pct,
-    gflops) and "totals". A model that fails has "error" instead."""
+    gflops) and "totals"; in training "train_layers" (one row per conv layer and pass of
+    TRAIN_PASSES: layer, problem, pass, algo, bias, in_step, convcore_ms, convcore_min_ms,
+    pytorch_ms, pytorch_min_ms, speedup, loss_ms, convcore_gflops, pytorch_gflops),
+    "train_totals" (train_totals()) and "train_layer_reps". A model that fails has "error"
+    instead."""
     if isinstance(models, str):
         models = [models]
     if not models:
@@ -837,6 +1038,9 @@ def format_model(result: Dict[str, Any], top: int = 10) -> str:
     if result.get("layers"):
         out.append("")
         out += format_layers(result, top)
+    if result.get("train_layers"):
+        out.append("")
+        out += format_train_layers(result, top)
     return "\n".join(out)
 
 
@@ -868,6 +1072,50 @@ def format_layers(result: Dict[str, Any], top: int = 10) -> List[str]:
             for r in losses))
     else:
         out.append("convcore loses time on no conv layer")
+    return out
+
+
+PASS_LABELS = {"forward": "forward", "backward_data": "backward data",
+               "backward_filter": "backward filter", "all": "all three"}
+
+
+def format_train_layers(result: Dict[str, Any], top: int = 10) -> List[str]:
+    """The training table: the ``top`` (layer, pass) rows where convcore's speedup is lowest,
+    then the totals per pass."""
+    rows = sorted(result["train_layers"], key=lambda r: r["speedup"])
+    totals = result["train_totals"]
+    shown = rows[:top]
+    out = [f"per conv layer and training pass (standalone calls on random tensors, median of >= "
+           f"{result['train_layer_reps']} interleaved rounds; convcore "
+           f"{_layout(result['best_convcore'])} vs PyTorch {_layout(result['best_pytorch'])}), "
+           f"the {len(shown)} of {len(rows)} with the lowest speedup:"]
+    cells = [[r["layer"], PASS_LABELS[r["pass"]] + ("" if r["in_step"] else "*"), r["problem"],
+              r["algo"], f"{r['convcore_ms']:.3f}", f"{r['pytorch_ms']:.3f}",
+              f"{r['speedup']:.2f}", f"{r['loss_ms']:+.3f}", f"{r['convcore_gflops']:.1f}",
+              f"{r['pytorch_gflops']:.1f}"] for r in shown]
+    out += _table(["layer", "pass", "problem", "algo", "convcore ms", "pytorch ms", "speedup",
+                   "loss ms", "convcore GFLOP/s", "pytorch GFLOP/s"], cells, {4, 5, 6, 7, 8, 9})
+    if any(not r["in_step"] for r in shown):
+        out.append("* not run in a training step (the layer's input needs no gradient); not in "
+                   "the totals")
+    out.append("per pass, the sum of the layers' medians:")
+    cells = [[PASS_LABELS[p], str(t["layers"]), f"{t['convcore_ms']:.3f}",
+              f"{t['pytorch_ms']:.3f}", f"{t['speedup']:.2f}" if t["speedup"] else "-",
+              f"{t['loss_ms']:+.3f}"] for p, t in totals.items()]
+    out += _table(["pass", "layers", "convcore ms", "pytorch ms", "speedup", "loss ms"], cells,
+                  {1, 2, 3, 4, 5})
+    timed = [p for p in TRAIN_PASSES if totals[p]["speedup"]]
+    if timed:
+        worst = min(timed, key=lambda p: totals[p]["speedup"])
+        out.append(f"convcore's weakest pass against PyTorch: {PASS_LABELS[worst]} "
+                   f"({totals[worst]['speedup']:.2f}x, {totals[worst]['loss_ms']:+.3f} ms)")
+    shares = []
+    for side, label in (("convcore", "convcore"), ("pytorch", "PyTorch")):
+        conv_ms = totals["all"][f"{side}_ms"]
+        step_ms = result["contenders"][result[f"best_{side}"]]["median_ms"]
+        shares.append(f"{conv_ms:.3f} ms of {label}'s {step_ms:.3f} ms training step "
+                      f"({100 * conv_ms / step_ms:.0f}%)")
+    out.append("the conv passes sum to " + "; ".join(shares))
     return out
 
 

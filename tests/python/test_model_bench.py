@@ -4,6 +4,7 @@
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -11,6 +12,8 @@ import sys
 import pytest
 from torch import nn
 
+import convcore
+import convcore.torch as convcore_torch
 from convcore import bench_suite, cli, model_bench
 
 RESNET18_CONVS = 20
@@ -105,16 +108,100 @@ def test_per_layer_rows(resnet18):
     assert "speedup" in text and "top" in text and "layer1.0.conv1" in text
 
 
-def test_training_step():
-    report = model_bench.run("resnet18", batch=2, size=64, train=True, reps=2, time_limit=5,
-                             log=quiet)
-    (result,) = report["models"]
+@pytest.fixture(scope="module")
+def resnet18_train():
+    # batch 2: batch norm's gradients over layer4's 2x2 maps of one image amplify rounding past
+    # the error bound
+    return model_bench.run("resnet18", batch=2, size=64, train=True, reps=2, layer_reps=2,
+                           time_limit=5, log=quiet)
+
+
+def test_training_step(resnet18_train):
+    (result,) = resnet18_train["models"]
     assert result["mode"] == "train" and result["correct"]
     check_end_to_end(result, reps=2)
     assert set(result["contenders"]) == set(model_bench.CONTENDERS)  # no engines in training
-    assert "layers" not in result  # no per-layer passes in training
+    assert "layers" not in result  # no hooked passes in training
     text = model_bench.format_model(result)
     assert f"{result['speedup']:.2f}x median" in text and "outputs and gradients" in text
+
+
+def check_train_rows(rows, layers):
+    """Each layer has one row per training pass, with finite positive times, the ratios and
+    GFLOP/s computed from them, and an algorithm convcore can run in that pass."""
+    assert [(r["layer"], r["pass"]) for r in rows] == [
+        (layer, p) for layer in layers for p in model_bench.TRAIN_PASSES]
+    for r in rows:
+        times = [r["convcore_ms"], r["convcore_min_ms"], r["pytorch_ms"], r["pytorch_min_ms"]]
+        assert all(math.isfinite(t) and t > 0 for t in times), r
+        assert r["convcore_min_ms"] <= r["convcore_ms"] and r["pytorch_min_ms"] <= r["pytorch_ms"]
+        assert r["speedup"] == pytest.approx(r["pytorch_ms"] / r["convcore_ms"])
+        assert r["loss_ms"] == pytest.approx(r["convcore_ms"] - r["pytorch_ms"])
+        flops = bench_suite.parse_problem(r["problem"]).flops()
+        assert r["convcore_gflops"] == pytest.approx(flops / (r["convcore_ms"] * 1e6))
+        assert r["pytorch_gflops"] == pytest.approx(flops / (r["pytorch_ms"] * 1e6))
+
+
+def test_train_layer_rows(resnet18_train):
+    """The training table: forward, backward data and backward filter of every conv layer, and
+    the totals per pass as the sums of the rows a training step runs."""
+    (result,) = resnet18_train["models"]
+    convs = [name for name, m in model_bench.build_model("resnet18").named_modules()
+             if isinstance(m, nn.Conv2d)]
+    rows = result["train_layers"]
+    check_train_rows(rows, convs)
+    assert result["train_layer_reps"] == 2
+    for r in rows:
+        problem = bench_suite.parse_problem(r["problem"])
+        conv = convcore.Convolution(problem.desc())
+        assert r["algo"] in conv.applicable_algos(problem.x_shape, problem.w_shape,
+                                                  direction=r["pass"]), r
+        assert not r["bias"]  # resnet's convs have none
+        # the image needs no gradient: the first layer's backward data is not in a step
+        assert r["in_step"] == (r["layer"] != "conv1" or r["pass"] != "backward_data")
+    totals = result["train_totals"]
+    assert set(totals) == set(model_bench.TRAIN_PASSES) | {"all"}
+    for p, t in totals.items():
+        counted = [r for r in rows if r["in_step"] and p in (r["pass"], "all")]
+        assert t["layers"] == len(counted)
+        assert t["convcore_ms"] == pytest.approx(sum(r["convcore_ms"] for r in counted))
+        assert t["pytorch_ms"] == pytest.approx(sum(r["pytorch_ms"] for r in counted))
+        assert t["speedup"] == pytest.approx(t["pytorch_ms"] / t["convcore_ms"])
+        assert t["loss_ms"] == pytest.approx(t["convcore_ms"] - t["pytorch_ms"])
+    assert totals["backward_data"]["layers"] == len(convs) - 1
+    assert totals["all"]["convcore_ms"] == pytest.approx(
+        sum(totals[p]["convcore_ms"] for p in model_bench.TRAIN_PASSES))
+    json.loads(json.dumps(resnet18_train))
+    text = model_bench.format_model(result)
+    worst = min(model_bench.TRAIN_PASSES, key=lambda p: totals[p]["speedup"])
+    assert f"weakest pass against PyTorch: {model_bench.PASS_LABELS[worst]}" in text
+    assert re.search(rf"\nbackward filter +{len(convs)} ", text) and "all three" in text
+    assert "Per layer and training pass" in resnet18_train["protocol"]
+
+
+def test_train_layer_with_bias_and_groups(torch):
+    """One layer's training passes: a grouped convolution with a bias (dw and db in one call),
+    convcore's from a converted layer, PyTorch's for a layer that is not one."""
+    layer = convcore_torch.Conv2d(4, 6, 3, padding=1, stride=2, groups=2, bias=True)
+    problem = bench_suite.parse_problem("mb1ic4ih9oc6kh3ph1sh2g2")
+    generator = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        rows, rounds = model_bench._time_train_layer("conv", problem, layer, "channels_last",
+                                                     "nchw", 2, 5.0, generator)
+        plain = nn.Conv2d(4, 6, 3, padding=1, stride=2, groups=2)
+        pytorch_rows, _ = model_bench._time_train_layer("conv", problem, plain, "nchw", "nchw", 2,
+                                                        5.0, generator)
+    assert rounds == 2
+    check_train_rows(rows, ["conv"])
+    check_train_rows(pytorch_rows, ["conv"])
+    assert all(r["bias"] for r in rows)
+    conv = convcore.Convolution(problem.desc())
+    for r in rows:
+        assert r["algo"] in conv.applicable_algos(problem.x_shape, problem.w_shape,
+                                                  direction=r["pass"])
+    assert [r["algo"] for r in pytorch_rows] == ["pytorch"] * 3
+    totals = model_bench.train_totals([dict(r, in_step=True) for r in rows])
+    assert totals["all"]["convcore_ms"] == pytest.approx(sum(r["convcore_ms"] for r in rows))
 
 
 def test_cli_json_suite_plot(tmp_path, capsys):
