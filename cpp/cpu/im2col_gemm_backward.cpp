@@ -18,7 +18,6 @@
 //                    transposed into dw's K x C/g x R x S order with alpha and beta.
 // Wt / dWt are the filters in K x (R*S*C/g) order, in the workspace; M counts the output pixels
 // of a chunk of images. (1x1 layers in NHWC unfold too: POINTWISE runs them in place.)
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -29,6 +28,7 @@
 #include "common/conv_index.hpp"
 #include "core/error.hpp"
 #include "core/solver.hpp"
+#include "cpu/blas_gemm.hpp"
 #include "cpu/blas_threads.hpp"
 
 namespace convcore {
@@ -122,18 +122,6 @@ void walk(const ConvProblem& p, T* col, T* x, int threads) {
             }
         }
     }
-}
-
-// Row-major C (m x n) = alpha * op(A) * op(B) + beta * C.
-void gemm(bool ta, bool tb, int m, int n, int k, float alpha, const float* a, int lda,
-          const float* b, int ldb, float beta, float* c, int ldc) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
-                k, alpha, a, lda, b, ldb, beta, c, ldc);
-}
-void gemm(bool ta, bool tb, int m, int n, int k, double alpha, const double* a, int lda,
-          const double* b, int ldb, double beta, double* c, int ldc) {
-    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
-                k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 template <typename T>

@@ -12,7 +12,6 @@
 // input pixel, and distinct outputs read distinct inputs: the filter pass gathers the pixels the
 // outputs read into the workspace (zeros where they fall in the padding), the data pass computes
 // dX there and adds it into dx, whose other pixels receive no gradient.
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -22,6 +21,7 @@
 
 #include "common/conv_index.hpp"
 #include "core/solver.hpp"
+#include "cpu/blas_gemm.hpp"
 #include "cpu/blas_threads.hpp"
 
 namespace convcore {
@@ -47,18 +47,6 @@ bool in_place(const ConvProblem& p) { return p.unit_stride() && p.pad_h == 0 && 
 // The pixels the outputs read, in x's layout (N x P x Q x C, or N x C x P x Q).
 size_t workspace_bytes(const ConvProblem& p) {
     return in_place(p) ? 0 : size_t(p.n * p.c * p.p * p.q) * p.elem_size();
-}
-
-// Row-major C (m x n) = alpha * op(A) * op(B) + beta * C.
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t lda,
-          const float* b, int64_t ldb, float beta, float* c, int64_t ldc) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n),
-                int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
-}
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha, const double* a, int64_t lda,
-          const double* b, int64_t ldb, double beta, double* c, int64_t ldc) {
-    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m), int(n),
-                int(k), alpha, a, int(lda), b, int(ldb), beta, c, int(ldc));
 }
 
 // BLAS counts rows in an int: NHWC GEMMs over more than this many pixels go in row blocks.
@@ -117,13 +105,13 @@ void data_gemms(const ConvProblem& p, const T* w, const T* dy, T* dx, T alpha, T
         if (p.nhwc) {
             for (int64_t m0 = 0; m0 < p.n * pq; m0 += kMaxRows) {
                 const int64_t m = std::min(kMaxRows, p.n * pq - m0);
-                gemm(false, false, m, cg, kg, alpha, dy + m0 * p.k + g * kg, p.k, wg, cg, beta,
-                     dx + m0 * p.c + g * cg, p.c);
+                gemm(false, false, int(m), int(cg), int(kg), alpha, dy + m0 * p.k + g * kg, int(p.k), wg, int(cg),
+                     beta, dx + m0 * p.c + g * cg, int(p.c));
             }
         } else {
             for (int64_t n = 0; n < p.n; ++n)
-                gemm(true, false, cg, pq, kg, alpha, wg, cg, dy + (n * p.k + g * kg) * pq, pq, beta,
-                     dx + (n * p.c + g * cg) * pq, pq);
+                gemm(true, false, int(cg), int(pq), int(kg), alpha, wg, int(cg), dy + (n * p.k + g * kg) * pq,
+                     int(pq), beta, dx + (n * p.c + g * cg) * pq, int(pq));
         }
     }
 }
@@ -137,13 +125,13 @@ void filter_gemms(const ConvProblem& p, const T* x, const T* dy, T* dw, T alpha,
         if (p.nhwc) {
             for (int64_t m0 = 0; m0 < p.n * pq; m0 += kMaxRows) {
                 const int64_t m = std::min(kMaxRows, p.n * pq - m0);
-                gemm(true, false, kg, cg, m, alpha, dy + m0 * p.k + g * kg, p.k, x + m0 * p.c + g * cg, p.c,
-                     m0 == 0 ? beta : T(1), dwg, cg);
+                gemm(true, false, int(kg), int(cg), int(m), alpha, dy + m0 * p.k + g * kg, int(p.k),
+                     x + m0 * p.c + g * cg, int(p.c), m0 == 0 ? beta : T(1), dwg, int(cg));
             }
         } else {
             for (int64_t n = 0; n < p.n; ++n)
-                gemm(false, true, kg, cg, pq, alpha, dy + (n * p.k + g * kg) * pq, pq, x + (n * p.c + g * cg) * pq,
-                     pq, n == 0 ? beta : T(1), dwg, cg);
+                gemm(false, true, int(kg), int(cg), int(pq), alpha, dy + (n * p.k + g * kg) * pq, int(pq),
+                     x + (n * p.c + g * cg) * pq, int(pq), n == 0 ? beta : T(1), dwg, int(cg));
         }
     }
 }

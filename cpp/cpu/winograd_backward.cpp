@@ -20,7 +20,6 @@
 // Channels-last x and dy run natively: the transforms then work on one tile at a time, vectorised
 // along its channels (contiguous in NHWC), and store U and V as [xi][tile][channel], so that
 // M_xi = U_xi^T V_xi.
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -34,6 +33,7 @@
 #include "common/generated/winograd_tables.hpp"
 #include "core/error.hpp"
 #include "core/solver.hpp"
+#include "cpu/blas_gemm.hpp"
 #include "cpu/blas_threads.hpp"
 
 namespace convcore {
@@ -85,21 +85,6 @@ Plan plan_of(const ConvProblem& p) {
 }
 
 size_t workspace_bytes(const ConvProblem& p) { return plan_of(p).bytes(p.elem_size()); }
-
-// Row-major C (m x n) = A (m x k, row stride ld) * B^T (B: n x k, row stride ld).
-void gemm_nt(int m, int n, int k, int ld, const float* a, const float* b, float* c) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0f, a, ld, b, ld, 0.0f, c, n);
-}
-void gemm_nt(int m, int n, int k, int ld, const double* a, const double* b, double* c) {
-    cblas_dgemm(CblasRowMajor, CblasNoTrans, CblasTrans, m, n, k, 1.0, a, ld, b, ld, 0.0, c, n);
-}
-
-void gemm_tn(int m, int n, int k, const float* a, const float* b, float* c) {
-    cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, n, k, 1.0f, a, m, b, n, 0.0f, c, n);
-}
-void gemm_tn(int m, int n, int k, const double* a, const double* b, double* c) {
-    cblas_dgemm(CblasRowMajor, CblasTrans, CblasNoTrans, m, n, k, 1.0, a, m, b, n, 0.0, c, n);
-}
 
 bool runs_nhwc(const ConvProblem&) { return true; }
 
@@ -211,8 +196,8 @@ void run_typed(const BwdFilterArgs& a) {
                 // (BLAS runs single-threaded inside a parallel region)
 #pragma omp parallel for num_threads(threads) schedule(static)
                 for (int64_t xi = 0; xi < kXi; ++xi)
-                    gemm_tn(int(kg), int(cg), int(bt), U + xi * pl.block * kg, V + xi * pl.block * cg,
-                            Mb + xi * kg * cg);
+                    gemm(true, false, int(kg), int(cg), int(bt), T(1), U + xi * pl.block * kg, int(kg),
+                         V + xi * pl.block * cg, int(cg), T(0), Mb + xi * kg * cg, int(cg));
             } else {
                 // The block's tiles as runs of one tile row (n, aa) and consecutive columns b: the
                 // transforms below work on a run at a time, vectorised along it.
@@ -299,8 +284,8 @@ void run_typed(const BwdFilterArgs& a) {
                 // M_xi += U_xi (Kg x bt) V_xi^T (bt x Cg), the block's sum in T, the total in double.
     #pragma omp parallel for num_threads(threads) schedule(static)
             for (int64_t xi = 0; xi < kXi; ++xi)
-                    gemm_nt(int(kg), int(cg), int(bt), int(pl.block), U + xi * kg * pl.block,
-                            V + xi * cg * pl.block, Mb + xi * kg * cg);
+                    gemm(false, true, int(kg), int(cg), int(bt), T(1), U + xi * kg * pl.block, int(pl.block),
+                         V + xi * cg * pl.block, int(pl.block), T(0), Mb + xi * kg * cg, int(cg));
             }
 #pragma omp parallel for num_threads(threads) schedule(static)
             for (int64_t i = 0; i < pl.m_elems; ++i) M[i] += double(Mb[i]);
