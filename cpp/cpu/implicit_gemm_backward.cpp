@@ -18,6 +18,7 @@
 // float32 tile is added into a float64 accumulator. When there are few tiles, the reduction is split into ranges whose double partial
 // sums are added in a fixed order afterwards: the split depends only on the problem, so the
 // result does not depend on the thread count. No workspace (scratch is a few hundred KB).
+// Backward filter also runs channels-last natively (its own section below).
 #include <omp.h>
 
 #include <algorithm>
@@ -44,9 +45,10 @@ constexpr int64_t NB_TARGET = 128;  // output columns per task (rounded to a mul
 
 #define CONVCORE_ALWAYS_INLINE inline __attribute__((always_inline))
 
-// c[i][0..NR) += sum_l a[i*lda + l] * b[l*ldb + 0..NR) for i < MR; MR x NV accumulators of
-// VB-byte vectors stay in registers.
-template <typename T, int MR, int NV, int VB>
+// c[i][0..NR) += sum_l a[i*lda + l] * b[l*ldb + 0..NR) for i < MR (or a[l*lda + i] when
+// APixelMajor: the NHWC backward filter's packed strips); MR x NV accumulators of VB-byte vectors
+// stay in registers.
+template <typename T, int MR, int NV, int VB, bool APixelMajor = false>
 CONVCORE_ALWAYS_INLINE void micro(int64_t len, const T* __restrict a, int64_t lda,
                                   const T* __restrict b, int64_t ldb, T* __restrict c, int64_t ldc) {
     typedef T V __attribute__((vector_size(VB)));
@@ -62,7 +64,8 @@ CONVCORE_ALWAYS_INLINE void micro(int64_t len, const T* __restrict a, int64_t ld
         for (int j = 0; j < NV; ++j) __builtin_memcpy(&bv[j], b + l * ldb + j * L, VB);
 #pragma GCC unroll 16
         for (int i = 0; i < MR; ++i) {
-            const V ai = V{} + a[i * lda + l];
+            // x - 0 is x for every x, so this folds to a broadcast load (0 + x does not: -0)
+            const V ai = (APixelMajor ? a[l * lda + i] : a[i * lda + l]) - V{};
 #pragma GCC unroll 16
             for (int j = 0; j < NV; ++j) acc[i][j] += ai * bv[j];
         }
@@ -109,23 +112,65 @@ struct Kernel {
     }                                                                                           \
     const Kernel NAME = {NAME##_f32, NV * VB / 4, NAME##_f64, NV * VB / 8};
 
+// The NHWC backward filter's kernels: c (m x nbp) += A (len x m) * B (len x nbp), both packed:
+// A as strips of MR columns ([strip][l][MR], m a multiple of MR), B as panels of NR columns
+// ([panel][l][NR]). MR x 2 vectors of accumulators (12, 12 and 24 of the 16, 16 and 32 vector
+// registers).
+template <typename T, int MR, int NV, int VB>
+CONVCORE_ALWAYS_INLINE void packed_gemm(int64_t m, int64_t nbp, int64_t len, const T* a, const T* b, T* c,
+                                        int64_t ldc) {
+    constexpr int64_t NR = NV * VB / sizeof(T);
+    for (int64_t j = 0; j < nbp; j += NR)
+        for (int64_t i = 0; i < m; i += MR)
+            micro<T, MR, NV, VB, true>(len, a + i * len, MR, b + j * len, NR, c + i * ldc + j, ldc);
+}
+
+template <typename T>
+using PackedGemm = void (*)(int64_t, int64_t, int64_t, const T*, const T*, T*, int64_t);
+
+struct NhwcKernel {
+    PackedGemm<float> f32;
+    int mr_f32, nr_f32;
+    PackedGemm<double> f64;
+    int mr_f64, nr_f64;
+};
+
+#define CONVCORE_BWD_NHWC_KERNELS(NAME, ATTR, MR, NV, VB)                                                 \
+    ATTR void NAME##_f32(int64_t m, int64_t nbp, int64_t len, const float* a, const float* b, float* c,    \
+                         int64_t ldc) {                                                                   \
+        packed_gemm<float, MR, NV, VB>(m, nbp, len, a, b, c, ldc);                                        \
+    }                                                                                                     \
+    ATTR void NAME##_f64(int64_t m, int64_t nbp, int64_t len, const double* a, const double* b, double* c, \
+                         int64_t ldc) {                                                                   \
+        packed_gemm<double, MR, NV, VB>(m, nbp, len, a, b, c, ldc);                                       \
+    }                                                                                                     \
+    const NhwcKernel NAME = {NAME##_f32, MR, NV * VB / 4, NAME##_f64, MR, NV * VB / 8};
+
 CONVCORE_BWD_KERNELS(bwd_baseline, , 4, 2, 16)
+CONVCORE_BWD_NHWC_KERNELS(bwd_nhwc_baseline, , 4, 2, 16)
 #ifdef CONVCORE_X86_DISPATCH
 CONVCORE_BWD_KERNELS(bwd_avx2, __attribute__((target("avx2,fma"))), 4, 3, 32)
 CONVCORE_BWD_KERNELS(bwd_avx512, __attribute__((target("avx512f,fma"))), 8, 2, 64)
+CONVCORE_BWD_NHWC_KERNELS(bwd_nhwc_avx2, __attribute__((target("avx2,fma"))), 6, 2, 32)
+CONVCORE_BWD_NHWC_KERNELS(bwd_nhwc_avx512, __attribute__((target("avx512f,fma"))), 12, 2, 64)
 #endif
 
-// The widest kernel this CPU runs; CONVCORE_CPU_ISA=avx2|baseline caps it.
-const Kernel& pick_kernel() {
+// The widest kernels this CPU runs; CONVCORE_CPU_ISA=avx2|baseline caps them.
+const Kernel& best_kernel() {
 #ifdef CONVCORE_X86_DISPATCH
-    return for_cpu_isa(bwd_avx512, bwd_avx2, bwd_baseline);
+    static const Kernel& k = for_cpu_isa(bwd_avx512, bwd_avx2, bwd_baseline);
 #else
-    return bwd_baseline;
+    static const Kernel& k = bwd_baseline;
 #endif
+    return k;
 }
 
-const Kernel& best_kernel() {
-    static const Kernel& k = pick_kernel();
+const NhwcKernel& best_nhwc_kernel() {
+#ifdef CONVCORE_X86_DISPATCH
+    static const NhwcKernel& k = for_cpu_isa(bwd_nhwc_avx512, bwd_nhwc_avx2, bwd_nhwc_baseline);
+#else
+    static const NhwcKernel& k = bwd_nhwc_baseline;
+#endif
     return k;
 }
 
@@ -362,6 +407,151 @@ void filter_typed(const BwdFilterArgs& a, PanelGemm<T> gemm, int64_t nr) {
     }
 }
 
+// ---- backward filter, NHWC ------------------------------------------------------------------
+
+// NHWC transposes the filter GEMM so that both operands are read along their contiguous axes:
+//   dWt[g] ((R*S*Cg) x Kg): dWt[(r, s, c)][k] = sum over output pixels m of A[m][(r, s, c)] * dy[m][g*Kg + k],
+// A[m] being output pixel m's NHWC im2col row: the Cg channels of the input pixel each tap
+// (r, s) reads, 0 in the padding. A task owns NHWC_COLS filter elements x MT output channels;
+// per chunk of LB pixels it packs A's rows for its columns alone (copies of channel runs, of
+// whole filter rows S*C long without groups or dilation), and the kernel reads dy in place
+// (packed only when Kg is not a multiple of the kernel's vectors). Taps are in correlation
+// order; the final store mirrors them in the true-convolution mode. Reduction splits and the
+// float64 accumulation are those of the NCHW path above, so the result does not depend on the
+// thread count either.
+constexpr int64_t NHWC_COLS = 120;  // filter elements per task: a multiple of every kernel's MR
+constexpr int64_t NHWC_K = 256;     // output channels per task: a packed A panel serves all of them
+
+// row[0, cols) = A[pixel (n, oh, ow)][col0, col0 + cols).
+template <typename T>
+void pack_nhwc_row(const ConvProblem& p, const T* x, int64_t g, int64_t n, int64_t oh, int64_t ow, int64_t col0,
+                   int64_t cols, T* row) {
+    const int64_t cg = p.c_per_group(), sc = p.s * cg, end = col0 + cols;
+    const bool row_runs = p.groups == 1 && p.dil_w == 1;  // a filter row's taps read one run of x
+    const T* xn = x + n * p.h * p.w * p.c;
+    for (int64_t col = col0; col < end;) {
+        const int64_t r = col / sc, j = col % sc, jend = std::min(sc, j + end - col);  // j = s*Cg + c
+        const int64_t ih = conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h);
+        T* d = row + (col - col0) - j;  // d[j'] holds column (r, j')
+        if (ih < 0 || ih >= p.h) {
+            std::fill(d + j, d + jend, T(0));
+        } else if (row_runs) {
+            const int64_t iw0 = ow * p.stride_w - p.pad_w;  // tap s reads iw0 + s
+            const int64_t lo = std::clamp<int64_t>(-iw0, 0, p.s) * cg, hi = std::clamp<int64_t>(p.w - iw0, 0, p.s) * cg;
+            const int64_t a0 = std::clamp(lo, j, jend), a1 = std::clamp(hi, a0, jend);
+            std::fill(d + j, d + a0, T(0));
+            std::copy(xn + (ih * p.w + iw0) * p.c + a0, xn + (ih * p.w + iw0) * p.c + a1, d + a0);
+            std::fill(d + a1, d + jend, T(0));
+        } else {
+            for (int64_t jj = j; jj < jend;) {
+                const int64_t s = jj / cg, c = jj % cg, cend = std::min(cg, c + jend - jj);
+                const int64_t iw = conv_input_coord(ow, s, p.pad_w, p.stride_w, p.dil_w);
+                if (iw < 0 || iw >= p.w)
+                    std::fill(d + jj, d + jj + cend - c, T(0));
+                else
+                    std::copy_n(xn + (ih * p.w + iw) * p.c + g * cg + c, cend - c, d + jj);
+                jj += cend - c;
+            }
+        }
+        col += jend - j;
+    }
+}
+
+// The offset in dw (K x Cg x R x S) of output channel 0's filter element col = (r, s, c), (r, s)
+// a correlation tap: its filter element is (conv_filter_tap(r), conv_filter_tap(s)).
+int64_t nhwc_filter_offset(const ConvProblem& p, int64_t col) {
+    const int64_t cg = p.c_per_group(), r = col / (p.s * cg), s = col / cg % p.s, c = col % cg;
+    return (c * p.r + conv_filter_tap(r, p.r, p.flip)) * p.s + conv_filter_tap(s, p.s, p.flip);
+}
+
+template <typename T>
+void filter_nhwc_typed(const BwdFilterArgs& a, PackedGemm<T> gemm, int64_t mr, int64_t nr) {
+    const ConvProblem& pr = a.prob;
+    const int64_t cg = pr.c_per_group(), kg = pr.k_per_group(), len_out = pr.r * pr.s * cg;
+    const int64_t pixels = pr.n * pr.p * pr.q;
+    const int64_t k_tiles = ceil_div(kg, NHWC_K), c_tiles = ceil_div(len_out, NHWC_COLS);
+    const int64_t tiles = pr.groups * k_tiles * c_tiles, chunks = ceil_div(pixels, LB);
+    const int64_t splits = filter_splits(tiles, chunks);
+    const int64_t ktp_max = ceil_div(std::min(NHWC_K, kg), nr) * nr, colp_max = ceil_div(NHWC_COLS, mr) * mr;
+    const T* x = static_cast<const T*>(a.x);
+    const T* dy = static_cast<const T*>(a.dy);
+    T* dw = static_cast<T*>(a.dw);
+    const T alpha = T(a.alpha), beta = T(a.beta);
+
+    const int threads = a.ctx.threads();
+    const int64_t scratch_elems = NHWC_COLS + LB * colp_max + LB * ktp_max + colp_max * ktp_max;
+    std::vector<T> scratch(threads * scratch_elems);
+    std::vector<double> dscratch(threads * colp_max * ktp_max);
+    std::vector<double> partial(splits > 1 ? size_t(splits) * size_t(pr.k * len_out) : 0);  // [split][k][(r, s, c)]
+
+#pragma omp parallel num_threads(threads)
+    {
+        T* row = scratch.data() + omp_get_thread_num() * scratch_elems;  // one pixel's A row
+        T* apan = row + NHWC_COLS;                                       // [strip][LB][mr]
+        T* bpan = apan + LB * colp_max;                                  // [panel][LB][nr]: dy
+        T* acc = bpan + LB * ktp_max;                                    // colp x ktp
+        double* dacc = dscratch.data() + omp_get_thread_num() * colp_max * ktp_max;
+        int64_t offsets[NHWC_COLS];
+#pragma omp for schedule(dynamic)
+        for (int64_t t = 0; t < splits * tiles; ++t) {
+            const int64_t ctile = t % c_tiles, ktile = t / c_tiles % k_tiles;
+            const int64_t g = t / (c_tiles * k_tiles) % pr.groups, split = t / tiles;
+            const int64_t col0 = ctile * NHWC_COLS, cols = std::min(NHWC_COLS, len_out - col0);
+            const int64_t colp = ceil_div(cols, mr) * mr;
+            const int64_t k0 = ktile * NHWC_K, kt = std::min(NHWC_K, kg - k0), ktp = ceil_div(kt, nr) * nr;
+            const int64_t c0 = split * chunks / splits, c1 = (split + 1) * chunks / splits;
+            std::fill(dacc, dacc + colp * ktp, 0.0);
+            for (int64_t ch = c0; ch < c1; ++ch) {
+                const int64_t m0 = ch * LB, lb = std::min(LB, pixels - m0);
+                int64_t n = m0 / (pr.p * pr.q), oh = m0 / pr.q % pr.p, ow = m0 % pr.q;
+                std::fill(row + cols, row + colp, T(0));  // the last strip's padding columns
+                for (int64_t ll = 0; ll < lb; ++ll) {
+                    pack_nhwc_row(pr, x, g, n, oh, ow, col0, cols, row);
+                    for (int64_t i = 0; i < colp; i += mr) {
+                        T* d = apan + i * lb + ll * mr;
+                        for (int64_t u = 0; u < mr; ++u) d[u] = row[i + u];
+                    }
+                    const T* dyp = dy + (m0 + ll) * pr.k + g * kg + k0;
+                    for (int64_t j = 0; j < ktp; j += nr) {
+                        T* d = bpan + j * lb + ll * nr;
+                        if (j + nr <= kt)
+                            for (int64_t u = 0; u < nr; ++u) d[u] = dyp[j + u];
+                        else
+                            for (int64_t u = 0; u < nr; ++u) d[u] = j + u < kt ? dyp[j + u] : T(0);
+                    }
+                    if (++ow == pr.q) {
+                        ow = 0;
+                        if (++oh == pr.p) oh = 0, ++n;
+                    }
+                }
+                std::fill(acc, acc + colp * ktp, T(0));
+                gemm(colp, ktp, lb, apan, bpan, acc, ktp);
+                for (int64_t i = 0; i < colp * ktp; ++i) dacc[i] += double(acc[i]);
+            }
+            // dw rows (output channels) one at a time: its filter elements lie within one row
+            for (int64_t i = 0; i < cols; ++i) offsets[i] = nhwc_filter_offset(pr, col0 + i);
+            for (int64_t j = 0; j < kt; ++j) {
+                const int64_t k = g * kg + k0 + j;
+                if (splits == 1)
+                    for (int64_t i = 0; i < cols; ++i)
+                        blend_store(dw + k * len_out + offsets[i], T(dacc[i * ktp + j]), alpha, beta);
+                else
+                    for (int64_t i = 0; i < cols; ++i)
+                        partial[(split * pr.k + k) * len_out + col0 + i] = dacc[i * ktp + j];
+            }
+        }
+        if (splits > 1) {  // the splits' partial sums, in split order
+#pragma omp for schedule(static)
+            for (int64_t k = 0; k < pr.k; ++k)
+                for (int64_t col = 0; col < len_out; ++col) {
+                    double sum = 0.0;
+                    for (int64_t sp = 0; sp < splits; ++sp) sum += partial[(sp * pr.k + k) * len_out + col];
+                    blend_store(dw + k * len_out + nhwc_filter_offset(pr, col), T(sum), alpha, beta);
+                }
+        }
+    }
+}
+
 void run_data(const BwdDataArgs& a) {
     const Kernel& k = best_kernel();
     if (a.prob.dtype == CONVCORE_DATA_DOUBLE)
@@ -372,11 +562,17 @@ void run_data(const BwdDataArgs& a) {
 
 void run_filter(const BwdFilterArgs& a) {
     const Kernel& k = best_kernel();
-    if (a.prob.dtype == CONVCORE_DATA_DOUBLE)
-        filter_typed<double>(a, k.f64, k.nr_f64);
+    const NhwcKernel& nk = best_nhwc_kernel();
+    const bool f64 = a.prob.dtype == CONVCORE_DATA_DOUBLE;
+    if (a.prob.nhwc)
+        f64 ? filter_nhwc_typed<double>(a, nk.f64, nk.mr_f64, nk.nr_f64)
+            : filter_nhwc_typed<float>(a, nk.f32, nk.mr_f32, nk.nr_f32);
     else
-        filter_typed<float>(a, k.f32, k.nr_f32);
+        f64 ? filter_typed<double>(a, k.f64, k.nr_f64) : filter_typed<float>(a, k.f32, k.nr_f32);
 }
+
+// Backward filter runs NHWC natively (x and dy channels-last); backward data converts.
+bool runs_nhwc(const ConvProblem&) { return true; }
 
 }  // namespace
 
@@ -387,7 +583,7 @@ const Solver implicit_gemm_bwd_data_solver = {.algo = CONVCORE_BWD_DATA_ALGO_IMP
 extern const Solver implicit_gemm_bwd_filter_solver;
 const Solver implicit_gemm_bwd_filter_solver = {.algo = CONVCORE_BWD_FILTER_ALGO_IMPLICIT_GEMM,
     .device = CONVCORE_DEVICE_CPU, .why_not = why_not, .workspace_bytes = workspace_bytes,
-    .backward_filter = run_filter};
+    .backward_filter = run_filter, .runs_nhwc = runs_nhwc};
 
 }  // namespace cpu
 }  // namespace convcore
