@@ -17,7 +17,8 @@
 //   backward filter: dWt[g] (Kg x L) = dY_g^T (Kg x M) * col (M x L), summed over the chunks, then
 //                    transposed into dw's K x C/g x R x S order with alpha and beta.
 // Wt / dWt are the filters in K x (R*S*C/g) order, in the workspace; M counts the output pixels
-// of a chunk of images. (1x1 layers in NHWC unfold too: POINTWISE runs them in place.)
+// of a chunk of images. 1x1 filters with stride 1 and no padding need no unfolding in NHWC
+// either: dx = alpha * dY * W[g] and dw = alpha * dY^T * x, on the tensors in place.
 #include <omp.h>
 
 #include <algorithm>
@@ -64,6 +65,7 @@ size_t round64(size_t b) { return (b + 63) / 64 * 64; }
 
 size_t workspace_bytes(const ConvProblem& p) {
     const size_t l = size_t(p.c_per_group() * p.r * p.s);
+    if (p.nhwc && direct_1x1(p)) return 0;
     if (p.nhwc)  // the filters in K x (R*S*C/g) order, and one chunk of col
         return round64(size_t(p.k) * l * p.elem_size()) + size_t(nhwc_chunk_images(p) * p.p * p.q) * l * p.elem_size();
     return direct_1x1(p) ? 0 : l * size_t(p.p * p.q) * p.elem_size();
@@ -274,6 +276,9 @@ void filters_from_krsc(const ConvProblem& p, const T* src, T* dst, T alpha, T be
             }
 }
 
+// BLAS counts rows in an int: the in-place 1x1 GEMMs go in blocks of this many pixel rows.
+constexpr int64_t kMaxRows = int64_t(1) << 30;
+
 template <typename T>
 void data_nhwc(const BwdDataArgs& a) {
     const ConvProblem& p = a.prob;
@@ -281,6 +286,15 @@ void data_nhwc(const BwdDataArgs& a) {
     const int64_t cg = p.c_per_group(), kg = p.k_per_group(), l = cg * p.r * p.s, pq = p.p * p.q;
     const T* dy = static_cast<const T*>(a.dy);
     T* dx = static_cast<T*>(a.dx);
+    if (direct_1x1(p)) {
+        BlasThreads blas_threads(threads);
+        for (int64_t g = 0; g < p.groups; ++g)
+            for (int64_t m0 = 0; m0 < p.n * pq; m0 += kMaxRows)
+                gemm(false, false, int(std::min(kMaxRows, p.n * pq - m0)), int(cg), int(kg), T(a.alpha),
+                     dy + m0 * p.k + g * kg, int(p.k), static_cast<const T*>(a.w) + g * kg * cg, int(cg), T(a.beta),
+                     dx + m0 * p.c + g * cg, int(p.c));
+        return;
+    }
     T* wt = static_cast<T*>(a.workspace);
     T* col = wt + round64(size_t(p.k * l) * sizeof(T)) / sizeof(T);
     const int64_t chunk = nhwc_chunk_images(p);
@@ -302,6 +316,15 @@ void filter_nhwc(const BwdFilterArgs& a) {
     const int64_t cg = p.c_per_group(), kg = p.k_per_group(), l = cg * p.r * p.s, pq = p.p * p.q;
     const T* x = static_cast<const T*>(a.x);
     const T* dy = static_cast<const T*>(a.dy);
+    if (direct_1x1(p)) {
+        BlasThreads blas_threads(threads);
+        for (int64_t g = 0; g < p.groups; ++g)
+            for (int64_t m0 = 0; m0 < p.n * pq; m0 += kMaxRows)
+                gemm(true, false, int(kg), int(cg), int(std::min(kMaxRows, p.n * pq - m0)), T(a.alpha),
+                     dy + m0 * p.k + g * kg, int(p.k), x + m0 * p.c + g * cg, int(p.c), m0 == 0 ? T(a.beta) : T(1),
+                     static_cast<T*>(a.dw) + g * kg * cg, int(cg));
+        return;
+    }
     T* dwt = static_cast<T*>(a.workspace);
     T* col = dwt + round64(size_t(p.k * l) * sizeof(T)) / sizeof(T);
     const int64_t chunk = nhwc_chunk_images(p);

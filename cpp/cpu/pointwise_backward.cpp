@@ -12,6 +12,11 @@
 // input pixel, and distinct outputs read distinct inputs: the filter pass gathers the pixels the
 // outputs read into the workspace (zeros where they fall in the padding), the data pass computes
 // dX there and adds it into dx, whose other pixels receive no gradient.
+// NHWC backward data without stride or padding is instead a forward 1x1 convolution of dy with
+// the transposed filter (core/backward_via_forward), run by POINTWISE's forward register-blocked
+// kernel: BLAS packs both operands first, which costs more than the product where the channel
+// counts are small (MobileNet's and EfficientNet's 16-192). IM2COL_GEMM runs the same pass as
+// one BLAS GEMM in place, and "auto" times the two.
 #include <omp.h>
 
 #include <algorithm>
@@ -20,6 +25,7 @@
 #include <string>
 
 #include "common/conv_index.hpp"
+#include "core/backward_via_forward.hpp"
 #include "core/solver.hpp"
 #include "cpu/blas_gemm.hpp"
 #include "cpu/blas_threads.hpp"
@@ -47,6 +53,17 @@ bool in_place(const ConvProblem& p) { return p.unit_stride() && p.pad_h == 0 && 
 // The pixels the outputs read, in x's layout (N x P x Q x C, or N x C x P x Q).
 size_t workspace_bytes(const ConvProblem& p) {
     return in_place(p) ? 0 : size_t(p.n * p.c * p.p * p.q) * p.elem_size();
+}
+
+// Backward data through the forward kernel (see the top of the file).
+bool data_via_forward(const ConvProblem& p) {
+    return p.nhwc && in_place(p) && via_forward::data_runs_nhwc(p, CONVCORE_FWD_ALGO_POINTWISE) &&
+           via_forward::data_why_not(p, CONVCORE_FWD_ALGO_POINTWISE).empty();
+}
+
+size_t data_workspace_bytes(const ConvProblem& p) {
+    return data_via_forward(p) ? via_forward::data_workspace_bytes(p, CONVCORE_FWD_ALGO_POINTWISE)
+                               : workspace_bytes(p);
 }
 
 // BLAS counts rows in an int: NHWC GEMMs over more than this many pixels go in row blocks.
@@ -166,7 +183,9 @@ void filter_t(const BwdFilterArgs& a) {
 }
 
 void run_data(const BwdDataArgs& a) {
-    if (a.prob.dtype == CONVCORE_DATA_DOUBLE)
+    if (data_via_forward(a.prob))
+        via_forward::data_run(a, CONVCORE_FWD_ALGO_POINTWISE);
+    else if (a.prob.dtype == CONVCORE_DATA_DOUBLE)
         data_t<double>(a);
     else
         data_t<float>(a);
@@ -183,7 +202,7 @@ void run_filter(const BwdFilterArgs& a) {
 
 extern const Solver pointwise_bwd_data_solver;
 const Solver pointwise_bwd_data_solver = {.algo = CONVCORE_BWD_DATA_ALGO_POINTWISE,
-    .device = CONVCORE_DEVICE_CPU, .why_not = why_not, .workspace_bytes = workspace_bytes,
+    .device = CONVCORE_DEVICE_CPU, .why_not = why_not, .workspace_bytes = data_workspace_bytes,
     .backward_data = run_data, .runs_nhwc = runs_nhwc};
 extern const Solver pointwise_bwd_filter_solver;
 const Solver pointwise_bwd_filter_solver = {.algo = CONVCORE_BWD_FILTER_ALGO_POINTWISE,
