@@ -1,6 +1,7 @@
 """How well "auto" picks the backward passes' algorithms (issue 32, item 3): for each layer of a
-suite (default: bench/suites/unseen_cpu.txt, networks the selection was never tuned on), at a
-training batch, each pass (backward data, backward filter) and each layout (NCHW,
+suite (default: bench/suites/unseen_cpu.txt, networks the forward heuristic was never fitted on;
+the backward order's grouped and NCHW rules were read off its misses, so mobile_cpu.txt is the
+held-out check), at a training batch, each pass (backward data, backward filter) and each layout (NCHW,
 channels_last), every algorithm that runs the problem is timed, interleaved with the others,
 against the one a fresh "auto" plan chose (the first call times the heuristic's top candidates,
 as a network's first training step does). A pass counts as well chosen when auto's algorithm
@@ -17,8 +18,11 @@ import time
 
 import torch
 
-import convcore
-from convcore import bench_suite
+# "auto" as on a machine that has timed nothing yet: no find-db file, whose records of earlier
+# runs would join the candidates (the process's own cache still holds what it times)
+os.environ.setdefault("CONVCORE_FIND_DB", "off")
+import convcore  # noqa: E402
+from convcore import bench_suite  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DATA, FILTER = 1, 2  # the binding's directions (convcore.torch's _BACKWARD_DATA / _FILTER)

@@ -14,6 +14,7 @@
 #include <limits>
 #include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -562,6 +563,46 @@ TEST(BackwardRanking, ApplicableFirstWithExactWorkspace) {
                   CONVCORE_STATUS_BAD_PARAM, "requestedAlgoCount=0");
     EXPECT_STATUS(convcoreGetConvolutionBackwardDataAlgorithm(h, d.w, d.y, d.conv, d.x, 1, nullptr, dp),
                   CONVCORE_STATUS_BAD_PARAM, "returnedAlgoCount is NULL");
+}
+
+// "auto" times only the ranking's first CONVCORE_SELECT_CANDIDATES: the rankings must put there
+// the algorithms that win such layers (docs/algorithms.md, "Backward passes": selection).
+TEST(BackwardRanking, CandidatesCoverGroupedAndNchwLayers) {
+    convcore::Handle h;
+    const auto data_top = [&](const Shape& p) {
+        Descs d(p, CONVCORE_DATA_FLOAT);
+        convcoreConvolutionBwdDataAlgoPerf_t dp[CONVCORE_SELECT_CANDIDATES];
+        int count = 0;
+        EXPECT_EQ(convcoreGetConvolutionBackwardDataAlgorithm(h, d.w, d.y, d.conv, d.x, CONVCORE_SELECT_CANDIDATES,
+                                                              &count, dp),
+                  CONVCORE_STATUS_SUCCESS);
+        std::set<int> top;
+        for (int i = 0; i < count; ++i) top.insert(dp[i].algo);
+        return top;
+    };
+    const auto filter_top = [&](const Shape& p) {
+        Descs d(p, CONVCORE_DATA_FLOAT);
+        convcoreConvolutionBwdFilterAlgoPerf_t fp[CONVCORE_SELECT_CANDIDATES];
+        int count = 0;
+        EXPECT_EQ(convcoreGetConvolutionBackwardFilterAlgorithm(h, d.x, d.y, d.conv, d.w,
+                                                                CONVCORE_SELECT_CANDIDATES, &count, fp),
+                  CONVCORE_STATUS_SUCCESS);
+        std::set<int> top;
+        for (int i = 0; i < count; ++i) top.insert(fp[i].algo);
+        return top;
+    };
+    // grouped 3x3 (ResNeXt: 4 channels per group): IMPLICIT_GEMM and FFT for dx, PolyHankel for dw
+    const Shape grouped{2, 32, 14, 14, 32, 3, 3, 1, 1, 1, 1, 1, 1, 8, false};
+    EXPECT_TRUE(data_top(grouped).count(CONVCORE_BWD_DATA_ALGO_IMPLICIT_GEMM));
+    EXPECT_TRUE(data_top(grouped).count(CONVCORE_BWD_DATA_ALGO_FFT));
+    EXPECT_TRUE(filter_top(grouped).count(CONVCORE_BWD_FILTER_ALGO_POLY_HANKEL));
+    // ungrouped NCHW 3x3: im2col's GEMM and col2im beside the two Winograd sizes
+    const Shape plain{2, 16, 13, 13, 16, 3, 3, 1, 1, 1, 1, 1, 1, 1, false};
+    EXPECT_TRUE(data_top(plain).count(CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM));
+    EXPECT_TRUE(data_top(plain).count(CONVCORE_BWD_DATA_ALGO_WINOGRAD_4X4_3X3));
+    // 5x5, stride 1: PolyHankel's dw among the GEMMs
+    const Shape five{2, 16, 13, 13, 16, 5, 5, 2, 2, 1, 1, 1, 1, 1, false};
+    EXPECT_TRUE(filter_top(five).count(CONVCORE_BWD_FILTER_ALGO_POLY_HANKEL));
 }
 
 // ---- NOT_SUPPORTED paths ------------------------------------------------------------------------
