@@ -132,7 +132,7 @@ asan-ctest:
 	$(ASAN_ENV) $(VENV)/bin/ctest --test-dir $(ASAN_DIR) --output-on-failure -j$(JOBS)
 
 asan-pytest:
-	$(ASAN_PY_ENV) $(PY) -m pytest -q -p no:cacheprovider tests/python tests/gpu
+	$(ASAN_PY_ENV) $(PY) -m pytest -q -p no:cacheprovider -m "not pure_python" tests/python tests/gpu
 
 # ---- the emulated CUDA device, and libFuzzer on the same build ---------------------------------
 # The emulated CUDA device (tests/cuda_emulator: GPU threads as fibers, blocks on 2 workers, the
@@ -145,6 +145,8 @@ asan-pytest:
 #   is a TSan fiber and each barrier a release/acquire point, so a missing __syncthreads or two
 #   blocks writing one element is a data race, and any report fails the run. LLVM's Archer tool
 #   (libomp-dev) shows TSan OpenMP's synchronisation.
+# The CPU kernels (cpp/cpu) keep ASan in the first build but not UBSan nor the fuzzer's coverage:
+# asan-build runs every CPU test under UBSan already, and clang's UBSan doubles their compile time.
 # A skipped test fails the stage (the emulated device must be there), except the two that test
 # the no-GPU path.
 EMU_DIR ?= build/cuda-emulated
@@ -169,6 +171,7 @@ endef
 emulated-build:
 	$(EMU_CMAKE) -S . -B $(EMU_DIR) -DCONVCORE_BUILD_FUZZERS=ON \
 	  -DCMAKE_CXX_FLAGS="$(SAN_FLAGS) -fsanitize=fuzzer-no-link" \
+	  -DCONVCORE_CPU_SOURCE_FLAGS="-fno-sanitize=undefined;-fno-sanitize=fuzzer-no-link" \
 	  -DCMAKE_EXE_LINKER_FLAGS=-fsanitize=address,undefined -DCMAKE_SHARED_LINKER_FLAGS=-fsanitize=address,undefined
 	$(VENV)/bin/cmake --build $(EMU_DIR) --target test_cuda_emulator $(EMU_CUDA_TESTS) fuzz_forward -j$(JOBS)
 

@@ -3,8 +3,9 @@
 //           window covers (ih, iw) of w[k][r][s] * dy[n][k] at the output that reads it;
 //   filter: dw[k][r][s] = sum over n and the outputs of dy[n][k] times the input tap (r, s) reads.
 // Both gather (every task owns its outputs, no atomics), so the results do not depend on the
-// thread count. Backward data with stride 1 runs the forward kernels instead (data_via_forward). The loops are compiled per instruction set (the vectoriser's widths) and chosen
-// at run time, as the forward kernels.
+// thread count. Backward data with stride 1 runs the forward kernels instead (data_via_forward).
+// The loops are compiled per instruction set (the vectoriser's widths) and chosen at run time, as
+// the forward kernels.
 #include <omp.h>
 
 #include <algorithm>

@@ -32,6 +32,7 @@
 #include "core/error.hpp"
 #include "core/solver.hpp"
 #include "cuda/check.hpp"
+#include "cuda/grid_limits.hpp"
 #include "cuda/resources.hpp"
 
 namespace convcore {
@@ -256,7 +257,7 @@ void run_typed(const ConvArgs& a) {
         gd.npos = rows * p.q;
         gd.gr0 = gr0;
         const dim3 grid(static_cast<unsigned int>((gd.npos + BN - 1) / BN),
-                        static_cast<unsigned int>(std::min<int64_t>(gm.kblocks * p.groups, 65535)));
+                        static_cast<unsigned int>(std::min<int64_t>(gm.kblocks * p.groups, kMaxGridY)));
         CONVCORE_LAUNCH(grid, kGemmThreads, 0, stream,
                         im2win_gemm_kernel<T>)(win, wpk, static_cast<T*>(a.y), gd,
                                                T(a.alpha), T(a.beta));

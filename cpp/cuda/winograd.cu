@@ -39,6 +39,7 @@
 #include "core/error.hpp"
 #include "core/solver.hpp"
 #include "cuda/check.hpp"
+#include "cuda/grid_limits.hpp"
 #include "cuda/resources.hpp"
 
 namespace convcore {
@@ -265,7 +266,7 @@ void run_fused(const ConvArgs& args) {
         static_cast<const float*>(args.w), U, d);
     CONVCORE_CUDA_CHECK_LAUNCH("winograd filter_transform_kernel");
     const dim3 grid(static_cast<unsigned int>((pl.grid.count + wg::kFusedTiles - 1) / wg::kFusedTiles),
-                    static_cast<unsigned int>(std::min<int64_t>(fd.kblocks * p.groups, 65535)));
+                    static_cast<unsigned int>(std::min<int64_t>(fd.kblocks * p.groups, kMaxGridY)));
     CONVCORE_LAUNCH(grid, wg::kFusedThreads, 0, stream,
                     fused_f2x3_kernel)(static_cast<const float*>(args.x), U,
                                        static_cast<float*>(args.y), fd, p.groups,

@@ -10,6 +10,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.pure_python  # no convcore code runs: make test's ASan run skips it
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPT = os.path.join(REPO, "tools", "gen_cyclic.py")
 COMMITTED = os.path.join(REPO, "cpp", "common", "generated", "cyclic_tables.hpp")

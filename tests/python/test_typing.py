@@ -21,6 +21,7 @@ def source_checkout():
         pytest.skip("not in a source checkout")
 
 
+@pytest.mark.pure_python
 def test_mypy_passes():
     source_checkout()
     pytest.importorskip("mypy", reason="mypy is not installed (pip install mypy; `make venv` "
