@@ -153,6 +153,56 @@ CONVCORE_DW_INLINE void filter_nchw_channel(const ConvProblem& p, const T* x, co
         for (int64_t s = 0; s < p.s; ++s) store_filter(p, k, r, s, g[r * p.s + s], dw, alpha, beta);
 }
 
+// NCHW, stride 1: the padded image xp (H + 2*pad_h rows of Wp = Q + (S-1)*dil_w, zeros outside
+// the input, and a tail of (S-1)*dil_w zeros) and dy's rows widened to Wp with zeros (dyp). Tap
+// (r, s) is then one contiguous dot product over the P*Wp elements, without a reduction per row:
+//   dw(r, s) = sum_i dyp[i] * xp[i + r*dil_h*Wp + s*dil_w]
+// (dyp's zeros cancel the columns past Q). Summed in T over chunks of kFilterChunk, in double
+// across them. `pad` holds unit_stride_scratch(p) elements.
+constexpr int64_t kFilterChunk = 256;
+
+int64_t unit_stride_scratch(const ConvProblem& p) {
+    const int64_t wp = p.q + (p.s - 1) * p.dil_w;
+    return (p.h + 2 * p.pad_h) * wp + (p.s - 1) * p.dil_w + p.p * wp;
+}
+
+template <typename T>
+CONVCORE_DW_INLINE void filter_nchw_channel_unit_stride(const ConvProblem& p, const T* x, const T* dy, T* dw,
+                                                        int64_t k, double* g, T* pad, T alpha, T beta) {
+    const int64_t m = p.k / p.c;
+    const int64_t wp = p.q + (p.s - 1) * p.dil_w, hp = p.h + 2 * p.pad_h, len = p.p * wp;
+    T* xp = pad;
+    T* dyp = pad + hp * wp + (p.s - 1) * p.dil_w;
+    std::fill(xp, dyp, T(0));
+    for (int64_t i = 0; i < p.r * p.s; ++i) g[i] = 0.0;
+    for (int64_t n = 0; n < p.n; ++n) {
+        const T* xs = x + (n * p.c + k / m) * p.h * p.w;
+        const int64_t cols = std::min(p.w, wp - p.pad_w);  // input columns xp holds
+        for (int64_t ih = 0; ih < p.h; ++ih)  // the zero borders stay from the fill above
+            std::copy(xs + ih * p.w, xs + ih * p.w + cols, xp + (ih + p.pad_h) * wp + p.pad_w);
+        const T* dys = dy + (n * p.k + k) * p.p * p.q;
+        for (int64_t oh = 0; oh < p.p; ++oh) {
+            std::copy(dys + oh * p.q, dys + (oh + 1) * p.q, dyp + oh * wp);
+            std::fill(dyp + oh * wp + p.q, dyp + (oh + 1) * wp, T(0));
+        }
+        for (int64_t r = 0; r < p.r; ++r)
+            for (int64_t s = 0; s < p.s; ++s) {
+                const T* xt = xp + r * p.dil_h * wp + s * p.dil_w;
+                double sum = 0.0;
+                for (int64_t i0 = 0; i0 < len; i0 += kFilterChunk) {
+                    const int64_t i1 = std::min(len, i0 + kFilterChunk);
+                    T dot = 0;
+#pragma omp simd reduction(+ : dot)
+                    for (int64_t i = i0; i < i1; ++i) dot += dyp[i] * xt[i];
+                    sum += double(dot);
+                }
+                g[r * p.s + s] += sum;
+            }
+    }
+    for (int64_t r = 0; r < p.r; ++r)
+        for (int64_t s = 0; s < p.s; ++s) store_filter(p, k, r, s, g[r * p.s + s], dw, alpha, beta);
+}
+
 // NHWC: output channels [b*16, b*16 + 16). For each output row and tap, the row's valid outputs
 // add dy times the input pixel the tap reads into a 16-wide accumulator in T (vector FMAs in
 // registers along the row), which is then added into `g` (R*S*16 doubles): the error grows with
@@ -205,6 +255,7 @@ struct Kernels {
     void (*data_nchw_row)(const ConvProblem&, const T*, const T*, T*, int64_t, int64_t, T*, T, T);
     void (*data_nhwc_row)(const ConvProblem&, const T*, const T*, T*, int64_t, int64_t, T, T);
     void (*filter_nchw_channel)(const ConvProblem&, const T*, const T*, T*, int64_t, double*, T, T);
+    void (*filter_nchw_channel_unit_stride)(const ConvProblem&, const T*, const T*, T*, int64_t, double*, T*, T, T);
     void (*filter_nhwc_block)(const ConvProblem&, const T*, const T*, T*, int64_t, double*, T, T);
 };
 
@@ -225,13 +276,19 @@ struct Kernels {
         filter_nchw_channel(p, x, dy, dw, k, g, alpha, beta);                                                  \
     }                                                                                                          \
     template <typename T>                                                                                      \
+    ATTR void filter_nchw_channel_unit_stride_##ISA(const ConvProblem& p, const T* x, const T* dy, T* dw,       \
+                                                    int64_t k, double* g, T* pad, T alpha, T beta) {           \
+        filter_nchw_channel_unit_stride(p, x, dy, dw, k, g, pad, alpha, beta);                                 \
+    }                                                                                                          \
+    template <typename T>                                                                                      \
     ATTR void filter_nhwc_block_##ISA(const ConvProblem& p, const T* x, const T* dy, T* dw, int64_t b,          \
                                       double* g, T alpha, T beta) {                                            \
         filter_nhwc_block(p, x, dy, dw, b, g, alpha, beta);                                                    \
     }                                                                                                          \
     template <typename T>                                                                                      \
     constexpr Kernels<T> kernels_##ISA = {data_nchw_row_##ISA<T>, data_nhwc_row_##ISA<T>,                     \
-                                          filter_nchw_channel_##ISA<T>, filter_nhwc_block_##ISA<T>};
+                                          filter_nchw_channel_##ISA<T>,                                        \
+                                          filter_nchw_channel_unit_stride_##ISA<T>, filter_nhwc_block_##ISA<T>};
 CONVCORE_EACH_ISA(CONVCORE_DW_BACKWARD)
 
 template <typename T>
@@ -301,14 +358,22 @@ void filter_t(const BwdFilterArgs& a) {
     const int64_t tasks = p.nhwc ? (p.k + kFilterBlock - 1) / kFilterBlock : p.k;
     const int threads = a.ctx.threads();
     const size_t per_thread = size_t(p.r * p.s * (p.nhwc ? kFilterBlock : 1));
-    std::vector<double> sums(per_thread * size_t(threads));  // allocated outside the parallel region
+    // (images past 4M padded elements, 16 MiB per thread in float, keep the row path)
+    const bool padded = !p.nhwc && p.unit_stride() && unit_stride_scratch(p) <= (int64_t(1) << 22);
+    const size_t pad_per_thread = padded ? size_t(unit_stride_scratch(p)) : 0;
+    // allocated outside the parallel region: an exception cannot leave it
+    std::vector<double> sums(per_thread * size_t(threads));
+    std::vector<T> pads(pad_per_thread * size_t(threads));
 #pragma omp parallel num_threads(threads)
     {
         double* g = sums.data() + per_thread * size_t(omp_get_thread_num());
+        T* pad = pads.data() + pad_per_thread * size_t(omp_get_thread_num());
 #pragma omp for schedule(static)
         for (int64_t t = 0; t < tasks; ++t) {
             if (p.nhwc)
                 kern.filter_nhwc_block(p, x, dy, dw, t, g, alpha, beta);
+            else if (padded)
+                kern.filter_nchw_channel_unit_stride(p, x, dy, dw, t, g, pad, alpha, beta);
             else
                 kern.filter_nchw_channel(p, x, dy, dw, t, g, alpha, beta);
         }
