@@ -276,9 +276,6 @@ void filters_from_krsc(const ConvProblem& p, const T* src, T* dst, T alpha, T be
             }
 }
 
-// BLAS counts rows in an int: the in-place 1x1 GEMMs go in blocks of this many pixel rows.
-constexpr int64_t kMaxRows = int64_t(1) << 30;
-
 template <typename T>
 void data_nhwc(const BwdDataArgs& a) {
     const ConvProblem& p = a.prob;
@@ -286,14 +283,10 @@ void data_nhwc(const BwdDataArgs& a) {
     const int64_t cg = p.c_per_group(), kg = p.k_per_group(), l = cg * p.r * p.s, pq = p.p * p.q;
     const T* dy = static_cast<const T*>(a.dy);
     T* dx = static_cast<T*>(a.dx);
-    if (direct_1x1(p)) {
+    if (direct_1x1(p)) {  // in place, as POINTWISE
         BlasThreads blas_threads(threads);
-        for (int64_t g = 0; g < p.groups; ++g)
-            for (int64_t m0 = 0; m0 < p.n * pq; m0 += kMaxRows)
-                gemm(false, false, int(std::min(kMaxRows, p.n * pq - m0)), int(cg), int(kg), T(a.alpha),
-                     dy + m0 * p.k + g * kg, int(p.k), static_cast<const T*>(a.w) + g * kg * cg, int(cg), T(a.beta),
-                     dx + m0 * p.c + g * cg, int(p.c));
-        return;
+        return nhwc_1x1_data_gemms(p.n * pq, p.c, p.k, p.groups, static_cast<const T*>(a.w), dy, dx, T(a.alpha),
+                                   T(a.beta));
     }
     T* wt = static_cast<T*>(a.workspace);
     T* col = wt + round64(size_t(p.k * l) * sizeof(T)) / sizeof(T);
@@ -316,14 +309,10 @@ void filter_nhwc(const BwdFilterArgs& a) {
     const int64_t cg = p.c_per_group(), kg = p.k_per_group(), l = cg * p.r * p.s, pq = p.p * p.q;
     const T* x = static_cast<const T*>(a.x);
     const T* dy = static_cast<const T*>(a.dy);
-    if (direct_1x1(p)) {
+    if (direct_1x1(p)) {  // in place, as POINTWISE
         BlasThreads blas_threads(threads);
-        for (int64_t g = 0; g < p.groups; ++g)
-            for (int64_t m0 = 0; m0 < p.n * pq; m0 += kMaxRows)
-                gemm(true, false, int(kg), int(cg), int(std::min(kMaxRows, p.n * pq - m0)), T(a.alpha),
-                     dy + m0 * p.k + g * kg, int(p.k), x + m0 * p.c + g * cg, int(p.c), m0 == 0 ? T(a.beta) : T(1),
-                     static_cast<T*>(a.dw) + g * kg * cg, int(cg));
-        return;
+        return nhwc_1x1_filter_gemms(p.n * pq, p.c, p.k, p.groups, x, dy, static_cast<T*>(a.dw), T(a.alpha),
+                                     T(a.beta));
     }
     T* dwt = static_cast<T*>(a.workspace);
     T* col = dwt + round64(size_t(p.k * l) * sizeof(T)) / sizeof(T);

@@ -153,26 +153,10 @@ CONVCORE_BWD_KERNELS(bwd_avx2, __attribute__((target("avx2,fma"))), 4, 3, 32)
 CONVCORE_BWD_KERNELS(bwd_avx512, __attribute__((target("avx512f,fma"))), 8, 2, 64)
 CONVCORE_BWD_NHWC_KERNELS(bwd_nhwc_avx2, __attribute__((target("avx2,fma"))), 6, 2, 32)
 CONVCORE_BWD_NHWC_KERNELS(bwd_nhwc_avx512, __attribute__((target("avx512f,fma"))), 12, 2, 64)
+#else  // one set: for_cpu_isa picks the baseline
+const Kernel &bwd_avx2 = bwd_baseline, &bwd_avx512 = bwd_baseline;
+const NhwcKernel &bwd_nhwc_avx2 = bwd_nhwc_baseline, &bwd_nhwc_avx512 = bwd_nhwc_baseline;
 #endif
-
-// The widest kernels this CPU runs; CONVCORE_CPU_ISA=avx2|baseline caps them.
-const Kernel& best_kernel() {
-#ifdef CONVCORE_X86_DISPATCH
-    static const Kernel& k = for_cpu_isa(bwd_avx512, bwd_avx2, bwd_baseline);
-#else
-    static const Kernel& k = bwd_baseline;
-#endif
-    return k;
-}
-
-const NhwcKernel& best_nhwc_kernel() {
-#ifdef CONVCORE_X86_DISPATCH
-    static const NhwcKernel& k = for_cpu_isa(bwd_nhwc_avx512, bwd_nhwc_avx2, bwd_nhwc_baseline);
-#else
-    static const NhwcKernel& k = bwd_nhwc_baseline;
-#endif
-    return k;
-}
 
 std::string why_not(const ConvProblem& p) {
     if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
@@ -553,7 +537,7 @@ void filter_nhwc_typed(const BwdFilterArgs& a, PackedGemm<T> gemm, int64_t mr, i
 }
 
 void run_data(const BwdDataArgs& a) {
-    const Kernel& k = best_kernel();
+    const Kernel& k = for_cpu_isa(bwd_avx512, bwd_avx2, bwd_baseline);  // CONVCORE_CPU_ISA caps the pick
     if (a.prob.dtype == CONVCORE_DATA_DOUBLE)
         data_typed<double>(a, k.f64, k.nr_f64);
     else
@@ -561,8 +545,8 @@ void run_data(const BwdDataArgs& a) {
 }
 
 void run_filter(const BwdFilterArgs& a) {
-    const Kernel& k = best_kernel();
-    const NhwcKernel& nk = best_nhwc_kernel();
+    const Kernel& k = for_cpu_isa(bwd_avx512, bwd_avx2, bwd_baseline);
+    const NhwcKernel& nk = for_cpu_isa(bwd_nhwc_avx512, bwd_nhwc_avx2, bwd_nhwc_baseline);
     const bool f64 = a.prob.dtype == CONVCORE_DATA_DOUBLE;
     if (a.prob.nhwc)
         f64 ? filter_nhwc_typed<double>(a, nk.f64, nk.mr_f64, nk.nr_f64)

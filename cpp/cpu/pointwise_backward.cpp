@@ -66,9 +66,6 @@ size_t data_workspace_bytes(const ConvProblem& p) {
                                : workspace_bytes(p);
 }
 
-// BLAS counts rows in an int: NHWC GEMMs over more than this many pixels go in row blocks.
-constexpr int64_t kMaxRows = int64_t(1) << 30;
-
 // The input pixel output pixel (oh, ow) reads (an index into an H*W plane), or -1 in the padding.
 int64_t input_pixel(const ConvProblem& p, int64_t oh, int64_t ow) {
     const int64_t ih = oh * p.stride_h - p.pad_h, iw = ow * p.stride_w - p.pad_w;
@@ -117,40 +114,22 @@ void move_pixels(const ConvProblem& p, const Context& ctx, T* x, T* sub) {
 template <typename T>
 void data_gemms(const ConvProblem& p, const T* w, const T* dy, T* dx, T alpha, T beta) {
     const int64_t cg = p.c_per_group(), kg = p.k_per_group(), pq = p.p * p.q;
-    for (int64_t g = 0; g < p.groups; ++g) {
-        const T* wg = w + g * kg * cg;  // Kg x Cg
-        if (p.nhwc) {
-            for (int64_t m0 = 0; m0 < p.n * pq; m0 += kMaxRows) {
-                const int64_t m = std::min(kMaxRows, p.n * pq - m0);
-                gemm(false, false, int(m), int(cg), int(kg), alpha, dy + m0 * p.k + g * kg, int(p.k), wg, int(cg),
-                     beta, dx + m0 * p.c + g * cg, int(p.c));
-            }
-        } else {
-            for (int64_t n = 0; n < p.n; ++n)
-                gemm(true, false, int(cg), int(pq), int(kg), alpha, wg, int(cg), dy + (n * p.k + g * kg) * pq,
-                     int(pq), beta, dx + (n * p.c + g * cg) * pq, int(pq));
-        }
-    }
+    if (p.nhwc) return nhwc_1x1_data_gemms(p.n * pq, p.c, p.k, p.groups, w, dy, dx, alpha, beta);
+    for (int64_t g = 0; g < p.groups; ++g)
+        for (int64_t n = 0; n < p.n; ++n)
+            gemm(true, false, int(cg), int(pq), int(kg), alpha, w + g * kg * cg, int(cg), dy + (n * p.k + g * kg) * pq,
+                 int(pq), beta, dx + (n * p.c + g * cg) * pq, int(pq));
 }
 
 // dW = alpha * grad + beta * dW, from X (x's layout, P*Q pixels per image).
 template <typename T>
 void filter_gemms(const ConvProblem& p, const T* x, const T* dy, T* dw, T alpha, T beta) {
     const int64_t cg = p.c_per_group(), kg = p.k_per_group(), pq = p.p * p.q;
-    for (int64_t g = 0; g < p.groups; ++g) {
-        T* dwg = dw + g * kg * cg;  // Kg x Cg
-        if (p.nhwc) {
-            for (int64_t m0 = 0; m0 < p.n * pq; m0 += kMaxRows) {
-                const int64_t m = std::min(kMaxRows, p.n * pq - m0);
-                gemm(true, false, int(kg), int(cg), int(m), alpha, dy + m0 * p.k + g * kg, int(p.k),
-                     x + m0 * p.c + g * cg, int(p.c), m0 == 0 ? beta : T(1), dwg, int(cg));
-            }
-        } else {
-            for (int64_t n = 0; n < p.n; ++n)
-                gemm(false, true, int(kg), int(cg), int(pq), alpha, dy + (n * p.k + g * kg) * pq, int(pq),
-                     x + (n * p.c + g * cg) * pq, int(pq), n == 0 ? beta : T(1), dwg, int(cg));
-        }
-    }
+    if (p.nhwc) return nhwc_1x1_filter_gemms(p.n * pq, p.c, p.k, p.groups, x, dy, dw, alpha, beta);
+    for (int64_t g = 0; g < p.groups; ++g)
+        for (int64_t n = 0; n < p.n; ++n)
+            gemm(false, true, int(kg), int(cg), int(pq), alpha, dy + (n * p.k + g * kg) * pq, int(pq),
+                 x + (n * p.c + g * cg) * pq, int(pq), n == 0 ? beta : T(1), dw + g * kg * cg, int(cg));
 }
 
 template <typename T>
