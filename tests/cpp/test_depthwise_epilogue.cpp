@@ -6,7 +6,7 @@
 // z == y in place, float32 and float64. NCHW leaves the epilogue to the core (fuses_epilogue
 // false). The solver is called directly, so a run that left the epilogue out fails here instead
 // of being hidden by the core's pass after it: libconvcore exports only the C API, so this
-// program compiles cpu/depthwise.cpp itself (tests/cpp/CMakeLists.txt). CMake re-runs it with
+// program links the solver's objects, the ones libconvcore links (tests/cpp/CMakeLists.txt). CMake re-runs it with
 // CONVCORE_CPU_ISA=avx2 and baseline. The public entry points are checked in test_epilogue.cpp.
 #include <gtest/gtest.h>
 #include <omp.h>
