@@ -904,6 +904,20 @@ def protocol(reps: int, warmup: int, time_limit: float, layer_reps: int, train: 
     return text
 
 
+def sgemm_peak_gflops(n: int = 2048, reps: int = 5) -> float:
+    """The machine's float32 GEMM speed, the peak the training table's GFLOP/s compare with:
+    torch.matmul of two n x n matrices on the threads torch uses, the best of ``reps`` timed
+    calls after an untimed one."""
+    a, b = torch.randn(n, n), torch.randn(n, n)
+    torch.matmul(a, b)
+    best = float("inf")
+    for _ in range(reps):
+        start = time.perf_counter()
+        torch.matmul(a, b)
+        best = min(best, time.perf_counter() - start)
+    return 2.0 * n ** 3 / best / 1e9
+
+
 def run(models: Union[str, Sequence[str]], batch: int = 1, size: int = 224, train: bool = False,
         reps: int = DEFAULT_REPS, algo: str = "auto", threads: Optional[int] = None,
         warmup: int = WARMUP, time_limit: float = DEFAULT_TIME_LIMIT,
@@ -961,6 +975,8 @@ def run(models: Union[str, Sequence[str]], batch: int = 1, size: int = 224, trai
         "protocol": protocol(reps, warmup, time_limit, layer_reps, train, engines),
         "models": [],
     }
+    if train:  # the per-layer GFLOP/s of the training table, against this
+        report["machine"]["sgemm_gflops"] = sgemm_peak_gflops()
     status = _Status(log)
     for name in models:
         try:
@@ -970,6 +986,8 @@ def run(models: Union[str, Sequence[str]], batch: int = 1, size: int = 224, trai
         except ValueError as e:
             result = {"model": name, "mode": "train" if train else "inference", "batch": batch,
                       "size": size, "algo": algo, "error": str(e)}
+        if train:
+            result["sgemm_gflops"] = report["machine"]["sgemm_gflops"]
         status.clear()
         report["models"].append(result)
         if on_result is not None:
@@ -1089,12 +1107,19 @@ def format_train_layers(result: Dict[str, Any], top: int = 10) -> List[str]:
            f"{result['train_layer_reps']} interleaved rounds; convcore "
            f"{_layout(result['best_convcore'])} vs PyTorch {_layout(result['best_pytorch'])}), "
            f"the {len(shown)} of {len(rows)} with the lowest speedup:"]
+    peak = result.get("sgemm_gflops")
     cells = [[r["layer"], PASS_LABELS[r["pass"]] + ("" if r["in_step"] else "*"), r["problem"],
               r["algo"], f"{r['convcore_ms']:.3f}", f"{r['pytorch_ms']:.3f}",
               f"{r['speedup']:.2f}", f"{r['loss_ms']:+.3f}", f"{r['convcore_gflops']:.1f}",
-              f"{r['pytorch_gflops']:.1f}"] for r in shown]
+              f"{r['pytorch_gflops']:.1f}",
+              f"{100 * r['convcore_gflops'] / peak:.0f}" if peak else "-"] for r in shown]
     out += _table(["layer", "pass", "problem", "algo", "convcore ms", "pytorch ms", "speedup",
-                   "loss ms", "convcore GFLOP/s", "pytorch GFLOP/s"], cells, {4, 5, 6, 7, 8, 9})
+                   "loss ms", "convcore GFLOP/s", "pytorch GFLOP/s", "convcore % of sgemm"], cells,
+                  {4, 5, 6, 7, 8, 9, 10})
+    if peak:
+        out.append(f"sgemm: {peak:.1f} GFLOP/s (torch.matmul 2048x2048 float32, best of 5; "
+                   f"Winograd and FFT passes can exceed it: their GFLOP/s count direct "
+                   f"convolution's multiply-adds)")
     if any(not r["in_step"] for r in shown):
         out.append("* not run in a training step (the layer's input needs no gradient); not in "
                    "the totals")

@@ -177,6 +177,13 @@ def test_train_layer_rows(resnet18_train):
     assert f"weakest pass against PyTorch: {model_bench.PASS_LABELS[worst]}" in text
     assert re.search(rf"\nbackward filter +{len(convs)} ", text) and "all three" in text
     assert "Per layer and training pass" in resnet18_train["protocol"]
+    # the GFLOP/s against the machine's sgemm, measured once per run
+    peak = resnet18_train["machine"]["sgemm_gflops"]
+    assert peak > 0 and result["sgemm_gflops"] == peak
+    assert f"sgemm: {peak:.1f} GFLOP/s" in text and "convcore % of sgemm" in text
+    worst_row = min(rows, key=lambda r: r["speedup"])
+    assert re.search(rf" {worst_row['convcore_gflops']:.1f} +{worst_row['pytorch_gflops']:.1f} +"
+                     rf"{100 * worst_row['convcore_gflops'] / peak:.0f}\n", text)
 
 
 def test_train_layer_with_bias_and_groups(torch):
