@@ -194,16 +194,16 @@ struct Impl {
     typedef typename std::conditional<sizeof(T) == 8, int64_t, int32_t>::type I;
     typedef I IV __attribute__((vector_size(VB)));
     template <int... L>
-    static constexpr IV even_mask(std::integer_sequence<int, L...>) { return IV{I(2 * L)...}; }
+    static constexpr CC_INLINE IV even_mask(std::integer_sequence<int, L...>) { return IV{I(2 * L)...}; }
     template <int... L>
-    static constexpr IV odd_mask(std::integer_sequence<int, L...>) { return IV{I(2 * L + 1)...}; }
+    static constexpr CC_INLINE IV odd_mask(std::integer_sequence<int, L...>) { return IV{I(2 * L + 1)...}; }
     // interleave(a, b) = a0 b0 a1 b1 ...: lanes 0..VL-1 (lo) and VL..2VL-1 (hi)
     template <int... L>
-    static constexpr IV lo_mask(std::integer_sequence<int, L...>) {
+    static constexpr CC_INLINE IV lo_mask(std::integer_sequence<int, L...>) {
         return IV{I(L % 2 ? VL + L / 2 : L / 2)...};
     }
     template <int... L>
-    static constexpr IV hi_mask(std::integer_sequence<int, L...>) {
+    static constexpr CC_INLINE IV hi_mask(std::integer_sequence<int, L...>) {
         return IV{I(L % 2 ? VL + VL / 2 + L / 2 : VL / 2 + L / 2)...};
     }
     static constexpr auto lanes_seq = std::make_integer_sequence<int, VL>{};
