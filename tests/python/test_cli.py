@@ -85,6 +85,7 @@ def test_split_layers_are_named():
     assert cli._split_layers(rows) == [("a", 350.0)]
 
 
+@pytest.mark.pure_python
 def test_bench_modules_do_not_import_each_other():
     """cli (the layer suite) and model_bench (whole networks) share bench_timing and bench_suite;
     neither imports the other at import time (cli imports model_bench in --model's path only),

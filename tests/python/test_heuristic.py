@@ -42,6 +42,7 @@ def _committed_models():
             for m in re.finditer(r"\{CONVCORE_FWD_ALGO_(\w+), \{([^}]*)\}\}", text)}
 
 
+@pytest.mark.pure_python
 def test_committed_heuristic_is_up_to_date(tmp_path):
     """Refitting the committed data with the committed script gives the committed header."""
     out = tmp_path / "heuristic_cpu.hpp"
@@ -225,6 +226,7 @@ def test_bench_retimes_auto_against_the_fastest():
     assert timer.runs == [] and "retime" not in rows["y"]
 
 
+@pytest.mark.harness
 def test_bench_plot_writes_pngs(tmp_path):
     pytest.importorskip("matplotlib", reason="--plot needs matplotlib: pip install matplotlib")
     suite = tmp_path / "tiny.txt"

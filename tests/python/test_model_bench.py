@@ -63,6 +63,7 @@ def test_import_torchvision_twice():
         model_bench.model_names())
 
 
+@pytest.mark.pure_python
 def test_convcore_does_not_import_torchvision():
     code = "import sys, convcore, convcore.torch, convcore.cli; print('torchvision' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
@@ -211,6 +212,7 @@ def test_train_layer_with_bias_and_groups(torch):
     assert totals["all"]["convcore_ms"] == pytest.approx(sum(r["convcore_ms"] for r in rows))
 
 
+@pytest.mark.harness
 def test_cli_json_suite_plot(tmp_path, capsys):
     report, suite, plots = tmp_path / "r.json", tmp_path / "suite.txt", tmp_path / "plots"
     code = cli.main(["bench", "--model", "resnet18", "--size", "32", "--reps", "2",
@@ -235,6 +237,7 @@ def test_cli_json_suite_plot(tmp_path, capsys):
     assert os.path.getsize(plots / "resnet18.png") > 0
 
 
+@pytest.mark.harness
 def test_engines(monkeypatch):
     """Every engine timed with the contenders, each output checked against PyTorch; one that is
     not installed is reported as missing, never dropped."""

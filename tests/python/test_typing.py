@@ -41,6 +41,7 @@ def _mypy(*args, cwd=REPO):
                           capture_output=True, text=True, timeout=900)
 
 
+@pytest.mark.pure_python
 def test_enum_members_are_visible_to_type_checkers(tmp_path):
     """A user's code that names an algorithm type-checks; a misspelt one does not."""
     source_checkout()
