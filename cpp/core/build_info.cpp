@@ -7,12 +7,14 @@
 #include <string>
 
 #include "convcore/convcore.h"
+#include "core/build_id.hpp"
 
 extern "C" const char* convcoreGetBuildInfo(void) {
     static const std::string info = [] {
         std::ostringstream o;
         o << "version: " << CONVCORE_VERSION_MAJOR << "." << CONVCORE_VERSION_MINOR << "."
           << CONVCORE_VERSION_PATCH << "\n";
+        o << "build id: " << (convcore::library_build_id().empty() ? "none" : convcore::library_build_id()) << "\n";
         o << "compiler: " << __VERSION__ << "\n";
         o << "openmp: " << _OPENMP << " (max threads " << omp_get_max_threads() << ")\n";
         o << "blas: " << openblas_get_config() << ", kernels " << openblas_get_corename() << " ["

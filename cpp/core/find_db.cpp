@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/build_id.hpp"
 #include "cpu/cpu_isa.hpp"
 
 #ifdef CONVCORE_WITH_CUDA
@@ -239,9 +240,14 @@ std::string device_string(const Context& ctx) {
 }
 
 std::string make_key(const Context& ctx, const char* direction, const ConvProblem& prob) {
-    const std::string version = std::to_string(CONVCORE_VERSION_MAJOR) + "." +
-                                std::to_string(CONVCORE_VERSION_MINOR) + "." +
-                                std::to_string(CONVCORE_VERSION_PATCH);
+    // The version and this build's ID (its first 8 bytes): the version stays the same while the
+    // solvers change from build to build, and an older build's times would choose for this one.
+    static const std::string version = [] {
+        std::string v = std::to_string(CONVCORE_VERSION_MAJOR) + "." + std::to_string(CONVCORE_VERSION_MINOR) +
+                        "." + std::to_string(CONVCORE_VERSION_PATCH);
+        const std::string& id = library_build_id();
+        return id.empty() ? v : v + "+" + id.substr(0, 16);
+    }();
     return version + '\t' + device_string(ctx) + '\t' + direction + '\t' + problem_string(prob);
 }
 

@@ -1,9 +1,9 @@
-// The find-db: Find's timings, kept per (library version, device, direction, problem) in a
+// The find-db: Find's timings, kept per (library build, device, direction, problem) in a
 // user cache file so that a shape is timed once per machine, not once per process, with a
 // thread-safe in-process cache in front of it. The file format is in docs/find.md ("The
 // find-db"); one line per algorithm result, with its two times (per call, prepared filters):
 //   convcore-find-db 3                                   <- header (format version)
-//   0.1.0<TAB>cpu:<model> x2 threads<TAB>fwd<TAB>mb1ic64ih56iw56oc64kh3kw3ph1pw1sh1sw1dh1dw1g1_f32_xcorr<TAB>WINOGRAD_4X4_3X3<TAB>SUCCESS<TAB>0.8125<TAB>0.5
+//   0.1.0+<build id><TAB>cpu:<model> x2 threads<TAB>fwd<TAB>mb1ic64ih56iw56oc64kh3kw3ph1pw1sh1sw1dh1dw1g1_f32_xcorr<TAB>WINOGRAD_4X4_3X3<TAB>SUCCESS<TAB>0.8125<TAB>0.5
 // A file with another header (an older format) is ignored, and rewritten at the next store.
 #pragma once
 #include <map>

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -66,7 +67,10 @@ TEST(Library, VersionAndNames) {
     EXPECT_EQ(a, CONVCORE_FWD_ALGO_IM2COL_GEMM);
     EXPECT_STATUS(convcoreGetFwdAlgoByName("winograd", &a), CONVCORE_STATUS_BAD_PARAM, "expected one of");
     EXPECT_STATUS(convcoreGetFwdAlgoByName(nullptr, &a), CONVCORE_STATUS_BAD_PARAM, "name is NULL");
-    EXPECT_NE(std::string(convcoreGetBuildInfo()).find("blas:"), std::string::npos);
+    const std::string info = convcoreGetBuildInfo();
+    EXPECT_NE(info.find("blas:"), std::string::npos);
+    // The linker's build ID (the find-db's records are keyed with it): at least 8 bytes, in hex.
+    EXPECT_TRUE(std::regex_search(info, std::regex("\nbuild id: ([0-9a-f][0-9a-f]){8,}\n"))) << info;
     int count = -1;
     EXPECT_EQ(convcoreGetCudaDeviceCount(&count), CONVCORE_STATUS_SUCCESS);
     EXPECT_GE(count, 0);
