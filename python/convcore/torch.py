@@ -769,7 +769,7 @@ class Conv2d(nn.Conv2d):
         if bn is not None and (bn.training or bn.running_mean is None):
             # the convolution alone, then the batch norm as PyTorch runs it
             y = self._conv_forward(input, self.weight, self.bias, "identity")
-            return _apply_activation(_BATCH_NORM_FORWARD(bn, y), residual, activation)
+            return _apply_activation(_BATCH_NORM_FORWARD(bn, y), residual, activation, owned=True)
         if bn is not None:
             weight, bias, filters = self._folded(bn, input)
         else:
@@ -795,7 +795,7 @@ class Conv2d(nn.Conv2d):
         # Anything else (autograd on CPU tensors, a residual that broadcasts, ...): the
         # convolution and its bias by the plain path, then the residual and the activation.
         y = self._conv_forward(input, weight, bias, "identity")
-        return _apply_activation(y, residual, activation)
+        return _apply_activation(y, residual, activation, owned=True)
 
     def _folded(self, bn, input):
         """(weight, bias, filter_version) with ``bn`` folded in. Recorded by autograd, or in a
@@ -950,12 +950,21 @@ _BATCH_NORM_FORWARD = nn.BatchNorm2d.forward
 _ACTIVATION_FUNCTIONS = {"relu": F.relu, "relu6": F.relu6, "silu": F.silu}
 
 
-def _apply_activation(y, residual, activation):
-    """act(y + residual) by PyTorch's own ops (the paths that leave the epilogue out)."""
-    if residual is not None:
-        y = y + residual
+def _apply_activation(y, residual, activation, owned=False):
+    """act(y + residual) by PyTorch's own ops (the paths that leave the epilogue out). ``owned``:
+    y is the layer's own new tensor (its convolution's or batch norm's output, which nothing
+    else holds), so the residual and the activation are applied to it in place, as the
+    ``inplace=True`` modules that convert() fused do: a new tensor of y's size would cost a fresh
+    allocation per layer and step, whose first touches (page faults) cost more than the op."""
     fn = _ACTIVATION_FUNCTIONS.get(activation)
-    return y if fn is None else fn(y)
+    if residual is not None:
+        if owned and residual.shape == y.shape and residual.dtype == y.dtype:
+            y = y.add_(residual)
+        else:
+            y, owned = y + residual, True
+    if fn is None:
+        return y
+    return fn(y, inplace=True) if owned else fn(y)
 
 
 def _residual_fits(layer, input, residual):
