@@ -26,5 +26,22 @@ CONVCORE_HD T finish(T v, T z_term, T bias_k, convcoreActivationMode_t act) {
     return activate(v + z_term + bias_k, act);
 }
 
+// The epilogue's backward: dy * act'(v), act' read from the output y = act(v) for RELU and RELU6
+// (their derivative is 1 exactly where y lies inside the clamps; PyTorch's threshold_backward and
+// hardtanh_backward, NaN passing dy on) and from v for SILU: silu'(v) = s * (1 + v * (1 - s)),
+// s = sigmoid(v). IDENTITY: dy.
+template <typename T>
+CONVCORE_HD T activation_grad(T dy, T y, T v, convcoreActivationMode_t act) {
+    switch (act) {
+        case CONVCORE_ACTIVATION_RELU: return y <= T(0) ? T(0) : dy;
+        case CONVCORE_ACTIVATION_RELU6: return y <= T(0) || y >= T(6) ? T(0) : dy;
+        case CONVCORE_ACTIVATION_SILU: {
+            const T s = T(1) / (T(1) + exp(-v));
+            return dy * s * (T(1) + v * (T(1) - s));
+        }
+        default: return dy;
+    }
+}
+
 }  // namespace epilogue
 }  // namespace convcore

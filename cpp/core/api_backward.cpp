@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cctype>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "convcore/convcore.h"
@@ -24,16 +25,6 @@
 
 using namespace convcore;
 using namespace convcore::api;
-
-#ifdef CONVCORE_WITH_CUDA
-namespace convcore {
-namespace cuda {
-// cuda/direct_backward.cu
-void backward_bias(const Context& ctx, convcoreDataType_t dtype, const void* dy, const int64_t dims[4],
-                   const int64_t strides[4], void* db, int64_t db_stride, double alpha, double beta);
-}  // namespace cuda
-}  // namespace convcore
-#endif
 
 namespace {
 
@@ -113,20 +104,120 @@ std::vector<Ranked> bwd_filter_ranking(const ConvProblem& prob) {
 
 namespace {
 
-template <typename T>
-void bias_t(const Context& ctx, const T* dy, const int64_t dims[4], const int64_t st[4], T* db,
-            int64_t db_stride, T alpha, T beta) {
-#pragma omp parallel for num_threads(ctx.threads()) schedule(static)
-    for (int64_t k = 0; k < dims[1]; ++k) {
-        double acc = 0.0;
-        for (int64_t n = 0; n < dims[0]; ++n)
-            for (int64_t p = 0; p < dims[2]; ++p) {
-                const T* row = dy + n * st[0] + k * st[1] + p * st[2];
-                for (int64_t q = 0; q < dims[3]; ++q) acc += double(row[q * st[3]]);
-            }
-        T* d = db + k * db_stride;
-        *d = beta == T(0) ? alpha * T(acc) : alpha * T(acc) + beta * *d;
+const char* dtype_name(convcoreDataType_t t) { return t == CONVCORE_DATA_DOUBLE ? "float64" : "float32"; }
+
+std::string shape_string(const int64_t d[4]) {
+    return std::to_string(d[0]) + "x" + std::to_string(d[1]) + "x" + std::to_string(d[2]) + "x" + std::to_string(d[3]);
+}
+
+// A tensor argument of convcoreActivationBackwardBias: set, 4-D dims as dy's, dy's data type,
+// aligned; its view.
+Strided4d activation_view(const convcoreTensorStruct* desc, const void* data, const char* name,
+                          const convcoreTensorStruct* dy) {
+    const std::string n(name);
+    if (!desc) throw_bad_param(n + "Desc is NULL");
+    if (!desc->set) throw_bad_param(n + "Desc was created but never set (call convcoreSetTensor4dDescriptor)");
+    require(data, name);
+    if (desc->dtype != dy->dtype)
+        throw_bad_param(n + ": data type " + dtype_name(desc->dtype) + " does not match dy: " + dtype_name(dy->dtype));
+    for (int i = 0; i < 4; ++i)
+        if (desc->dims[i] != dy->dims[i])
+            throw_bad_param(n + ": shape " + shape_string(desc->dims) + " does not match dy: " + shape_string(dy->dims));
+    check_aligned(data, dy->dtype == CONVCORE_DATA_DOUBLE ? 8 : 4, name);
+    Strided4d v;
+    std::copy(desc->dims, desc->dims + 4, v.dims);
+    std::copy(desc->strides, desc->strides + 4, v.strides);
+    return v;
+}
+
+// db's checks (convcoreConvolutionBackwardBias, convcoreActivationBackwardBias): set, 1 x K x 1 x 1
+// with K from dy, dy's data type, apart from `inputs` (pointer, bytes).
+void check_bias_gradient(const convcoreTensorStruct* db_desc, const void* db, const convcoreTensorStruct* dy,
+                         std::initializer_list<std::tuple<const char*, const void*, int64_t>> inputs) {
+    if (!db_desc) throw_bad_param("dbDesc is NULL");
+    if (!db_desc->set) throw_bad_param("dbDesc was created but never set (call convcoreSetTensor4dDescriptor)");
+    if (db_desc->dtype != dy->dtype)
+        throw_bad_param(std::string("db: data type ") + dtype_name(db_desc->dtype) + " does not match dy: " +
+                        dtype_name(dy->dtype));
+    const int64_t* d = db_desc->dims;
+    const int64_t k = dy->dims[1];
+    if (d[0] != 1 || d[1] != k || d[2] != 1 || d[3] != 1)
+        throw_bad_param("db: shape " + shape_string(d) + " must be 1x" + std::to_string(k) +
+                        "x1x1 (1 x K x 1 x 1, K from dy)");
+    require(db, "db");
+    const size_t elem = dy->dtype == CONVCORE_DATA_DOUBLE ? 8 : 4;
+    for (const auto& [name, ptr, bytes] : inputs)
+        if (ptr && ranges_overlap(db, extent_bytes(db_desc->dims, db_desc->strides, elem), ptr, bytes))
+            throw_bad_param(std::string("db overlaps ") + name + ": the output must be a separate buffer");
+}
+
+double scalar(const void* p, convcoreDataType_t t) {
+    return t == CONVCORE_DATA_DOUBLE ? *static_cast<const double*>(p) : double(*static_cast<const float*>(p));
+}
+
+// convcoreActivationBackwardBias; convcoreConvolutionBackwardBias is it with IDENTITY, no dv and
+// db required.
+void run_activation_backward(convcoreHandle_t handle, convcoreActivationMode_t mode, const convcoreTensorStruct* yDesc,
+                             const void* y, const convcoreTensorStruct* vDesc, const void* v,
+                             const convcoreTensorStruct* dyDesc, const void* dy, const convcoreTensorStruct* dvDesc,
+                             void* dv, const void* alpha, const void* beta, const convcoreTensorStruct* dbDesc, void* db,
+                             bool bias_required) {
+    require(handle, "handle");
+    if (mode != CONVCORE_ACTIVATION_IDENTITY && mode != CONVCORE_ACTIVATION_RELU &&
+        mode != CONVCORE_ACTIVATION_RELU6 && mode != CONVCORE_ACTIVATION_SILU)
+        throw_bad_param("mode: " + std::to_string(int(mode)) + " is not a convcoreActivationMode_t");
+    if (!dyDesc) throw_bad_param("dyDesc is NULL");
+    if (!dyDesc->set) throw_bad_param("dyDesc was created but never set (call convcoreSetTensor4dDescriptor)");
+    ActivationBackward a{};
+    a.act = mode;
+    a.dy = dy;
+    a.dy_view = activation_view(dyDesc, dy, "dy", dyDesc);
+    const size_t elem = dyDesc->dtype == CONVCORE_DATA_DOUBLE ? 8 : 4;
+    auto bytes = [&](const convcoreTensorStruct* d) { return extent_bytes(d->dims, d->strides, elem); };
+    if (mode == CONVCORE_ACTIVATION_RELU || mode == CONVCORE_ACTIVATION_RELU6) {
+        a.y_view = activation_view(yDesc, y, "y", dyDesc);
+        a.y = y;
     }
+    if (mode == CONVCORE_ACTIVATION_SILU) {
+        a.v_view = activation_view(vDesc, v, "v", dyDesc);
+        a.v = v;
+    }
+    if (dvDesc || dv) {
+        a.dv_view = activation_view(dvDesc, dv, "dv", dyDesc);
+        a.dv = dv;
+        if (!has_distinct_elements(a.dv_view.dims, a.dv_view.strides))
+            throw_bad_param("dv: its strides overlap (two indices address one element)");
+        const bool in_place = dv == dy && std::equal(a.dv_view.strides, a.dv_view.strides + 4, a.dy_view.strides);
+        if (!in_place && ranges_overlap(dv, bytes(dvDesc), dy, bytes(dyDesc)))
+            throw_bad_param("dv overlaps dy: pass dy itself (same pointer and strides) to work in place, "
+                            "or a separate buffer");
+        if (a.y && ranges_overlap(dv, bytes(dvDesc), y, bytes(yDesc)))
+            throw_bad_param("dv overlaps y: the output must be a separate buffer");
+        if (a.v && ranges_overlap(dv, bytes(dvDesc), v, bytes(vDesc)))
+            throw_bad_param("dv overlaps v: the output must be a separate buffer");
+    }
+    if (bias_required || dbDesc || db) {
+        check_bias_gradient(dbDesc, db, dyDesc,
+                            {{"dy", dy, bytes(dyDesc)},
+                             {"y", a.y, a.y ? bytes(yDesc) : 0},
+                             {"v", a.v, a.v ? bytes(vDesc) : 0},
+                             {"dv", a.dv, a.dv ? bytes(dvDesc) : 0}});
+        require(alpha, "alpha");
+        require(beta, "beta");
+        a.db = db;
+        a.db_stride = dbDesc->strides[1];
+        a.alpha = scalar(alpha, dyDesc->dtype);
+        a.beta = scalar(beta, dyDesc->dtype);
+    }
+    if (!a.dv && !a.db) return;  // nothing asked
+    if (handle->device == CONVCORE_DEVICE_CUDA) {
+#ifdef CONVCORE_WITH_CUDA
+        return cuda::activation_backward_bias(*handle, elem, a);
+#else
+        throw_not_supported("convcore was built without CUDA support");
+#endif
+    }
+    cpu::activation_backward_bias(*handle, elem, a);
 }
 
 }  // namespace
@@ -265,63 +356,26 @@ convcoreStatus_t convcoreConvolutionBackwardFilter(
     });
 }
 
-// ---- bias gradient ----
+// ---- bias gradient, and the epilogue's backward ----
 convcoreStatus_t convcoreConvolutionBackwardBias(convcoreHandle_t handle, const void* alpha,
                                                  convcoreTensorDescriptor_t dyDesc, const void* dy,
                                                  const void* beta, convcoreTensorDescriptor_t dbDesc,
                                                  void* db) {
     return guard([&] {
-        require(handle, "handle");
-        if (!dyDesc) throw_bad_param("dyDesc is NULL");
-        if (!dyDesc->set)
-            throw_bad_param("dyDesc was created but never set (call convcoreSetTensor4dDescriptor)");
-        if (!dbDesc) throw_bad_param("dbDesc is NULL");
-        if (!dbDesc->set)
-            throw_bad_param("dbDesc was created but never set (call convcoreSetTensor4dDescriptor)");
-        if (dbDesc->dtype != dyDesc->dtype)
-            throw_bad_param(std::string("db: data type ") +
-                            (dbDesc->dtype == CONVCORE_DATA_DOUBLE ? "float64" : "float32") +
-                            " does not match dy: " +
-                            (dyDesc->dtype == CONVCORE_DATA_DOUBLE ? "float64" : "float32"));
-        const int64_t* d = dbDesc->dims;
-        const int64_t k = dyDesc->dims[1];
-        if (d[0] != 1 || d[1] != k || d[2] != 1 || d[3] != 1)
-            throw_bad_param("db: shape " + std::to_string(d[0]) + "x" + std::to_string(d[1]) + "x" +
-                            std::to_string(d[2]) + "x" + std::to_string(d[3]) +
-                            " must be 1x" + std::to_string(k) + "x1x1 (1 x K x 1 x 1, K from dy)");
-        require(alpha, "alpha");
-        require(beta, "beta");
-        require(dy, "dy");
-        require(db, "db");
-        const size_t elem = dyDesc->dtype == CONVCORE_DATA_DOUBLE ? 8 : 4;
-        if (ranges_overlap(db, extent_bytes(dbDesc->dims, dbDesc->strides, elem), dy,
-                           extent_bytes(dyDesc->dims, dyDesc->strides, elem)))
-            throw_bad_param("db overlaps dy: the output must be a separate buffer");
-        if (handle->device == CONVCORE_DEVICE_CUDA) {
-#ifdef CONVCORE_WITH_CUDA
-            double a, b;
-            if (dyDesc->dtype == CONVCORE_DATA_DOUBLE) {
-                a = *static_cast<const double*>(alpha);
-                b = *static_cast<const double*>(beta);
-            } else {
-                a = *static_cast<const float*>(alpha);
-                b = *static_cast<const float*>(beta);
-            }
-            cuda::backward_bias(*handle, dyDesc->dtype, dy, dyDesc->dims, dyDesc->strides, db,
-                                dbDesc->strides[1], a, b);
-            return;
-#else
-            throw_not_supported("convcore was built without CUDA support");
-#endif
-        }
-        if (dyDesc->dtype == CONVCORE_DATA_DOUBLE)
-            bias_t(*handle, static_cast<const double*>(dy), dyDesc->dims, dyDesc->strides,
-                   static_cast<double*>(db), dbDesc->strides[1], *static_cast<const double*>(alpha),
-                   *static_cast<const double*>(beta));
-        else
-            bias_t(*handle, static_cast<const float*>(dy), dyDesc->dims, dyDesc->strides,
-                   static_cast<float*>(db), dbDesc->strides[1], *static_cast<const float*>(alpha),
-                   *static_cast<const float*>(beta));
+        run_activation_backward(handle, CONVCORE_ACTIVATION_IDENTITY, nullptr, nullptr, nullptr, nullptr, dyDesc, dy,
+                                nullptr, nullptr, alpha, beta, dbDesc, db, /*bias_required=*/true);
+    });
+}
+
+convcoreStatus_t convcoreActivationBackwardBias(convcoreHandle_t handle, convcoreActivationMode_t mode,
+                                                convcoreTensorDescriptor_t yDesc, const void* y,
+                                                convcoreTensorDescriptor_t vDesc, const void* v,
+                                                convcoreTensorDescriptor_t dyDesc, const void* dy,
+                                                convcoreTensorDescriptor_t dvDesc, void* dv, const void* alpha,
+                                                const void* beta, convcoreTensorDescriptor_t dbDesc, void* db) {
+    return guard([&] {
+        run_activation_backward(handle, mode, yDesc, y, vDesc, v, dyDesc, dy, dvDesc, dv, alpha, beta, dbDesc, db,
+                                /*bias_required=*/false);
     });
 }
 

@@ -16,7 +16,28 @@ struct Strided4d {
     int64_t strides[4];
 };
 
+// The epilogue's backward where its activation and bias meet (convcoreActivationBackwardBias):
+// dv = epilogue::activation_grad(dy, y, v, act) over the views (one shape; y or v null where act
+// does not read it; dv null: not written, or dy itself: in place) and, where db is not null,
+// db[k * db_stride] = alpha * sum of dv[., k, ., .] + beta * db[k * db_stride], summed in double
+// (beta == 0: db never read).
+struct ActivationBackward {
+    convcoreActivationMode_t act;
+    const void* y;
+    Strided4d y_view;
+    const void* v;
+    Strided4d v_view;
+    const void* dy;
+    Strided4d dy_view;
+    void* dv;
+    Strided4d dv_view;
+    void* db;
+    int64_t db_stride;
+    double alpha, beta;
+};
+
 namespace cpu {
+void activation_backward_bias(const Context& ctx, size_t elem, const ActivationBackward& a);
 // dst[i] = src[i] for every index of the view (dtype element size `elem`: 4 or 8).
 void copy_strided(const Context& ctx, size_t elem, const void* src, const Strided4d& src_view,
                   void* dst, const Strided4d& dst_view);
@@ -45,6 +66,7 @@ void copy_strided(const Context& ctx, size_t elem, const void* src, const Stride
 void blend_strided(const Context& ctx, size_t elem, const void* src, const Strided4d& src_view,
                    void* dst, const Strided4d& dst_view, double alpha, double beta);
 void apply_epilogue(const Context& ctx, size_t elem, void* y, const Strided4d& y_view, const Epilogue& e);
+void activation_backward_bias(const Context& ctx, size_t elem, const ActivationBackward& a);
 // "NVIDIA H100 80GB HBM3 (sm_90)" for the info command; "" when unavailable.
 const char* device_name(int index);
 }  // namespace cuda

@@ -1,6 +1,10 @@
 // Strided 4-D copies on the CPU: how the core packs strided x and unpacks strided y; and the
 // fused epilogue the core applies after solvers that do not fuse it.
+
+#include <algorithm>
 #include <cstdint>
+#include <type_traits>
+#include <vector>
 
 #include "common/blend.hpp"
 #include "common/conv_index.hpp"
@@ -114,6 +118,169 @@ void epilogue_act(const Context& ctx, T* y, const Strided4d& v, const Epilogue& 
     }
 }
 
+// ---- the epilogue's backward (activation_backward_bias) ----
+
+enum class Layout { strided, nchw, nhwc };
+
+bool same_view(const Strided4d& a, const Strided4d& b) {
+    for (int i = 0; i < 4; ++i)
+        if (a.dims[i] != b.dims[i] || a.strides[i] != b.strides[i]) return false;
+    return true;
+}
+
+// NCHW or NHWC where every tensor given has dy's view and it packs its dims that way.
+Layout packed_layout(const ActivationBackward& a) {
+    const Strided4d& d = a.dy_view;
+    if ((a.y && !same_view(a.y_view, d)) || (a.v && !same_view(a.v_view, d)) || (a.dv && !same_view(a.dv_view, d)))
+        return Layout::strided;
+    const int64_t k = d.dims[1], p = d.dims[2], q = d.dims[3];
+    const int64_t* s = d.strides;
+    if (s[3] == 1 && s[2] == q && s[1] == p * q && s[0] == k * p * q) return Layout::nchw;
+    if (s[1] == 1 && s[3] == k && s[2] == q * k && s[0] == p * q * k) return Layout::nhwc;
+    return Layout::strided;
+}
+
+template <typename T>
+void store_bias(T* db, int64_t stride, int64_t k, double sum, double alpha, double beta) {
+    T* d = db + k * stride;
+    *d = beta == 0 ? T(alpha * sum) : T(alpha * sum + beta * double(*d));
+}
+
+// The gradients of R contiguous runs of n values, ld apart (dy, y and v at the same offsets):
+// written to dv (Write) or to a scratch chunk, then, where Sum, added into the double sums: per
+// channel (NHWC: R pixels' rows of channels, added to sums[0, n) as one sum of R terms each, which
+// keeps the sums' loads and stores R times fewer), or a plane spread over 8 lanes sums[0, 8)
+// (NCHW, R = 1). Two loops per chunk, each one the compiler vectorises: fused, it turned the
+// select of RELU's gradient into a branch around the sum (random signs: 6x slower).
+template <typename T, convcoreActivationMode_t A, bool Write, bool Sum, bool PerChannel, int R>
+void activation_backward_rows(const T* dy, const T* y, const T* v, T* dv, int64_t n, int64_t ld, double* sums) {
+    constexpr int64_t kChunk = 256;
+    constexpr bool kReadsY = A == CONVCORE_ACTIVATION_RELU || A == CONVCORE_ACTIVATION_RELU6;
+    constexpr bool kReadsV = A == CONVCORE_ACTIVATION_SILU;
+    T scratch[R][kChunk];
+    for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
+        const int64_t m = std::min(kChunk, n - c0);
+        const T* out[R];
+        for (int r = 0; r < R; ++r) {
+            const int64_t o = r * ld + c0;
+            out[r] = dy + o;  // IDENTITY's gradient, when it is not written: dy itself
+            if constexpr (Write || A != CONVCORE_ACTIVATION_IDENTITY) {
+                T* to = Write ? dv + o : scratch[r];
+                for (int64_t i = 0; i < m; ++i)
+                    to[i] = epilogue::activation_grad<T>(dy[o + i], kReadsY ? y[o + i] : T(0),
+                                                         kReadsV ? v[o + i] : T(0), A);
+                out[r] = to;
+            }
+        }
+        if constexpr (Sum && PerChannel) {
+            for (int64_t i = 0; i < m; ++i) {
+                double sum = 0;
+                for (int r = 0; r < R; ++r) sum += double(out[r][i]);
+                sums[c0 + i] += sum;
+            }
+        } else if constexpr (Sum) {
+            int64_t i = 0;
+            for (; i + 8 <= m; i += 8)
+                for (int j = 0; j < 8; ++j) sums[j] += double(out[0][i + j]);
+            for (; i < m; ++i) sums[i % 8] += double(out[0][i]);
+        }
+    }
+}
+
+// One activation's loops. Write: dv is written; Sum: db is summed. In the packed layouts every
+// tensor shares one offset and the runs are contiguous (activation_backward_rows); any other
+// strides go value by value.
+template <typename T, convcoreActivationMode_t A, bool Write, bool Sum>
+void activation_backward_loops(const Context& ctx, const ActivationBackward& a, Layout layout) {
+    const T* dy = static_cast<const T*>(a.dy);
+    const T* y = static_cast<const T*>(a.y);
+    const T* v = static_cast<const T*>(a.v);
+    T* dv = static_cast<T*>(a.dv);
+    T* db = static_cast<T*>(a.db);
+    const int64_t* dims = a.dy_view.dims;
+    const int64_t n = dims[0], k = dims[1], p = dims[2], q = dims[3];
+    // y or v at offset o where A reads them (null where it does not)
+    auto at = [](const T* t, int64_t o) { return t ? t + o : nullptr; };
+    if (layout == Layout::nhwc) {
+        // Blocks of pixels whose count and bounds depend on the problem only, each summed in
+        // order into its own row of partial sums, then the rows added in order: the sums do not
+        // depend on the number of threads (every CPU algorithm is deterministic across them).
+        const int64_t pixels = n * p * q, blocks = std::max<int64_t>(1, std::min<int64_t>(256, pixels / 512));
+        std::vector<double> partial(Sum ? size_t(blocks) * size_t(k) : 0, 0.0);
+#pragma omp parallel for num_threads(ctx.threads()) schedule(static)
+        for (int64_t blk = 0; blk < blocks; ++blk) {
+            constexpr int kRows = 8;
+            double* acc = Sum ? partial.data() + blk * k : nullptr;
+            const int64_t end = pixels * (blk + 1) / blocks;
+            int64_t pix = pixels * blk / blocks;
+            for (; pix + kRows <= end; pix += kRows) {
+                const int64_t o = pix * k;
+                activation_backward_rows<T, A, Write, Sum, true, kRows>(dy + o, at(y, o), at(v, o),
+                                                                        Write ? dv + o : nullptr, k, k, acc);
+            }
+            for (; pix < end; ++pix) {
+                const int64_t o = pix * k;
+                activation_backward_rows<T, A, Write, Sum, true, 1>(dy + o, at(y, o), at(v, o), Write ? dv + o : nullptr,
+                                                                    k, k, acc);
+            }
+        }
+        if constexpr (Sum)
+            for (int64_t c = 0; c < k; ++c) {
+                double sum = 0;
+                for (int64_t blk = 0; blk < blocks; ++blk) sum += partial[size_t(blk) * size_t(k) + size_t(c)];
+                store_bias(db, a.db_stride, c, sum, a.alpha, a.beta);
+            }
+        return;
+    }
+    // NCHW and any strides: a thread per channel, which owns its sum.
+    const int64_t plane = p * q;
+#pragma omp parallel for num_threads(ctx.threads()) schedule(static)
+    for (int64_t c = 0; c < k; ++c) {
+        double lanes[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        for (int64_t b = 0; b < n; ++b) {
+            if (layout == Layout::nchw) {
+                const int64_t o = (b * k + c) * plane;
+                activation_backward_rows<T, A, Write, Sum, false, 1>(dy + o, at(y, o), at(v, o),
+                                                                     Write ? dv + o : nullptr, plane, plane, lanes);
+                continue;
+            }
+            for (int64_t h = 0; h < p; ++h)
+                for (int64_t w = 0; w < q; ++w) {
+                    const T g = epilogue::activation_grad<T>(
+                        dy[offset4(b, c, h, w, a.dy_view.strides)], y ? y[offset4(b, c, h, w, a.y_view.strides)] : T(0),
+                        v ? v[offset4(b, c, h, w, a.v_view.strides)] : T(0), A);
+                    if constexpr (Write) dv[offset4(b, c, h, w, a.dv_view.strides)] = g;
+                    if constexpr (Sum) lanes[0] += double(g);
+                }
+        }
+        if constexpr (Sum) {
+            double sum = 0;
+            for (double l : lanes) sum += l;
+            store_bias(db, a.db_stride, c, sum, a.alpha, a.beta);
+        }
+    }
+}
+
+template <typename T, convcoreActivationMode_t A>
+void activation_backward_t(const Context& ctx, const ActivationBackward& a) {
+    const Layout layout = packed_layout(a);
+    // IDENTITY writes dv only where it is another tensor than dy
+    const bool write = a.dv && (A != CONVCORE_ACTIVATION_IDENTITY || a.dv != a.dy);
+    if (write && a.db) return activation_backward_loops<T, A, true, true>(ctx, a, layout);
+    if (write) return activation_backward_loops<T, A, true, false>(ctx, a, layout);
+    if (a.db) activation_backward_loops<T, A, false, true>(ctx, a, layout);
+}
+
+template <typename T>
+void activation_backward_by_mode(const Context& ctx, const ActivationBackward& a) {
+    switch (a.act) {
+        case CONVCORE_ACTIVATION_RELU: return activation_backward_t<T, CONVCORE_ACTIVATION_RELU>(ctx, a);
+        case CONVCORE_ACTIVATION_RELU6: return activation_backward_t<T, CONVCORE_ACTIVATION_RELU6>(ctx, a);
+        case CONVCORE_ACTIVATION_SILU: return activation_backward_t<T, CONVCORE_ACTIVATION_SILU>(ctx, a);
+        default: return activation_backward_t<T, CONVCORE_ACTIVATION_IDENTITY>(ctx, a);
+    }
+}
+
 }  // namespace
 
 void copy_strided(const Context& ctx, size_t elem, const void* src, const Strided4d& sv, void* dst,
@@ -131,6 +298,13 @@ void blend_strided(const Context& ctx, size_t elem, const void* src, const Strid
     else
         blend_t(ctx, static_cast<const float*>(src), sv, static_cast<float*>(dst), dv, float(alpha),
                 float(beta));
+}
+
+void activation_backward_bias(const Context& ctx, size_t elem, const ActivationBackward& a) {
+    if (elem == 8)
+        activation_backward_by_mode<double>(ctx, a);
+    else
+        activation_backward_by_mode<float>(ctx, a);
 }
 
 void apply_epilogue(const Context& ctx, size_t elem, void* y, const Strided4d& v, const Epilogue& e) {

@@ -11,6 +11,8 @@
 
 #include "common/blend.hpp"
 #include "common/conv_index.hpp"
+#include "common/epilogue.hpp"
+#include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/solver.hpp"
 #include "cuda/check.hpp"
@@ -140,21 +142,36 @@ __global__ void direct_bwd_filter_kernel(const T* __restrict__ x, const T* __res
     }
 }
 
-// One block per channel k of db; dy may be strided.
+// The strides of activation_backward_kernel's tensors (dy's dims).
+struct ActivationViews {
+    int64_t n, k, p, q;
+    int64_t dy[4], y[4], v[4], dv[4];
+};
+
+// The epilogue's backward (cuda::activation_backward_bias): one block per channel k, whose threads
+// write dv = activation_grad(dy, y, v) (dv not null) and sum it into db[k] (db not null). Any
+// strides; y or v null where act does not read them.
 template <typename T>
-__global__ void bias_kernel(const T* __restrict__ dy, int64_t n, int64_t k, int64_t p, int64_t q,
-                            int64_t sn, int64_t sk, int64_t sp, int64_t sq, T* __restrict__ db,
-                            int64_t db_stride, T alpha, T beta) {
+__global__ void activation_backward_kernel(const T* __restrict__ dy, const T* __restrict__ y, const T* __restrict__ v,
+                                           T* dv, ActivationViews s, convcoreActivationMode_t act, T* __restrict__ db,
+                                           int64_t db_stride, T alpha, T beta) {
     CONVCORE_SHARED(double[kThreads], shared);
-    for (int64_t kk = blockIdx.x; kk < k; kk += gridDim.x) {
+    const int64_t terms = s.n * s.p * s.q;
+    for (int64_t kk = blockIdx.x; kk < s.k; kk += gridDim.x) {
         double acc = 0.0;
-        for (int64_t j = threadIdx.x; j < n * p * q; j += blockDim.x) {
-            const int64_t oq = j % q, op = j / q % p, on = j / (q * p);
-            acc += double(dy[on * sn + kk * sk + op * sp + oq * sq]);
+        for (int64_t j = threadIdx.x; j < terms; j += blockDim.x) {
+            const int64_t oq = j % s.q, op = j / s.q % s.p, on = j / (s.q * s.p);
+            const T g = epilogue::activation_grad<T>(dy[offset4(on, kk, op, oq, s.dy)],
+                                                     y ? y[offset4(on, kk, op, oq, s.y)] : T(0),
+                                                     v ? v[offset4(on, kk, op, oq, s.v)] : T(0), act);
+            if (dv) dv[offset4(on, kk, op, oq, s.dv)] = g;
+            acc += double(g);
         }
-        const double sum = group_sum(acc, shared, blockDim.x);
-        if (threadIdx.x == 0) blend_store(db + kk * db_stride, T(sum), alpha, beta);
-        __syncthreads();
+        if (db) {
+            const double sum = group_sum(acc, shared, blockDim.x);
+            if (threadIdx.x == 0) blend_store(db + kk * db_stride, T(sum), alpha, beta);
+            __syncthreads();
+        }
     }
 }
 
@@ -232,23 +249,32 @@ void run_filter(const BwdFilterArgs& a) {
 
 }  // namespace
 
-// The bias gradient on a CUDA handle (called by core/api_backward.cpp).
-void backward_bias(const Context& ctx, convcoreDataType_t dtype, const void* dy, const int64_t dims[4],
-                   const int64_t strides[4], void* db, int64_t db_stride, double alpha, double beta) {
+// The epilogue's backward and the bias gradient on a CUDA handle (core/device.hpp), in one kernel.
+void activation_backward_bias(const Context& ctx, size_t elem, const ActivationBackward& a) {
     DeviceGuard guard(ctx.device_index);
     const cudaStream_t stream = stream_of(ctx);
-    const unsigned int blocks = block_count(dims[1]);
-    const unsigned int threads = reduction_threads(dims[0] * dims[2] * dims[3]);
-    if (dtype == CONVCORE_DATA_DOUBLE)
-        CONVCORE_LAUNCH(blocks, threads, 0, stream, bias_kernel<double>)(
-            static_cast<const double*>(dy), dims[0], dims[1], dims[2], dims[3], strides[0], strides[1],
-            strides[2], strides[3], static_cast<double*>(db), db_stride, alpha, beta);
+    ActivationViews s{};
+    const int64_t* dims = a.dy_view.dims;
+    s.n = dims[0], s.k = dims[1], s.p = dims[2], s.q = dims[3];
+    for (int i = 0; i < 4; ++i) {
+        s.dy[i] = a.dy_view.strides[i];
+        s.y[i] = a.y ? a.y_view.strides[i] : 0;
+        s.v[i] = a.v ? a.v_view.strides[i] : 0;
+        s.dv[i] = a.dv ? a.dv_view.strides[i] : 0;
+    }
+    if (s.k == 0 || (s.n * s.p * s.q == 0 && !a.db)) return;
+    const unsigned int blocks = block_count(s.k);
+    const unsigned int threads = reduction_threads(s.n * s.p * s.q);
+    if (elem == 8)
+        CONVCORE_LAUNCH(blocks, threads, 0, stream, activation_backward_kernel<double>)(
+            static_cast<const double*>(a.dy), static_cast<const double*>(a.y), static_cast<const double*>(a.v),
+            static_cast<double*>(a.dv), s, a.act, static_cast<double*>(a.db), a.db_stride, a.alpha, a.beta);
     else
-        CONVCORE_LAUNCH(blocks, threads, 0, stream, bias_kernel<float>)(
-            static_cast<const float*>(dy), dims[0], dims[1], dims[2], dims[3], strides[0], strides[1],
-            strides[2], strides[3], static_cast<float*>(db), db_stride, static_cast<float>(alpha),
-            static_cast<float>(beta));
-    CONVCORE_CUDA_CHECK_LAUNCH("bias_kernel");
+        CONVCORE_LAUNCH(blocks, threads, 0, stream, activation_backward_kernel<float>)(
+            static_cast<const float*>(a.dy), static_cast<const float*>(a.y), static_cast<const float*>(a.v),
+            static_cast<float*>(a.dv), s, a.act, static_cast<float*>(a.db), a.db_stride, static_cast<float>(a.alpha),
+            static_cast<float>(a.beta));
+    CONVCORE_CUDA_CHECK_LAUNCH("activation_backward_kernel");
 }
 
 extern const Solver direct_bwd_data_solver;

@@ -540,6 +540,49 @@ void backward_bias(const DLPackTensor& dy, const DLPackTensor& db, double alpha,
     check(status);
 }
 
+// convcoreActivationBackwardBias on DLPack capsules (convcore.torch's eager autograd): dv = dy *
+// act'(a), a being y for RELU and RELU6 and the pre-activation v for SILU (IDENTITY: unused), and
+// db (a capsule, or None) = the sum of dv per channel. dy, a and dv have one shape; dv is the
+// caller's new tensor.
+void activation_backward_capsules(int activation, py::capsule a, py::capsule dy, py::capsule dv,
+                                  const py::object& db) {
+    const DLPackTensor at(a), dyt(dy), dvt(dv);
+    const std::string dtype = check_pair(dyt, "dy", at, "y");
+    check_output(dvt, dyt, dtype, "dy");
+    const convcoreDataType_t t = data_type_of(dtype);
+    if (!dyt.has_positive_strides() || !at.has_positive_strides()) bad_param("dy, y: strides must be positive");
+    const auto act = convcoreActivationMode_t(activation);
+    const bool silu = act == CONVCORE_ACTIVATION_SILU;
+    convcore::TensorDesc dy_d, a_d, dv_d, db_d;
+    set_tensor(dy_d, dyt.shape(), dyt.strides_for_c(), t, "dy: ");
+    set_tensor(a_d, at.shape(), at.strides_for_c(), t, silu ? "v: " : "y: ");
+    set_tensor(dv_d, dvt.shape(), dvt.strides_for_c(), t, "dv: ");
+    void* db_data = nullptr;
+    convcoreTensorDescriptor_t db_desc = nullptr;
+    if (!db.is_none()) {
+        const DLPackTensor dbt(db.cast<py::capsule>());
+        check_output(dbt, dyt, dtype, "dy", 1);
+        const int64_t k = dyt.shape()[1], st = dbt.strides_for_c()[0];
+        check(convcoreSetTensor4dDescriptorEx(db_d, t, 1, k, 1, 1, k * st, st, 1, 1), "db: ");
+        db_data = dbt.data();
+        db_desc = db_d;
+    }
+    const double one = 1.0, zero = 0.0;
+    const float one_f = 1.0f, zero_f = 0.0f;
+    const bool f64 = t == CONVCORE_DATA_DOUBLE;
+    convcoreHandle_t h = handle_on(dyt, 0);
+    const convcoreTensorDescriptor_t a_desc = a_d;
+    convcoreStatus_t status;
+    {
+        py::gil_scoped_release release;
+        status = convcoreActivationBackwardBias(h, act, silu ? nullptr : a_desc, silu ? nullptr : at.data(),
+                                                silu ? a_desc : nullptr, silu ? at.data() : nullptr, dy_d, dyt.data(),
+                                                dv_d, dvt.data(), f64 ? static_cast<const void*>(&one) : &one_f,
+                                                f64 ? static_cast<const void*>(&zero) : &zero_f, db_desc, db_data);
+    }
+    check(status);
+}
+
 // convcore.torch's eager autograd, kept short: the backward passes on DLPack capsules (direction
 // BACKWARD_DATA: a = dy, b = w, out = dx; BACKWARD_FILTER: a = x, b = dy, out = dw; alpha 1,
 // beta 0), without making a Python DLPackTensor of each.
@@ -593,6 +636,10 @@ void register_plans(py::module_& m) {
           py::arg("plans"), py::arg("stream"));
     m.def("backward_capsules", &backward_capsules, py::arg("direction"), py::arg("a"), py::arg("b"),
           py::arg("out"), py::arg("params"), py::arg("algo"), py::arg("plans"), py::arg("bias_out") = py::none());
+    m.def("activation_backward_capsules", &activation_backward_capsules, py::arg("activation"), py::arg("a"),
+          py::arg("dy"), py::arg("dv"), py::arg("db") = py::none(),
+          "dv = dy * act'(a) and db (or None) = its sum per channel, in one pass "
+          "(convcoreActivationBackwardBias; a: y for relu/relu6, the pre-activation for silu).");
     m.def("backward_bias", &backward_bias, py::arg("dy"), py::arg("db"), py::arg("alpha"),
           py::arg("beta"), py::arg("stream"));
 }

@@ -596,6 +596,31 @@ def _function_args(spec, activation):
             _api._enum_algo_id(filt, enums[2]) if enums[2] else _api._C.ALGO_AUTO)
 
 
+def _epilogue_backward_cpu(activation, dy, a, with_bias):
+    """(dv, db) of CPU tensors: dv = dy * act'(a), the gradient of the pre-activation
+    conv(x, w) + bias (+ residual), and the bias's gradient (None unless ``with_bias``), in one
+    pass over dy (convcoreActivationBackwardBias). ``a``: the output y for relu and relu6, the
+    pre-activation for silu, unused for identity (dv is then dy itself)."""
+    if activation == "silu":
+        # PyTorch's vectorised exp runs SiLU's derivative (convcore's is scalar); then the bias's
+        # gradient alone, from it
+        dy, activation = torch.ops.aten.silu_backward(dy, a), "identity"
+    identity = activation == "identity"
+    if identity and not with_bias:
+        return dy, None
+    to_dlpack = torch.utils.dlpack.to_dlpack
+    dv = dy if identity else torch.empty_like(dy)
+    db = dy.new_empty(dy.shape[1]) if with_bias else None
+    try:
+        dy_c, a_c = to_dlpack(dy), to_dlpack(dy if identity else a)
+    except RuntimeError:  # e.g. the negative bit: PyTorch's own ops
+        dv = _activation_backward(activation, dy, a, lambda: a)
+        return dv, (dv.sum((0, 2, 3)) if with_bias else None)
+    _api._C.activation_backward_capsules(_api.ACTIVATIONS[activation], a_c, dy_c, to_dlpack(dv),
+                                         None if db is None else to_dlpack(db))
+    return dv, db
+
+
 class _Conv2dFunction(torch.autograd.Function):
     """Eager autograd of y = act(conv(x, w) + bias) on CPU tensors: the formulas of the
     operator's autograd (_conv2d_backward), calling convcore directly. ``conv`` is the
@@ -627,22 +652,22 @@ class _Conv2dFunction(torch.autograd.Function):
         x, w, bias, y = ctx.saved_tensors
         conv = ctx.conv
         _, fwd_algo, activation, _, data_algo, filter_algo = ctx.args
-        dy = _activation_backward(activation, dy, y, lambda: conv.forward(
-            x.detach(), w.detach(), algo=fwd_algo, bias=None if bias is None else bias.detach()))
         if not dy.is_contiguous() and not dy.is_contiguous(memory_format=torch.channels_last):
             # e.g. y.sum()'s gradient, expanded with stride 0: laid out as x (dx follows dy)
             dy = dy.contiguous(memory_format=ctx.memory_format or torch.contiguous_format)
-        x_shape, w_shape = ctx.shapes
-        dx = dw = db = None
         needs = ctx.needs_input_grad
+        # the epilogue's backward: the pre-activation's gradient and the bias's, in one pass
+        preactivation = None
+        if activation == "silu":
+            preactivation = conv.forward(x.detach(), w.detach(), algo=fwd_algo,
+                                         bias=None if bias is None else bias.detach())
+        dy, db = _epilogue_backward_cpu(activation, dy, preactivation if y is None else y, needs[2])
+        x_shape, w_shape = ctx.shapes
+        dx = dw = None
         if needs[0]:
             dx = conv._backward_torch_cpu(_BACKWARD_DATA, dy, w, x_shape, data_algo)
-        if needs[1] and needs[2]:
-            dw, db = conv._backward_filter_bias_torch_cpu(x, dy, w_shape, filter_algo)
-        elif needs[1]:
+        if needs[1]:
             dw = conv._backward_torch_cpu(_BACKWARD_FILTER, x, dy, w_shape, filter_algo)
-        elif needs[2]:
-            db = conv.backward_bias(dy)
         return dx, dw, db, None, None
 
 

@@ -20,6 +20,7 @@
 
 #include "convcore/convcore.h"
 #include "convcore/convcore.hpp"
+#include "epilogue_reference.hpp"
 #include "reference.hpp"
 
 using namespace convcore_test;
@@ -483,6 +484,172 @@ TEST(BackwardBias, BadParams) {
     EXPECT_STATUS(convcoreConvolutionBackwardBias(h, &one, unset, dy.data(), &zero, bd, db.data()),
                   CONVCORE_STATUS_BAD_PARAM, "dyDesc was created but never set");
     convcoreDestroyTensorDescriptor(unset);
+}
+
+// ---- the epilogue's backward: activation and bias gradients in one pass -----------------------
+
+// act'(v) in float64, from v (the reference: the derivative where v is not on a clamp's edge).
+double act_grad_ref(double v, convcoreActivationMode_t act) {
+    switch (act) {
+        case CONVCORE_ACTIVATION_RELU: return v > 0 ? 1 : 0;
+        case CONVCORE_ACTIVATION_RELU6: return v > 0 && v < 6 ? 1 : 0;
+        case CONVCORE_ACTIVATION_SILU: {
+            const double s = 1 / (1 + std::exp(-v));
+            return s * (1 + v * (1 - s));
+        }
+        default: return 1;
+    }
+}
+
+// dv = dy * act'(v) and db = alpha * sum(dv) + beta * db0 against float64, with y (or v) in
+// `a_layout`, dy and dv in `layout` (the packed paths where they agree, strides otherwise), dv
+// written to its own buffer or to dy's (in place), db given or not. Sizes odd (3x5x7x9: a plane of
+// 63 values, 7 vectors and a tail; and runs past the kernel's chunks of 256); v spans the clamps of
+// RELU6, none exactly on an edge.
+template <typename T>
+void check_activation_backward(convcoreActivationMode_t act, Layout layout, Layout a_layout, bool in_place,
+                               bool with_bias, double alpha, double beta,
+                               const std::array<int64_t, 4>& d = {3, 5, 7, 9}) {
+    SCOPED_TRACE(std::string(act_name(act)) + " layout " + std::to_string(layout) + " y/v layout " +
+                 std::to_string(a_layout) + (in_place ? " in place" : "") + (with_bias ? " with db" : "") + " K " +
+                 std::to_string(d[1]) + " plane " + std::to_string(d[2] * d[3]));
+    const convcoreDataType_t dt = sizeof(T) == 8 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT;
+    std::mt19937 rng(11);
+    const int64_t k = d[1];
+    const size_t count = size_t(d[0] * d[1] * d[2] * d[3]);
+    std::vector<double> v = random_vector(count, rng), dyr = rounded<T>(random_vector(count, rng)), y(count);
+    for (size_t i = 0; i < count; ++i) {
+        v[i] = double(T(8 * v[i] + (v[i] > 0 ? 0.01 : -0.01)));  // in (-8, 8), off the edges
+        y[i] = double(T(act_ref(v[i], act)));
+    }
+    const bool silu = act == CONVCORE_ACTIVATION_SILU;
+    const auto st = strides_of(layout, d[0], d[1], d[2], d[3]), ast = strides_of(a_layout, d[0], d[1], d[2], d[3]);
+    auto dy = scatter<T>(dyr, d, st, std::nan(""));
+    const auto a = scatter<T>(silu ? v : y, d, ast, std::nan(""));
+    std::vector<T> own_dv = scatter<T>(std::vector<double>(count, 0.0), d, st, 7.0);  // 7: gaps stay
+    std::vector<T>& dv = in_place ? dy : own_dv;
+    const auto db0 = rounded<T>(random_vector(size_t(k), rng));
+    std::vector<T> db(size_t(2 * k), T(7));
+    for (int64_t c = 0; c < k; ++c) db[2 * c] = beta == 0 ? std::numeric_limits<T>::quiet_NaN() : T(db0[c]);
+    convcore::Handle h;
+    convcore::TensorDesc dyd(dt, 1, 1, 1, 1), ad(dt, 1, 1, 1, 1), bd(dt, 1, k, 1, 1);
+    dyd.set_strided(dt, d, st);
+    ad.set_strided(dt, d, ast);
+    bd.set_strided(dt, {1, k, 1, 1}, {2 * k, 2, 1, 1});  // every other element
+    const T al = T(alpha), be = T(beta);
+    ASSERT_EQ(convcoreActivationBackwardBias(h, act, silu ? nullptr : static_cast<convcoreTensorDescriptor_t>(ad), silu ? nullptr : a.data(),
+                                             silu ? static_cast<convcoreTensorDescriptor_t>(ad) : nullptr, silu ? a.data() : nullptr, dyd, dy.data(), dyd,
+                                             dv.data(), &al, &be, with_bias ? static_cast<convcoreTensorDescriptor_t>(bd) : nullptr,
+                                             with_bias ? db.data() : nullptr),
+              CONVCORE_STATUS_SUCCESS)
+        << last_error();
+    std::vector<double> want(count), bias_want(size_t(k), 0.0);
+    for (size_t i = 0; i < count; ++i) {
+        want[i] = dyr[i] * act_grad_ref(v[i], act);
+        bias_want[(i / size_t(d[2] * d[3])) % size_t(k)] += want[i];
+    }
+    EXPECT_LE(relative_error(gather(dv, d, st), want), sizeof(T) == 8 ? 1e-14 : 1e-6);
+    if (!in_place) {  // the gaps untouched
+        const auto filled = scatter<T>(std::vector<double>(count, 0.0), d, st, 7.0);
+        for (size_t i = 0; i < dv.size(); ++i)
+            if (filled[i] == T(7)) ASSERT_EQ(dv[i], T(7)) << "gap " << i;
+    }
+    for (int64_t c = 0; c < k; ++c) {
+        EXPECT_EQ(db[2 * c + 1], T(7));
+        if (!with_bias) EXPECT_TRUE(beta == 0 ? std::isnan(double(db[2 * c])) : db[2 * c] == T(db0[c]));
+        bias_want[c] = alpha * bias_want[c] + beta * db0[c];
+    }
+    if (with_bias) {
+        std::vector<double> got(static_cast<size_t>(k));
+        for (int64_t c = 0; c < k; ++c) got[c] = double(db[2 * c]);
+        EXPECT_LE(relative_error(got, bias_want), sizeof(T) == 8 ? 1e-13 : 1e-5);
+    }
+}
+
+TEST(ActivationBackwardBias, MatchesReference) {
+    for (convcoreActivationMode_t act : {CONVCORE_ACTIVATION_IDENTITY, CONVCORE_ACTIVATION_RELU,
+                                         CONVCORE_ACTIVATION_RELU6, CONVCORE_ACTIVATION_SILU})
+        for (Layout l : {PACKED, PADDED, CHANNELS_LAST}) {
+            check_activation_backward<float>(act, l, l, false, true, 1.0, 0.0);
+            check_activation_backward<double>(act, l, l, false, true, -0.5, 2.0);
+            check_activation_backward<float>(act, l, l, true, true, 2.0, 0.5);
+            check_activation_backward<double>(act, l, l, true, false, 1.0, 0.0);
+            check_activation_backward<float>(act, l, l, false, false, 1.0, 0.0);
+            check_activation_backward<float>(act, l, l == CHANNELS_LAST ? PACKED : CHANNELS_LAST, false, true, 1.0,
+                                             0.0);
+            // runs longer than one chunk of 256: channels (NHWC), a plane (NCHW)
+            check_activation_backward<double>(act, l, l, false, true, 1.0, 0.0, {2, 300, 3, 5});
+            check_activation_backward<float>(act, l, l, false, true, 1.0, 0.5, {2, 3, 17, 19});
+        }
+}
+
+// The sums do not depend on the number of threads: NHWC, whose pixels are split into blocks
+// (50 * 7 * 9 = 3150 pixels: 6 blocks), bit for bit in float64 with 1, 2 and 3 threads.
+TEST(ActivationBackwardBias, SameBitsWithAnyThreadCount) {
+    const std::array<int64_t, 4> d{50, 6, 7, 9};
+    std::mt19937 rng(3);
+    const auto dy = random_vector(size_t(d[0] * d[1] * d[2] * d[3]), rng);
+    std::vector<double> db(6);
+    std::vector<std::vector<double>> results;
+    for (int threads : {1, 2, 3}) {
+        convcore::Handle h;
+        ASSERT_EQ(convcoreSetNumThreads(h, threads), CONVCORE_STATUS_SUCCESS);
+        convcore::TensorDesc dyd(CONVCORE_DATA_DOUBLE, 1, 1, 1, 1), bd(CONVCORE_DATA_DOUBLE, 1, 6, 1, 1);
+        dyd.set_strided(CONVCORE_DATA_DOUBLE, d, strides_of(CHANNELS_LAST, d[0], d[1], d[2], d[3]));
+        const double one = 1, zero = 0;
+        ASSERT_EQ(convcoreConvolutionBackwardBias(h, &one, dyd, dy.data(), &zero, bd, db.data()),
+                  CONVCORE_STATUS_SUCCESS);
+        results.push_back(db);
+    }
+    EXPECT_EQ(results[0], results[1]);
+    EXPECT_EQ(results[0], results[2]);
+}
+
+TEST(ActivationBackwardBias, BadParams) {
+    convcore::Handle h;
+    convcore::TensorDesc yd(CONVCORE_DATA_FLOAT, 2, 4, 3, 3), bd(CONVCORE_DATA_FLOAT, 1, 4, 1, 1),
+        other(CONVCORE_DATA_FLOAT, 2, 4, 3, 2), yd64(CONVCORE_DATA_DOUBLE, 2, 4, 3, 3);
+    std::vector<float> y(72, 1.0f), dy(72, 1.0f), dv(72), db(4);
+    const float one = 1, zero = 0;
+    const auto relu = CONVCORE_ACTIVATION_RELU, silu = CONVCORE_ACTIVATION_SILU;
+    EXPECT_STATUS(convcoreActivationBackwardBias(h, convcoreActivationMode_t(9), yd, y.data(), nullptr, nullptr, yd,
+                                                 dy.data(), yd, dv.data(), &one, &zero, bd, db.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "mode: 9");
+    EXPECT_STATUS(convcoreActivationBackwardBias(h, relu, nullptr, nullptr, yd, y.data(), yd, dy.data(), yd, dv.data(),
+                                                 &one, &zero, bd, db.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "yDesc is NULL");
+    EXPECT_STATUS(convcoreActivationBackwardBias(h, silu, yd, y.data(), nullptr, nullptr, yd, dy.data(), yd, dv.data(),
+                                                 &one, &zero, bd, db.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "vDesc is NULL");
+    EXPECT_STATUS(convcoreActivationBackwardBias(h, relu, other, y.data(), nullptr, nullptr, yd, dy.data(), yd,
+                                                 dv.data(), &one, &zero, bd, db.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "y: shape 2x4x3x2 does not match dy: 2x4x3x3");
+    EXPECT_STATUS(convcoreActivationBackwardBias(h, relu, yd64, y.data(), nullptr, nullptr, yd, dy.data(), yd,
+                                                 dv.data(), &one, &zero, bd, db.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "y: data type float64 does not match dy: float32");
+    EXPECT_STATUS(convcoreActivationBackwardBias(h, relu, yd, y.data(), nullptr, nullptr, yd, dy.data(), yd,
+                                                 dy.data() + 1, &one, &zero, bd, db.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "dv overlaps dy");
+    EXPECT_STATUS(convcoreActivationBackwardBias(h, relu, yd, y.data(), nullptr, nullptr, yd, dy.data(), yd, y.data(),
+                                                 &one, &zero, bd, db.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "dv overlaps y");
+    EXPECT_STATUS(convcoreActivationBackwardBias(h, relu, yd, y.data(), nullptr, nullptr, yd, dy.data(), yd,
+                                                 dv.data(), &one, &zero, bd, dv.data() + 3),
+                  CONVCORE_STATUS_BAD_PARAM, "db overlaps dv");
+    EXPECT_STATUS(convcoreActivationBackwardBias(h, relu, yd, y.data(), nullptr, nullptr, yd, dy.data(), yd,
+                                                 dv.data(), nullptr, &zero, bd, db.data()),
+                  CONVCORE_STATUS_BAD_PARAM, "alpha is NULL");
+    EXPECT_STATUS(convcoreActivationBackwardBias(h, relu, yd, y.data(), nullptr, nullptr, yd, dy.data(), nullptr,
+                                                 dv.data(), &one, &zero, nullptr, nullptr),
+                  CONVCORE_STATUS_BAD_PARAM, "dvDesc is NULL");
+    // in place, and nothing but db: both fine
+    EXPECT_EQ(convcoreActivationBackwardBias(h, relu, yd, y.data(), nullptr, nullptr, yd, dy.data(), yd, dy.data(),
+                                             &one, &zero, bd, db.data()),
+              CONVCORE_STATUS_SUCCESS);
+    EXPECT_EQ(convcoreActivationBackwardBias(h, silu, nullptr, nullptr, yd, y.data(), yd, dy.data(), nullptr, nullptr,
+                                             &one, &zero, bd, db.data()),
+              CONVCORE_STATUS_SUCCESS);
+    EXPECT_NEAR(db[0], 18 * 0.9276705, 1e-4);  // silu'(1) = 0.9276705, 18 ones per channel
 }
 
 // ---- names, rankings ----------------------------------------------------------------------------

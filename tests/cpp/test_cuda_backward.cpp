@@ -1,7 +1,8 @@
 // The CUDA backward passes (DIRECT data and filter, the bias gradient) against the CPU DIRECT
 // backward passes, through the public C API only: random problems (odd sizes, padding, stride
 // 1-3, dilation 1-2, groups, both modes, alpha/beta with a NaN-poisoned output when beta == 0),
-// float32 and float64. Skips when no GPU is visible.
+// float32 and float64; the epilogue's backward (convcoreActivationBackwardBias). Skips when no GPU is
+// visible.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -247,4 +248,61 @@ TEST(CudaBackward, EveryAlgorithmMatchesCpu) {
         ran += " " + std::to_string(ai) + "x" + std::to_string(std::count(filter_ran.begin(), filter_ran.end(), ai));
     RecordProperty("algorithms_run", ran);
     std::printf("%s\n", ran.c_str());
+}
+
+namespace {
+
+// The epilogue's backward (convcoreActivationBackwardBias) on the device against the CPU: every
+// activation, dy and dv channels-last with y or v in NCHW (the strided path), db and dv together,
+// then db alone, float32 and float64.
+template <typename T>
+void compare_activation_backward(convcoreActivationMode_t act) {
+    SCOPED_TRACE(int(act));
+    const convcoreDataType_t dt = sizeof(T) == 8 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT;
+    std::mt19937 rng(5);
+    const int64_t n = 2, k = 7, p = 5, q = 3;
+    const size_t count = size_t(n * k * p * q);
+    auto make = [&](double scale) {
+        const auto v = random_vector(count, rng);
+        std::vector<T> out(count);
+        for (size_t i = 0; i < count; ++i) out[i] = T(scale * v[i]);
+        return out;
+    };
+    const std::vector<T> a = make(8), dy = make(1);
+    convcore::Handle cpu;
+    convcore::Handle gpu(CONVCORE_DEVICE_CUDA, 0);
+    convcore::TensorDesc nhwc(dt, 1, 1, 1, 1), nchw(dt, n, k, p, q), bd(dt, 1, k, 1, 1);
+    nhwc.set_strided(dt, {n, k, p, q}, {p * q * k, 1, q * k, k});
+    const bool silu = act == CONVCORE_ACTIVATION_SILU;
+    const convcoreTensorDescriptor_t ad = nchw;
+    const T one = 1, half = T(0.5);
+    std::vector<T> dv(count), db(size_t(k), T(1));
+    CC_ASSERT_OK(convcoreActivationBackwardBias(cpu, act, silu ? nullptr : ad, silu ? nullptr : a.data(),
+                                                silu ? ad : nullptr, silu ? a.data() : nullptr, nhwc, dy.data(), nhwc,
+                                                dv.data(), &one, &half, bd, db.data()));
+    DeviceVec<T> ga(gpu, a), gdy(gpu, dy), gdv(gpu, std::vector<T>(count)), gdb(gpu, std::vector<T>(size_t(k), T(1)));
+    CC_ASSERT_OK(convcoreActivationBackwardBias(gpu, act, silu ? nullptr : ad, silu ? nullptr : ga.ptr,
+                                                silu ? ad : nullptr, silu ? ga.ptr : nullptr, nhwc, gdy.ptr, nhwc,
+                                                gdv.ptr, &one, &half, bd, gdb.ptr));
+    const double bound = sizeof(T) == 8 ? 1e-13 : 1e-5;
+    auto as_double = [](const std::vector<T>& v) { return std::vector<double>(v.begin(), v.end()); };
+    EXPECT_LE(relative_error(as_double(gdv.host()), as_double(dv)), bound);
+    EXPECT_LE(relative_error(as_double(gdb.host()), as_double(db)), bound);
+    // db alone (no dv), from the device's dy again
+    DeviceVec<T> gdb2(gpu, std::vector<T>(size_t(k), T(1)));
+    CC_ASSERT_OK(convcoreActivationBackwardBias(gpu, act, silu ? nullptr : ad, silu ? nullptr : ga.ptr,
+                                                silu ? ad : nullptr, silu ? ga.ptr : nullptr, nhwc, gdy.ptr, nullptr,
+                                                nullptr, &one, &half, bd, gdb2.ptr));
+    EXPECT_LE(relative_error(as_double(gdb2.host()), as_double(db)), bound);
+}
+
+}  // namespace
+
+TEST(CudaBackward, ActivationBackwardBiasMatchesCpu) {
+    if (visible_gpus() == 0) GTEST_SKIP() << "no CUDA device visible";
+    for (convcoreActivationMode_t act : {CONVCORE_ACTIVATION_IDENTITY, CONVCORE_ACTIVATION_RELU,
+                                         CONVCORE_ACTIVATION_RELU6, CONVCORE_ACTIVATION_SILU}) {
+        compare_activation_backward<float>(act);
+        compare_activation_backward<double>(act);
+    }
 }

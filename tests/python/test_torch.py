@@ -515,13 +515,15 @@ def test_eager_autograd_matches_the_operator(activation):
         b = torch.randn(6, requires_grad=True)
         y = ct.conv2d(x, w, b, padding=1, activation=activation)
         assert type(y.grad_fn).__name__.startswith("_Conv2dFunction")
-        grads = torch.autograd.grad(y.sum(), (x, w, b))
         y_op = ct._conv2d_op(x, w, b, [1, 1], [1, 1], [1, 1], 1, "auto", activation)
-        grads_op = torch.autograd.grad(y_op.sum(), (x, w, b))
         assert torch.equal(y, y_op)
-        for got, expected in zip(grads, grads_op):
-            assert torch.allclose(got, expected, rtol=1e-5, atol=1e-5)
-        assert grads[0].is_contiguous(memory_format=memory_format)
+        g = torch.randn_like(y)  # a dy of y's layout, and one expanded
+        for loss, loss_op in (((y * g).sum(), (y_op * g).sum()), (y.sum(), y_op.sum())):
+            grads = torch.autograd.grad(loss, (x, w, b), retain_graph=True)
+            grads_op = torch.autograd.grad(loss_op, (x, w, b), retain_graph=True)
+            for got, expected in zip(grads, grads_op):
+                assert torch.allclose(got, expected, rtol=1e-5, atol=1e-5)
+            assert grads[0].is_contiguous(memory_format=memory_format)
 
 
 @needs_backward

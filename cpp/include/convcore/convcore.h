@@ -546,6 +546,24 @@ CONVCORE_API convcoreStatus_t convcoreConvolutionBackwardFilter(
 CONVCORE_API convcoreStatus_t convcoreConvolutionBackwardBias(
     convcoreHandle_t handle, const void* alpha, convcoreTensorDescriptor_t dyDesc, const void* dy,
     const void* beta, convcoreTensorDescriptor_t dbDesc, void* db);
+
+/* The backward of the fused epilogue where its activation and bias meet, in one pass over dy.
+ * With v = alpha1 * conv(x, w) + alpha2 * z + bias the pre-activation and y = act(v) the output
+ * (convcoreConvolutionBiasActivationForward):
+ *   dv = dy * act'(v), elementwise: the gradient of v, so of conv(x, w) (feed it to the backward
+ *        data and filter passes) and of z (times alpha2);
+ *   db = alpha * sum_{n,p,q} dv[n,k,p,q] + beta * db, accumulated in double, when db is given.
+ * act' is read from y for RELU (1 where y > 0) and RELU6 (1 where 0 < y < 6), from v for SILU
+ * (s * (1 + v * (1 - s)), s = 1 / (1 + exp(-v))); IDENTITY reads neither (dv = dy). The tensor
+ * that mode does not read may be NULL. y, v, dy and dv are 4-D tensors of one shape and data
+ * type, any strides; dv may be dy itself (same pointer and strides: in place) and must not
+ * overlap the others otherwise. dbDesc and db may both be NULL (no bias gradient); dbDesc is
+ * then as in convcoreConvolutionBackwardBias. alpha and beta apply to db only. No workspace. */
+CONVCORE_API convcoreStatus_t convcoreActivationBackwardBias(
+    convcoreHandle_t handle, convcoreActivationMode_t mode, convcoreTensorDescriptor_t yDesc, const void* y,
+    convcoreTensorDescriptor_t vDesc, const void* v, convcoreTensorDescriptor_t dyDesc, const void* dy,
+    convcoreTensorDescriptor_t dvDesc, void* dv, const void* alpha, const void* beta,
+    convcoreTensorDescriptor_t dbDesc, void* db);
 /* ==== end of backward passes ==================================================================== */
 
 /* ==== plans ======================================================================================
