@@ -155,17 +155,14 @@ double scalar(const void* p, convcoreDataType_t t) {
     return t == CONVCORE_DATA_DOUBLE ? *static_cast<const double*>(p) : double(*static_cast<const float*>(p));
 }
 
-// convcoreActivationBackwardBias; convcoreConvolutionBackwardBias is it with IDENTITY, no dv and
-// db required.
+// convcoreActivationBackwardBias (mode already checked); convcoreConvolutionBackwardBias is it
+// with IDENTITY, no dv and db required.
 void run_activation_backward(convcoreHandle_t handle, convcoreActivationMode_t mode, const convcoreTensorStruct* yDesc,
                              const void* y, const convcoreTensorStruct* vDesc, const void* v,
                              const convcoreTensorStruct* dyDesc, const void* dy, const convcoreTensorStruct* dvDesc,
                              void* dv, const void* alpha, const void* beta, const convcoreTensorStruct* dbDesc, void* db,
                              bool bias_required) {
     require(handle, "handle");
-    if (mode != CONVCORE_ACTIVATION_IDENTITY && mode != CONVCORE_ACTIVATION_RELU &&
-        mode != CONVCORE_ACTIVATION_RELU6 && mode != CONVCORE_ACTIVATION_SILU)
-        throw_bad_param("mode: " + std::to_string(int(mode)) + " is not a convcoreActivationMode_t");
     if (!dyDesc) throw_bad_param("dyDesc is NULL");
     if (!dyDesc->set) throw_bad_param("dyDesc was created but never set (call convcoreSetTensor4dDescriptor)");
     ActivationBackward a{};
@@ -374,6 +371,8 @@ convcoreStatus_t convcoreActivationBackwardBias(convcoreHandle_t handle, convcor
                                                 convcoreTensorDescriptor_t dvDesc, void* dv, const void* alpha,
                                                 const void* beta, convcoreTensorDescriptor_t dbDesc, void* db) {
     return guard([&] {
+        require(handle, "handle");
+        check_activation(mode, "mode");  // read as an int: an invalid value is not loaded as the enum
         run_activation_backward(handle, mode, yDesc, y, vDesc, v, dyDesc, dy, dvDesc, dv, alpha, beta, dbDesc, db,
                                 /*bias_required=*/false);
     });

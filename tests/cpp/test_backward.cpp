@@ -614,7 +614,7 @@ TEST(ActivationBackwardBias, BadParams) {
     const auto relu = CONVCORE_ACTIVATION_RELU, silu = CONVCORE_ACTIVATION_SILU;
     EXPECT_STATUS(convcoreActivationBackwardBias(h, convcoreActivationMode_t(9), yd, y.data(), nullptr, nullptr, yd,
                                                  dy.data(), yd, dv.data(), &one, &zero, bd, db.data()),
-                  CONVCORE_STATUS_BAD_PARAM, "mode: 9");
+                  CONVCORE_STATUS_BAD_PARAM, "mode 9 is not a convcoreActivationMode_t");
     EXPECT_STATUS(convcoreActivationBackwardBias(h, relu, nullptr, nullptr, yd, y.data(), yd, dy.data(), yd, dv.data(),
                                                  &one, &zero, bd, db.data()),
                   CONVCORE_STATUS_BAD_PARAM, "yDesc is NULL");
