@@ -16,7 +16,8 @@ BUILD_DIR ?= build/release
 JOBS      ?= $(shell nproc)
 APT_PACKAGES := libopenblas-openmp-dev libfftw3-dev libgtest-dev libgmock-dev libbenchmark-dev \
                 clang libclang-rt-dev libomp-dev
-PY_PACKAGES  := numpy pytest hypothesis mypy pybind11 scikit-build-core ninja cmake wincnn sympy matplotlib \
+# expecttest: torch.testing._internal imports it (PyTorch's OpInfo samples in tests/python/test_torch_nd.py)
+PY_PACKAGES  := numpy pytest hypothesis expecttest mypy pybind11 scikit-build-core ninja cmake wincnn sympy matplotlib \
                 onnx onnxruntime openvino
 # The CPU build of torch that lies on this machine's disk (PyTorch is the benchmark competitor
 # and the reference of the torch tests); a plain `torch` would fetch a multi-GB CUDA build.

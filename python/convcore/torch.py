@@ -1,4 +1,6 @@
-"""convcore for PyTorch: a drop-in for ``torch.nn.Conv2d`` / ``torch.nn.functional.conv2d``.
+"""convcore for PyTorch: a drop-in for ``torch.nn.Conv2d`` / ``torch.nn.functional.conv2d``, and for
+the 1-D and transposed convolutions (Conv1d, ConvTranspose1d, ConvTranspose2d and their functional
+forms, in convcore/_torch_nd.py: the 2-D convolution with H = 1, and its backward-data pass).
 
     import convcore.torch
     model = convcore.torch.convert(model)            # every nn.Conv2d now runs on convcore
@@ -51,7 +53,8 @@ from . import _api
 from ._api import Algo, ConvDesc, Convolution, _output_size, _torch_memory_format
 from ._errors import BadParamError, NotSupportedError
 
-__all__ = ["conv2d", "Conv2d", "convert", "refresh", "SUPPORTED_DTYPES"]
+__all__ = ["conv2d", "Conv2d", "convert", "refresh", "SUPPORTED_DTYPES", "conv1d", "Conv1d",
+           "conv_transpose1d", "conv_transpose2d", "ConvTranspose1d", "ConvTranspose2d"]
 
 # The types of the public signatures: an int or an (h, w) pair (for nn.Conv2d as torch's
 # _size_2_t), padding_mode (nn.Conv2d's) and algo= (see the module docstring).
@@ -1077,7 +1080,8 @@ def _freeze_arg(freeze):
 def convert(module: nn.Module, algo: AlgoSpec = "auto", fuse: bool = False,
             freeze: bool = False) -> nn.Module:
     """Every ``torch.nn.Conv2d`` in ``module`` (recursively) replaced by a ``convcore.torch.Conv2d``
-    that shares its Parameters, buffers, hooks, training mode, device and dtype; like
+    (and every ``nn.Conv1d``, ``nn.ConvTranspose1d`` and ``nn.ConvTranspose2d`` by convcore.torch's
+    class of that name) that shares its Parameters, buffers, hooks, training mode, device and dtype; like
     ``torch.nn.SyncBatchNorm.convert_sync_batchnorm``, children are replaced in place and the
     (possibly new) root is returned: use the returned module. Modules already converted get
     ``algo``. Subclasses of nn.Conv2d (which may compute something else) are left as they are.
@@ -1116,6 +1120,11 @@ def _convert(module, algo, fuse, freeze):
     if isinstance(module, Conv2d):
         module.algo = algo
         module.freeze = freeze
+        return module
+    if type(module) in _torch_nd.CONVERTED:
+        return _torch_nd.converted(module, algo)
+    if isinstance(module, tuple(_torch_nd.CONVERTED.values())):
+        cast(Any, module).algo = algo
         return module
     for name, child in module.named_children():
         new_child = _convert(child, algo, fuse, freeze)
@@ -1585,3 +1594,9 @@ def _converted(conv, algo):
     new.activation = "identity"
     new._has_fused_batch_norm = False
     return new
+
+
+# The 1-D and transposed convolutions (they build on this module's conv2d and operators).
+from . import _torch_nd  # noqa: E402
+from ._torch_nd import (Conv1d, ConvTranspose1d, ConvTranspose2d, conv1d,  # noqa: E402
+                        conv_transpose1d, conv_transpose2d)

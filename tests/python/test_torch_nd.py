@@ -1,0 +1,270 @@
+"""convcore.torch's 1-D and transposed convolutions (conv1d, conv_transpose1d, conv_transpose2d and
+their modules) against PyTorch's own, in float64: every backward-data algorithm as the transposed
+forward, both memory formats, the gradients, PyTorch's OpInfo samples, the modules' state_dict and
+convert(), the captures (torch.compile, torch.jit.trace) and the errors."""
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import torch.nn.functional as F  # noqa: E402
+from torch import nn  # noqa: E402
+
+import convcore  # noqa: E402
+import convcore.torch as ct  # noqa: E402
+from reference import assert_compiled_matches_eager, error_bound  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+FLOAT64_TOL = 1e-10
+
+
+def rel_err(y, ref):
+    y, ref = y.detach().double(), ref.detach().double()
+    return float((y - ref).norm() / max(float(ref.norm()), 1e-300))
+
+
+def rand(*shape, dtype=torch.float64, seed=0, grad=False):
+    g = torch.Generator().manual_seed(seed)
+    t = torch.rand(*shape, generator=g, dtype=dtype) * 2 - 1
+    return t.requires_grad_(grad)
+
+
+def assert_grads_match(ours, ref, inputs, ref_inputs=None, seed=1, tol=FLOAT64_TOL):
+    """ours and ref have the same value, and the same gradients with respect to ``inputs`` and
+    ``ref_inputs`` (default: the same tensors) for a random output gradient."""
+    assert ours.shape == ref.shape
+    assert rel_err(ours, ref) <= tol
+    g = rand(*ref.shape, dtype=ref.dtype, seed=seed)
+    ref_inputs = inputs if ref_inputs is None else ref_inputs
+    used = [i for i, t in enumerate(inputs) if t is not None and t.requires_grad]
+    assert used
+    mine = torch.autograd.grad(ours, [inputs[i] for i in used], g)
+    theirs = torch.autograd.grad(ref, [ref_inputs[i] for i in used], g)
+    for a, b in zip(mine, theirs):
+        assert rel_err(a, b) <= tol
+
+
+# ---- conv1d ---------------------------------------------------------------------------------------
+
+# (n, c, length, k, s, stride, padding, dilation, groups, bias)
+CONV1D = [
+    (2, 3, 17, 4, 3, 1, 1, 1, 1, True),
+    (1, 4, 20, 6, 5, 2, 2, 1, 2, False),
+    (3, 6, 13, 6, 3, 3, 0, 2, 6, True),       # depthwise, dilated
+    (2, 8, 9, 5, 1, 1, 0, 1, 1, True),        # 1 x 1
+    (1, 2, 5, 3, 7, 1, 3, 1, 1, True),        # filter longer than the input
+    (2, 4, 31, 4, 4, 1, "same", 3, 2, True),  # an odd total padding
+    (1, 3, 12, 2, 3, 2, "valid", 1, 1, False),
+]
+
+
+@pytest.mark.parametrize("algo", ["auto", "direct", "im2col_gemm", "implicit_gemm", "fft"])
+@pytest.mark.parametrize("cfg", CONV1D, ids=str)
+def test_conv1d_matches_torch(cfg, algo):
+    n, c, length, k, s, stride, padding, dilation, groups, has_bias = cfg
+    x, w = rand(n, c, length, grad=True), rand(k, c // groups, s, seed=2, grad=True)
+    b = rand(k, seed=3, grad=True) if has_bias else None
+    kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    try:
+        assert_grads_match(ct.conv1d(x, w, b, algo=algo, **kw), F.conv1d(x, w, b, **kw), (x, w, b))
+    except convcore.NotSupportedError as e:
+        assert algo == "fft" and "stride" in str(e)  # the classic algorithms run every problem
+
+
+def test_conv1d_channels_last_layout_and_unbatched():
+    # N x L x C memory (strides (L*C, 1, C)) runs as channels_last 2-D and comes back the same way
+    x = rand(2, 11, 6).transpose(1, 2)
+    w, b = rand(4, 6, 3, seed=2), rand(4, seed=3)
+    y = ct.conv1d(x, w, b, padding=1)
+    assert y.stride(1) == 1 and rel_err(y, F.conv1d(x, w, b, padding=1)) <= FLOAT64_TOL
+    assert rel_err(ct.conv1d(x[0], w, b, padding=1), F.conv1d(x[0], w, b, padding=1)) <= FLOAT64_TOL
+
+
+@pytest.mark.parametrize("padding_mode", ["zeros", "reflect", "replicate", "circular"])
+def test_conv1d_module_is_a_drop_in(padding_mode):
+    torch.manual_seed(0)
+    ref = nn.Conv1d(4, 6, 3, stride=2, padding=1, dilation=2, groups=2,
+                    padding_mode=padding_mode).double()
+    ours = ct.Conv1d(4, 6, 3, stride=2, padding=1, dilation=2, groups=2,
+                     padding_mode=padding_mode, algo="im2col_gemm").double()
+    ours.load_state_dict(ref.state_dict())
+    assert ours.state_dict().keys() == ref.state_dict().keys()
+    x = rand(3, 4, 15, grad=True)
+    assert_grads_match(ours(x), ref(x), (x, ours.weight, ours.bias), (x, ref.weight, ref.bias))
+
+
+# ---- transposed -----------------------------------------------------------------------------------
+
+# (n, c_in, h, w, c_out, r, s, stride, padding, output_padding, dilation, groups, bias)
+TRANSPOSED = [
+    (2, 4, 5, 6, 3, 3, 3, 1, 1, 0, 1, 1, True),          # 3x3 stride 1: Winograd's case
+    (1, 6, 4, 5, 4, 3, 2, 2, 0, 1, 1, 2, False),
+    (2, 4, 7, 3, 8, 4, 4, 2, 1, 0, 1, 1, True),          # the decoder's 4x4 stride 2
+    (1, 3, 4, 4, 6, 2, 3, (2, 3), (1, 0), (1, 2), (1, 2), 3, True),
+    (2, 6, 3, 5, 6, 3, 3, 1, 2, 0, 2, 6, True),          # depthwise, dilated
+    (1, 5, 6, 6, 7, 1, 1, 1, 0, 0, 1, 1, True),          # 1 x 1
+    (2, 4, 3, 3, 4, 5, 5, 3, 2, 2, 1, 1, False),
+    (1, 2, 4, 5, 4, 3, 3, 1, 0, (1, 0), 2, 1, True),     # output_padding >= stride (< dilation)
+]
+
+
+def transposed_args(cfg, dtype=torch.float64, grad=True):
+    n, cin, h, w, cout, r, s, stride, padding, output_padding, dilation, groups, has_bias = cfg
+    x = rand(n, cin, h, w, dtype=dtype, grad=grad)
+    wt = rand(cin, cout // groups, r, s, dtype=dtype, seed=2, grad=grad)
+    b = rand(cout, dtype=dtype, seed=3, grad=grad) if has_bias else None
+    kw = dict(stride=stride, padding=padding, output_padding=output_padding, groups=groups,
+              dilation=dilation)
+    return x, wt, b, kw
+
+
+def conv_of(kw):
+    """The convolution that the transposed one is the backward-data pass of."""
+    return convcore.Convolution(padding=kw["padding"], stride=kw["stride"],
+                                dilation=kw["dilation"], groups=kw["groups"])
+
+
+@pytest.mark.parametrize("algo", [a.name.lower() for a in convcore.BwdDataAlgo])
+@pytest.mark.parametrize("cfg", TRANSPOSED, ids=str)
+def test_conv_transpose2d_every_backward_data_algorithm(cfg, algo):
+    """The transposed forward is the backward-data pass: each algorithm that takes the problem
+    gives PyTorch's result within its declared bound (float32); the others refuse clearly."""
+    x, w, b, kw = transposed_args(cfg, torch.float32, grad=False)
+    ref = F.conv_transpose2d(x.double(), w.double(), None if b is None else b.double(), **kw)
+    applicable = conv_of(kw).applicable_algos(ref.shape, w.shape, direction="backward_data")
+    if algo not in applicable:
+        with pytest.raises(convcore.NotSupportedError):
+            ct.conv_transpose2d(x, w, b, algo=algo, **kw)
+        return
+    y = ct.conv_transpose2d(x, w, b, algo=algo, **kw)
+    assert y.dtype == torch.float32
+    assert rel_err(y, ref) <= error_bound(algo, "float32", "backward_data")
+
+
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last])
+@pytest.mark.parametrize("cfg", TRANSPOSED, ids=str)
+def test_conv_transpose2d_gradients_match_torch(cfg, memory_format):
+    x, w, b, kw = transposed_args(cfg)
+    x = x.detach().to(memory_format=memory_format).requires_grad_()
+    y = ct.conv_transpose2d(x, w, b, **kw)
+    assert y.is_contiguous(memory_format=memory_format)
+    assert_grads_match(y, F.conv_transpose2d(x, w, b, **kw), (x, w, b))
+
+
+def test_conv_transpose2d_gradcheck_and_opcheck():
+    x, w, b, kw = transposed_args(TRANSPOSED[3])
+    x, w, b = x[:1, :, :3, :3].detach().requires_grad_(), w.detach().requires_grad_(), b.detach().requires_grad_()
+    assert torch.autograd.gradcheck(lambda *t: ct.conv_transpose2d(*t, **kw), (x, w, b))
+    args = [list(v) if isinstance(v, tuple) else [v, v] for v in
+            (kw["stride"], kw["padding"], kw["output_padding"], kw["dilation"])]
+    torch.library.opcheck(torch.ops.convcore.conv_transpose2d.default,
+                          (x.detach().float(), w.detach().float(), b.detach().float(), *args,
+                           kw["groups"], "auto"))
+
+
+def test_conv_transpose1d_matches_torch():
+    # (stride, padding, output_padding, dilation, groups, c_out)
+    for stride, padding, output_padding, dilation, groups, cout in [
+            (1, 0, 0, 1, 1, 6), (2, 1, 1, 1, 2, 6), (3, 2, 2, 2, 1, 3), (2, 0, 1, 3, 4, 8)]:
+        x, w = rand(2, 4, 9, grad=True), rand(4, cout // groups, 3, seed=2, grad=True)
+        b = rand(cout, seed=3, grad=True)
+        kw = dict(stride=stride, padding=padding, output_padding=output_padding, groups=groups,
+                  dilation=dilation)
+        assert_grads_match(ct.conv_transpose1d(x, w, b, **kw), F.conv_transpose1d(x, w, b, **kw),
+                           (x, w, b))
+
+
+def test_transposed_algo_triple_names_its_own_passes():
+    x, w, b, kw = transposed_args(TRANSPOSED[0])
+    # (its forward: backward data; d input: forward; d weight: backward filter)
+    y = ct.conv_transpose2d(x, w, b, algo=("winograd_4x4_3x3", "im2win", "winograd_3x3_2x2"), **kw)
+    assert_grads_match(y, F.conv_transpose2d(x, w, b, **kw), (x, w, b), tol=1e-8)
+    with pytest.raises(convcore.BadParamError, match="im2win"):
+        ct.conv_transpose2d(x, w, b, algo=("im2win", "direct", "direct"), **kw)
+
+
+@pytest.mark.parametrize("cls, ref_cls", [(ct.ConvTranspose2d, nn.ConvTranspose2d),
+                                          (ct.ConvTranspose1d, nn.ConvTranspose1d)])
+def test_transposed_modules_are_drop_ins(cls, ref_cls):
+    torch.manual_seed(0)
+    ref = ref_cls(4, 6, 3, stride=2, padding=1, groups=2).double()
+    ours = cls(4, 6, 3, stride=2, padding=1, groups=2, algo="im2col_gemm").double()
+    ours.load_state_dict(ref.state_dict())
+    shape = (2, 4, 5, 5) if cls is ct.ConvTranspose2d else (2, 4, 5)
+    x = rand(*shape, grad=True)
+    assert_grads_match(ours(x), ref(x), (x, ours.weight, ours.bias), (x, ref.weight, ref.bias))
+    size = [10] * (len(shape) - 2)  # output_size picks the output padding
+    assert ours(x, output_size=size).shape == ref(x, output_size=size).shape
+    assert rel_err(ours(x, output_size=size), ref(x, output_size=size)) <= FLOAT64_TOL
+
+
+def test_convert_replaces_1d_and_transposed_layers_sharing_their_parameters():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv1d(2, 4, 3, padding=1), nn.ReLU(), nn.ConvTranspose1d(4, 3, 4, stride=2),
+                          nn.Unflatten(1, (3, 1)), nn.ConvTranspose2d(3, 2, 3, stride=2, output_padding=1))
+    x = torch.randn(2, 2, 8)
+    expected = model(x)
+    weights = [p for p in model.parameters()]
+    converted = ct.convert(model, algo="implicit_gemm")
+    assert [type(m) for m in converted] == [ct.Conv1d, nn.ReLU, ct.ConvTranspose1d, nn.Unflatten,
+                                            ct.ConvTranspose2d]
+    assert all(a is b for a, b in zip(converted.parameters(), weights))
+    assert converted[0].algo == "implicit_gemm"
+    assert rel_err(converted(x), expected) <= 1e-5
+
+
+def test_torch_compile_and_jit_trace():
+    torch.manual_seed(0)
+    model = ct.convert(nn.Sequential(nn.Conv1d(3, 4, 3, padding=1), nn.ReLU(),
+                                     nn.ConvTranspose1d(4, 2, 3, stride=2, output_padding=1)))
+    assert_compiled_matches_eager(model, torch.randn(2, 3, 9))
+    decoder = ct.convert(nn.Sequential(nn.ConvTranspose2d(4, 3, 4, stride=2, padding=1), nn.ReLU()))
+    assert_compiled_matches_eager(decoder, torch.randn(2, 4, 5, 5))
+    x = torch.randn(1, 4, 5, 5)
+    traced = torch.jit.trace(decoder, x)
+    assert "convcore::conv_transpose2d" in str(traced.inlined_graph)
+    with torch.no_grad():
+        decoder[0].weight.mul_(2)  # the trace reads the weight, it did not keep an output
+    assert rel_err(traced(x), decoder(x)) <= 1e-6
+
+
+def test_errors_name_the_argument():
+    x, w = torch.randn(1, 4, 5, 5), torch.randn(4, 2, 3, 3)
+    with pytest.raises(convcore.BadParamError, match="output_padding"):
+        ct.conv_transpose2d(x, w, stride=2, output_padding=2)
+    with pytest.raises(convcore.BadParamError, match="channels"):
+        ct.conv_transpose2d(torch.randn(1, 3, 5, 5), w)
+    with pytest.raises(convcore.BadParamError, match="bias"):
+        ct.conv_transpose2d(x, w, torch.randn(4))
+    with pytest.raises(convcore.BadParamError, match="groups"):
+        ct.conv_transpose2d(x, w, groups=3)
+    with pytest.raises(convcore.BadParamError, match="at least 1 x 1"):
+        ct.conv_transpose2d(torch.randn(1, 4, 1, 1), w, padding=2)
+    with pytest.raises(convcore.BadParamError, match="weight must be 3-D"):
+        ct.conv1d(torch.randn(1, 4, 5), torch.randn(2, 4, 3, 3))
+    with pytest.raises(convcore.BadParamError, match="stride"):
+        ct.conv1d(torch.randn(1, 4, 5), torch.randn(2, 4, 3), stride=(1, 2))
+    with pytest.raises(convcore.BadParamError, match="dtype"):
+        ct.conv_transpose1d(torch.randn(1, 4, 5).half(), torch.randn(4, 2, 3).half())
+
+
+# ---- PyTorch's own samples --------------------------------------------------------------------------
+
+OPINFO = {"nn.functional.conv1d": ct.conv1d, "nn.functional.conv_transpose1d": ct.conv_transpose1d,
+          "nn.functional.conv_transpose2d": ct.conv_transpose2d, "nn.functional.conv2d": ct.conv2d}
+
+
+@pytest.mark.parametrize("name", sorted(OPINFO))
+def test_opinfo_samples(name):
+    """Every sample of PyTorch's OpInfo for the function (torch's own test inputs: unbatched,
+    padding strings, groups, dilation, output_padding), values and gradients."""
+    common = pytest.importorskip("torch.testing._internal.common_methods_invocations")
+    (op,) = [o for o in common.op_db if o.name == name and o.variant_test_name == ""]
+    samples = list(op.sample_inputs("cpu", torch.float64, requires_grad=True))
+    assert samples
+    for sample in samples:
+        inputs = [sample.input] + [a for a in sample.args if isinstance(a, torch.Tensor)]
+        ours = OPINFO[name](sample.input, *sample.args, **sample.kwargs)
+        ref = op.op(sample.input, *sample.args, **sample.kwargs)
+        assert_grads_match(ours, ref, inputs)
