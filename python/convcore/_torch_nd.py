@@ -1,9 +1,13 @@
-"""convcore.torch's 1-D and transposed convolutions: Conv1d, ConvTranspose1d, ConvTranspose2d and
-their functional forms conv1d, conv_transpose1d, conv_transpose2d (imported into convcore.torch).
+"""convcore.torch's 1-D, 3-D and transposed convolutions: Conv1d, Conv3d, ConvTranspose1d,
+ConvTranspose2d, ConvTranspose3d and their functional forms conv1d, conv3d, conv_transpose1d,
+conv_transpose2d, conv_transpose3d (imported into convcore.torch).
 
 A 1-D convolution is the 2-D one with H = 1 (an N x C x L input is viewed as N x C x 1 x L, a
 K x C/g x S filter as K x C/g x 1 x S): every 2-D algorithm and pass serves it, through
 convcore.torch.conv2d and its routes (direct, eager autograd, operator).
+
+A 3-D convolution is one 2-D convolution per image and filter tap in depth, accumulated (the
+comment above _depth_taps).
 
 A transposed convolution is the backward-data pass of the convolution it transposes (cuDNN's and
 PyTorch's own construction): ConvTranspose's weight (C_in, C_out/g, R, S) is exactly the weight
@@ -27,6 +31,7 @@ from ._errors import BadParamError
 
 IntOrSeq = Union[int, Sequence[int]]
 Size1 = Union[int, Tuple[int]]  # nn.Conv1d's _size_1_t
+Size3 = Union[int, Tuple[int, int, int]]  # nn.Conv3d's _size_3_t
 
 
 def _ints(name, value, count, fn):
@@ -113,44 +118,54 @@ def _transposed_spec(algo):
     return spec
 
 
+def _transposed_sizes(x_sizes, w_sizes, stride, padding, output_padding, dilation):
+    """The transposed convolution's output sizes: (size - 1) * stride - 2 * padding +
+    dilation * (kernel - 1) + output_padding + 1 per spatial dimension."""
+    return [(size - 1) * st - 2 * p + dl * (k - 1) + op + 1 for size, st, p, dl, k, op in
+            zip(x_sizes, stride, padding, dilation, w_sizes, output_padding)]
+
+
 def _transposed_output_shape(fn, x, w, stride, padding, output_padding, dilation, groups):
-    """(N, C_out, H_out, W_out) of the transposed convolution, after the checks PyTorch makes."""
-    n, c, h, wd = x.shape
-    cin, cout_g, r, s = w.shape
+    """(N, C_out, spatial...) of the transposed convolution, after the checks PyTorch makes."""
+    cin, cout_g = w.shape[0], w.shape[1]
     if groups < 1 or cin % groups:
         raise BadParamError(f"{fn}: groups={groups} must be positive and divide the weight's "
                             f"first dimension (input channels) {cin}")
-    if c != cin:
-        raise BadParamError(f"{fn}: input has {c} channels but weight has shape {tuple(w.shape)} "
-                            f"(C_in, C_out/groups, R, S): C_in must be {c}")
+    if x.shape[1] != cin:
+        raise BadParamError(f"{fn}: input has {x.shape[1]} channels but weight has shape "
+                            f"{tuple(w.shape)} (C_in, C_out/groups, kernel...): C_in must be "
+                            f"{x.shape[1]}")
     for name, values, least in (("stride", stride, 1), ("dilation", dilation, 1),
                                 ("padding", padding, 0), ("output_padding", output_padding, 0)):
         if min(values) < least:
             raise BadParamError(f"{fn}: {name} must be >= {least}, got {tuple(values)}")
-    for i in range(2):
-        if output_padding[i] >= max(stride[i], dilation[i]):
+    for op, st, dl in zip(output_padding, stride, dilation):
+        if op >= max(st, dl):
             raise BadParamError(f"{fn}: output_padding {tuple(output_padding)} must be smaller "
                                 f"than stride {tuple(stride)} or dilation {tuple(dilation)} "
                                 f"in each dimension")
-    out = [(size - 1) * st - 2 * p + dl * (k - 1) + op + 1
-           for size, st, p, dl, k, op in zip((h, wd), stride, padding, dilation, (r, s), output_padding)]
+    out = _transposed_sizes(x.shape[2:], w.shape[2:], stride, padding, output_padding, dilation)
     if min(out) < 1:
-        raise BadParamError(f"{fn}: the output would be {out[0]} x {out[1]} (input {h} x {wd}, "
-                            f"kernel {r} x {s}, stride {tuple(stride)}, padding {tuple(padding)}, "
-                            f"dilation {tuple(dilation)}): it must be at least 1 x 1")
-    return (n, cout_g * groups, out[0], out[1])
+        raise BadParamError(f"{fn}: the output would be {' x '.join(map(str, out))} (input "
+                            f"{tuple(x.shape[2:])}, kernel {tuple(w.shape[2:])}, stride "
+                            f"{tuple(stride)}, padding {tuple(padding)}, dilation "
+                            f"{tuple(dilation)}): every size must be at least 1")
+    return (x.shape[0], cout_g * groups, *out)
 
 
 def _padded_to_conv_output(x, shape, w_shape, stride, padding, dilation):
-    """x with zeros appended along H and W up to the size of conv(output): PyTorch allows an
-    output_padding up to max(stride, dilation) - 1, and one of stride or more adds output rows
-    whose convolution has an extra row, which the transposed input does not have (its value
-    there is 0). Otherwise x itself."""
+    """x with zeros appended along each spatial dimension up to the size of conv(output):
+    PyTorch allows an output_padding up to max(stride, dilation) - 1, and one of stride or more
+    adds output rows whose convolution has an extra row, which the transposed input does not
+    have (its value there is 0). Otherwise x itself."""
     extra = [_api._output_size(size, p, k, st, dl) - have for size, p, k, st, dl, have in
              zip(shape[2:], padding, w_shape[2:], stride, dilation, x.shape[2:])]
     if max(extra) <= 0:
         return x
-    return F.pad(x, (0, extra[1], 0, extra[0]))
+    pads: List[int] = []
+    for e in reversed(extra):  # F.pad's order: the last dimension first
+        pads += [0, max(e, 0)]
+    return F.pad(x, pads)
 
 
 def _check_bias(fn, x, bias, channels):
@@ -197,8 +212,7 @@ def _conv_transpose2d_fake(x, w, bias, stride, padding, output_padding, dilation
     cin, cout_g, r, s = w.shape
     torch._check(x.shape[1] == cin, lambda: f"convcore::conv_transpose2d: input has {x.shape[1]} "
                                             f"channels but the weight expects {cin}")
-    out = [(size - 1) * st - 2 * p + dl * (k - 1) + op + 1
-           for size, st, p, dl, k, op in zip((h, wd), stride, padding, dilation, (r, s), output_padding)]
+    out = _transposed_sizes((h, wd), (r, s), stride, padding, output_padding, dilation)
     return torch.empty((n, cout_g * groups, out[0], out[1]), dtype=x.dtype, device=x.device,
                        memory_format=_api._torch_memory_format(x))
 
@@ -211,7 +225,7 @@ def _transposed_setup_context(ctx, inputs, output):
     ctx.w_shape = list(w.shape)
     ctx.x_size = tuple(x.shape[2:])
     ctx.has_bias = bias is not None
-    ctx.params = (list(stride), list(padding), list(dilation), groups, algo)
+    ctx.params = (list(stride), list(padding), list(dilation), groups, algo)  # the convolution's
 
 
 def _conv_transpose2d_backward(ctx, dy):
@@ -222,7 +236,7 @@ def _conv_transpose2d_backward(ctx, dy):
     if ctx.needs_input_grad[0]:
         dx = torch.ops.convcore.conv2d(dy, w, None, *ctx.params)
         h, wd = ctx.x_size
-        if dx.shape[2] != h or dx.shape[3] != wd:  # x was padded (_padded_to_conv_output)
+        if tuple(dx.shape[2:]) != ctx.x_size:  # x was padded (_padded_to_conv_output)
             dx = dx[:, :, :h, :wd]
     if ctx.needs_input_grad[1]:
         stride, padding, dilation = ctx.params[:3]
@@ -368,3 +382,399 @@ def converted(module, algo):
     new.algo = algo
     return new
 
+
+
+# ---- 3-D: one 2-D convolution per filter tap in depth ------------------------------------------
+#
+# y[n, :, od] = sum over kd of conv2d(x[n, :, od * sd - pd + kd * dd], w[:, :, kd]): for each
+# image and depth tap, one 2-D call whose batch is the output depths that tap reaches (their input
+# depths are sd apart), accumulated into y with beta = 1. Every 2-D algorithm serves every pass
+# of the 3-D convolution this way; in channels_last_3d memory each slice is a 2-D NHWC batch
+# (packed when sd = 1), so nothing is copied.
+
+def _depth_taps(d_in, d_out, pad, stride, dilation, taps):
+    """(kd, od_lo, count, id_lo) for each depth tap kd that reaches an output depth: outputs
+    od_lo .. od_lo + count - 1 read input depths id_lo, id_lo + stride, ... (the others only
+    padding)."""
+    result = []
+    for kd in range(taps):
+        offset = kd * dilation - pad  # the input depth of output depth 0
+        lo = 0 if offset >= 0 else (-offset + stride - 1) // stride
+        last = d_in - 1 - offset
+        hi = 0 if last < 0 else min(d_out, last // stride + 1)
+        if lo < hi:
+            result.append((kd, lo, hi - lo, lo * stride + offset))
+    return result
+
+
+def _depth_slices(t, n, lo, count, step):
+    """t[n, :, lo : lo + (count - 1) * step + 1 : step] as a 2-D batch (count, C, H, W): a view."""
+    return t[n, :, lo:lo + (count - 1) * step + 1:step].transpose(0, 1)
+
+
+def _output_size_3d(x_shape, w_shape, stride, padding, dilation):
+    return tuple(_api._output_size(size, p, k, st, dl) for size, p, k, st, dl in
+                 zip(x_shape[2:], padding, w_shape[2:], stride, dilation))
+
+
+def _check_3d(fn, x, w, bias, stride, padding, dilation, groups):
+    for name, t in (("input", x), ("weight", w), ("bias", bias)):
+        if t is None:
+            continue
+        if not isinstance(t, Tensor):
+            raise BadParamError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
+        if t.dtype not in _ct.SUPPORTED_DTYPES:
+            raise BadParamError(f"{fn}: {name} has dtype {t.dtype}; convcore supports torch.float32 "
+                                f"and torch.float64")
+        if t.dtype != x.dtype or t.device != x.device:
+            raise BadParamError(f"{fn}: input is {x.dtype} on {x.device} but {name} is {t.dtype} on "
+                                f"{t.device}; they must be equal")
+    if x.dim() != 5:
+        raise BadParamError(f"{fn}: input must be 5-D (N, C, D, H, W), got shape {tuple(x.shape)}")
+    if w.dim() != 5:
+        raise BadParamError(f"{fn}: weight must be 5-D, got shape {tuple(w.shape)}")
+    for name, values, least in (("stride", stride, 1), ("dilation", dilation, 1), ("padding", padding, 0)):
+        if min(values) < least:
+            raise BadParamError(f"{fn}: {name} must be >= {least}, got {tuple(values)}")
+    if groups < 1:
+        raise BadParamError(f"{fn}: groups must be positive, got {groups}")
+
+
+def _memory_format_3d(t):
+    return (torch.channels_last_3d if not t.is_contiguous() and t.is_contiguous(
+        memory_format=torch.channels_last_3d) else torch.contiguous_format)
+
+
+def _new_like(x, shape):
+    """Zeros of ``shape`` in x's memory format (channels_last_3d or contiguous)."""
+    return torch.empty(shape, dtype=x.dtype, device=x.device,
+                       memory_format=_memory_format_3d(x)).zero_()
+
+
+def _conv3d_impl(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: List[int],
+                 padding: List[int], dilation: List[int], groups: int, algo: str) -> Tensor:
+    """y = conv3d(x, w) + bias: one 2-D forward per image and depth tap, accumulated."""
+    fn = "convcore::conv3d"
+    _check_3d(fn, x, w, bias, stride, padding, dilation, groups)
+    if x.shape[1] != w.shape[1] * groups or w.shape[0] % groups:
+        raise BadParamError(f"{fn}: input has {x.shape[1]} channels but weight {tuple(w.shape)} "
+                            f"with groups={groups} expects {w.shape[1] * groups}")
+    out = _output_size_3d(x.shape, w.shape, stride, padding, dilation)
+    if min(out) < 1:
+        raise BadParamError(f"{fn}: the output would be {out} for input {tuple(x.shape[2:])}, "
+                            f"weight {tuple(w.shape[2:])}: every size must be at least 1")
+    y = _new_like(x, (x.shape[0], w.shape[0]) + out)
+    conv = _ct._conv_for(stride[1:], padding[1:], dilation[1:], groups)
+    fwd = _ct._split_algo(algo)[0]
+    for kd, lo, count, id_lo in _depth_taps(x.shape[2], out[0], padding[0], stride[0], dilation[0],
+                                            w.shape[2]):
+        w2 = w[:, :, kd]
+        for n in range(x.shape[0]):
+            conv.forward(_depth_slices(x, n, id_lo, count, stride[0]), w2, algo=fwd,
+                         out=_depth_slices(y, n, lo, count, 1), beta=1.0)
+    if bias is not None:
+        y.add_(bias.view(1, -1, 1, 1, 1))
+    return y
+
+
+def _conv3d_backward_data_impl(dy: Tensor, w: Tensor, x_shape: List[int], stride: List[int],
+                               padding: List[int], dilation: List[int], groups: int,
+                               algo: str) -> Tensor:
+    """dx of conv3d: one 2-D backward-data pass per image and depth tap, accumulated."""
+    dx = _new_like(dy, tuple(x_shape))
+    conv = _ct._conv_for(stride[1:], padding[1:], dilation[1:], groups)
+    data = _ct._split_algo(algo)[1]
+    for kd, lo, count, id_lo in _depth_taps(x_shape[2], dy.shape[2], padding[0], stride[0],
+                                            dilation[0], w.shape[2]):
+        w2 = w[:, :, kd]
+        for n in range(dy.shape[0]):
+            dx2 = _depth_slices(dx, n, id_lo, count, stride[0])
+            dy2 = _depth_slices(dy, n, lo, count, 1)
+            if _strides_nest(dx2):
+                conv.backward_data(dy2, w2, tuple(dx2.shape), algo=data, out=dx2, beta=1.0)
+            else:
+                dx2.add_(conv.backward_data(dy2, w2, tuple(dx2.shape), algo=data))
+    return dx
+
+
+def _strides_nest(t):
+    """Whether each axis's stride (longer axes only, in increasing order) covers the axes inside
+    it: convcore's test that an output's elements are distinct. Depth slices of NCDHW memory
+    taken with a step may interleave the depth and channel axes without overlapping, which that
+    test refuses: such a slice is computed into a new tensor and added."""
+    axes = sorted((st, n) for st, n in zip(t.stride(), t.shape) if n > 1)
+    span = 1
+    for st, n in axes:
+        if st < span:
+            return False
+        span = st * n
+    return True
+
+
+def _conv3d_backward_filter_impl(x: Tensor, dy: Tensor, w_shape: List[int], stride: List[int],
+                                 padding: List[int], dilation: List[int], groups: int,
+                                 algo: str) -> Tensor:
+    """dw of conv3d: one 2-D backward-filter pass per image and depth tap, accumulated into the
+    tap's slice of dw."""
+    dw = x.new_zeros(tuple(w_shape))
+    conv = _ct._conv_for(stride[1:], padding[1:], dilation[1:], groups)
+    filt = _ct._split_algo(algo)[2]
+    for kd, lo, count, id_lo in _depth_taps(x.shape[2], dy.shape[2], padding[0], stride[0],
+                                            dilation[0], w_shape[2]):
+        dw2 = dw[:, :, kd]
+        for n in range(x.shape[0]):
+            conv.backward_filter(_depth_slices(x, n, id_lo, count, stride[0]),
+                                 _depth_slices(dy, n, lo, count, 1), tuple(dw2.shape),
+                                 algo=filt, out=dw2, beta=1.0)
+    return dw
+
+
+def _conv3d_params(inputs):
+    return [list(v) for v in inputs[3:6]] + list(inputs[6:8])
+
+
+_conv3d_op = torch.library.custom_op("convcore::conv3d", mutates_args=())(_conv3d_impl)
+_conv3d_backward_data_op = torch.library.custom_op("convcore::conv3d_backward_data", mutates_args=())(
+    _conv3d_backward_data_impl)
+_conv3d_backward_filter_op = torch.library.custom_op("convcore::conv3d_backward_filter",
+                                                     mutates_args=())(_conv3d_backward_filter_impl)
+
+
+@_conv3d_op.register_fake
+def _conv3d_fake(x, w, bias, stride, padding, dilation, groups, algo):
+    torch._check(x.shape[1] == w.shape[1] * groups, lambda: (
+        f"convcore::conv3d: input has {x.shape[1]} channels but the weight expects "
+        f"{w.shape[1] * groups}"))
+    out = _output_size_3d(x.shape, w.shape, stride, padding, dilation)
+    return torch.empty((x.shape[0], w.shape[0]) + out, dtype=x.dtype, device=x.device,
+                       memory_format=_memory_format_3d(x))
+
+
+@_conv3d_backward_data_op.register_fake
+def _conv3d_backward_data_fake(dy, w, x_shape, stride, padding, dilation, groups, algo):
+    return torch.empty(tuple(x_shape), dtype=dy.dtype, device=dy.device,
+                       memory_format=_memory_format_3d(dy))
+
+
+@_conv3d_backward_filter_op.register_fake
+def _conv3d_backward_filter_fake(x, dy, w_shape, stride, padding, dilation, groups, algo):
+    return x.new_empty(tuple(w_shape))
+
+
+def _conv3d_setup_context(ctx, inputs, output):
+    x, w, bias = inputs[:3]
+    needs = getattr(ctx, "needs_input_grad", None) or (True, True, True)
+    ctx.save_for_backward(x if needs[1] else None, w if needs[0] else None)
+    ctx.shapes = (list(x.shape), list(w.shape))
+    ctx.has_bias = bias is not None
+    ctx.params = _conv3d_params(inputs)
+
+
+def _contiguous_gradient(dy, memory_format):
+    if not dy.is_contiguous() and not dy.is_contiguous(memory_format=torch.channels_last_3d):
+        dy = dy.contiguous()  # e.g. an expanded gradient of y.sum()
+    return dy
+
+
+def _conv3d_backward(ctx, dy):
+    x, w = ctx.saved_tensors
+    dy = _contiguous_gradient(dy, None)
+    x_shape, w_shape = ctx.shapes
+    dx = dw = db = None
+    if ctx.needs_input_grad[0]:
+        dx = torch.ops.convcore.conv3d_backward_data(dy, w, x_shape, *ctx.params)
+    if ctx.needs_input_grad[1]:
+        dw = torch.ops.convcore.conv3d_backward_filter(x, dy, w_shape, *ctx.params)
+    if ctx.has_bias and ctx.needs_input_grad[2]:
+        db = dy.sum((0, 2, 3, 4))
+    return dx, dw, db, None, None, None, None, None
+
+
+_conv3d_op.register_autograd(_conv3d_backward, setup_context=_conv3d_setup_context)
+
+
+def conv3d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: IntOrSeq = 1,
+           padding: Union[IntOrSeq, str] = 0, dilation: IntOrSeq = 1, groups: int = 1,
+           algo: _ct.AlgoSpec = "auto") -> Tensor:
+    """``torch.nn.functional.conv3d`` computed by convcore: the same arguments, plus ``algo``
+    (as conv2d's: the 2-D algorithm each depth tap runs). Input N x C x D x H x W (or unbatched
+    C x D x H x W), weight K x C/groups x T x R x S. A channels_last_3d input gives a
+    channels_last_3d output. Runs one 2-D convolution per image and depth tap (this module's
+    comment above _depth_taps)."""
+    fn = "convcore.torch.conv3d"
+    for name, t in (("input", input), ("weight", weight)):
+        if not isinstance(t, Tensor):
+            raise BadParamError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    unbatched = input.dim() == 4
+    if unbatched:
+        input = input.unsqueeze(0)
+    if not isinstance(groups, int) or isinstance(groups, bool):
+        raise BadParamError(f"{fn}: groups must be an int, got {groups!r}")
+    stride3, dilation3 = _ints("stride", stride, 3, fn), _ints("dilation", dilation, 3, fn)
+    if isinstance(padding, str):
+        input, padding3 = _padding_string_3d(fn, padding, input, weight, stride3, dilation3)
+    else:
+        padding3 = _ints("padding", padding, 3, fn)
+    _check_3d(fn, input, weight, bias, stride3, padding3, dilation3, groups)
+    if bias is not None and (bias.dim() != 1 or bias.shape[0] != weight.shape[0]):
+        raise BadParamError(f"{fn}: bias must have shape ({weight.shape[0]},), got {tuple(bias.shape)}")
+    y = _conv3d_op(input, weight, bias, list(stride3), list(padding3), list(dilation3), groups,
+                   _ct._algo_spec(algo))
+    return y.squeeze(0) if unbatched else y
+
+
+def _padding_string_3d(fn, padding, x, w, stride, dilation):
+    """padding="valid" or "same" (stride 1) as ints; an odd total padding puts the extra plane at
+    the end, as PyTorch does, by padding x here."""
+    if padding == "valid":
+        return x, (0, 0, 0)
+    if padding != "same":
+        raise BadParamError(f"{fn}: padding must be 'valid', 'same' or ints, got {padding!r}")
+    if any(s != 1 for s in stride):
+        raise BadParamError(f"{fn}: padding='same' needs stride 1, got stride {tuple(stride)}")
+    if not isinstance(w, Tensor) or w.dim() != 5:
+        raise BadParamError(f"{fn}: weight must be 5-D, got {getattr(w, 'shape', w)}")
+    totals = [d * (k - 1) for d, k in zip(dilation, w.shape[2:])]
+    extra = [t % 2 for t in totals]
+    if any(extra):  # F.pad's order: last dimension first
+        x = F.pad(x, (0, extra[2], 0, extra[1], 0, extra[0]))
+    return x, tuple(t // 2 for t in totals)
+
+
+class Conv3d(nn.Conv3d):
+    """``torch.nn.Conv3d`` computed by convcore: the same constructor, parameters and state_dict,
+    plus ``algo`` (conv3d's; a plain attribute, not in the state_dict)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Size3, stride: Size3 = 1,
+                 padding: Union[Size3, str] = 0, dilation: Size3 = 1, groups: int = 1,
+                 bias: bool = True, padding_mode: _ct.PaddingMode = "zeros", device: Any = None,
+                 dtype: Any = None, algo: _ct.AlgoSpec = "auto") -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
+                         bias, padding_mode, device, dtype)
+        self.algo = algo
+
+    @property
+    def algo(self) -> _ct.AlgoSpec:
+        return self._algo
+
+    @algo.setter
+    def algo(self, value: _ct.AlgoSpec) -> None:
+        _ct._split_algo(_ct._algo_spec(value))  # an unknown name fails here
+        self._algo = value
+
+    def forward(self, input: Tensor) -> Tensor:
+        if self.padding_mode != "zeros":
+            input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+            padding: Union[IntOrSeq, str] = 0
+        else:
+            padding = self.padding
+        return conv3d(input, self.weight, self.bias, self.stride, padding, self.dilation,
+                      self.groups, algo=self._algo)
+
+
+def _conv_transpose3d_impl(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: List[int],
+                           padding: List[int], output_padding: List[int], dilation: List[int],
+                           groups: int, algo: str) -> Tensor:
+    """The 3-D transposed convolution: conv3d's backward-data pass, plus the bias. ``algo`` is
+    in the convolution's passes (_transposed_spec)."""
+    fn = "convcore::conv_transpose3d"
+    _check_3d(fn, x, w, None, stride, padding, dilation, groups)
+    shape = _transposed_output_shape(fn, x, w, stride, padding, output_padding, dilation, groups)
+    if bias is not None:
+        _check_bias(fn, x, bias, shape[1])
+    x = _padded_to_conv_output(x, shape, w.shape, stride, padding, dilation)
+    y = _conv3d_backward_data_impl(x, w, list(shape), stride, padding, dilation, groups, algo)
+    if bias is not None:
+        y.add_(bias.view(1, -1, 1, 1, 1))
+    return y
+
+
+_conv_transpose3d_op = torch.library.custom_op("convcore::conv_transpose3d", mutates_args=())(
+    _conv_transpose3d_impl)
+
+
+@_conv_transpose3d_op.register_fake
+def _conv_transpose3d_fake(x, w, bias, stride, padding, output_padding, dilation, groups, algo):
+    torch._check(x.shape[1] == w.shape[0], lambda: f"convcore::conv_transpose3d: input has "
+                                                   f"{x.shape[1]} channels but the weight expects {w.shape[0]}")
+    out = _transposed_sizes(x.shape[2:], w.shape[2:], stride, padding, output_padding, dilation)
+    return torch.empty((x.shape[0], w.shape[1] * groups, *out), dtype=x.dtype, device=x.device,
+                       memory_format=_memory_format_3d(x))
+
+
+def _conv_transpose3d_backward(ctx, dy):
+    x, w = ctx.saved_tensors
+    dy = _contiguous_gradient(dy, None)
+    dx = dw = db = None
+    if ctx.needs_input_grad[0]:
+        dx = torch.ops.convcore.conv3d(dy, w, None, *ctx.params)
+        if tuple(dx.shape[2:]) != ctx.x_size:  # x was padded (_padded_to_conv_output)
+            dx = dx[(slice(None), slice(None)) + tuple(slice(0, s) for s in ctx.x_size)]
+    if ctx.needs_input_grad[1]:
+        stride, padding, dilation = ctx.params[:3]
+        x = _padded_to_conv_output(x, dy.shape, ctx.w_shape, stride, padding, dilation)
+        dw = torch.ops.convcore.conv3d_backward_filter(dy, x, ctx.w_shape, *ctx.params)
+    if ctx.has_bias and ctx.needs_input_grad[2]:
+        db = dy.sum((0, 2, 3, 4))
+    return dx, dw, db, None, None, None, None, None, None
+
+
+_conv_transpose3d_op.register_autograd(_conv_transpose3d_backward,
+                                       setup_context=_transposed_setup_context)
+
+
+def conv_transpose3d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
+                     stride: IntOrSeq = 1, padding: IntOrSeq = 0, output_padding: IntOrSeq = 0,
+                     groups: int = 1, dilation: IntOrSeq = 1,
+                     algo: _ct.AlgoSpec = "auto") -> Tensor:
+    """``torch.nn.functional.conv_transpose3d`` computed by convcore (conv3d's backward-data
+    pass): the same arguments, plus ``algo`` as conv_transpose2d's. Input N x C_in x D x H x W (or
+    unbatched), weight C_in x C_out/groups x T x R x S. A channels_last_3d input gives a
+    channels_last_3d output."""
+    fn = "convcore.torch.conv_transpose3d"
+    for name, t in (("input", input), ("weight", weight)):
+        if not isinstance(t, Tensor):
+            raise BadParamError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
+    unbatched = input.dim() == 4
+    if unbatched:
+        input = input.unsqueeze(0)
+    if not isinstance(groups, int) or isinstance(groups, bool):
+        raise BadParamError(f"{fn}: groups must be an int, got {groups!r}")
+    stride3, padding3, output_padding3, dilation3 = [
+        list(_ints(name, value, 3, fn)) for name, value in
+        (("stride", stride), ("padding", padding), ("output_padding", output_padding),
+         ("dilation", dilation))]
+    _check_3d(fn, input, weight, None, stride3, padding3, dilation3, groups)
+    shape = _transposed_output_shape(fn, input, weight, stride3, padding3, output_padding3,
+                                     dilation3, groups)
+    if bias is not None:
+        _check_bias(fn, input, bias, shape[1])
+    y = _conv_transpose3d_op(input, weight, bias, stride3, padding3, output_padding3, dilation3,
+                             groups, _transposed_spec(algo))
+    return y.squeeze(0) if unbatched else y
+
+
+class ConvTranspose3d(_TransposedAlgo, nn.ConvTranspose3d):
+    """``torch.nn.ConvTranspose3d`` computed by convcore: the same constructor, parameters,
+    state_dict and ``forward(input, output_size=None)``, plus ``algo`` (conv_transpose3d's)."""
+
+    def __init__(self, in_channels: int, out_channels: int, kernel_size: Size3, stride: Size3 = 1,
+                 padding: Size3 = 0, output_padding: Size3 = 0, groups: int = 1, bias: bool = True,
+                 dilation: Size3 = 1, padding_mode: Literal["zeros"] = "zeros", device: Any = None,
+                 dtype: Any = None, algo: _ct.AlgoSpec = "auto") -> None:
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, output_padding,
+                         groups, bias, dilation, padding_mode, device, dtype)
+        self.algo = algo
+
+    def forward(self, input: Tensor, output_size: Optional[List[int]] = None) -> Tensor:
+        if self.padding_mode != "zeros":
+            raise ValueError("Only `zeros` padding mode is supported for ConvTranspose3d")
+        padding = cast(Tuple[int, ...], self.padding)  # never a string in a transposed module
+        output_padding = self._output_padding(input, output_size, list(self.stride),
+                                              list(padding), list(self.kernel_size), 3,
+                                              list(self.dilation))
+        return conv_transpose3d(input, self.weight, self.bias, self.stride, padding,
+                                output_padding, self.groups, self.dilation, algo=self._algo)
+
+
+CONVERTED.update({nn.Conv3d: Conv3d, nn.ConvTranspose3d: ConvTranspose3d})

@@ -1,6 +1,7 @@
 """convcore for PyTorch: a drop-in for ``torch.nn.Conv2d`` / ``torch.nn.functional.conv2d``, and for
-the 1-D and transposed convolutions (Conv1d, ConvTranspose1d, ConvTranspose2d and their functional
-forms, in convcore/_torch_nd.py: the 2-D convolution with H = 1, and its backward-data pass).
+the 1-D, 3-D and transposed convolutions (Conv1d, Conv3d, ConvTranspose1d/2d/3d and their
+functional forms, in convcore/_torch_nd.py: the 2-D convolution with H = 1, one 2-D convolution per
+depth tap, and the backward-data pass).
 
     import convcore.torch
     model = convcore.torch.convert(model)            # every nn.Conv2d now runs on convcore
@@ -54,7 +55,8 @@ from ._api import Algo, ConvDesc, Convolution, _output_size, _torch_memory_forma
 from ._errors import BadParamError, NotSupportedError
 
 __all__ = ["conv2d", "Conv2d", "convert", "refresh", "SUPPORTED_DTYPES", "conv1d", "Conv1d",
-           "conv_transpose1d", "conv_transpose2d", "ConvTranspose1d", "ConvTranspose2d"]
+           "conv3d", "Conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+           "ConvTranspose1d", "ConvTranspose2d", "ConvTranspose3d"]
 
 # The types of the public signatures: an int or an (h, w) pair (for nn.Conv2d as torch's
 # _size_2_t), padding_mode (nn.Conv2d's) and algo= (see the module docstring).
@@ -1080,7 +1082,7 @@ def _freeze_arg(freeze):
 def convert(module: nn.Module, algo: AlgoSpec = "auto", fuse: bool = False,
             freeze: bool = False) -> nn.Module:
     """Every ``torch.nn.Conv2d`` in ``module`` (recursively) replaced by a ``convcore.torch.Conv2d``
-    (and every ``nn.Conv1d``, ``nn.ConvTranspose1d`` and ``nn.ConvTranspose2d`` by convcore.torch's
+    (and every ``nn.Conv1d``, ``nn.Conv3d`` and ``nn.ConvTranspose1d/2d/3d`` by convcore.torch's
     class of that name) that shares its Parameters, buffers, hooks, training mode, device and dtype; like
     ``torch.nn.SyncBatchNorm.convert_sync_batchnorm``, children are replaced in place and the
     (possibly new) root is returned: use the returned module. Modules already converted get
@@ -1598,5 +1600,6 @@ def _converted(conv, algo):
 
 # The 1-D and transposed convolutions (they build on this module's conv2d and operators).
 from . import _torch_nd  # noqa: E402
-from ._torch_nd import (Conv1d, ConvTranspose1d, ConvTranspose2d, conv1d,  # noqa: E402
-                        conv_transpose1d, conv_transpose2d)
+from ._torch_nd import (Conv1d, Conv3d, ConvTranspose1d, ConvTranspose2d,  # noqa: E402
+                        ConvTranspose3d, conv1d, conv3d, conv_transpose1d, conv_transpose2d,
+                        conv_transpose3d)

@@ -1,4 +1,4 @@
-"""convcore.torch's 1-D and transposed convolutions (conv1d, conv_transpose1d, conv_transpose2d and
+"""convcore.torch's 1-D, 3-D and transposed convolutions (conv1d, conv3d, conv_transpose1d/2d/3d and
 their modules) against PyTorch's own, in float64: every backward-data algorithm as the transposed
 forward, both memory formats, the gradients, PyTorch's OpInfo samples, the modules' state_dict and
 convert(), the captures (torch.compile, torch.jit.trace) and the errors."""
@@ -239,7 +239,7 @@ def test_errors_name_the_argument():
         ct.conv_transpose2d(x, w, torch.randn(4))
     with pytest.raises(convcore.BadParamError, match="groups"):
         ct.conv_transpose2d(x, w, groups=3)
-    with pytest.raises(convcore.BadParamError, match="at least 1 x 1"):
+    with pytest.raises(convcore.BadParamError, match="at least 1"):
         ct.conv_transpose2d(torch.randn(1, 4, 1, 1), w, padding=2)
     with pytest.raises(convcore.BadParamError, match="weight must be 3-D"):
         ct.conv1d(torch.randn(1, 4, 5), torch.randn(2, 4, 3, 3))
@@ -249,10 +249,100 @@ def test_errors_name_the_argument():
         ct.conv_transpose1d(torch.randn(1, 4, 5).half(), torch.randn(4, 2, 3).half())
 
 
+# ---- 3-D ----------------------------------------------------------------------------------------------
+
+def test_depth_taps_match_enumeration():
+    from convcore._torch_nd import _depth_taps
+    for d_in in range(1, 7):
+        for taps in range(1, 5):
+            for pad in range(0, 4):
+                for stride in range(1, 4):
+                    for dil in range(1, 3):
+                        d_out = (d_in + 2 * pad - dil * (taps - 1) - 1) // stride + 1
+                        if d_out < 1:
+                            continue
+                        expected = {}
+                        for kd in range(taps):
+                            ods = [od for od in range(d_out) if 0 <= od * stride - pad + kd * dil < d_in]
+                            if ods:
+                                expected[kd] = (ods[0], len(ods), ods[0] * stride - pad + kd * dil)
+                                assert ods == list(range(ods[0], ods[0] + len(ods)))
+                        got = {kd: rest for kd, *rest in _depth_taps(d_in, d_out, pad, stride, dil, taps)}
+                        assert got == {kd: list(v) for kd, v in expected.items()}
+
+
+# (n, c, d, h, w, k, t, r, s, stride, padding, dilation, groups, bias)
+CONV3D = [
+    (1, 3, 5, 6, 7, 4, 3, 3, 3, 1, 1, 1, 1, True),                  # 3x3x3 stride 1
+    (2, 4, 7, 5, 6, 6, 3, 2, 3, (2, 1, 2), (1, 0, 2), (2, 1, 1), 2, False),
+    (1, 4, 6, 6, 5, 4, 1, 3, 3, 1, (0, 1, 1), 1, 4, True),          # depthwise, 1 x 3 x 3
+    (1, 2, 4, 4, 4, 3, 5, 1, 1, 3, 2, 1, 1, True),                  # taps that reach only padding
+    (2, 3, 5, 5, 5, 2, 3, 3, 3, 1, "same", 2, 1, True),
+]
+
+
+@pytest.mark.parametrize("algo", ["auto", "direct", "im2col_gemm", "implicit_gemm",
+                                  "winograd_4x4_3x3"])
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last_3d])
+@pytest.mark.parametrize("cfg", CONV3D, ids=str)
+def test_conv3d_matches_torch(cfg, memory_format, algo):
+    n, c, d, h, w, k, t, r, s, stride, padding, dilation, groups, has_bias = cfg
+    x = rand(n, c, d, h, w).to(memory_format=memory_format).requires_grad_()
+    wt, b = rand(k, c // groups, t, r, s, seed=2, grad=True), rand(k, seed=3, grad=True) if has_bias else None
+    kw = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    winograd_fits = (r, s) == (3, 3) and stride in (1, (1, 1, 1)) and dilation in (1, (1, 1, 1))
+    if algo == "winograd_4x4_3x3" and not winograd_fits:
+        with pytest.raises(convcore.NotSupportedError):
+            ct.conv3d(x, wt, b, algo=algo, **kw)
+        return
+    y = ct.conv3d(x, wt, b, algo=algo, **kw)
+    assert y.is_contiguous(memory_format=memory_format)
+    tol = 1e-9 if algo.startswith("winograd") else FLOAT64_TOL
+    assert_grads_match(y, F.conv3d(x, wt, b, **kw), (x, wt, b), tol=tol)
+
+
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last_3d])
+def test_conv_transpose3d_matches_torch(memory_format):
+    # (stride, padding, output_padding, dilation, groups): the U-Net's 2x2x2 stride 2, and one
+    # output_padding of stride or more (smaller than the dilation)
+    for (cin, cout, kernel), (stride, padding, output_padding, dilation, groups) in [
+            ((4, 6, 2), (2, 0, 0, 1, 1)), ((4, 6, 3), ((1, 2, 2), 1, (0, 1, 1), 1, 2)),
+            ((2, 2, 3), (1, 0, (1, 0, 1), 2, 1))]:
+        x = rand(2, cin, 3, 4, 5).to(memory_format=memory_format).requires_grad_()
+        w = rand(cin, cout // groups, kernel, kernel, kernel, seed=2, grad=True)
+        b = rand(cout, seed=3, grad=True)
+        kw = dict(stride=stride, padding=padding, output_padding=output_padding, groups=groups,
+                  dilation=dilation)
+        y = ct.conv_transpose3d(x, w, b, **kw)
+        assert y.is_contiguous(memory_format=memory_format)
+        assert_grads_match(y, F.conv_transpose3d(x, w, b, **kw), (x, w, b))
+
+
+@pytest.mark.parametrize("cls, ref_cls", [(ct.Conv3d, nn.Conv3d), (ct.ConvTranspose3d, nn.ConvTranspose3d)])
+def test_3d_modules_are_drop_ins_and_convert_converts_them(cls, ref_cls):
+    torch.manual_seed(0)
+    ref = ref_cls(4, 6, 3, stride=2, padding=1, groups=2).double()
+    ours = cls(4, 6, 3, stride=2, padding=1, groups=2, algo="im2col_gemm").double()
+    ours.load_state_dict(ref.state_dict())
+    x = rand(1, 4, 5, 4, 6, grad=True)
+    assert_grads_match(ours(x), ref(x), (x, ours.weight, ours.bias), (x, ref.weight, ref.bias))
+    converted = ct.convert(nn.Sequential(ref))
+    assert type(converted[0]) is cls and converted[0].weight is ref.weight
+    assert rel_err(converted(x), ref(x)) <= FLOAT64_TOL
+
+
+def test_3d_torch_compile():
+    torch.manual_seed(0)
+    model = ct.convert(nn.Sequential(nn.Conv3d(2, 4, 3, padding=1), nn.ReLU(),
+                                     nn.ConvTranspose3d(4, 2, 2, stride=2)))
+    assert_compiled_matches_eager(model, torch.randn(1, 2, 3, 4, 4))
+
+
 # ---- PyTorch's own samples --------------------------------------------------------------------------
 
 OPINFO = {"nn.functional.conv1d": ct.conv1d, "nn.functional.conv_transpose1d": ct.conv_transpose1d,
-          "nn.functional.conv_transpose2d": ct.conv_transpose2d, "nn.functional.conv2d": ct.conv2d}
+          "nn.functional.conv_transpose2d": ct.conv_transpose2d, "nn.functional.conv2d": ct.conv2d,
+          "nn.functional.conv3d": ct.conv3d, "nn.functional.conv_transpose3d": ct.conv_transpose3d}
 
 
 @pytest.mark.parametrize("name", sorted(OPINFO))
