@@ -20,6 +20,7 @@ import numpy as np
 
 from . import _convcore as _C
 from ._errors import BadParamError, NotSupportedError
+from ._nd import NdConvolution
 
 __all__ = ["Algo", "BwdDataAlgo", "BwdFilterAlgo", "AlgorithmInfo", "algorithm_info", "ConvDesc",
            "Convolution", "FindResult", "conv2d", "build_info", "cuda_device_count",
@@ -207,6 +208,31 @@ def _pair_arg(name, value, minimum):
         return (_int_arg(name, value[0], minimum), _int_arg(name, value[1], minimum))
     v = _int_arg(name, value, minimum)
     return (v, v)
+
+
+def _spatial_dims_arg(spatial_dims, *values):
+    """1, 2 or 3: ``spatial_dims``, else the length of the sequences among ``values`` (which
+    must agree), else 2."""
+    lengths = {len(v) for v in values if isinstance(v, (tuple, list))}
+    if spatial_dims is None:
+        if len(lengths) > 1:
+            raise BadParamError(f"padding, stride and dilation have different lengths "
+                                f"({sorted(lengths)}): give one value per spatial dimension")
+        spatial_dims = lengths.pop() if lengths else 2
+    if spatial_dims not in (1, 2, 3) or isinstance(spatial_dims, bool):
+        raise BadParamError(f"spatial_dims: expected 1, 2 or 3, got {spatial_dims!r}")
+    return spatial_dims
+
+
+def _dims_arg(name, value, minimum, dims):
+    """A tuple of ``dims`` ints from an int or a sequence of ``dims`` ints."""
+    if dims == 2:
+        return _pair_arg(name, value, minimum)
+    if isinstance(value, (tuple, list)):
+        if len(value) != dims:
+            raise BadParamError(f"{name}: expected an int or {dims} ints, got {value!r}")
+        return tuple(_int_arg(name, v, minimum) for v in value)
+    return (_int_arg(name, value, minimum),) * dims
 
 
 def _scalar_arg(name, value):
@@ -555,33 +581,46 @@ def clear_find_cache() -> None:
 
 
 class ConvDesc:
-    """Convolution parameters (immutable): padding, stride, dilation (ints or (h, w) pairs),
-    groups, and mode "cross_correlation" (what frameworks call conv) or "convolution" (the
-    filter flipped in both axes)."""
+    """Convolution parameters (immutable): padding, stride, dilation (ints or one per spatial
+    dimension), groups, and mode "cross_correlation" (what frameworks call conv) or
+    "convolution" (the filter flipped in every spatial axis).
+
+    ``spatial_dims``: 1, 2 or 3 (None: the length of the sequences given, else 2). 1-D arrays are
+    N x C x L, 3-D ones N x C x D x H x W (convcore/_nd.py says how they run)."""
 
     def __init__(self, padding: IntPair = 0, stride: IntPair = 1, dilation: IntPair = 1,
-                 groups: int = 1, mode: str = "cross_correlation") -> None:
-        self._padding = _pair_arg("padding", padding, 0)
-        self._stride = _pair_arg("stride", stride, 1)
-        self._dilation = _pair_arg("dilation", dilation, 1)
+                 groups: int = 1, mode: str = "cross_correlation",
+                 spatial_dims: Optional[int] = None) -> None:
+        dims = _spatial_dims_arg(spatial_dims, padding, stride, dilation)
+        self._spatial_dims = dims
+        self._padding = _dims_arg("padding", padding, 0, dims)
+        self._stride = _dims_arg("stride", stride, 1, dims)
+        self._dilation = _dims_arg("dilation", dilation, 1, dims)
         self._groups = _int_arg("groups", groups, 1)
         if not isinstance(mode, str) or mode not in MODES:
             raise BadParamError(f"mode: expected 'cross_correlation' or 'convolution', got {mode!r}")
         self._mode = mode
-        self._params = _C.ConvParams(self._padding[0], self._padding[1], self._stride[0],
-                                     self._stride[1], self._dilation[0], self._dilation[1],
-                                     self._groups, MODES[mode])
+        # the 2-D parameters convcore runs: (H, W); 1-D: H = 1, unpadded; 3-D: the last two
+        (ph, pw), (sh, sw), (dh, dw) = [((0,) + v if dims == 1 else v[-2:]) for v in
+                                        (self._padding, self._stride, self._dilation)]
+        if dims == 1:
+            sh = dh = 1
+        self._params = _C.ConvParams(ph, pw, sh, sw, dh, dw, self._groups, MODES[mode])
 
     @property
-    def padding(self) -> Tuple[int, int]:
+    def spatial_dims(self) -> int:
+        return self._spatial_dims
+
+    @property
+    def padding(self) -> Tuple[int, ...]:
         return self._padding
 
     @property
-    def stride(self) -> Tuple[int, int]:
+    def stride(self) -> Tuple[int, ...]:
         return self._stride
 
     @property
-    def dilation(self) -> Tuple[int, int]:
+    def dilation(self) -> Tuple[int, ...]:
         return self._dilation
 
     @property
@@ -593,7 +632,8 @@ class ConvDesc:
         return self._mode
 
     def _key(self) -> Tuple[Any, ...]:
-        return (self._padding, self._stride, self._dilation, self._groups, self._mode)
+        return (self._padding, self._stride, self._dilation, self._groups, self._mode,
+                self._spatial_dims)
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, ConvDesc) and self._key() == other._key()
@@ -602,8 +642,9 @@ class ConvDesc:
         return hash(self._key())
 
     def __repr__(self) -> str:
+        dims = "" if self._spatial_dims == 2 else f", spatial_dims={self._spatial_dims}"
         return (f"ConvDesc(padding={self._padding}, stride={self._stride}, "
-                f"dilation={self._dilation}, groups={self._groups}, mode={self._mode!r})")
+                f"dilation={self._dilation}, groups={self._groups}, mode={self._mode!r}{dims})")
 
 
 class Convolution:
@@ -621,6 +662,13 @@ class Convolution:
             raise BadParamError(f"desc: expected a convcore.ConvDesc, got {type(desc).__name__}")
         self.desc = desc
         self._local = threading.local()  # per-thread plans, last algorithm and output shapes
+        self._nd: Optional[NdConvolution] = None  # 1-D and 3-D: on a 2-D Convolution (_nd.py)
+        if desc.spatial_dims != 2:
+            h_w = (lambda v: (1,) + v) if desc.spatial_dims == 1 else (lambda v: v[1:])
+            plane = ConvDesc(padding=(0,) + desc.padding if desc.spatial_dims == 1 else desc.padding[1:],
+                             stride=h_w(desc.stride), dilation=h_w(desc.dilation),
+                             groups=desc.groups, mode=desc.mode)
+            self._nd = NdConvolution(desc, Convolution(plane))
 
     def __repr__(self) -> str:
         return f"Convolution({self.desc!r})"
@@ -636,6 +684,8 @@ class Convolution:
 
     def output_shape(self, x_shape: Shape, w_shape: Shape) -> Tuple[int, ...]:
         """The output shape (N, K, P, Q) for inputs of these shapes."""
+        if self._nd is not None:
+            return self._nd.output_shape(x_shape, w_shape)
         x_shape, w_shape = _shape_arg("x_shape", x_shape), _shape_arg("w_shape", w_shape)
         if len(x_shape) == 4 and x_shape[0] == 0:  # an empty batch
             return (0,) + tuple(_C.output_shape((1,) + x_shape[1:], w_shape, self.desc._params))[1:]
@@ -657,6 +707,9 @@ class Convolution:
         convcore's heuristic (convcoreGetConvolutionForwardAlgorithm, or the backward rankings
         for ``direction="backward_data"`` / ``"backward_filter"``; the problem is always given
         by the forward shapes of x and w). Each is valid as algo= of that direction's method."""
+        if self._nd is not None:
+            return self._nd.plane.applicable_algos(*self._nd.plane_shapes(x_shape, w_shape),
+                                                   device, dtype, direction)
         enum_cls, _ = _direction_arg(direction)
         return [enum_cls(a).name.lower() for a, supported, _, _ in
                 self._rank(x_shape, w_shape, device, dtype, direction) if supported]
@@ -667,6 +720,9 @@ class Convolution:
         """Workspace bytes ``algo`` needs for this problem (NotSupportedError when it cannot
         run it) in ``direction`` ("forward", "backward_data", "backward_filter"). For packed
         inputs; strided ones may need more."""
+        if self._nd is not None:
+            return self._nd.plane.workspace_size(*self._nd.plane_shapes(x_shape, w_shape), algo,
+                                                 device, dtype, direction)
         enum_cls, code = _direction_arg(direction)
         algo_id = _algo_id(algo) if code == 0 else _enum_algo_id(algo, enum_cls)
         if algo_id == _C.ALGO_FIND:
@@ -715,6 +771,9 @@ class Convolution:
         MEASURED; the times go into the find-db, so another process times nothing); later calls
         look the decision up. ``algo="find"`` does the same with every algorithm.
         CONVCORE_AUTO=heuristic makes "auto" the heuristic's first choice, timing nothing."""
+        if self._nd is not None:
+            return self._nd.forward(x, w, algo, out, alpha, beta, filter_version, bias,
+                                    activation, residual, alpha2)
         version = _filter_version_arg(filter_version)
         if (type(x) is np.ndarray and out is None and bias is None and residual is None
                 and alpha == 1.0 and beta == 0.0 and activation == "identity" and type(algo) is str):
@@ -906,6 +965,8 @@ class Convolution:
     def last_algo(self) -> Optional[str]:
         """The name of the algorithm the last forward call of this thread ran (what "auto" or
         "find" chose), or None before the first call."""
+        if self._nd is not None:
+            return self._nd.plane.last_algo
         algo = getattr(self._local, "last_algo", None)
         return None if algo is None else Algo(algo).name.lower()
 
@@ -923,6 +984,12 @@ class Convolution:
         ``time_ms``: "per-call" (the default: transformed at every call, as forward without
         filter_version) or "prepared" (kept between calls: forward with a filter_version or
         "check", convcore.torch in inference). Each result holds both times."""
+        if self._nd is not None:
+            if self.desc.spatial_dims == 3:
+                raise NotSupportedError("find: a 3-D convolution runs one 2-D convolution per "
+                                        "depth tap; time those (applicable_algos lists them)")
+            return self._nd.plane.find(x[:, :, None], w[:, :, None], workspace_limit,
+                                       deterministic, filters)
         if filters not in ("per-call", "prepared"):
             raise BadParamError(f"filters: expected 'per-call' or 'prepared', got {filters!r}")
         if workspace_limit is not None:
@@ -986,6 +1053,8 @@ class Convolution:
         """``dx = alpha * (gradient of conv(x, w) with respect to x, given dy) + beta * out``
         for an input of shape ``x_shape``: into ``out`` when given (else a new array of the type
         of dy). ``algo``: a BwdDataAlgo, its name, "auto" or "find". With beta == 0 out is never read."""
+        if self._nd is not None:
+            return self._nd.backward_data(dy, w, x_shape, algo, out, alpha, beta)
         algo_id = _enum_algo_id(algo, BwdDataAlgo)
         alpha = _scalar_arg("alpha", alpha)
         beta = _scalar_arg("beta", beta)
@@ -1021,6 +1090,8 @@ class Convolution:
         """``dw = alpha * (gradient of conv(x, w) with respect to w, given dy) + beta * out`` for
         a filter of shape ``w_shape``: into ``out`` when given (else a new array of the type of
         x). ``algo``: a BwdFilterAlgo, its name, "auto" or "find". With beta == 0 out is never read."""
+        if self._nd is not None:
+            return self._nd.backward_filter(x, dy, w_shape, algo, out, alpha, beta)
         algo_id = _enum_algo_id(algo, BwdFilterAlgo)
         alpha = _scalar_arg("alpha", alpha)
         beta = _scalar_arg("beta", beta)
@@ -1053,6 +1124,8 @@ class Convolution:
                       beta: float = 0.0) -> Array:
         """``db = alpha * dy.sum over (N, P, Q) + beta * out``, shape (K,), accumulated in float64:
         into ``out`` when given (else a new array of the type of dy)."""
+        if self._nd is not None:
+            return self._nd.backward_bias(dy, out, alpha, beta)
         alpha = _scalar_arg("alpha", alpha)
         beta = _scalar_arg("beta", beta)
         device, dlpack_stream, stream = self._prepare(dy, "dy", dy, "dy", out)

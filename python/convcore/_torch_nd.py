@@ -7,7 +7,7 @@ K x C/g x S filter as K x C/g x 1 x S): every 2-D algorithm and pass serves it, 
 convcore.torch.conv2d and its routes (direct, eager autograd, operator).
 
 A 3-D convolution is one 2-D convolution per image and filter tap in depth, accumulated (the
-comment above _depth_taps).
+convcore/_nd.py).
 
 A transposed convolution is the backward-data pass of the convolution it transposes (cuDNN's and
 PyTorch's own construction): ConvTranspose's weight (C_in, C_out/g, R, S) is exactly the weight
@@ -20,6 +20,8 @@ Its gradients are the convolution's other two passes (the operator convcore::con
 """
 
 from typing import Any, List, Literal, Optional, Sequence, Tuple, Union, cast
+
+import functools
 
 import torch
 import torch.nn.functional as F
@@ -386,30 +388,14 @@ def converted(module, algo):
 
 # ---- 3-D: one 2-D convolution per filter tap in depth ------------------------------------------
 #
-# y[n, :, od] = sum over kd of conv2d(x[n, :, od * sd - pd + kd * dd], w[:, :, kd]): for each
-# image and depth tap, one 2-D call whose batch is the output depths that tap reaches (their input
-# depths are sd apart), accumulated into y with beta = 1. Every 2-D algorithm serves every pass
-# of the 3-D convolution this way; in channels_last_3d memory each slice is a 2-D NHWC batch
-# (packed when sd = 1), so nothing is copied.
+# convcore's 3-D Convolution (convcore/_nd.py): one 2-D call per image and depth tap, accumulated
+# into the output's depth slices (views: channels_last_3d slices are 2-D NHWC batches), so every
+# 2-D algorithm serves each 3-D pass.
 
-def _depth_taps(d_in, d_out, pad, stride, dilation, taps):
-    """(kd, od_lo, count, id_lo) for each depth tap kd that reaches an output depth: outputs
-    od_lo .. od_lo + count - 1 read input depths id_lo, id_lo + stride, ... (the others only
-    padding)."""
-    result = []
-    for kd in range(taps):
-        offset = kd * dilation - pad  # the input depth of output depth 0
-        lo = 0 if offset >= 0 else (-offset + stride - 1) // stride
-        last = d_in - 1 - offset
-        hi = 0 if last < 0 else min(d_out, last // stride + 1)
-        if lo < hi:
-            result.append((kd, lo, hi - lo, lo * stride + offset))
-    return result
-
-
-def _depth_slices(t, n, lo, count, step):
-    """t[n, :, lo : lo + (count - 1) * step + 1 : step] as a 2-D batch (count, C, H, W): a view."""
-    return t[n, :, lo:lo + (count - 1) * step + 1:step].transpose(0, 1)
+@functools.lru_cache(maxsize=512)
+def _conv3d_for(stride, padding, dilation, groups):
+    return _api.Convolution(_api.ConvDesc(padding=padding, stride=stride, dilation=dilation,
+                                          groups=groups, spatial_dims=3))
 
 
 def _output_size_3d(x_shape, w_shape, stride, padding, dilation):
@@ -445,12 +431,6 @@ def _memory_format_3d(t):
         memory_format=torch.channels_last_3d) else torch.contiguous_format)
 
 
-def _new_like(x, shape):
-    """Zeros of ``shape`` in x's memory format (channels_last_3d or contiguous)."""
-    return torch.empty(shape, dtype=x.dtype, device=x.device,
-                       memory_format=_memory_format_3d(x)).zero_()
-
-
 def _conv3d_impl(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: List[int],
                  padding: List[int], dilation: List[int], groups: int, algo: str) -> Tensor:
     """y = conv3d(x, w) + bias: one 2-D forward per image and depth tap, accumulated."""
@@ -463,52 +443,16 @@ def _conv3d_impl(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: List[int]
     if min(out) < 1:
         raise BadParamError(f"{fn}: the output would be {out} for input {tuple(x.shape[2:])}, "
                             f"weight {tuple(w.shape[2:])}: every size must be at least 1")
-    y = _new_like(x, (x.shape[0], w.shape[0]) + out)
-    conv = _ct._conv_for(stride[1:], padding[1:], dilation[1:], groups)
-    fwd = _ct._split_algo(algo)[0]
-    for kd, lo, count, id_lo in _depth_taps(x.shape[2], out[0], padding[0], stride[0], dilation[0],
-                                            w.shape[2]):
-        w2 = w[:, :, kd]
-        for n in range(x.shape[0]):
-            conv.forward(_depth_slices(x, n, id_lo, count, stride[0]), w2, algo=fwd,
-                         out=_depth_slices(y, n, lo, count, 1), beta=1.0)
-    if bias is not None:
-        y.add_(bias.view(1, -1, 1, 1, 1))
-    return y
+    return _conv3d_for(tuple(stride), tuple(padding), tuple(dilation), groups).forward(
+        x, w, algo=_ct._split_algo(algo)[0], bias=bias)
 
 
 def _conv3d_backward_data_impl(dy: Tensor, w: Tensor, x_shape: List[int], stride: List[int],
                                padding: List[int], dilation: List[int], groups: int,
                                algo: str) -> Tensor:
     """dx of conv3d: one 2-D backward-data pass per image and depth tap, accumulated."""
-    dx = _new_like(dy, tuple(x_shape))
-    conv = _ct._conv_for(stride[1:], padding[1:], dilation[1:], groups)
-    data = _ct._split_algo(algo)[1]
-    for kd, lo, count, id_lo in _depth_taps(x_shape[2], dy.shape[2], padding[0], stride[0],
-                                            dilation[0], w.shape[2]):
-        w2 = w[:, :, kd]
-        for n in range(dy.shape[0]):
-            dx2 = _depth_slices(dx, n, id_lo, count, stride[0])
-            dy2 = _depth_slices(dy, n, lo, count, 1)
-            if _strides_nest(dx2):
-                conv.backward_data(dy2, w2, tuple(dx2.shape), algo=data, out=dx2, beta=1.0)
-            else:
-                dx2.add_(conv.backward_data(dy2, w2, tuple(dx2.shape), algo=data))
-    return dx
-
-
-def _strides_nest(t):
-    """Whether each axis's stride (longer axes only, in increasing order) covers the axes inside
-    it: convcore's test that an output's elements are distinct. Depth slices of NCDHW memory
-    taken with a step may interleave the depth and channel axes without overlapping, which that
-    test refuses: such a slice is computed into a new tensor and added."""
-    axes = sorted((st, n) for st, n in zip(t.stride(), t.shape) if n > 1)
-    span = 1
-    for st, n in axes:
-        if st < span:
-            return False
-        span = st * n
-    return True
+    return _conv3d_for(tuple(stride), tuple(padding), tuple(dilation), groups).backward_data(
+        dy, w, tuple(x_shape), algo=_ct._split_algo(algo)[1])
 
 
 def _conv3d_backward_filter_impl(x: Tensor, dy: Tensor, w_shape: List[int], stride: List[int],
@@ -516,17 +460,8 @@ def _conv3d_backward_filter_impl(x: Tensor, dy: Tensor, w_shape: List[int], stri
                                  algo: str) -> Tensor:
     """dw of conv3d: one 2-D backward-filter pass per image and depth tap, accumulated into the
     tap's slice of dw."""
-    dw = x.new_zeros(tuple(w_shape))
-    conv = _ct._conv_for(stride[1:], padding[1:], dilation[1:], groups)
-    filt = _ct._split_algo(algo)[2]
-    for kd, lo, count, id_lo in _depth_taps(x.shape[2], dy.shape[2], padding[0], stride[0],
-                                            dilation[0], w_shape[2]):
-        dw2 = dw[:, :, kd]
-        for n in range(x.shape[0]):
-            conv.backward_filter(_depth_slices(x, n, id_lo, count, stride[0]),
-                                 _depth_slices(dy, n, lo, count, 1), tuple(dw2.shape),
-                                 algo=filt, out=dw2, beta=1.0)
-    return dw
+    return _conv3d_for(tuple(stride), tuple(padding), tuple(dilation), groups).backward_filter(
+        x, dy, tuple(w_shape), algo=_ct._split_algo(algo)[2])
 
 
 def _conv3d_params(inputs):
@@ -600,7 +535,7 @@ def conv3d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
     (as conv2d's: the 2-D algorithm each depth tap runs). Input N x C x D x H x W (or unbatched
     C x D x H x W), weight K x C/groups x T x R x S. A channels_last_3d input gives a
     channels_last_3d output. Runs one 2-D convolution per image and depth tap (this module's
-    comment above _depth_taps)."""
+    convcore/_nd.py)."""
     fn = "convcore.torch.conv3d"
     for name, t in (("input", input), ("weight", weight)):
         if not isinstance(t, Tensor):

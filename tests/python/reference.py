@@ -60,6 +60,59 @@ def conv2d_reference(x, w, padding=(0, 0), stride=(1, 1), dilation=(1, 1), group
     return y
 
 
+def convnd_reference(x, w, padding, stride, dilation, groups=1, mode="cross_correlation"):
+    """The convolution in 1 to 3 spatial dimensions (x: N x C x spatial..., w: K x C/G x
+    kernel...) in float64, with its two gradients as functions of dy:
+    (y, backward_data(dy), backward_filter(dy)). One einsum per filter tap and group."""
+    x = np.asarray(x, dtype=np.float64)
+    w = np.asarray(w, dtype=np.float64)
+    dims = x.ndim - 2
+    flip = (slice(None), slice(None)) + (slice(None, None, -1),) * dims
+    if mode == "convolution":
+        w = w[flip]
+    k, cg = w.shape[:2]
+    kg = k // groups
+    out = [output_size(size, p, kern, s, d) for size, p, kern, s, d in
+           zip(x.shape[2:], padding, w.shape[2:], stride, dilation)]
+    assert x.shape[1] == cg * groups and k % groups == 0 and min(out) > 0
+    xp = np.zeros(x.shape[:2] + tuple(size + 2 * p for size, p in zip(x.shape[2:], padding)))
+    inner = tuple(slice(p, p + size) for p, size in zip(padding, x.shape[2:]))
+    xp[(slice(None), slice(None)) + inner] = x
+    taps = list(np.ndindex(*w.shape[2:]))
+
+    def window(tap):  # the input positions tap reads, for every output position
+        return tuple(slice(t * d, t * d + s * (o - 1) + 1, s)
+                     for t, d, s, o in zip(tap, dilation, stride, out))
+
+    letters = "pqr"[:dims]
+    y = np.zeros((x.shape[0], k) + tuple(out))
+    for g in range(groups):
+        cs, ks = slice(g * cg, (g + 1) * cg), slice(g * kg, (g + 1) * kg)
+        for tap in taps:
+            y[:, ks] += np.einsum(f"nc{letters},kc->nk{letters}",
+                                  xp[(slice(None), cs) + window(tap)], w[(ks, slice(None)) + tap])
+
+    def backward_data(dy):
+        dxp = np.zeros_like(xp)
+        for g in range(groups):
+            cs, ks = slice(g * cg, (g + 1) * cg), slice(g * kg, (g + 1) * kg)
+            for tap in taps:
+                dxp[(slice(None), cs) + window(tap)] += np.einsum(
+                    f"nk{letters},kc->nc{letters}", dy[:, ks], w[(ks, slice(None)) + tap])
+        return dxp[(slice(None), slice(None)) + inner]
+
+    def backward_filter(dy):
+        dw = np.zeros_like(w)
+        for g in range(groups):
+            cs, ks = slice(g * cg, (g + 1) * cg), slice(g * kg, (g + 1) * kg)
+            for tap in taps:
+                dw[(ks, slice(None)) + tap] = np.einsum(
+                    f"nc{letters},nk{letters}->kc", xp[(slice(None), cs) + window(tap)], dy[:, ks])
+        return dw[flip] if mode == "convolution" else dw
+
+    return y, backward_data, backward_filter
+
+
 @dataclass(frozen=True)
 class Problem:
     n: int

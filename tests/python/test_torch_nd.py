@@ -252,7 +252,7 @@ def test_errors_name_the_argument():
 # ---- 3-D ----------------------------------------------------------------------------------------------
 
 def test_depth_taps_match_enumeration():
-    from convcore._torch_nd import _depth_taps
+    from convcore._nd import depth_taps
     for d_in in range(1, 7):
         for taps in range(1, 5):
             for pad in range(0, 4):
@@ -267,7 +267,7 @@ def test_depth_taps_match_enumeration():
                             if ods:
                                 expected[kd] = (ods[0], len(ods), ods[0] * stride - pad + kd * dil)
                                 assert ods == list(range(ods[0], ods[0] + len(ods)))
-                        got = {kd: rest for kd, *rest in _depth_taps(d_in, d_out, pad, stride, dil, taps)}
+                        got = {kd: rest for kd, *rest in depth_taps(d_in, d_out, pad, stride, dil, taps)}
                         assert got == {kd: list(v) for kd, v in expected.items()}
 
 

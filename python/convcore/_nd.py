@@ -1,0 +1,213 @@
+"""The 1-D and 3-D convolutions of the NumPy-level API (a Convolution whose ConvDesc has 1 or 3
+spatial dimensions), on the 2-D one:
+
+- 1-D: the 2-D convolution with H = 1 (arrays viewed with an H axis of length 1), as the C API's
+  Nd descriptors store it: every 2-D algorithm and pass serves it, the fused epilogue included.
+- 3-D: one 2-D convolution per image and filter tap in depth, accumulated (beta = 1) into the
+  output's depth slices: y[n, :, od] = sum over kd of conv2d(x[n, :, od * sd - pd + kd * dd],
+  w[:, :, kd]). The slices are views (in N x D x H x W x C memory, NHWC batches). Each pass
+  (forward, backward data, backward filter) is its 2-D pass per tap, so every 2-D algorithm
+  serves it. No fused epilogue (bias only), no Find: the 2-D slices are what convcore times.
+
+Arrays are NumPy arrays, torch tensors or CuPy arrays: only indexing, swapaxes, reshape and
+in-place arithmetic are used on them."""
+
+from typing import Any, List, Optional, Tuple
+
+from ._errors import BadParamError, NotSupportedError
+
+
+def depth_taps(d_in: int, d_out: int, pad: int, stride: int, dilation: int,
+               taps: int) -> List[Tuple[int, int, int, int]]:
+    """(kd, od_lo, count, id_lo) for each depth tap kd that reaches an output depth: outputs
+    od_lo .. od_lo + count - 1 read input depths id_lo, id_lo + stride, ... (the others only
+    padding)."""
+    result = []
+    for kd in range(taps):
+        offset = kd * dilation - pad  # the input depth of output depth 0
+        lo = 0 if offset >= 0 else (-offset + stride - 1) // stride
+        last = d_in - 1 - offset
+        hi = 0 if last < 0 else min(d_out, last // stride + 1)
+        if lo < hi:
+            result.append((kd, lo, hi - lo, lo * stride + offset))
+    return result
+
+
+def depth_slices(a: Any, n: int, lo: int, count: int, step: int) -> Any:
+    """a[n, :, lo : lo + (count - 1) * step + 1 : step] as a 2-D batch (count, C, H, W): a view."""
+    return a[n, :, lo:lo + (count - 1) * step + 1:step].swapaxes(0, 1)
+
+
+def strides_nest(a: Any) -> bool:
+    """Whether each axis's stride (longer axes only, in increasing order) covers the axes inside
+    it: convcore's test that an output's elements are distinct. Depth slices of N x C x D x H x W
+    memory taken with a step may interleave the depth and channel axes without overlapping,
+    which that test refuses: such a slice is computed into a new array and added."""
+    strides = a.stride() if callable(getattr(a, "stride", None)) else [s // a.itemsize for s in a.strides]
+    axes = sorted((st, n) for st, n in zip(strides, a.shape) if n > 1)
+    span = 1
+    for st, n in axes:
+        if st < span:
+            return False
+        span = st * n
+    return True
+
+
+def _with_h(a: Any) -> Any:
+    return None if a is None else a[:, :, None]
+
+
+def _shape_with_h(shape: Any) -> Tuple[int, ...]:
+    shape = tuple(shape)
+    return shape[:2] + (1,) + shape[2:]
+
+
+class NdConvolution:
+    """What Convolution runs for a 1-D or 3-D ConvDesc: ``plane`` is the 2-D Convolution of the
+    last two spatial dimensions (1-D: H = 1)."""
+
+    def __init__(self, desc: Any, plane: Any) -> None:
+        self.desc = desc
+        self.plane = plane
+        self.dims = desc.spatial_dims
+
+    # ---- shapes ----
+
+    def _check_rank(self, name: str, shape: Tuple[int, ...]) -> None:
+        if len(shape) != self.dims + 2:
+            layout = {1: "N, C, L", 3: "N, C, D, H, W"}[self.dims]
+            raise BadParamError(f"{name}: expected {self.dims + 2} sizes ({layout}) for a "
+                                f"{self.dims}-D convolution, got {shape}")
+
+    def output_shape(self, x_shape: Any, w_shape: Any) -> Tuple[int, ...]:
+        x_shape, w_shape = tuple(x_shape), tuple(w_shape)
+        self._check_rank("x_shape", x_shape)
+        self._check_rank("w_shape", w_shape)
+        if self.dims == 1:
+            y = self.plane.output_shape(_shape_with_h(x_shape), _shape_with_h(w_shape))
+            return y[:2] + y[3:]
+        plane = self.plane.output_shape(x_shape[:2] + x_shape[3:], w_shape[:2] + w_shape[3:])
+        (pd,), (sd,), (dd,) = self.desc.padding[:1], self.desc.stride[:1], self.desc.dilation[:1]
+        depth = (x_shape[2] + 2 * pd - dd * (w_shape[2] - 1) - 1) // sd + 1
+        if depth < 1:
+            raise BadParamError(f"x_shape: the output depth would be {depth} (input depth "
+                                f"{x_shape[2]}, filter depth {w_shape[2]}, padding {pd}, stride "
+                                f"{sd}, dilation {dd}); it must be at least 1")
+        return plane[:2] + (depth,) + plane[2:]
+
+    def plane_shapes(self, x_shape: Any, w_shape: Any) -> Tuple[Tuple[int, ...], Tuple[int, ...]]:
+        """The 2-D problem convcore runs: 1-D, with H = 1; 3-D, one depth tap over every output
+        depth (the batch of its largest call)."""
+        x_shape, w_shape = tuple(x_shape), tuple(w_shape)
+        self._check_rank("x_shape", x_shape)
+        self._check_rank("w_shape", w_shape)
+        if self.dims == 1:
+            return _shape_with_h(x_shape), _shape_with_h(w_shape)
+        depth = self.output_shape(x_shape, w_shape)[2]
+        return (depth,) + x_shape[1:2] + x_shape[3:], w_shape[:2] + w_shape[3:]
+
+    # ---- the passes ----
+
+    def forward(self, x: Any, w: Any, algo: Any = "auto", out: Optional[Any] = None,
+                alpha: float = 1.0, beta: float = 0.0, filter_version: Any = None,
+                bias: Optional[Any] = None, activation: Optional[str] = "identity",
+                residual: Optional[Any] = None, alpha2: float = 1.0) -> Any:
+        self._check_rank("x", tuple(x.shape))
+        self._check_rank("w", tuple(w.shape))
+        if self.dims == 1:
+            y = self.plane.forward(_with_h(x), _with_h(w), algo, _with_h(out), alpha, beta,
+                                   filter_version, bias, activation, _with_h(residual), alpha2)
+            return y[:, :, 0] if out is None else out
+        if residual is not None or activation not in (None, "identity"):
+            raise NotSupportedError("a 3-D convolution has no fused epilogue (activation, "
+                                    "residual) yet; apply them to its output")
+        y_shape = self.output_shape(x.shape, w.shape)
+        out = self._scaled_output(x, y_shape, out, beta)
+        flip = self.desc.mode == "convolution"
+        (pd,), (sd,), (dd,) = self.desc.padding[:1], self.desc.stride[:1], self.desc.dilation[:1]
+        for kd, lo, count, id_lo in depth_taps(x.shape[2], y_shape[2], pd, sd, dd, w.shape[2]):
+            w2 = w[:, :, w.shape[2] - 1 - kd if flip else kd]
+            for n in range(x.shape[0]):
+                self.plane.forward(depth_slices(x, n, id_lo, count, sd), w2, algo,
+                                   depth_slices(out, n, lo, count, 1), alpha, 1.0)
+        if bias is not None:
+            out += alpha * bias.reshape(1, -1, 1, 1, 1)
+        return out
+
+    def backward_data(self, dy: Any, w: Any, x_shape: Any, algo: Any = "auto",
+                      out: Optional[Any] = None, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        x_shape = tuple(x_shape)
+        self._check_rank("x_shape", x_shape)
+        self._check_rank("dy", tuple(dy.shape))
+        if self.dims == 1:
+            dx = self.plane.backward_data(_with_h(dy), _with_h(w), _shape_with_h(x_shape), algo,
+                                          _with_h(out), alpha, beta)
+            return dx[:, :, 0] if out is None else out
+        y_shape = self.output_shape(x_shape, w.shape)
+        if tuple(dy.shape) != y_shape:
+            raise BadParamError(f"dy: expected shape {y_shape} (the output for an input of "
+                                f"shape {x_shape}), got {tuple(dy.shape)}")
+        out = self._scaled_output(dy, x_shape, out, beta)
+        flip = self.desc.mode == "convolution"
+        (pd,), (sd,), (dd,) = self.desc.padding[:1], self.desc.stride[:1], self.desc.dilation[:1]
+        for kd, lo, count, id_lo in depth_taps(x_shape[2], y_shape[2], pd, sd, dd, w.shape[2]):
+            w2 = w[:, :, w.shape[2] - 1 - kd if flip else kd]
+            for n in range(dy.shape[0]):
+                dx2 = depth_slices(out, n, id_lo, count, sd)
+                dy2 = depth_slices(dy, n, lo, count, 1)
+                if strides_nest(dx2):
+                    self.plane.backward_data(dy2, w2, dx2.shape, algo, dx2, alpha, 1.0)
+                else:
+                    dx2 += self.plane.backward_data(dy2, w2, dx2.shape, algo, None, alpha)
+        return out
+
+    def backward_filter(self, x: Any, dy: Any, w_shape: Any, algo: Any = "auto",
+                        out: Optional[Any] = None, alpha: float = 1.0, beta: float = 0.0) -> Any:
+        w_shape = tuple(w_shape)
+        self._check_rank("w_shape", w_shape)
+        self._check_rank("x", tuple(x.shape))
+        if self.dims == 1:
+            dw = self.plane.backward_filter(_with_h(x), _with_h(dy), _shape_with_h(w_shape), algo,
+                                            _with_h(out), alpha, beta)
+            return dw[:, :, 0] if out is None else out
+        y_shape = self.output_shape(x.shape, w_shape)
+        if tuple(dy.shape) != y_shape:
+            raise BadParamError(f"dy: expected shape {y_shape}, got {tuple(dy.shape)}")
+        out = self._scaled_output(x, w_shape, out, beta, follow_layout=False)
+        flip = self.desc.mode == "convolution"
+        (pd,), (sd,), (dd,) = self.desc.padding[:1], self.desc.stride[:1], self.desc.dilation[:1]
+        for kd, lo, count, id_lo in depth_taps(x.shape[2], y_shape[2], pd, sd, dd, w_shape[2]):
+            dw2 = out[:, :, w_shape[2] - 1 - kd if flip else kd]
+            for n in range(x.shape[0]):
+                self.plane.backward_filter(depth_slices(x, n, id_lo, count, sd),
+                                           depth_slices(dy, n, lo, count, 1), dw2.shape, algo,
+                                           dw2, alpha, 1.0)
+        return out
+
+    def backward_bias(self, dy: Any, out: Optional[Any] = None, alpha: float = 1.0,
+                      beta: float = 0.0) -> Any:
+        self._check_rank("dy", tuple(dy.shape))
+        n, k = dy.shape[:2]
+        # the sum over N and every position, of dy seen as N x K x (positions) x 1
+        return self.plane.backward_bias(dy.reshape(n, k, -1, 1), out, alpha, beta)
+
+    def _scaled_output(self, like: Any, shape: Tuple[int, ...], out: Optional[Any], beta: float,
+                       follow_layout: bool = True) -> Any:
+        """out * beta (zeros when beta == 0, never reading out), or new zeros of ``like``'s
+        kind (channels_last_3d for such a torch tensor) when out is None."""
+        from . import _api
+        if out is None:
+            if beta != 0.0:
+                raise BadParamError(f"beta: beta={beta} blends into an existing output; pass out=")
+            out = _api._allocate_output(like, shape, like.dtype, _api._dlpack_device(like, "x"))
+            if follow_layout and _api._is_torch_tensor(like):
+                torch = _api._torch_module()
+                if not like.is_contiguous() and like.is_contiguous(memory_format=torch.channels_last_3d):
+                    out = out.contiguous(memory_format=torch.channels_last_3d)
+        elif tuple(out.shape) != tuple(shape):
+            raise BadParamError(f"out: expected shape {tuple(shape)}, got {tuple(out.shape)}")
+        if beta == 0.0:
+            out[...] = 0
+        else:
+            out *= beta
+        return out

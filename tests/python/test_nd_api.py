@@ -1,0 +1,108 @@
+"""The NumPy-level API in 1 and 3 spatial dimensions (ConvDesc(spatial_dims=...)): every pass
+against the float64 reference (reference.convnd_reference), alpha and beta, mode "convolution",
+the algorithms that serve each, and the errors."""
+
+import numpy as np
+import pytest
+
+import convcore
+from reference import CLASSIC_ALGOS, convnd_reference, relative_error
+
+pytestmark = pytest.mark.usefixtures("one_thread")
+
+TOL = 1e-10  # float64
+
+# (x shape, w shape, padding, stride, dilation, groups)
+PROBLEMS = [
+    ((2, 4, 13), (6, 2, 3), (1,), (2,), (2,), 2),
+    ((1, 3, 9), (5, 3, 1), (0,), (1,), (1,), 1),                 # 1 x 1
+    ((3, 2, 7), (4, 2, 9), (4,), (1,), (1,), 1),                 # filter longer than the input
+    ((2, 4, 6, 5, 7), (6, 2, 3, 3, 2), (1, 0, 1), (2, 1, 2), (1, 2, 1), 2),
+    ((1, 3, 5, 6, 6), (4, 3, 3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1), 1),   # 3x3x3 stride 1
+    ((1, 2, 4, 4, 4), (3, 2, 5, 1, 1), (2, 0, 0), (3, 1, 1), (1, 1, 1), 1),   # taps on padding only
+    ((2, 4, 5, 4, 6), (4, 1, 3, 3, 3), (1, 1, 1), (1, 2, 1), (2, 1, 1), 4),   # depthwise
+]
+
+
+def ids(p):
+    return f"{len(p[0]) - 2}d_x{'x'.join(map(str, p[0]))}_w{'x'.join(map(str, p[1]))}_g{p[5]}"
+
+
+def arrays(problem, seed=0):
+    rng = np.random.default_rng(seed)
+    x_shape, w_shape = problem[:2]
+    return rng.uniform(-1, 1, x_shape), rng.uniform(-1, 1, w_shape)
+
+
+@pytest.mark.parametrize("mode", ["cross_correlation", "convolution"])
+@pytest.mark.parametrize("problem", PROBLEMS, ids=ids)
+def test_every_pass_matches_the_reference(problem, mode):
+    x, w = arrays(problem)
+    _, _, padding, stride, dilation, groups = problem
+    conv = convcore.Convolution(padding=padding, stride=stride, dilation=dilation, groups=groups,
+                                mode=mode)
+    assert conv.desc.spatial_dims == x.ndim - 2
+    y_ref, backward_data, backward_filter = convnd_reference(x, w, padding, stride, dilation,
+                                                             groups, mode)
+    assert conv.output_shape(x.shape, w.shape) == y_ref.shape
+    dy = np.random.default_rng(1).uniform(-1, 1, y_ref.shape)
+    for algo in ("auto",) + CLASSIC_ALGOS:
+        assert relative_error(conv.forward(x, w, algo=algo), y_ref) <= TOL
+        assert relative_error(conv.backward_data(dy, w, x.shape, algo=algo), backward_data(dy)) <= TOL
+        assert relative_error(conv.backward_filter(x, dy, w.shape, algo=algo), backward_filter(dy)) <= TOL
+    sum_axes = (0,) + tuple(range(2, dy.ndim))
+    assert relative_error(conv.backward_bias(dy), dy.sum(axis=sum_axes)) <= TOL
+
+
+@pytest.mark.parametrize("problem", [PROBLEMS[0], PROBLEMS[3]], ids=ids)
+def test_alpha_beta_and_out(problem):
+    x, w = arrays(problem)
+    _, _, padding, stride, dilation, groups = problem
+    conv = convcore.Convolution(padding=padding, stride=stride, dilation=dilation, groups=groups)
+    y_ref, backward_data, backward_filter = convnd_reference(x, w, padding, stride, dilation, groups)
+    dy = np.random.default_rng(1).uniform(-1, 1, y_ref.shape)
+    out = np.random.default_rng(2).uniform(-1, 1, y_ref.shape)
+    expected = 0.5 * y_ref + 2.0 * out
+    assert conv.forward(x, w, out=out, alpha=0.5, beta=2.0) is out
+    assert relative_error(out, expected) <= TOL
+    dx = np.full(x.shape, np.nan)  # beta == 0 never reads out
+    conv.backward_data(dy, w, x.shape, out=dx)
+    assert relative_error(dx, backward_data(dy)) <= TOL
+    dw = np.ones(w.shape)
+    conv.backward_filter(x, dy, w.shape, out=dw, alpha=2.0, beta=-1.0)
+    assert relative_error(dw, 2.0 * backward_filter(dy) - 1.0) <= TOL
+
+
+def test_winograd_serves_3x3x3_and_refuses_1d():
+    x, w = arrays(PROBLEMS[4])
+    conv = convcore.Convolution(padding=1, spatial_dims=3)
+    assert "winograd_4x4_3x3" in conv.applicable_algos(x.shape, w.shape)
+    y_ref = convnd_reference(x, w, (1, 1, 1), (1, 1, 1), (1, 1, 1))[0]
+    assert relative_error(conv.forward(x, w, algo="winograd_4x4_3x3"), y_ref) <= 1e-9
+    x1, w1 = arrays(PROBLEMS[0])
+    conv1 = convcore.Convolution(padding=(1,), stride=(2,), dilation=(2,), groups=2)
+    assert "winograd_2x2_3x3" not in conv1.applicable_algos(x1.shape, w1.shape)
+    with pytest.raises(convcore.NotSupportedError):
+        conv1.forward(x1, w1, algo="winograd_2x2_3x3")
+    assert conv1.workspace_size(x1.shape, w1.shape, "im2col_gemm") > 0
+
+
+def test_errors_name_the_argument():
+    with pytest.raises(convcore.BadParamError, match="different lengths"):
+        convcore.ConvDesc(padding=(1, 1, 1), stride=(1, 1))
+    with pytest.raises(convcore.BadParamError, match="spatial_dims"):
+        convcore.ConvDesc(spatial_dims=4)
+    with pytest.raises(convcore.BadParamError, match="padding"):
+        convcore.ConvDesc(padding=(1, 2), spatial_dims=3)
+    conv = convcore.Convolution(padding=1, spatial_dims=3)
+    x, w = arrays(PROBLEMS[4])
+    with pytest.raises(convcore.BadParamError, match="x: expected 5 sizes"):
+        conv.forward(x[0], w)
+    with pytest.raises(convcore.NotSupportedError, match="epilogue"):
+        conv.forward(x, w, activation="relu")
+    with pytest.raises(convcore.NotSupportedError, match="find"):
+        conv.find(x, w)
+    with pytest.raises(convcore.BadParamError, match="dy: expected shape"):
+        conv.backward_data(np.zeros((1, 4, 2, 2, 2)), w, x.shape)
+    with pytest.raises(convcore.BadParamError, match="output depth"):
+        convcore.Convolution(spatial_dims=3).output_shape((1, 3, 2, 6, 6), (4, 3, 3, 3, 3))
