@@ -6,8 +6,8 @@ A 1-D convolution is the 2-D one with H = 1 (an N x C x L input is viewed as N x
 K x C/g x S filter as K x C/g x 1 x S): every 2-D algorithm and pass serves it, through
 convcore.torch.conv2d and its routes (direct, eager autograd, operator).
 
-A 3-D convolution is one 2-D convolution per image and filter tap in depth, accumulated (the
-convcore/_nd.py).
+A 3-D convolution is one 2-D convolution per image and filter tap in depth, accumulated
+(convcore/_nd.py).
 
 A transposed convolution is the backward-data pass of the convolution it transposes (cuDNN's and
 PyTorch's own construction): ConvTranspose's weight (C_in, C_out/g, R, S) is exactly the weight
@@ -19,9 +19,8 @@ Its gradients are the convolution's other two passes (the operator convcore::con
   d bias   = d output summed over N, H, W.
 """
 
-from typing import Any, List, Literal, Optional, Sequence, Tuple, Union, cast
-
 import functools
+from typing import Any, List, Literal, Optional, Sequence, Tuple, Union, cast
 
 import torch
 import torch.nn.functional as F
