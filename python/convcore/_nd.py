@@ -53,6 +53,54 @@ def strides_nest(a: Any) -> bool:
     return True
 
 
+def _element_strides(a: Any) -> List[int]:
+    if callable(getattr(a, "stride", None)):  # torch
+        return list(a.stride())
+    return [st // a.itemsize for st in a.strides]
+
+
+def is_ndhwc(a: Any) -> bool:
+    """Whether a (N x C x D x H x W) lies packed in N x D x H x W x C memory (the strides of
+    length-1 axes do not matter)."""
+    n, c, d, h, w = a.shape
+    expected = (d * h * w * c, 1, h * w * c, w * c, c)
+    return all(size == 1 or st == e for size, st, e in zip(a.shape, _element_strides(a), expected))
+
+
+def ndhwc(a: Any) -> Any:
+    """a in N x D x H x W x C memory: a itself when it is, else a copy (the 2-D slices of such
+    memory are packed NHWC batches; those of N x C x D x H x W memory are not, and convcore
+    would copy every slice of every tap)."""
+    if is_ndhwc(a):
+        return a
+    if callable(getattr(a, "stride", None)):  # torch
+        import torch
+        return a.contiguous(memory_format=torch.channels_last_3d)
+    return a.transpose(0, 2, 3, 4, 1).copy().transpose(0, 4, 1, 2, 3)  # NumPy, CuPy
+
+
+def _ndhwc_zeros(like: Any, shape: Tuple[int, ...]) -> Any:
+    """Zeros of ``shape`` (N x C x D x H x W) in N x D x H x W x C memory, of like's kind."""
+    from . import _api
+    n, c, d, h, w = shape
+    if _api._is_torch_tensor(like):
+        torch = _api._torch_module()
+        return torch.zeros((n, d, h, w, c), dtype=like.dtype, device=like.device).permute(0, 4, 1, 2, 3)
+    buf = _api._allocate_output(like, (n, d, h, w, c), like.dtype, _api._dlpack_device(like, "x"))
+    buf[...] = 0
+    return buf.transpose(0, 4, 1, 2, 3)
+
+
+def _in_layout_of(result: Any, like: Any) -> Any:
+    """result (N x D x H x W x C memory) in like's layout: itself, or a packed N x C x D x H x W
+    copy when like is not channels-last."""
+    if is_ndhwc(like):
+        return result
+    if callable(getattr(result, "contiguous", None)):  # torch
+        return result.contiguous()
+    return result.copy()  # NumPy, CuPy: C order
+
+
 def _with_h(a: Any) -> Any:
     return None if a is None else a[:, :, None]
 
@@ -122,17 +170,19 @@ class NdConvolution:
             raise NotSupportedError("a 3-D convolution has no fused epilogue (activation, "
                                     "residual) yet; apply them to its output")
         y_shape = self.output_shape(x.shape, w.shape)
-        out = self._scaled_output(x, y_shape, out, beta)
         flip = self.desc.mode == "convolution"
         (pd,), (sd,), (dd,) = self.desc.padding[:1], self.desc.stride[:1], self.desc.dilation[:1]
-        for kd, lo, count, id_lo in depth_taps(x.shape[2], y_shape[2], pd, sd, dd, w.shape[2]):
-            w2 = w[:, :, w.shape[2] - 1 - kd if flip else kd]
-            for n in range(x.shape[0]):
-                self.plane.forward(depth_slices(x, n, id_lo, count, sd), w2, algo,
-                                   depth_slices(out, n, lo, count, 1), alpha, 1.0)
-        if bias is not None:
-            out += alpha * bias.reshape(1, -1, 1, 1, 1)
-        return out
+        x_run = ndhwc(x)
+
+        def accumulate(y):
+            for kd, lo, count, id_lo in depth_taps(x.shape[2], y_shape[2], pd, sd, dd, w.shape[2]):
+                w2 = w[:, :, w.shape[2] - 1 - kd if flip else kd]
+                for n in range(x.shape[0]):
+                    self.plane.forward(depth_slices(x_run, n, id_lo, count, sd), w2, algo,
+                                       depth_slices(y, n, lo, count, 1), alpha, 1.0)
+            if bias is not None:
+                y += alpha * bias.reshape(1, -1, 1, 1, 1)
+        return self._run(x, y_shape, out, beta, accumulate)
 
     def backward_data(self, dy: Any, w: Any, x_shape: Any, algo: Any = "auto",
                       out: Optional[Any] = None, alpha: float = 1.0, beta: float = 0.0) -> Any:
@@ -147,19 +197,21 @@ class NdConvolution:
         if tuple(dy.shape) != y_shape:
             raise BadParamError(f"dy: expected shape {y_shape} (the output for an input of "
                                 f"shape {x_shape}), got {tuple(dy.shape)}")
-        out = self._scaled_output(dy, x_shape, out, beta)
         flip = self.desc.mode == "convolution"
         (pd,), (sd,), (dd,) = self.desc.padding[:1], self.desc.stride[:1], self.desc.dilation[:1]
-        for kd, lo, count, id_lo in depth_taps(x_shape[2], y_shape[2], pd, sd, dd, w.shape[2]):
-            w2 = w[:, :, w.shape[2] - 1 - kd if flip else kd]
-            for n in range(dy.shape[0]):
-                dx2 = depth_slices(out, n, id_lo, count, sd)
-                dy2 = depth_slices(dy, n, lo, count, 1)
-                if strides_nest(dx2):
-                    self.plane.backward_data(dy2, w2, dx2.shape, algo, dx2, alpha, 1.0)
-                else:
-                    dx2 += self.plane.backward_data(dy2, w2, dx2.shape, algo, None, alpha)
-        return out
+        dy_run = ndhwc(dy)
+
+        def accumulate(dx):
+            for kd, lo, count, id_lo in depth_taps(x_shape[2], y_shape[2], pd, sd, dd, w.shape[2]):
+                w2 = w[:, :, w.shape[2] - 1 - kd if flip else kd]
+                for n in range(dy.shape[0]):
+                    dx2 = depth_slices(dx, n, id_lo, count, sd)
+                    dy2 = depth_slices(dy_run, n, lo, count, 1)
+                    if strides_nest(dx2):
+                        self.plane.backward_data(dy2, w2, dx2.shape, algo, dx2, alpha, 1.0)
+                    else:
+                        dx2 += self.plane.backward_data(dy2, w2, dx2.shape, algo, None, alpha)
+        return self._run(dy, x_shape, out, beta, accumulate)
 
     def backward_filter(self, x: Any, dy: Any, w_shape: Any, algo: Any = "auto",
                         out: Optional[Any] = None, alpha: float = 1.0, beta: float = 0.0) -> Any:
@@ -173,14 +225,15 @@ class NdConvolution:
         y_shape = self.output_shape(x.shape, w_shape)
         if tuple(dy.shape) != y_shape:
             raise BadParamError(f"dy: expected shape {y_shape}, got {tuple(dy.shape)}")
-        out = self._scaled_output(x, w_shape, out, beta, follow_layout=False)
+        out = self._scaled_output(x, w_shape, out, beta)
         flip = self.desc.mode == "convolution"
         (pd,), (sd,), (dd,) = self.desc.padding[:1], self.desc.stride[:1], self.desc.dilation[:1]
+        x_run, dy_run = ndhwc(x), ndhwc(dy)
         for kd, lo, count, id_lo in depth_taps(x.shape[2], y_shape[2], pd, sd, dd, w_shape[2]):
             dw2 = out[:, :, w_shape[2] - 1 - kd if flip else kd]
             for n in range(x.shape[0]):
-                self.plane.backward_filter(depth_slices(x, n, id_lo, count, sd),
-                                           depth_slices(dy, n, lo, count, 1), dw2.shape, algo,
+                self.plane.backward_filter(depth_slices(x_run, n, id_lo, count, sd),
+                                           depth_slices(dy_run, n, lo, count, 1), dw2.shape, algo,
                                            dw2, alpha, 1.0)
         return out
 
@@ -191,23 +244,44 @@ class NdConvolution:
         # the sum over N and every position, of dy seen as N x K x (positions) x 1
         return self.plane.backward_bias(dy.reshape(n, k, -1, 1), out, alpha, beta)
 
-    def _scaled_output(self, like: Any, shape: Tuple[int, ...], out: Optional[Any], beta: float,
-                       follow_layout: bool = True) -> Any:
-        """out * beta (zeros when beta == 0, never reading out), or new zeros of ``like``'s
-        kind (channels_last_3d for such a torch tensor) when out is None."""
+    @staticmethod
+    def _run(like: Any, shape: Tuple[int, ...], out: Optional[Any], beta: float,
+             accumulate: Any) -> Any:
+        """alpha * (what ``accumulate`` adds into zeros) + beta * out, computed in
+        N x D x H x W x C memory; a new output takes like's layout."""
+        if out is not None and tuple(out.shape) != tuple(shape):
+            raise BadParamError(f"out: expected shape {tuple(shape)}, got {tuple(out.shape)}")
+        if out is not None and is_ndhwc(out):
+            NdConvolution._scale(out, beta)
+            accumulate(out)
+            return out
+        if out is None and beta != 0.0:
+            raise BadParamError(f"beta: beta={beta} blends into an existing output; pass out=")
+        result = _ndhwc_zeros(like, shape)
+        accumulate(result)
+        if out is None:
+            return _in_layout_of(result, like)
+        NdConvolution._scale(out, beta)
+        out += result
+        return out
+
+    @staticmethod
+    def _scale(out: Any, beta: float) -> None:
+        if beta == 0.0:
+            out[...] = 0  # never reads out
+        else:
+            out *= beta
+
+    def _scaled_output(self, like: Any, shape: Tuple[int, ...], out: Optional[Any],
+                       beta: float) -> Any:
+        """out * beta (zeros when beta == 0, never reading out), or new zeros of ``like``'s kind
+        when out is None: the filter gradient's output."""
         from . import _api
         if out is None:
             if beta != 0.0:
                 raise BadParamError(f"beta: beta={beta} blends into an existing output; pass out=")
             out = _api._allocate_output(like, shape, like.dtype, _api._dlpack_device(like, "x"))
-            if follow_layout and _api._is_torch_tensor(like):
-                torch = _api._torch_module()
-                if not like.is_contiguous() and like.is_contiguous(memory_format=torch.channels_last_3d):
-                    out = out.contiguous(memory_format=torch.channels_last_3d)
         elif tuple(out.shape) != tuple(shape):
             raise BadParamError(f"out: expected shape {tuple(shape)}, got {tuple(out.shape)}")
-        if beta == 0.0:
-            out[...] = 0
-        else:
-            out *= beta
+        self._scale(out, beta)
         return out

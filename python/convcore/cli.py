@@ -574,8 +574,10 @@ def build_parser() -> argparse.ArgumentParser:
     model = bench.add_argument_group("whole networks (--model)")
     model.add_argument("--model", metavar="NAME[,NAME...]", help="time torchvision classification "
                        "networks end to end and per conv layer instead of the suite (e.g. "
-                       "resnet18,resnet50,mobilenet_v2; `--model list` prints the names; needs "
-                       "torchvision)")
+                       "resnet18,resnet50,mobilenet_v2; also the video networks r3d_18, mc3_18, "
+                       "r2plus1d_18, a 3-D U-Net unet3d and wav2vec 2.0's Conv1d feature "
+                       "extractor wav2vec2_fe, each on its own input; `--model list` prints the "
+                       "names; needs torchvision)")
     model.add_argument("--batch", type=_positive_int, help="batch size (default 1)")
     model.add_argument("--size", type=_positive_int, help="input height and width (default 224)")
     model.add_argument("--train", action="store_true", help="time a training step (forward, "

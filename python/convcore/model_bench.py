@@ -50,6 +50,7 @@ from torch import nn
 
 import convcore
 import convcore.torch as convcore_torch
+from convcore.bench_networks import NETWORKS, channels_last, model_channels_last
 from convcore.bench_suite import BenchProblem
 from convcore.bench_timing import (SPLIT_NS, STEAL_WARN, CpuTimer, cpu_model_name,
                                    openblas_coretype, round_trip_ns, single_threaded_numpy_blas,
@@ -126,9 +127,11 @@ def import_torchvision() -> Any:
 
 
 def model_names() -> List[str]:
-    """torchvision's classification models."""
+    """torchvision's classification models, then the 1-D, 3-D and transposed convolutions'
+    networks (bench_networks.NETWORKS: torchvision's video models, a 3-D U-Net, wav2vec 2.0's
+    feature extractor)."""
     models = import_torchvision()
-    return models.list_models(module=models)
+    return models.list_models(module=models) + list(NETWORKS)
 
 
 def check_model_names(names: Sequence[str]) -> None:
@@ -143,10 +146,13 @@ def check_model_names(names: Sequence[str]) -> None:
 
 
 def build_model(name: str, seed: int = 0) -> nn.Module:
-    """torchvision's ``name`` with random weights (seeded), float32, in eval mode."""
+    """torchvision's ``name`` (or bench_networks') with random weights (seeded), float32, in eval
+    mode."""
     check_model_names([name])
     models = import_torchvision()
     torch.manual_seed(seed)
+    if name in NETWORKS:
+        return NETWORKS[name][0](models).float().eval()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)  # googlenet's, inception_v3's weight init
         return models.get_model(name, weights=None).float().eval()
@@ -197,8 +203,16 @@ def conv_problems(model: nn.Module, x: torch.Tensor) -> List[Tuple[str, BenchPro
     return problems
 
 
-def _input(batch, size, seed):
-    return torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(seed))
+def _input(batch, size, seed, name=None):
+    """The model's input: batch x 3 x size x size for the image classifiers; for
+    bench_networks' models their own input shape (size does not apply)."""
+    shape = (3, size, size) if name not in NETWORKS else NETWORKS[name][1]
+    return torch.randn(batch, *shape, generator=torch.Generator().manual_seed(seed))
+
+
+def _classifies(name):
+    """Whether the model's output is one class score vector per example (cross-entropy)."""
+    return name not in NETWORKS or NETWORKS[name][2]
 
 
 def _logits(output):
@@ -218,7 +232,7 @@ def suite_text(models: Sequence[str], batch: int = 1, size: int = 224, seed: int
     seen: Dict[str, List[Any]] = {}  # descriptor -> [label, count]
     for name in models:
         model = build_model(name, seed)
-        for layer, problem in conv_problems(model, _input(batch, size, seed)):
+        for layer, problem in conv_problems(model, _input(batch, size, seed, name)):
             key = problem.descriptor()
             if key in seen:
                 seen[key][1] += 1
@@ -331,9 +345,12 @@ def _relative_error(y, ref):
 
 
 def _train_step(model, x, labels):
+    """One step: cross-entropy against labels, or (labels None: a model that does not classify)
+    the mean square of the output."""
     model.zero_grad(set_to_none=True)
     logits = _logits(model(x))
-    F.cross_entropy(logits, labels).backward()
+    loss = F.cross_entropy(logits, labels) if labels is not None else logits.square().mean()
+    loss.backward()
     return logits
 
 
@@ -471,30 +488,31 @@ def bench_model(name: str, batch: int = 1, size: int = 224, train: bool = False,
     mode = "train" if train else "inference"
     status.stage(f"{name}: building ({mode}, batch {batch}, {size}x{size}, algo {algo})")
     model = build_model(name, seed)
-    x = _input(batch, size, seed)
+    x = _input(batch, size, seed, name)
     problems = conv_problems(model, x)
-    # (Module.to takes memory_format, which torch's annotations of it leave out)
     models = {
         "pytorch nchw": model,
-        "pytorch channels_last": copy.deepcopy(model).to(  # type: ignore[call-overload]
-            memory_format=torch.channels_last),
+        # channels_last_3d for 5-D inputs, N x L x C memory for 1-D ones (bench_networks)
+        "pytorch channels_last": model_channels_last(copy.deepcopy(model), x.dim()),
         "convcore nchw": convcore_torch.convert(copy.deepcopy(model), algo=algo, fuse=fuse,
                                                 freeze=freeze),
     }
     models["convcore channels_last"] = models["convcore nchw"]
     fallback = _fall_back_to_auto(models["convcore nchw"], problems, algo, train)
-    inputs = {n: x.to(memory_format=torch.channels_last) if n.endswith("channels_last") else x
-              for n in CONTENDERS}
-    result = {"model": name, "mode": mode, "batch": batch, "size": size, "algo": algo, "fuse": fuse,
+    inputs = {n: channels_last(x) if n.endswith("channels_last") else x for n in CONTENDERS}
+    result = {"model": name, "mode": mode, "batch": batch, "size": size,
+              "input_shape": list(x.shape), "algo": algo, "fuse": fuse,
               "freeze": freeze,
               "parameters": sum(p.numel() for p in model.parameters()),
               "conv_layers": len(problems), "warmup": warmup, "algo_fallback": fallback,
               "failed": {}}
 
     if train:
-        with torch.inference_mode():
-            classes = _logits(model(x)).shape[1]
-        labels = torch.randint(0, classes, (batch,), generator=torch.Generator().manual_seed(seed))
+        labels = None
+        if _classifies(name):
+            with torch.inference_mode():
+                classes = _logits(model(x)).shape[1]
+            labels = torch.randint(0, classes, (batch,), generator=torch.Generator().manual_seed(seed))
         for m in models.values():
             m.train()
         steps = {n: (lambda m=models[n], i=inputs[n]: _train_step(m, i, labels))
@@ -1008,8 +1026,11 @@ def _table(headers, rows, numeric):
 
 def format_model(result: Dict[str, Any], top: int = 10) -> str:
     """The report of one model: end-to-end times, correctness, the per-layer table."""
+    shape = result.get("input_shape")
+    size = ("input " + "x".join(map(str, shape[1:])) if shape and len(shape) != 4
+            else f"{result['size']}x{result['size']}")
     head = (f"{result['model']}: {result['mode']}, batch {result['batch']}, "
-            f"{result['size']}x{result['size']}, convcore algo {result['algo']}"
+            f"{size}, convcore algo {result['algo']}"
             f"{', fused' if result.get('fuse') else ''}{', frozen' if result.get('freeze') else ''}")
     if "error" in result:
         return f"{head}\n!!! {result['error']}"

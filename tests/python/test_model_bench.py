@@ -279,3 +279,28 @@ def test_model_options_need_model(capsys):
     assert "--size: only with --model" in capsys.readouterr().err
     assert cli.main(["bench", "--model", "resnet18", "--suite", "x.txt"]) == 2
     assert "--suite" in capsys.readouterr().err
+
+
+@pytest.mark.harness  # convcore's own code here is test_torch_nd's
+def test_nd_network_end_to_end_and_training():
+    """A bench_networks model (wav2vec 2.0's Conv1d feature extractor: its own input, no class
+    scores) runs as the four contenders, in inference and in training (the output's mean square)."""
+    for train in (False, True):
+        (result,) = model_bench.run(["wav2vec2_fe"], batch=1, reps=2, layer_reps=0, time_limit=5,
+                                    train=train, engines=(), log=quiet)["models"]
+        check_end_to_end(result, reps=2)
+        assert result["correct"] and result["input_shape"] == [1, 1, 16000]
+        assert "input 1x16000" in model_bench.format_model(result)
+    assert {"r3d_18", "mc3_18", "r2plus1d_18", "unet3d", "wav2vec2_fe"} <= set(model_bench.model_names())
+
+
+def test_unet3d_converts_and_matches(torch):
+    from convcore.bench_networks import UNet3d
+    torch.manual_seed(0)
+    model = UNet3d(widths=(4, 8)).eval()
+    x = torch.randn(1, 1, 8, 8, 8)
+    converted = convcore_torch.convert(model)
+    assert type(converted.up[0]) is convcore_torch.ConvTranspose3d
+    assert type(converted.down[0][0]) is convcore_torch.Conv3d
+    with torch.no_grad():
+        assert (converted(x) - model(x)).norm() <= 1e-5 * model(x).norm()
