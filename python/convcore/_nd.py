@@ -38,21 +38,6 @@ def depth_slices(a: Any, n: int, lo: int, count: int, step: int) -> Any:
     return a[n, :, lo:lo + (count - 1) * step + 1:step].swapaxes(0, 1)
 
 
-def strides_nest(a: Any) -> bool:
-    """Whether each axis's stride (longer axes only, in increasing order) covers the axes inside
-    it: convcore's test that an output's elements are distinct. Depth slices of N x C x D x H x W
-    memory taken with a step may interleave the depth and channel axes without overlapping,
-    which that test refuses: such a slice is computed into a new array and added."""
-    strides = a.stride() if callable(getattr(a, "stride", None)) else [s // a.itemsize for s in a.strides]
-    axes = sorted((st, n) for st, n in zip(strides, a.shape) if n > 1)
-    span = 1
-    for st, n in axes:
-        if st < span:
-            return False
-        span = st * n
-    return True
-
-
 def _element_strides(a: Any) -> List[int]:
     if callable(getattr(a, "stride", None)):  # torch
         return list(a.stride())
@@ -79,16 +64,28 @@ def ndhwc(a: Any) -> Any:
     return a.transpose(0, 2, 3, 4, 1).copy().transpose(0, 4, 1, 2, 3)  # NumPy, CuPy
 
 
-def _ndhwc_zeros(like: Any, shape: Tuple[int, ...]) -> Any:
-    """Zeros of ``shape`` (N x C x D x H x W) in N x D x H x W x C memory, of like's kind."""
+def _ndhwc_empty(like: Any, shape: Tuple[int, ...]) -> Any:
+    """An array of ``shape`` (N x C x D x H x W) in N x D x H x W x C memory, of like's kind,
+    not initialised."""
     from . import _api
     n, c, d, h, w = shape
-    if _api._is_torch_tensor(like):
-        torch = _api._torch_module()
-        return torch.zeros((n, d, h, w, c), dtype=like.dtype, device=like.device).permute(0, 4, 1, 2, 3)
     buf = _api._allocate_output(like, (n, d, h, w, c), like.dtype, _api._dlpack_device(like, "x"))
-    buf[...] = 0
-    return buf.transpose(0, 4, 1, 2, 3)
+    return buf.permute(0, 4, 1, 2, 3) if _api._is_torch_tensor(buf) else buf.transpose(0, 4, 1, 2, 3)
+
+
+def _accumulate_taps(taps: List[Tuple[int, int, int, int]], covers: Any, beta: float, out: Any,
+                     run: Any) -> None:
+    """out = beta * out + the sum over ``taps`` of run(tap, beta of the call): a tap whose slices
+    cover all of out's depths (``covers(tap)``) goes first with beta, the others then with 1, so
+    out is neither cleared nor scaled in a pass of its own; without one, out is scaled first."""
+    first = next((t for t in taps if covers(t)), None)
+    if first is None:
+        NdConvolution._scale(out, beta)
+    else:
+        run(first, beta)
+    for tap in taps:
+        if tap is not first:
+            run(tap, 1.0)
 
 
 def _in_layout_of(result: Any, like: Any) -> Any:
@@ -174,12 +171,16 @@ class NdConvolution:
         (pd,), (sd,), (dd,) = self.desc.padding[:1], self.desc.stride[:1], self.desc.dilation[:1]
         x_run = ndhwc(x)
 
-        def accumulate(y):
-            for kd, lo, count, id_lo in depth_taps(x.shape[2], y_shape[2], pd, sd, dd, w.shape[2]):
+        def accumulate(y, beta_y):
+            def run(tap, beta_call):
+                kd, lo, count, id_lo = tap
                 w2 = w[:, :, w.shape[2] - 1 - kd if flip else kd]
                 for n in range(x.shape[0]):
                     self.plane.forward(depth_slices(x_run, n, id_lo, count, sd), w2, algo,
-                                       depth_slices(y, n, lo, count, 1), alpha, 1.0)
+                                       depth_slices(y, n, lo, count, 1), alpha, beta_call)
+            # a tap covers y when it reaches every output depth
+            _accumulate_taps(depth_taps(x.shape[2], y_shape[2], pd, sd, dd, w.shape[2]),
+                             lambda t: t[1] == 0 and t[2] == y_shape[2], beta_y, y, run)
             if bias is not None:
                 y += alpha * bias.reshape(1, -1, 1, 1, 1)
         return self._run(x, y_shape, out, beta, accumulate)
@@ -201,16 +202,18 @@ class NdConvolution:
         (pd,), (sd,), (dd,) = self.desc.padding[:1], self.desc.stride[:1], self.desc.dilation[:1]
         dy_run = ndhwc(dy)
 
-        def accumulate(dx):
-            for kd, lo, count, id_lo in depth_taps(x_shape[2], y_shape[2], pd, sd, dd, w.shape[2]):
+        def accumulate(dx, beta_dx):
+            def run(tap, beta_call):
+                kd, lo, count, id_lo = tap
                 w2 = w[:, :, w.shape[2] - 1 - kd if flip else kd]
                 for n in range(dy.shape[0]):
                     dx2 = depth_slices(dx, n, id_lo, count, sd)
-                    dy2 = depth_slices(dy_run, n, lo, count, 1)
-                    if strides_nest(dx2):
-                        self.plane.backward_data(dy2, w2, dx2.shape, algo, dx2, alpha, 1.0)
-                    else:
-                        dx2 += self.plane.backward_data(dy2, w2, dx2.shape, algo, None, alpha)
+                    self.plane.backward_data(depth_slices(dy_run, n, lo, count, 1), w2, dx2.shape,
+                                             algo, dx2, alpha, beta_call)
+            # a tap covers dx when its input depths, sd apart, are all of them
+            _accumulate_taps(depth_taps(x_shape[2], y_shape[2], pd, sd, dd, w.shape[2]),
+                             lambda t: sd == 1 and t[3] == 0 and t[2] == x_shape[2], beta_dx,
+                             dx, run)
         return self._run(dy, x_shape, out, beta, accumulate)
 
     def backward_filter(self, x: Any, dy: Any, w_shape: Any, algo: Any = "auto",
@@ -247,18 +250,18 @@ class NdConvolution:
     @staticmethod
     def _run(like: Any, shape: Tuple[int, ...], out: Optional[Any], beta: float,
              accumulate: Any) -> Any:
-        """alpha * (what ``accumulate`` adds into zeros) + beta * out, computed in
-        N x D x H x W x C memory; a new output takes like's layout."""
+        """accumulate(buffer, beta): buffer = beta * buffer + alpha * the pass, in
+        N x D x H x W x C memory: out itself when it lies so, else a new buffer (beta 0, not
+        initialised), then blended into out or, without out, returned in like's layout."""
         if out is not None and tuple(out.shape) != tuple(shape):
             raise BadParamError(f"out: expected shape {tuple(shape)}, got {tuple(out.shape)}")
         if out is not None and is_ndhwc(out):
-            NdConvolution._scale(out, beta)
-            accumulate(out)
+            accumulate(out, beta)
             return out
         if out is None and beta != 0.0:
             raise BadParamError(f"beta: beta={beta} blends into an existing output; pass out=")
-        result = _ndhwc_zeros(like, shape)
-        accumulate(result)
+        result = _ndhwc_empty(like, shape)
+        accumulate(result, 0.0)
         if out is None:
             return _in_layout_of(result, like)
         NdConvolution._scale(out, beta)

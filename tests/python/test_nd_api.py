@@ -106,3 +106,28 @@ def test_errors_name_the_argument():
         conv.backward_data(np.zeros((1, 4, 2, 2, 2)), w, x.shape)
     with pytest.raises(convcore.BadParamError, match="output depth"):
         convcore.Convolution(spatial_dims=3).output_shape((1, 3, 2, 6, 6), (4, 3, 3, 3, 3))
+
+
+@pytest.mark.parametrize("problem", [PROBLEMS[3], PROBLEMS[4]], ids=ids)
+def test_3d_outputs_in_channels_last_memory(problem):
+    """x, dy and out in N x D x H x W x C memory run in place; beta = 0 never reads out."""
+    x, w = arrays(problem)
+    _, _, padding, stride, dilation, groups = problem
+    conv = convcore.Convolution(padding=padding, stride=stride, dilation=dilation, groups=groups)
+    y_ref, backward_data, _ = convnd_reference(x, w, padding, stride, dilation, groups)
+
+    def ndhwc(shape, fill):
+        n, c, d, h, wd = shape
+        return np.full((n, d, h, wd, c), fill).transpose(0, 4, 1, 2, 3)
+    x_cl = ndhwc(x.shape, 0.0)
+    x_cl[...] = x
+    out = ndhwc(y_ref.shape, np.nan)
+    assert conv.forward(x_cl, w, out=out) is out and relative_error(out, y_ref) <= TOL
+    out[...] = 1.0
+    conv.forward(x_cl, w, out=out, alpha=2.0, beta=0.5)
+    assert relative_error(out, 2.0 * y_ref + 0.5) <= TOL
+    dy = ndhwc(y_ref.shape, 0.0)
+    dy[...] = np.random.default_rng(1).uniform(-1, 1, y_ref.shape)
+    dx = ndhwc(x.shape, np.nan)
+    conv.backward_data(dy, w, x.shape, out=dx)
+    assert relative_error(dx, backward_data(np.ascontiguousarray(dy))) <= TOL
