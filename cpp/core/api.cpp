@@ -66,7 +66,26 @@ void set_tensor_ex(convcoreTensorDescriptor_t desc, const convcoreDataType_t& da
     desc->dtype = dataType;
     std::copy(dims, dims + 4, desc->dims);
     std::copy(strides, strides + 4, desc->strides);
+    desc->nb_dims = 4;  // the Nd setters set 3 for a 1-D tensor afterwards
     desc->set = true;
+}
+
+// Packed in `format` (checked positive sizes): the body of convcoreSetTensor4dDescriptorWithFormat
+// and of convcoreSetTensorNdDescriptorEx.
+void set_tensor_with_format(convcoreTensorDescriptor_t desc, const convcoreTensorFormat_t& format,
+                            const convcoreDataType_t& dataType, int64_t n, int64_t c, int64_t h, int64_t w) {
+    checked_mul(checked_mul(checked_mul(n, c, "n*c*h*w"), h, "n*c*h*w"), w, "n*c*h*w");
+    int64_t st[4];
+    if (enum_int(format) == CONVCORE_TENSOR_NCHW)
+        packed_strides(n, c, h, w, st);
+    else
+        packed_nhwc_strides(n, c, h, w, st);
+    set_tensor_ex(desc, dataType, n, c, h, w, st[0], st[1], st[2], st[3]);
+}
+
+// Packed KRSC strides (a filter in CONVCORE_TENSOR_NHWC), in K, C/groups, R, S order.
+void krsc_strides(int64_t cPerGroup, int64_t r, int64_t s, int64_t out[4]) {
+    out[0] = r * s * cPerGroup, out[1] = 1, out[2] = s * cPerGroup, out[3] = cPerGroup;
 }
 
 void set_filter_ex(convcoreFilterDescriptor_t desc, const convcoreDataType_t& dataType, int64_t k,
@@ -89,6 +108,14 @@ void set_filter_ex(convcoreFilterDescriptor_t desc, const convcoreDataType_t& da
     desc->r = r;
     desc->s = s;
     std::copy(strides, strides + 4, desc->strides);
+    // The format the strides are packed in, for convcoreGetFilterNdDescriptor (NCHW where both fit).
+    int64_t kcrs[4], krsc[4];
+    packed_strides(k, cPerGroup, r, s, kcrs);
+    krsc_strides(cPerGroup, r, s, krsc);
+    desc->format = same_layout(dims, strides, kcrs)   ? int(CONVCORE_TENSOR_NCHW)
+                   : same_layout(dims, strides, krsc) ? int(CONVCORE_TENSOR_NHWC)
+                                                      : -1;
+    desc->nb_dims = 4;  // the Nd setter sets 3 for a 1-D filter afterwards
     desc->set = true;
 }
 
@@ -104,12 +131,73 @@ void set_filter_with_format(convcoreFilterDescriptor_t desc, const convcoreTenso
     checked_mul(checked_mul(checked_mul(checked_mul(k, cPerGroup, "k*c*r*s"), r, "k*c*r*s"), s, "k*c*r*s"), 8,
                 "filter bytes");
     int64_t st[4];  // of K, C/groups, R, S
-    if (enum_int(format) == CONVCORE_TENSOR_NHWC) {
-        st[0] = r * s * cPerGroup, st[1] = 1, st[2] = s * cPerGroup, st[3] = cPerGroup;
-    } else {
+    if (enum_int(format) == CONVCORE_TENSOR_NHWC)
+        krsc_strides(cPerGroup, r, s, st);
+    else
         packed_strides(k, cPerGroup, r, s, st);
-    }
     set_filter_ex(desc, dataType, k, cPerGroup, r, s, st[0], st[1], st[2], st[3]);
+    desc->format = enum_int(format);  // the one set, where the strides fit both (unit axes)
+}
+
+// The body of convcoreSetConvolution2dDescriptor; the Nd setter sets spatial_dims afterwards.
+void set_convolution_2d(convcoreConvolutionDescriptor_t desc, int64_t padH, int64_t padW, int64_t strideH,
+                        int64_t strideW, int64_t dilationH, int64_t dilationW, const convcoreConvolutionMode_t& mode) {
+    require(desc, "desc");
+    if (padH < 0 || padW < 0)
+        throw_bad_param("padding (" + std::to_string(padH) + ", " + std::to_string(padW) + ") must be >= 0");
+    check_positive("convolution descriptor", "strideH", strideH);
+    check_positive("convolution descriptor", "strideW", strideW);
+    check_positive("convolution descriptor", "dilationH", dilationH);
+    check_positive("convolution descriptor", "dilationW", dilationW);
+    // Keep index arithmetic far from overflow: 2^40 is beyond any tensor that fits in memory.
+    constexpr int64_t kMax = int64_t(1) << 40;
+    if (padH > kMax || padW > kMax || strideH > kMax || strideW > kMax || dilationH > kMax || dilationW > kMax)
+        throw_bad_param("padding, stride and dilation must be <= 2^40");
+    if (enum_int(mode) != CONVCORE_CROSS_CORRELATION && enum_int(mode) != CONVCORE_CONVOLUTION)
+        throw_bad_param("mode " + std::to_string(enum_int(mode)) +
+                        " is not CONVCORE_CROSS_CORRELATION or CONVCORE_CONVOLUTION");
+    desc->pad_h = padH;
+    desc->pad_w = padW;
+    desc->stride_h = strideH;
+    desc->stride_w = strideW;
+    desc->dil_h = dilationH;
+    desc->dil_w = dilationW;
+    desc->mode = mode;
+    desc->spatial_dims = 2;
+}
+
+// ---- the Nd descriptors' checks ----
+// The spatial dimension count of an nbDims (offset 2: N and C come first) or arrayLength
+// (offset 0) argument: 1 or 2. 3 is NOT_SUPPORTED (the 3-D algorithms come later); the rest BAD_PARAM.
+int spatial_dims_of(int value, int offset, const char* name) {
+    if (value == offset + 3)
+        throw_not_supported("3-D convolution (" + std::string(name) + " " + std::to_string(value) +
+                            ") is not supported yet");
+    if (value != offset + 1 && value != offset + 2)
+        throw_bad_param(std::string(name) + "=" + std::to_string(value) + " must be " + std::to_string(offset + 1) +
+                        " (1-D) or " + std::to_string(offset + 2) + " (2-D); " + std::to_string(offset + 3) +
+                        " (3-D) is not supported yet");
+    return value - offset;
+}
+
+// Every values[i], i < count, at least `least` (BAD_PARAM naming the array, index and value).
+void check_array(const char* what, const char* name, const int64_t* values, int count, int64_t least) {
+    require(values, name);
+    for (int i = 0; i < count; ++i)
+        if (values[i] < least)
+            throw_bad_param(std::string(what) + ": " + name + "[" + std::to_string(i) + "]=" +
+                            std::to_string(values[i]) + " must be >= " + std::to_string(least));
+}
+
+// The stored indices (of N, C, H, W) that an Nd descriptor's arrays list: a 1-D one skips H.
+const int kIndices1d[3] = {0, 1, 3};
+const int kIndices2d[4] = {0, 1, 2, 3};
+const int* nd_indices(int nb_dims) { return nb_dims == 3 ? kIndices1d : kIndices2d; }
+
+// The number of entries an Nd getter writes: min(requested, count); BAD_PARAM when requested < 0.
+int entries_written(int requested, int count, const char* name) {
+    if (requested < 0) throw_bad_param(std::string(name) + "=" + std::to_string(requested) + " must be >= 0");
+    return std::min(requested, count);
 }
 
 #ifndef CONVCORE_WITH_CUDA
@@ -327,13 +415,7 @@ convcoreStatus_t convcoreSetTensor4dDescriptorWithFormat(convcoreTensorDescripto
         check_positive("tensor descriptor", "c", c);
         check_positive("tensor descriptor", "h", h);
         check_positive("tensor descriptor", "w", w);
-        checked_mul(checked_mul(checked_mul(n, c, "n*c*h*w"), h, "n*c*h*w"), w, "n*c*h*w");
-        int64_t st[4];
-        if (enum_int(format) == CONVCORE_TENSOR_NCHW)
-            packed_strides(n, c, h, w, st);
-        else
-            packed_nhwc_strides(n, c, h, w, st);
-        set_tensor_ex(desc, dataType, n, c, h, w, st[0], st[1], st[2], st[3]);
+        set_tensor_with_format(desc, format, dataType, n, c, h, w);
     });
 }
 
@@ -419,31 +501,7 @@ convcoreStatus_t convcoreSetConvolution2dDescriptor(convcoreConvolutionDescripto
                                                     int64_t padH, int64_t padW, int64_t strideH,
                                                     int64_t strideW, int64_t dilationH,
                                                     int64_t dilationW, convcoreConvolutionMode_t mode) {
-    return guard([&] {
-        require(desc, "desc");
-        if (padH < 0 || padW < 0)
-            throw_bad_param("padding (" + std::to_string(padH) + ", " + std::to_string(padW) +
-                            ") must be >= 0");
-        check_positive("convolution descriptor", "strideH", strideH);
-        check_positive("convolution descriptor", "strideW", strideW);
-        check_positive("convolution descriptor", "dilationH", dilationH);
-        check_positive("convolution descriptor", "dilationW", dilationW);
-        // Keep index arithmetic far from overflow: 2^40 is beyond any tensor that fits in memory.
-        constexpr int64_t kMax = int64_t(1) << 40;
-        if (padH > kMax || padW > kMax || strideH > kMax || strideW > kMax || dilationH > kMax ||
-            dilationW > kMax)
-            throw_bad_param("padding, stride and dilation must be <= 2^40");
-        if (enum_int(mode) != CONVCORE_CROSS_CORRELATION && enum_int(mode) != CONVCORE_CONVOLUTION)
-            throw_bad_param("mode " + std::to_string(enum_int(mode)) +
-                            " is not CONVCORE_CROSS_CORRELATION or CONVCORE_CONVOLUTION");
-        desc->pad_h = padH;
-        desc->pad_w = padW;
-        desc->stride_h = strideH;
-        desc->stride_w = strideW;
-        desc->dil_h = dilationH;
-        desc->dil_w = dilationW;
-        desc->mode = mode;
-    });
+    return guard([&] { set_convolution_2d(desc, padH, padW, strideH, strideW, dilationH, dilationW, mode); });
 }
 
 convcoreStatus_t convcoreGetConvolution2dDescriptor(convcoreConvolutionDescriptor_t desc,
@@ -514,6 +572,142 @@ convcoreStatus_t convcoreGetConvolution2dForwardOutputDim(convcoreConvolutionDes
         *c = out[1];
         *h = out[2];
         *w = out[3];
+    });
+}
+
+// ---- Nd descriptors: 1-D stored as 2-D with H = 1, 2-D as the 4d calls, 3-D not supported yet ----
+convcoreStatus_t convcoreSetTensorNdDescriptor(convcoreTensorDescriptor_t desc, convcoreDataType_t dataType, int nbDims,
+                                               const int64_t dims[], const int64_t strides[]) {
+    return guard([&] {
+        require(desc, "desc");
+        const int sp = spatial_dims_of(nbDims, 2, "nbDims");
+        check_dtype(dataType);
+        check_array("tensor descriptor", "dims", dims, nbDims, 1);
+        check_array("tensor descriptor", "strides", strides, nbDims, 1);
+        if (sp == 2)
+            return set_tensor_ex(desc, dataType, dims[0], dims[1], dims[2], dims[3], strides[0], strides[1],
+                                 strides[2], strides[3]);
+        // H = 1 is never stepped: any stride would do; W * wStride is what packing would give.
+        const int64_t h_stride = checked_mul(dims[2], strides[2], "tensor extent");
+        set_tensor_ex(desc, dataType, dims[0], dims[1], 1, dims[2], strides[0], strides[1], h_stride, strides[2]);
+        desc->nb_dims = 3;
+    });
+}
+
+convcoreStatus_t convcoreSetTensorNdDescriptorEx(convcoreTensorDescriptor_t desc, convcoreTensorFormat_t format,
+                                                 convcoreDataType_t dataType, int nbDims, const int64_t dims[]) {
+    return guard([&] {
+        require(desc, "desc");
+        const int sp = spatial_dims_of(nbDims, 2, "nbDims");
+        check_format(format);
+        check_dtype(dataType);
+        check_array("tensor descriptor", "dims", dims, nbDims, 1);
+        set_tensor_with_format(desc, format, dataType, dims[0], dims[1], sp == 1 ? 1 : dims[2], dims[nbDims - 1]);
+        desc->nb_dims = nbDims;
+    });
+}
+
+convcoreStatus_t convcoreGetTensorNdDescriptor(convcoreTensorDescriptor_t desc, int nbDimsRequested,
+                                               convcoreDataType_t* dataType, int* nbDims, int64_t dims[],
+                                               int64_t strides[]) {
+    return guard([&] {
+        require(desc, "desc");
+        if (!desc->set) throw_bad_param("desc was created but never set");
+        const int count = entries_written(nbDimsRequested, desc->nb_dims, "nbDimsRequested");
+        if (dataType) *dataType = desc->dtype;
+        if (nbDims) *nbDims = desc->nb_dims;
+        const int* at = nd_indices(desc->nb_dims);
+        for (int i = 0; i < count; ++i) {
+            if (dims) dims[i] = desc->dims[at[i]];
+            if (strides) strides[i] = desc->strides[at[i]];
+        }
+    });
+}
+
+convcoreStatus_t convcoreSetFilterNdDescriptor(convcoreFilterDescriptor_t desc, convcoreDataType_t dataType,
+                                               convcoreTensorFormat_t format, int nbDims, const int64_t filterDims[]) {
+    return guard([&] {
+        require(desc, "desc");
+        const int sp = spatial_dims_of(nbDims, 2, "nbDims");
+        check_format(format);
+        check_dtype(dataType);
+        check_array("filter descriptor", "filterDims", filterDims, nbDims, 1);
+        set_filter_with_format(desc, format, dataType, filterDims[0], filterDims[1], sp == 1 ? 1 : filterDims[2],
+                               filterDims[nbDims - 1]);
+        desc->nb_dims = nbDims;
+    });
+}
+
+convcoreStatus_t convcoreGetFilterNdDescriptor(convcoreFilterDescriptor_t desc, int nbDimsRequested,
+                                               convcoreDataType_t* dataType, convcoreTensorFormat_t* format,
+                                               int* nbDims, int64_t filterDims[]) {
+    return guard([&] {
+        require(desc, "desc");
+        if (!desc->set) throw_bad_param("desc was created but never set");
+        const int count = entries_written(nbDimsRequested, desc->nb_dims, "nbDimsRequested");
+        if (format && desc->format < 0)
+            throw_bad_param("desc: the filter's strides (convcoreSetFilter4dDescriptorEx) are packed in neither "
+                            "format; pass format = NULL");
+        if (dataType) *dataType = desc->dtype;
+        if (format) *format = convcoreTensorFormat_t(desc->format);
+        if (nbDims) *nbDims = desc->nb_dims;
+        const int64_t all[4] = {desc->k, desc->c_per_group, desc->r, desc->s};
+        const int* at = nd_indices(desc->nb_dims);
+        for (int i = 0; i < count && filterDims; ++i) filterDims[i] = all[at[i]];
+    });
+}
+
+convcoreStatus_t convcoreSetConvolutionNdDescriptor(convcoreConvolutionDescriptor_t desc, int arrayLength,
+                                                    const int64_t pads[], const int64_t strides[],
+                                                    const int64_t dilations[], convcoreConvolutionMode_t mode) {
+    return guard([&] {
+        require(desc, "desc");
+        const int sp = spatial_dims_of(arrayLength, 0, "arrayLength");
+        check_array("convolution descriptor", "pads", pads, arrayLength, 0);
+        check_array("convolution descriptor", "strides", strides, arrayLength, 1);
+        check_array("convolution descriptor", "dilations", dilations, arrayLength, 1);
+        if (sp == 2)
+            return set_convolution_2d(desc, pads[0], pads[1], strides[0], strides[1], dilations[0], dilations[1],
+                                      mode);
+        set_convolution_2d(desc, 0, pads[0], 1, strides[0], 1, dilations[0], mode);
+        desc->spatial_dims = 1;
+    });
+}
+
+convcoreStatus_t convcoreGetConvolutionNdDescriptor(convcoreConvolutionDescriptor_t desc, int arrayLengthRequested,
+                                                    int* arrayLength, int64_t pads[], int64_t strides[],
+                                                    int64_t dilations[], convcoreConvolutionMode_t* mode) {
+    return guard([&] {
+        require(desc, "desc");
+        const int count = entries_written(arrayLengthRequested, desc->spatial_dims, "arrayLengthRequested");
+        if (arrayLength) *arrayLength = desc->spatial_dims;
+        if (mode) *mode = desc->mode;
+        // The last arrayLength of (H, W).
+        const int64_t p[2] = {desc->pad_h, desc->pad_w}, st[2] = {desc->stride_h, desc->stride_w},
+                      d[2] = {desc->dil_h, desc->dil_w};
+        const int first = 2 - desc->spatial_dims;
+        for (int i = 0; i < count; ++i) {
+            if (pads) pads[i] = p[first + i];
+            if (strides) strides[i] = st[first + i];
+            if (dilations) dilations[i] = d[first + i];
+        }
+    });
+}
+
+convcoreStatus_t convcoreGetConvolutionNdForwardOutputDim(convcoreConvolutionDescriptor_t convDesc,
+                                                          convcoreTensorDescriptor_t xDesc,
+                                                          convcoreFilterDescriptor_t wDesc, int nbDims,
+                                                          int64_t outDims[]) {
+    return guard([&] {
+        require(outDims, "outDims");
+        spatial_dims_of(nbDims, 2, "nbDims");
+        int64_t out[4];
+        output_dims(xDesc, wDesc, convDesc, out);  // also: the descriptors' dimension counts agree
+        if (nbDims != xDesc->nb_dims)
+            throw_bad_param("nbDims=" + std::to_string(nbDims) + " does not match xDesc's " +
+                            std::to_string(xDesc->nb_dims) + " dimensions");
+        const int* at = nd_indices(nbDims);
+        for (int i = 0; i < nbDims; ++i) outDims[i] = out[at[i]];
     });
 }
 

@@ -104,8 +104,6 @@ std::vector<Ranked> bwd_filter_ranking(const ConvProblem& prob) {
 
 namespace {
 
-const char* dtype_name(convcoreDataType_t t) { return t == CONVCORE_DATA_DOUBLE ? "float64" : "float32"; }
-
 std::string shape_string(const int64_t d[4]) {
     return std::to_string(d[0]) + "x" + std::to_string(d[1]) + "x" + std::to_string(d[2]) + "x" + std::to_string(d[3]);
 }

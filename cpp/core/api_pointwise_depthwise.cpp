@@ -64,13 +64,15 @@ convcoreStatus_t convcoreCreatePointwiseDepthwisePlan(convcoreHandle_t handle, c
             throw_bad_param("wPwDesc: " + std::to_string(wPwDesc->k) + "x" + std::to_string(wPwDesc->c_per_group) + "x" +
                             std::to_string(wPwDesc->r) + "x" + std::to_string(wPwDesc->s) +
                             " must be K x C x 1 x 1 with x's C=" + std::to_string(xDesc->dims[1]));
-        const convcoreConvolutionStruct unit;  // stride 1, no padding, one group
+        convcoreConvolutionStruct unit;  // stride 1, no padding, one group
+        unit.spatial_dims = xDesc->nb_dims - 2;  // x's dimension count (make_problem checks they agree)
         auto made = std::make_unique<convcorePointwiseDepthwisePlanStruct>();
         made->handle = handle;
         ConvProblem pw = make_problem(CONVCORE_DEVICE_CPU, xDesc, wPwDesc, &unit, nullptr);
         // The 1x1's output as the depthwise convolution's input: packed NHWC.
         convcoreTensorStruct expanded;
         expanded.set = true;
+        expanded.nb_dims = xDesc->nb_dims;
         expanded.dtype = pw.dtype;
         const int64_t dims[4] = {pw.n, pw.k, pw.p, pw.q};
         std::copy(dims, dims + 4, expanded.dims);

@@ -69,6 +69,9 @@ inline void check_activation(const convcoreActivationMode_t& mode, const char* n
         throw_bad_param(std::string(name) + " " + std::to_string(act) + " is not a convcoreActivationMode_t");
 }
 
+// A data type's name in reasons ("float32", "float64").
+inline const char* dtype_name(convcoreDataType_t t) { return t == CONVCORE_DATA_DOUBLE ? "float64" : "float32"; }
+
 template <typename T>
 void require(T* p, const char* name) {
     if (!p) throw_bad_param(std::string(name) + " is NULL");

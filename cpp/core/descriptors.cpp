@@ -5,13 +5,24 @@
 #include <string>
 
 #include "common/conv_index.hpp"
+#include "core/api_util.hpp"
 #include "core/error.hpp"
 
 namespace convcore {
 namespace {
 
-const char* dtype_name(convcoreDataType_t t) {
-    return t == CONVCORE_DATA_DOUBLE ? "float64" : "float32";
+using api::dtype_name;
+
+// "1-D tensor (nbDims 3)", "2-D filter (nbDims 4)", for the reasons of mixed dimension counts.
+std::string dims_of(const char* what, int nb_dims) {
+    return std::to_string(nb_dims - 2) + "-D " + what + " (nbDims " + std::to_string(nb_dims) + ")";
+}
+
+// A shape as the caller set it: NxCxW for a 1-D tensor, NxCxHxW for a 2-D one.
+std::string shape_of(const int64_t d[4], int nb_dims) {
+    std::string s = std::to_string(d[0]) + "x" + std::to_string(d[1]) + "x";
+    if (nb_dims == 4) s += std::to_string(d[2]) + "x";
+    return s + std::to_string(d[3]);
 }
 
 template <typename T>
@@ -28,6 +39,18 @@ void output_dims(const convcoreTensorStruct* x, const convcoreFilterStruct* w,
     require_set(x, "xDesc", "convcoreSetTensor4dDescriptor");
     require_set(w, "wDesc", "convcoreSetFilter4dDescriptor");
     if (!conv) throw_bad_param("convDesc is NULL");
+    // A 1-D descriptor is stored as a 2-D one with H = 1, but mixing the two is a mistake.
+    if (w->nb_dims != x->nb_dims)
+        throw_bad_param("w: " + dims_of("filter", w->nb_dims) + " does not match x: " +
+                        dims_of("tensor", x->nb_dims) + "; set the descriptors of a problem with one dimension count");
+    if (conv->spatial_dims + 2 != x->nb_dims)
+        throw_bad_param(conv->spatial_dims == 1
+                            ? "convDesc: 1-D convolution (arrayLength 1) does not match x: " +
+                                  dims_of("tensor", x->nb_dims)
+                            : "convDesc: 2-D convolution (arrayLength 2, convcoreSetConvolution2dDescriptor or never "
+                              "set) does not match x: " +
+                                  dims_of("tensor", x->nb_dims) +
+                                  "; set convDesc with convcoreSetConvolutionNdDescriptor, arrayLength 1");
     const int64_t c = x->dims[1], h = x->dims[2], wd = x->dims[3];
     const int64_t g = conv->groups;
     std::ostringstream err;
@@ -109,14 +132,16 @@ ConvProblem make_problem(convcoreDeviceType_t device, const convcoreTensorStruct
         if (y->dtype != x->dtype)
             throw_bad_param(std::string("y: data type ") + dtype_name(y->dtype) +
                             " does not match x: " + dtype_name(x->dtype));
+        if (y->nb_dims != x->nb_dims)
+            throw_bad_param("y: " + dims_of("tensor", y->nb_dims) + " does not match x: " +
+                            dims_of("tensor", x->nb_dims));
         for (int i = 0; i < 4; ++i) {
             if (y->dims[i] != out[i]) {
-                std::ostringstream err;
-                err << "y: shape " << y->dims[0] << "x" << y->dims[1] << "x" << y->dims[2] << "x"
-                    << y->dims[3] << " does not match the output shape " << out[0] << "x"
-                    << out[1] << "x" << out[2] << "x" << out[3]
-                    << " (use convcoreGetConvolution2dForwardOutputDim)";
-                throw_bad_param(err.str());
+                throw_bad_param("y: shape " + shape_of(y->dims, y->nb_dims) + " does not match the output shape " +
+                                shape_of(out, x->nb_dims) + " (use " +
+                                (x->nb_dims == 4 ? "convcoreGetConvolution2dForwardOutputDim"
+                                                 : "convcoreGetConvolutionNdForwardOutputDim") +
+                                ")");
             }
         }
         for (int i = 0; i < 4; ++i) p.y_strides[i] = y->strides[i];

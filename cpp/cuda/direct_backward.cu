@@ -149,8 +149,8 @@ struct ActivationViews {
 };
 
 // The epilogue's backward (cuda::activation_backward_bias): one block per channel k, whose threads
-// write dv = activation_grad(dy, y, v) (dv not null) and sum it into db[k] (db not null). Any
-// strides; y or v null where act does not read them.
+// write dv = activation_grad(dy, y, v) (dv not null: the caller passes null for IDENTITY in place)
+// and sum it into db[k] (db not null). Any strides; y or v null where act does not read them.
 template <typename T>
 __global__ void activation_backward_kernel(const T* __restrict__ dy, const T* __restrict__ y, const T* __restrict__ v,
                                            T* dv, ActivationViews s, convcoreActivationMode_t act, T* __restrict__ db,
@@ -253,6 +253,9 @@ void run_filter(const BwdFilterArgs& a) {
 void activation_backward_bias(const Context& ctx, size_t elem, const ActivationBackward& a) {
     DeviceGuard guard(ctx.device_index);
     const cudaStream_t stream = stream_of(ctx);
+    // IDENTITY in place (dv is dy, same strides: the API allows no other overlap) has nothing to
+    // write: dv = dy already. The kernel then only sums db, as on the CPU.
+    void* dv = a.dv && !(a.act == CONVCORE_ACTIVATION_IDENTITY && a.dv == a.dy) ? a.dv : nullptr;
     ActivationViews s{};
     const int64_t* dims = a.dy_view.dims;
     s.n = dims[0], s.k = dims[1], s.p = dims[2], s.q = dims[3];
@@ -260,19 +263,19 @@ void activation_backward_bias(const Context& ctx, size_t elem, const ActivationB
         s.dy[i] = a.dy_view.strides[i];
         s.y[i] = a.y ? a.y_view.strides[i] : 0;
         s.v[i] = a.v ? a.v_view.strides[i] : 0;
-        s.dv[i] = a.dv ? a.dv_view.strides[i] : 0;
+        s.dv[i] = dv ? a.dv_view.strides[i] : 0;
     }
-    if (s.k == 0 || (s.n * s.p * s.q == 0 && !a.db)) return;
+    if (s.k == 0 || (!a.db && (!dv || s.n * s.p * s.q == 0))) return;
     const unsigned int blocks = block_count(s.k);
     const unsigned int threads = reduction_threads(s.n * s.p * s.q);
     if (elem == 8)
         CONVCORE_LAUNCH(blocks, threads, 0, stream, activation_backward_kernel<double>)(
             static_cast<const double*>(a.dy), static_cast<const double*>(a.y), static_cast<const double*>(a.v),
-            static_cast<double*>(a.dv), s, a.act, static_cast<double*>(a.db), a.db_stride, a.alpha, a.beta);
+            static_cast<double*>(dv), s, a.act, static_cast<double*>(a.db), a.db_stride, a.alpha, a.beta);
     else
         CONVCORE_LAUNCH(blocks, threads, 0, stream, activation_backward_kernel<float>)(
             static_cast<const float*>(a.dy), static_cast<const float*>(a.y), static_cast<const float*>(a.v),
-            static_cast<float*>(a.dv), s, a.act, static_cast<float*>(a.db), a.db_stride, static_cast<float>(a.alpha),
+            static_cast<float*>(dv), s, a.act, static_cast<float*>(a.db), a.db_stride, static_cast<float>(a.alpha),
             static_cast<float>(a.beta));
     CONVCORE_CUDA_CHECK_LAUNCH("activation_backward_kernel");
 }

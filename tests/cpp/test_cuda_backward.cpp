@@ -294,6 +294,19 @@ void compare_activation_backward(convcoreActivationMode_t act) {
                                                 silu ? ad : nullptr, silu ? ga.ptr : nullptr, nhwc, gdy.ptr, nullptr,
                                                 nullptr, &one, &half, bd, gdb2.ptr));
     EXPECT_LE(relative_error(as_double(gdb2.host()), as_double(db)), bound);
+    // In place (dv is dy): dy becomes dv, and db is the same. IDENTITY has nothing to write there
+    // (dv = dy already): with db it only sums, without db it does nothing.
+    DeviceVec<T> gio(gpu, dy), gdb3(gpu, std::vector<T>(size_t(k), T(1)));
+    CC_ASSERT_OK(convcoreActivationBackwardBias(gpu, act, silu ? nullptr : ad, silu ? nullptr : ga.ptr,
+                                                silu ? ad : nullptr, silu ? ga.ptr : nullptr, nhwc, gio.ptr, nhwc,
+                                                gio.ptr, &one, &half, bd, gdb3.ptr));
+    EXPECT_LE(relative_error(as_double(gio.host()), as_double(dv)), bound);
+    EXPECT_LE(relative_error(as_double(gdb3.host()), as_double(db)), bound);
+    if (act == CONVCORE_ACTIVATION_IDENTITY) {
+        CC_ASSERT_OK(convcoreActivationBackwardBias(gpu, act, nullptr, nullptr, nullptr, nullptr, nhwc, gio.ptr, nhwc,
+                                                    gio.ptr, &one, &half, nullptr, nullptr));
+        EXPECT_EQ(gio.host(), dy);
+    }
 }
 
 }  // namespace

@@ -144,8 +144,10 @@ CONVCORE_API convcoreStatus_t convcoreGetStream(convcoreHandle_t handle, void** 
 /* CPU threads used by this handle's calls (0: OpenMP's default). */
 CONVCORE_API convcoreStatus_t convcoreSetNumThreads(convcoreHandle_t handle, int numThreads);
 
-/* Memory layouts of packed 4-D tensors, as cuDNN's tensor formats. For filters, NCHW means
- * K x C/groups x R x S (KCRS) and NHWC means K x R x S x C/groups (KRSC). */
+/* Memory layouts of packed tensors, as cuDNN's tensor formats. For filters, NCHW means
+ * K x C/groups x R x S (KCRS) and NHWC means K x R x S x C/groups (KRSC). With the Nd
+ * descriptors each names its family: NCHW is NCW / NCHW / NCDHW (filters K C/g (D) (H) W), NHWC
+ * is NWC / NHWC / NDHWC (filters K (D) (H) W C/g). */
 typedef enum {
     CONVCORE_TENSOR_NCHW = 0,
     CONVCORE_TENSOR_NHWC = 1
@@ -236,6 +238,76 @@ CONVCORE_API convcoreStatus_t convcoreGetConvolutionFilterProtocol(convcoreConvo
 CONVCORE_API convcoreStatus_t convcoreGetConvolution2dForwardOutputDim(
     convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t xDesc,
     convcoreFilterDescriptor_t wDesc, int64_t* n, int64_t* c, int64_t* h, int64_t* w);
+
+/* ---- Nd descriptors (cuDNN's Nd calls): 1 or 2 spatial dimensions; 3 declared, not yet run ----
+ * nbDims counts every dimension of a tensor or filter: 3 for 1-D (N, C, W; filters K, C/groups, S),
+ * 4 for 2-D (N, C, H, W; K, C/groups, R, S), 5 for 3-D (N, C, D, H, W; K, C/groups, T, R, S). A
+ * convolution's arrayLength counts its spatial dimensions: 1, 2 or 3. Arrays are in that order.
+ *   1-D is the 2-D problem with H = 1: a 1-D tensor is stored as N x C x 1 x W, a 1-D filter as
+ *       K x C/groups x 1 x S, a 1-D convolution as padding (0, p), stride (1, s), dilation (1, d).
+ *       Every algorithm, workspace query, Get, Find, Select, plan and backward pass takes it as that
+ *       2-D problem (an algorithm's limits apply to it: a 3x3-only algorithm refuses it). The 4d
+ *       getters work on 1-D descriptors and answer H = 1 (R = 1; padding 0, stride 1, dilation 1).
+ *   2-D (nbDims 4, arrayLength 2) is the same as the 4d / 2d calls.
+ *   3-D (nbDims 5, arrayLength 3) answers NOT_SUPPORTED ("3-D convolution (nbDims 5) is not
+ *       supported yet", "(arrayLength 3)" for a convolution) and stores nothing: the 3-D
+ *       algorithms come later.
+ * In the setters, other counts, NULL arrays, sizes or strides < 1 and padding < 0 are BAD_PARAM
+ * naming the argument and value (e.g. "tensor descriptor: dims[2]=0 must be >= 1").
+ * The descriptors of one problem must have one dimension count: x, y (dx, dy) and w (dw) the
+ * same nbDims, and the convolution arrayLength = nbDims - 2. Descriptors set by the 4d and 2d
+ * calls count as 2-D, and so does a convolution descriptor never set; a 1-D tensor with a 2-D
+ * filter or convolution (or the reverse) is BAD_PARAM naming the one that differs. Each
+ * descriptor remembers the count it was last set with: the Nd getters answer what was set. */
+
+/* dims: N, C, spatial... (nbDims of them); strides in elements, the same order, >= 1. */
+CONVCORE_API convcoreStatus_t convcoreSetTensorNdDescriptor(convcoreTensorDescriptor_t desc,
+                                                            convcoreDataType_t dataType, int nbDims,
+                                                            const int64_t dims[], const int64_t strides[]);
+/* Packed in `format`: CONVCORE_TENSOR_NCHW for NCW / NCHW, CONVCORE_TENSOR_NHWC for NWC / NHWC;
+ * dims in N, C, spatial... order whatever the format. */
+CONVCORE_API convcoreStatus_t convcoreSetTensorNdDescriptorEx(convcoreTensorDescriptor_t desc,
+                                                              convcoreTensorFormat_t format,
+                                                              convcoreDataType_t dataType, int nbDims,
+                                                              const int64_t dims[]);
+/* Writes the first min(nbDimsRequested, *nbDims) dims and strides; *nbDims is the count set
+ * (3 or 4; 4 for a descriptor set by the 4d calls). Any output may be NULL. */
+CONVCORE_API convcoreStatus_t convcoreGetTensorNdDescriptor(convcoreTensorDescriptor_t desc,
+                                                            int nbDimsRequested, convcoreDataType_t* dataType,
+                                                            int* nbDims, int64_t dims[], int64_t strides[]);
+/* filterDims: K, C/groups, spatial... (nbDims of them), packed in `format` (KCS / KCRS for
+ * CONVCORE_TENSOR_NCHW, KSC / KRSC for CONVCORE_TENSOR_NHWC). */
+CONVCORE_API convcoreStatus_t convcoreSetFilterNdDescriptor(convcoreFilterDescriptor_t desc,
+                                                            convcoreDataType_t dataType,
+                                                            convcoreTensorFormat_t format, int nbDims,
+                                                            const int64_t filterDims[]);
+/* As cudnnGetFilterNdDescriptor: the first min(nbDimsRequested, *nbDims) filter dims, the count
+ * set, and the format the filter is packed in (the one set; for convcoreSetFilter4dDescriptorEx,
+ * the one its strides match, NCHW where both do). A filter whose explicit strides match neither
+ * format is BAD_PARAM unless format is NULL. Any output may be NULL. */
+CONVCORE_API convcoreStatus_t convcoreGetFilterNdDescriptor(convcoreFilterDescriptor_t desc,
+                                                            int nbDimsRequested, convcoreDataType_t* dataType,
+                                                            convcoreTensorFormat_t* format, int* nbDims,
+                                                            int64_t filterDims[]);
+/* arrayLength spatial dimensions (1 or 2): pads >= 0, strides and dilations >= 1, each <= 2^40.
+ * The group count and filter protocol are kept (convcoreSetConvolutionGroupCount). */
+CONVCORE_API convcoreStatus_t convcoreSetConvolutionNdDescriptor(convcoreConvolutionDescriptor_t desc,
+                                                                 int arrayLength, const int64_t pads[],
+                                                                 const int64_t strides[],
+                                                                 const int64_t dilations[],
+                                                                 convcoreConvolutionMode_t mode);
+/* The first min(arrayLengthRequested, *arrayLength) values; *arrayLength is the count set (2 for
+ * a descriptor set by convcoreSetConvolution2dDescriptor or never set). Any output may be NULL. */
+CONVCORE_API convcoreStatus_t convcoreGetConvolutionNdDescriptor(convcoreConvolutionDescriptor_t desc,
+                                                                 int arrayLengthRequested, int* arrayLength,
+                                                                 int64_t pads[], int64_t strides[],
+                                                                 int64_t dilations[],
+                                                                 convcoreConvolutionMode_t* mode);
+/* The output's nbDims dims (N, K, spatial...); nbDims must be xDesc's. */
+CONVCORE_API convcoreStatus_t convcoreGetConvolutionNdForwardOutputDim(convcoreConvolutionDescriptor_t convDesc,
+                                                                       convcoreTensorDescriptor_t xDesc,
+                                                                       convcoreFilterDescriptor_t wDesc, int nbDims,
+                                                                       int64_t outDims[]);
 
 /* ---- forward algorithms ---- */
 /* "DIRECT", "IM2COL_GEMM", ...; NULL for a value outside the enum. */
