@@ -210,15 +210,22 @@ def _pair_arg(name, value, minimum):
     return (v, v)
 
 
-def _spatial_dims_arg(spatial_dims, *values):
+def _spatial_dims_arg(spatial_dims, **values):
     """1, 2 or 3: ``spatial_dims``, else the length of the sequences among ``values`` (which
     must agree), else 2."""
-    lengths = {len(v) for v in values if isinstance(v, (tuple, list))}
+    lengths = {}
+    for name, value in values.items():
+        if isinstance(value, (tuple, list)):
+            if not 1 <= len(value) <= 3:
+                raise BadParamError(f"{name}: expected an int or 1 to 3 ints (one per spatial "
+                                    f"dimension), got {value!r}")
+            lengths[name] = len(value)
     if spatial_dims is None:
-        if len(lengths) > 1:
-            raise BadParamError(f"padding, stride and dilation have different lengths "
-                                f"({sorted(lengths)}): give one value per spatial dimension")
-        spatial_dims = lengths.pop() if lengths else 2
+        if len(set(lengths.values())) > 1:
+            raise BadParamError("padding, stride and dilation give different numbers of spatial "
+                                "dimensions (" + ", ".join(f"{k}: {v}" for k, v in lengths.items())
+                                + "): give one value per dimension")
+        spatial_dims = next(iter(lengths.values()), 2)
     if spatial_dims not in (1, 2, 3) or isinstance(spatial_dims, bool):
         raise BadParamError(f"spatial_dims: expected 1, 2 or 3, got {spatial_dims!r}")
     return spatial_dims
@@ -591,7 +598,7 @@ class ConvDesc:
     def __init__(self, padding: IntPair = 0, stride: IntPair = 1, dilation: IntPair = 1,
                  groups: int = 1, mode: str = "cross_correlation",
                  spatial_dims: Optional[int] = None) -> None:
-        dims = _spatial_dims_arg(spatial_dims, padding, stride, dilation)
+        dims = _spatial_dims_arg(spatial_dims, padding=padding, stride=stride, dilation=dilation)
         self._spatial_dims = dims
         self._padding = _dims_arg("padding", padding, 0, dims)
         self._stride = _dims_arg("stride", stride, 1, dims)

@@ -32,24 +32,35 @@ BAD_SCALARS = [-1, -(2 ** 63), 2 ** 40 + 1, 2 ** 64, 1.5, float("nan"), "2", Non
 
 
 def param(lo, hi):
-    return st.one_of(st.integers(lo, hi), st.tuples(st.integers(lo, hi), st.integers(lo, hi)),
+    one = st.integers(lo, hi)
+    return st.one_of(one, st.tuples(one, one), st.tuples(one), st.tuples(one, one, one),
                      st.sampled_from(BAD_SCALARS))
 
 
-def as_pair(v, lo):
-    """The (h, w) pair a valid ConvDesc argument means, or None when it is invalid."""
+def spatial_dims(*values):
+    """The spatial dimension count valid ConvDesc arguments mean (the sequences' common length,
+    else 2), or None when their lengths disagree or are not 1 to 3."""
+    lengths = {len(v) for v in values if isinstance(v, (tuple, list))}
+    if len(lengths) > 1:
+        return None
+    dims = lengths.pop() if lengths else 2
+    return dims if 1 <= dims <= 3 else None
+
+
+def as_dims(v, lo, dims):
+    """The per-dimension values a valid ConvDesc argument means, or None when it is invalid."""
     def one(e):
         if isinstance(e, bool) or not isinstance(e, (int, np.integer)):
             return None
         e = int(e)
         return e if lo <= e <= 2 ** 40 else None
     if isinstance(v, (tuple, list)):
-        if len(v) != 2:
+        if len(v) != dims:
             return None
-        pair = (one(v[0]), one(v[1]))
-        return None if None in pair else pair
+        values = tuple(one(e) for e in v)
+        return None if None in values else values
     e = one(v)
-    return None if e is None else (e, e)
+    return None if e is None else (e,) * dims
 
 
 @FUZZ
@@ -57,9 +68,10 @@ def as_pair(v, lo):
        groups=st.one_of(st.integers(1, 4), st.sampled_from(BAD_SCALARS)),
        mode=st.sampled_from(["cross_correlation", "convolution", "CONVOLUTION", "", 1, None]))
 def test_conv_desc_validates_every_argument(padding, stride, dilation, groups, mode):
-    expect_ok = (as_pair(padding, 0) is not None and as_pair(stride, 1) is not None
-                 and as_pair(dilation, 1) is not None and as_pair(groups, 1) is not None
-                 and not isinstance(groups, (tuple, list))
+    dims = spatial_dims(padding, stride, dilation)
+    expect_ok = (dims is not None and as_dims(padding, 0, dims) is not None
+                 and as_dims(stride, 1, dims) is not None and as_dims(dilation, 1, dims) is not None
+                 and as_dims(groups, 1, 1) is not None and not isinstance(groups, (tuple, list))
                  and mode in ("cross_correlation", "convolution"))
     try:
         d = convcore.ConvDesc(padding=padding, stride=stride, dilation=dilation, groups=groups,
@@ -68,8 +80,9 @@ def test_conv_desc_validates_every_argument(padding, stride, dilation, groups, m
         assert not expect_ok
         return
     assert expect_ok, "ConvDesc accepted invalid arguments"
-    assert d.padding == as_pair(padding, 0) and d.stride == as_pair(stride, 1)
-    assert d.dilation == as_pair(dilation, 1) and d.groups == int(groups)
+    assert d.spatial_dims == dims
+    assert d.padding == as_dims(padding, 0, dims) and d.stride == as_dims(stride, 1, dims)
+    assert d.dilation == as_dims(dilation, 1, dims) and d.groups == int(groups)
 
 
 # ---- forward -------------------------------------------------------------------------------

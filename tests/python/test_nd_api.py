@@ -88,7 +88,7 @@ def test_winograd_serves_3x3x3_and_refuses_1d():
 
 
 def test_errors_name_the_argument():
-    with pytest.raises(convcore.BadParamError, match="different lengths"):
+    with pytest.raises(convcore.BadParamError, match="different numbers of spatial dimensions"):
         convcore.ConvDesc(padding=(1, 1, 1), stride=(1, 1))
     with pytest.raises(convcore.BadParamError, match="spatial_dims"):
         convcore.ConvDesc(spatial_dims=4)
