@@ -28,11 +28,17 @@ from torch import Tensor, nn
 
 from . import _api
 from . import torch as _ct
-from ._errors import BadParamError
+from ._errors import BadParamError, NotSupportedError
 
 IntOrSeq = Union[int, Sequence[int]]
 Size1 = Union[int, Tuple[int]]  # nn.Conv1d's _size_1_t
 Size3 = Union[int, Tuple[int, int, int]]  # nn.Conv3d's _size_3_t
+
+
+def _symbolic(*tensors):
+    """Whether torch.fx symbolic tracing passes Proxies (shapes unknown: the call is recorded
+    as it is, and checked when the graph runs)."""
+    return any(isinstance(t, torch.fx.Proxy) for t in tensors)
 
 
 def _ints(name, value, count, fn):
@@ -55,6 +61,11 @@ def conv1d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
     unbatched C x L), weight K x C/groups x S. An input laid out N x L x C (strides (L*C, 1, C))
     gives an output laid out the same way: the 2-D passes see channels_last."""
     fn = "convcore.torch.conv1d"
+    if _symbolic(input, weight):
+        (s,), (d,) = _ints("stride", stride, 1, fn), _ints("dilation", dilation, 1, fn)
+        pad = padding if isinstance(padding, str) else (0, _ints("padding", padding, 1, fn)[0])
+        return _ct.conv2d(input.unsqueeze(-2), weight.unsqueeze(2), bias, (1, s), pad, (1, d),
+                          groups, algo=algo, activation=activation).squeeze(-2)
     for name, t in (("input", input), ("weight", weight)):
         if not isinstance(t, Tensor):
             raise BadParamError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
@@ -262,6 +273,11 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = Non
     gradient, a backward-filter algorithm). Input N x C_in x H x W (or unbatched), weight
     C_in x C_out/groups x R x S. A channels_last input gives a channels_last output."""
     fn = "convcore.torch.conv_transpose2d"
+    if _symbolic(input, weight):
+        return torch.ops.convcore.conv_transpose2d(input, weight, bias, *[
+            list(_ints(name, value, 2, fn)) for name, value in
+            (("stride", stride), ("padding", padding), ("output_padding", output_padding),
+             ("dilation", dilation))], groups, _transposed_spec(algo))
     for name, t in (("input", input), ("weight", weight)):
         if not isinstance(t, Tensor):
             raise BadParamError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
@@ -291,13 +307,14 @@ def conv_transpose1d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = Non
     """``torch.nn.functional.conv_transpose1d`` computed by convcore: conv_transpose2d with
     H = 1. Input N x C_in x L (or unbatched C_in x L), weight C_in x C_out/groups x S."""
     fn = "convcore.torch.conv_transpose1d"
+    symbolic = _symbolic(input, weight)
     for name, t in (("input", input), ("weight", weight)):
-        if not isinstance(t, Tensor):
+        if not isinstance(t, Tensor) and not symbolic:
             raise BadParamError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
-    if input.dim() not in (2, 3):
+    if not symbolic and input.dim() not in (2, 3):
         raise BadParamError(f"{fn}: input must be 3-D (N, C, L) or 2-D (C, L), got shape "
                             f"{tuple(input.shape)}")
-    if weight.dim() != 3:
+    if not symbolic and weight.dim() != 3:
         raise BadParamError(f"{fn}: weight must be 3-D (C_in, C_out/groups, S), got shape "
                             f"{tuple(weight.shape)}")
     one = [_ints(name, value, 1, fn)[0] for name, value in
@@ -536,6 +553,14 @@ def conv3d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
     channels_last_3d output. Runs one 2-D convolution per image and depth tap (this module's
     convcore/_nd.py)."""
     fn = "convcore.torch.conv3d"
+    if _symbolic(input, weight):
+        if isinstance(padding, str) and padding != "valid":
+            raise NotSupportedError(f"{fn}: padding={padding!r} under torch.fx symbolic tracing "
+                                    f"(it needs the weight's shape; pass the padding as ints)")
+        return torch.ops.convcore.conv3d(input, weight, bias, *[
+            list(_ints(name, value, 3, fn)) for name, value in
+            (("stride", stride), ("padding", 0 if padding == "valid" else padding),
+             ("dilation", dilation))], groups, _ct._algo_spec(algo))
     for name, t in (("input", input), ("weight", weight)):
         if not isinstance(t, Tensor):
             raise BadParamError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
@@ -666,6 +691,11 @@ def conv_transpose3d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = Non
     unbatched), weight C_in x C_out/groups x T x R x S. A channels_last_3d input gives a
     channels_last_3d output."""
     fn = "convcore.torch.conv_transpose3d"
+    if _symbolic(input, weight):
+        return torch.ops.convcore.conv_transpose3d(input, weight, bias, *[
+            list(_ints(name, value, 3, fn)) for name, value in
+            (("stride", stride), ("padding", padding), ("output_padding", output_padding),
+             ("dilation", dilation))], groups, _transposed_spec(algo))
     for name, t in (("input", input), ("weight", weight)):
         if not isinstance(t, Tensor):
             raise BadParamError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")

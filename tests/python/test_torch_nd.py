@@ -3,6 +3,8 @@ their modules) against PyTorch's own, in float64: every backward-data algorithm 
 forward, both memory formats, the gradients, PyTorch's OpInfo samples, the modules' state_dict and
 convert(), the captures (torch.compile, torch.jit.trace) and the errors."""
 
+import copy
+
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -336,6 +338,50 @@ def test_3d_torch_compile():
     model = ct.convert(nn.Sequential(nn.Conv3d(2, 4, 3, padding=1), nn.ReLU(),
                                      nn.ConvTranspose3d(4, 2, 2, stride=2)))
     assert_compiled_matches_eager(model, torch.randn(1, 2, 3, 4, 4))
+
+
+def nd_model():
+    return nn.Sequential(nn.Conv1d(2, 4, 3, padding=1), nn.ReLU(), nn.ConvTranspose1d(4, 3, 4, stride=2),
+                         nn.Unflatten(1, (3, 1)), nn.ConvTranspose2d(3, 2, 3, stride=2, output_padding=1),
+                         nn.Unflatten(1, (2, 1)), nn.Conv3d(2, 2, 3, padding=1),
+                         nn.ConvTranspose3d(2, 1, 2, stride=2))
+
+
+def test_every_way_a_user_touches_the_converted_layers():
+    """torch.fx, torch.export, inference_mode, load_state_dict, .data writes and optimizer steps
+    on the converted 1-D, 3-D and transposed layers give PyTorch's results (they keep nothing
+    derived from the weights between calls)."""
+    torch.manual_seed(0)
+    model = nd_model()
+    x = torch.randn(2, 2, 8)
+    converted = ct.convert(copy.deepcopy(model))
+
+    def close(a, b):
+        assert rel_err(a, b) <= 1e-5
+
+    close(converted(x), model(x))
+    fx = torch.fx.symbolic_trace(converted)
+    assert "convcore.conv_transpose3d" in str(fx.graph) and "convcore.conv3d" in str(fx.graph)
+    close(fx(x), model(x))
+    close(torch.export.export(converted, (x,)).module()(x), model(x))
+    with torch.inference_mode():
+        close(converted(x), model(x))
+    with torch.no_grad():
+        model[6].weight.data.mul_(-2)  # a .data write
+    converted.load_state_dict(model.state_dict())
+    close(converted(x), model(x))
+    converted[6].weight.data.copy_(model[6].weight.data * 3)
+    model[6].weight.data.mul_(3)
+    close(converted(x), model(x))
+    opt_ref, opt = (torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, converted))
+    for m, o in ((model, opt_ref), (converted, opt)):
+        for _ in range(2):
+            o.zero_grad()
+            m(x).square().mean().backward()
+            o.step()
+    for a, b in zip(converted.parameters(), model.parameters()):
+        close(a, b)
+    close(converted(x), model(x))
 
 
 # ---- PyTorch's own samples --------------------------------------------------------------------------
