@@ -8,11 +8,17 @@ spatial dimensions), on the 2-D one:
   w[:, :, kd]). The slices are views (in N x D x H x W x C memory, NHWC batches). Each pass
   (forward, backward data, backward filter) is its 2-D pass per tap, so every 2-D algorithm
   serves it. No fused epilogue (bias only), no Find: the 2-D slices are what convcore times.
+  A second schedule, "stacked", copies the depth taps' input planes side by side as channels
+  (N*OD x T*C x H x W: the depth part of an im2col) and runs one 2-D convolution with the
+  K x T*C/g x R x S filter: one call and no accumulation, for a copy of T times the input. It
+  wins where the planes are small or the depth stride is not 1 (the taps' slices are then not
+  packed); "auto" times both once per problem and pass and keeps the faster.
 
 Arrays are NumPy arrays, torch tensors or CuPy arrays: only indexing, swapaxes, reshape and
 in-place arithmetic are used on them."""
 
-from typing import Any, List, Optional, Tuple
+import time
+from typing import Any, Dict, List, Optional, Tuple
 
 from ._errors import BadParamError, NotSupportedError
 
@@ -98,6 +104,33 @@ def _in_layout_of(result: Any, like: Any) -> Any:
     return result.copy()  # NumPy, CuPy: C order
 
 
+def _is_torch(a: Any) -> bool:
+    return callable(getattr(a, "stride", None))
+
+
+def _last_axis_channels(a: Any) -> Any:
+    """a (N x C x spatial...) as N x spatial... x C: the order of channels-last memory."""
+    order = (0,) + tuple(range(2, a.ndim)) + (1,)
+    return a.permute(*order) if _is_torch(a) else a.transpose(order)
+
+
+def _channels_second(a: Any) -> Any:
+    """The inverse of _last_axis_channels."""
+    order = (0, a.ndim - 1) + tuple(range(1, a.ndim - 1))
+    return a.permute(*order) if _is_torch(a) else a.transpose(order)
+
+
+def _new_like(like: Any, shape: Tuple[int, ...]) -> Any:
+    from . import _api
+    return _api._allocate_output(like, shape, like.dtype, _api._dlpack_device(like, "x"))
+
+
+def _plane_batch(a: Any) -> Any:
+    """a (N x C x D x H x W in N x D x H x W x C memory) as the 2-D batch N*D x C x H x W: a view."""
+    n, c, d, h, w = a.shape
+    return _channels_second(_last_axis_channels(a).reshape(n * d, h, w, c))
+
+
 def _with_h(a: Any) -> Any:
     return None if a is None else a[:, :, None]
 
@@ -115,6 +148,7 @@ class NdConvolution:
         self.desc = desc
         self.plane = plane
         self.dims = desc.spatial_dims
+        self._chosen: Dict[Tuple[Any, ...], str] = {}  # auto's schedule per problem and pass
 
     # ---- shapes ----
 
@@ -167,23 +201,9 @@ class NdConvolution:
             raise NotSupportedError("a 3-D convolution has no fused epilogue (activation, "
                                     "residual) yet; apply them to its output")
         y_shape = self.output_shape(x.shape, w.shape)
-        flip = self.desc.mode == "convolution"
-        (pd,), (sd,), (dd,) = self.desc.padding[:1], self.desc.stride[:1], self.desc.dilation[:1]
-        x_run = ndhwc(x)
-
-        def accumulate(y, beta_y):
-            def run(tap, beta_call):
-                kd, lo, count, id_lo = tap
-                w2 = w[:, :, w.shape[2] - 1 - kd if flip else kd]
-                for n in range(x.shape[0]):
-                    self.plane.forward(depth_slices(x_run, n, id_lo, count, sd), w2, algo,
-                                       depth_slices(y, n, lo, count, 1), alpha, beta_call)
-            # a tap covers y when it reaches every output depth
-            _accumulate_taps(depth_taps(x.shape[2], y_shape[2], pd, sd, dd, w.shape[2]),
-                             lambda t: t[1] == 0 and t[2] == y_shape[2], beta_y, y, run)
-            if bias is not None:
-                y += alpha * bias.reshape(1, -1, 1, 1, 1)
-        return self._run(x, y_shape, out, beta, accumulate)
+        return self._scheduled("forward", (x.shape, w.shape, algo), lambda schedule, out, beta:
+                               self._forward_3d(x, w, algo, out, alpha, beta, bias, schedule),
+                               out, beta)
 
     def backward_data(self, dy: Any, w: Any, x_shape: Any, algo: Any = "auto",
                       out: Optional[Any] = None, alpha: float = 1.0, beta: float = 0.0) -> Any:
@@ -198,23 +218,9 @@ class NdConvolution:
         if tuple(dy.shape) != y_shape:
             raise BadParamError(f"dy: expected shape {y_shape} (the output for an input of "
                                 f"shape {x_shape}), got {tuple(dy.shape)}")
-        flip = self.desc.mode == "convolution"
-        (pd,), (sd,), (dd,) = self.desc.padding[:1], self.desc.stride[:1], self.desc.dilation[:1]
-        dy_run = ndhwc(dy)
-
-        def accumulate(dx, beta_dx):
-            def run(tap, beta_call):
-                kd, lo, count, id_lo = tap
-                w2 = w[:, :, w.shape[2] - 1 - kd if flip else kd]
-                for n in range(dy.shape[0]):
-                    dx2 = depth_slices(dx, n, id_lo, count, sd)
-                    self.plane.backward_data(depth_slices(dy_run, n, lo, count, 1), w2, dx2.shape,
-                                             algo, dx2, alpha, beta_call)
-            # a tap covers dx when its input depths, sd apart, are all of them
-            _accumulate_taps(depth_taps(x_shape[2], y_shape[2], pd, sd, dd, w.shape[2]),
-                             lambda t: sd == 1 and t[3] == 0 and t[2] == x_shape[2], beta_dx,
-                             dx, run)
-        return self._run(dy, x_shape, out, beta, accumulate)
+        return self._scheduled("backward_data", (x_shape, w.shape, algo), lambda schedule, out, beta:
+                               self._backward_data_3d(dy, w, x_shape, algo, out, alpha, beta,
+                                                      schedule), out, beta)
 
     def backward_filter(self, x: Any, dy: Any, w_shape: Any, algo: Any = "auto",
                         out: Optional[Any] = None, alpha: float = 1.0, beta: float = 0.0) -> Any:
@@ -228,17 +234,153 @@ class NdConvolution:
         y_shape = self.output_shape(x.shape, w_shape)
         if tuple(dy.shape) != y_shape:
             raise BadParamError(f"dy: expected shape {y_shape}, got {tuple(dy.shape)}")
-        out = self._scaled_output(x, w_shape, out, beta)
-        flip = self.desc.mode == "convolution"
+        return self._scheduled("backward_filter", (x.shape, w_shape, algo), lambda schedule, out, beta:
+                               self._backward_filter_3d(x, dy, w_shape, algo, out, alpha, beta,
+                                                        schedule), out, beta)
+
+    # ---- 3-D: the two schedules ----
+
+    schedule = "auto"  # "taps", "stacked", or "auto": both timed once per problem and pass
+
+    def _scheduled(self, pass_name: str, problem: Tuple[Any, ...], run: Any, out: Optional[Any],
+                   beta: float) -> Any:
+        """run(schedule, out, beta) with this pass's schedule: the fixed one, or (auto) the one
+        that was faster on this problem, timed on first sight (each schedule run twice into a
+        new output, the second run timed, so that neither pays the 2-D selections it makes)."""
+        if self.schedule != "auto":
+            return run(self.schedule, out, beta)
+        key = (pass_name,) + tuple(tuple(p) if isinstance(p, tuple) else str(p) for p in problem)
+        chosen = self._chosen.get(key)
+        if chosen is None:
+            times = {}
+            for schedule in ("taps", "stacked"):
+                run(schedule, None, 0.0)
+                start = time.perf_counter()
+                run(schedule, None, 0.0)
+                times[schedule] = time.perf_counter() - start
+            chosen = self._chosen[key] = min(times, key=lambda k: times[k])
+        return run(chosen, out, beta)
+
+    def _depth_geometry(self, d_in: int, d_out: int, taps: int) -> List[Tuple[int, int, int, int]]:
         (pd,), (sd,), (dd,) = self.desc.padding[:1], self.desc.stride[:1], self.desc.dilation[:1]
+        return depth_taps(d_in, d_out, pd, sd, dd, taps)
+
+    def _filter_tap(self, taps: int, kd: int) -> int:
+        """The filter's depth index of tap kd (mode "convolution" flips it)."""
+        return taps - 1 - kd if self.desc.mode == "convolution" else kd
+
+    def _forward_3d(self, x: Any, w: Any, algo: Any, out: Optional[Any], alpha: float,
+                    beta: float, bias: Optional[Any], schedule: str) -> Any:
+        y_shape = self.output_shape(x.shape, w.shape)
+        sd = self.desc.stride[0]
+        taps = self._depth_geometry(x.shape[2], y_shape[2], w.shape[2])
+        x_run = ndhwc(x)
+
+        def accumulate(y, beta_y):
+            if schedule == "stacked":
+                self.plane.forward(self._stacked_input(x_run, taps, w.shape, y_shape[2]),
+                                   self._stacked_filter(w), algo, _plane_batch(y), alpha, beta_y)
+            else:
+                def run(tap, beta_call):
+                    kd, lo, count, id_lo = tap
+                    w2 = w[:, :, self._filter_tap(w.shape[2], kd)]
+                    for n in range(x.shape[0]):
+                        self.plane.forward(depth_slices(x_run, n, id_lo, count, sd), w2, algo,
+                                           depth_slices(y, n, lo, count, 1), alpha, beta_call)
+                # a tap covers y when it reaches every output depth
+                _accumulate_taps(taps, lambda t: t[1] == 0 and t[2] == y_shape[2], beta_y, y, run)
+            if bias is not None:
+                y += alpha * bias.reshape(1, -1, 1, 1, 1)
+        return self._run(x, y_shape, out, beta, accumulate)
+
+    def _backward_data_3d(self, dy: Any, w: Any, x_shape: Tuple[int, ...], algo: Any,
+                          out: Optional[Any], alpha: float, beta: float, schedule: str) -> Any:
+        sd = self.desc.stride[0]
+        taps = self._depth_geometry(x_shape[2], dy.shape[2], w.shape[2])
+        dy_run = ndhwc(dy)
+
+        def accumulate(dx, beta_dx):
+            if schedule == "stacked":
+                # the gradient of the stacked input, then each tap's block added to its planes
+                n, c, _, h, wd = x_shape
+                t, g = w.shape[2], self.desc.groups
+                stacked = _new_like(dy_run, (n, dy.shape[2], h, wd, t * c))
+                planes = _channels_second(stacked.reshape(n * dy.shape[2], h, wd, t * c))
+                self.plane.backward_data(_plane_batch(dy_run), self._stacked_filter(w),
+                                         planes.shape, algo, planes, alpha, 0.0)
+                blocks = stacked.reshape(n, dy.shape[2], h, wd, g, t, c // g)
+                NdConvolution._scale(dx, beta_dx)
+                dxv = _last_axis_channels(dx)
+                for kd, lo, count, id_lo in taps:
+                    dxv[:, id_lo:id_lo + (count - 1) * sd + 1:sd] += \
+                        blocks[:, lo:lo + count, :, :, :, kd].reshape(n, count, h, wd, c)
+                return
+
+            def run(tap, beta_call):
+                kd, lo, count, id_lo = tap
+                w2 = w[:, :, self._filter_tap(w.shape[2], kd)]
+                for n in range(dy.shape[0]):
+                    dx2 = depth_slices(dx, n, id_lo, count, sd)
+                    self.plane.backward_data(depth_slices(dy_run, n, lo, count, 1), w2, dx2.shape,
+                                             algo, dx2, alpha, beta_call)
+            # a tap covers dx when its input depths, sd apart, are all of them
+            _accumulate_taps(taps, lambda t: sd == 1 and t[3] == 0 and t[2] == x_shape[2],
+                             beta_dx, dx, run)
+        return self._run(dy, x_shape, out, beta, accumulate)
+
+    def _backward_filter_3d(self, x: Any, dy: Any, w_shape: Tuple[int, ...], algo: Any,
+                            out: Optional[Any], alpha: float, beta: float, schedule: str) -> Any:
+        out = self._scaled_output(x, w_shape, out, beta)
+        sd = self.desc.stride[0]
+        taps = self._depth_geometry(x.shape[2], dy.shape[2], w_shape[2])
         x_run, dy_run = ndhwc(x), ndhwc(dy)
-        for kd, lo, count, id_lo in depth_taps(x.shape[2], y_shape[2], pd, sd, dd, w_shape[2]):
-            dw2 = out[:, :, w_shape[2] - 1 - kd if flip else kd]
+        if schedule == "stacked":
+            k, cg, t, r, s = w_shape
+            grad = self.plane.backward_filter(self._stacked_input(x_run, taps, w_shape, dy.shape[2]),
+                                              _plane_batch(dy_run), (k, t * cg, r, s), algo, None,
+                                              alpha)
+            blocks = grad.reshape(k, t, cg, r, s)
+            for kd in range(t):
+                out[:, :, self._filter_tap(t, kd)] += blocks[:, kd]
+            return out
+        for kd, lo, count, id_lo in taps:
+            dw2 = out[:, :, self._filter_tap(w_shape[2], kd)]
             for n in range(x.shape[0]):
                 self.plane.backward_filter(depth_slices(x_run, n, id_lo, count, sd),
                                            depth_slices(dy_run, n, lo, count, 1), dw2.shape, algo,
                                            dw2, alpha, 1.0)
         return out
+
+    def _stacked_input(self, x_run: Any, taps: List[Tuple[int, int, int, int]],
+                       w_shape: Tuple[int, ...], d_out: int) -> Any:
+        """The depth taps' input planes side by side as channels: N*OD x T*C x H x W in
+        N x OD x H x W x T*C memory, channels ordered (group, tap, channel of the group) as the
+        stacked filter's; zeros where a tap reads padding."""
+        n, c, _, h, wd = x_run.shape
+        t, g, sd = w_shape[2], self.desc.groups, self.desc.stride[0]
+        stacked = _new_like(x_run, (n, d_out, h, wd, t * c))
+        blocks = stacked.reshape(n, d_out, h, wd, g, t, c // g)
+        xv = _last_axis_channels(x_run)  # N x D x H x W x C
+        reached = {tap[0]: tap for tap in taps}
+        for kd in range(t):
+            if kd not in reached:
+                blocks[:, :, :, :, :, kd] = 0
+                continue
+            _, lo, count, id_lo = reached[kd]
+            blocks[:, :lo, :, :, :, kd] = 0
+            blocks[:, lo + count:, :, :, :, kd] = 0
+            blocks[:, lo:lo + count, :, :, :, kd] = \
+                xv[:, id_lo:id_lo + (count - 1) * sd + 1:sd].reshape(n, count, h, wd, g, c // g)
+        return _channels_second(stacked.reshape(n * d_out, h, wd, t * c))
+
+    def _stacked_filter(self, w: Any) -> Any:
+        """K x T*C/g x R x S: the filter's depth taps side by side, as _stacked_input's channels."""
+        k, cg, t, r, s = w.shape
+        stacked = _new_like(w, (k, t * cg, r, s))
+        blocks = stacked.reshape(k, t, cg, r, s)
+        for kd in range(t):
+            blocks[:, kd] = w[:, :, self._filter_tap(t, kd)]
+        return stacked
 
     def backward_bias(self, dy: Any, out: Optional[Any] = None, alpha: float = 1.0,
                       beta: float = 0.0) -> Any:

@@ -34,13 +34,25 @@ def arrays(problem, seed=0):
     return rng.uniform(-1, 1, x_shape), rng.uniform(-1, 1, w_shape)
 
 
+SCHEDULES = ["auto", "taps", "stacked"]  # 3-D: convcore/_nd.py's schedules
+
+
+def with_schedule(conv, schedule):
+    if conv._nd is not None and conv.desc.spatial_dims == 3:
+        conv._nd.schedule = schedule
+    return conv
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("mode", ["cross_correlation", "convolution"])
 @pytest.mark.parametrize("problem", PROBLEMS, ids=ids)
-def test_every_pass_matches_the_reference(problem, mode):
+def test_every_pass_matches_the_reference(problem, mode, schedule):
     x, w = arrays(problem)
     _, _, padding, stride, dilation, groups = problem
-    conv = convcore.Convolution(padding=padding, stride=stride, dilation=dilation, groups=groups,
-                                mode=mode)
+    if x.ndim == 3 and schedule != "auto":
+        pytest.skip("1-D has one schedule")
+    conv = with_schedule(convcore.Convolution(padding=padding, stride=stride, dilation=dilation,
+                                              groups=groups, mode=mode), schedule)
     assert conv.desc.spatial_dims == x.ndim - 2
     y_ref, backward_data, backward_filter = convnd_reference(x, w, padding, stride, dilation,
                                                              groups, mode)
@@ -54,11 +66,13 @@ def test_every_pass_matches_the_reference(problem, mode):
     assert relative_error(conv.backward_bias(dy), dy.sum(axis=sum_axes)) <= TOL
 
 
+@pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("problem", [PROBLEMS[0], PROBLEMS[3]], ids=ids)
-def test_alpha_beta_and_out(problem):
+def test_alpha_beta_and_out(problem, schedule):
     x, w = arrays(problem)
     _, _, padding, stride, dilation, groups = problem
-    conv = convcore.Convolution(padding=padding, stride=stride, dilation=dilation, groups=groups)
+    conv = with_schedule(convcore.Convolution(padding=padding, stride=stride, dilation=dilation,
+                                              groups=groups), schedule)
     y_ref, backward_data, backward_filter = convnd_reference(x, w, padding, stride, dilation, groups)
     dy = np.random.default_rng(1).uniform(-1, 1, y_ref.shape)
     out = np.random.default_rng(2).uniform(-1, 1, y_ref.shape)
@@ -108,12 +122,14 @@ def test_errors_name_the_argument():
         convcore.Convolution(spatial_dims=3).output_shape((1, 3, 2, 6, 6), (4, 3, 3, 3, 3))
 
 
+@pytest.mark.parametrize("schedule", SCHEDULES)
 @pytest.mark.parametrize("problem", [PROBLEMS[3], PROBLEMS[4]], ids=ids)
-def test_3d_outputs_in_channels_last_memory(problem):
+def test_3d_outputs_in_channels_last_memory(problem, schedule):
     """x, dy and out in N x D x H x W x C memory run in place; beta = 0 never reads out."""
     x, w = arrays(problem)
     _, _, padding, stride, dilation, groups = problem
-    conv = convcore.Convolution(padding=padding, stride=stride, dilation=dilation, groups=groups)
+    conv = with_schedule(convcore.Convolution(padding=padding, stride=stride, dilation=dilation,
+                                              groups=groups), schedule)
     y_ref, backward_data, _ = convnd_reference(x, w, padding, stride, dilation, groups)
 
     def ndhwc(shape, fill):
@@ -131,3 +147,12 @@ def test_3d_outputs_in_channels_last_memory(problem):
     dx = ndhwc(x.shape, np.nan)
     conv.backward_data(dy, w, x.shape, out=dx)
     assert relative_error(dx, backward_data(np.ascontiguousarray(dy))) <= TOL
+
+
+def test_auto_times_both_schedules_once_and_keeps_the_faster():
+    x, w = arrays(PROBLEMS[3])
+    conv = convcore.Convolution(padding=(1, 0, 1), stride=(2, 1, 2), dilation=(1, 2, 1), groups=2)
+    conv.forward(x, w)
+    conv.forward(x, w)
+    (key, choice), = conv._nd._chosen.items()
+    assert key[0] == "forward" and choice in ("taps", "stacked")
