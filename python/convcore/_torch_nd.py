@@ -82,9 +82,42 @@ def conv1d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
     return y.squeeze(-2)
 
 
-class Conv1d(nn.Conv1d):
+class _AlgoAttribute:
+    """The modules' ``algo`` attribute, checked when set (an unknown name fails there)."""
+
+    @staticmethod
+    def _check_algo(value: _ct.AlgoSpec) -> None:
+        _ct._split_algo(_ct._algo_spec(value))
+
+    @property
+    def algo(self) -> _ct.AlgoSpec:
+        return self._algo
+
+    @algo.setter
+    def algo(self, value: _ct.AlgoSpec) -> None:
+        self._check_algo(value)
+        self._algo = value
+
+
+class _PaddedForward(_AlgoAttribute):
+    """forward() of Conv1d and Conv3d: a padding mode other than zeros by F.pad, as PyTorch's
+    modules do, then the functional form (``_functional``)."""
+
+    def forward(self: Any, input: Tensor) -> Tensor:
+        if self.padding_mode != "zeros":
+            input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
+            padding: Union[IntOrSeq, str] = 0
+        else:
+            padding = self.padding
+        return self._functional(input, self.weight, self.bias, self.stride, padding, self.dilation,
+                                self.groups, algo=self._algo)
+
+
+class Conv1d(_PaddedForward, nn.Conv1d):
     """``torch.nn.Conv1d`` computed by convcore: the same constructor, parameters and state_dict,
     plus ``algo`` (as convcore.torch.Conv2d's; a plain attribute, not in the state_dict)."""
+
+    _functional = staticmethod(conv1d)
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Size1, stride: Size1 = 1,
                  padding: Union[Size1, str] = 0, dilation: Size1 = 1, groups: int = 1,
@@ -93,24 +126,6 @@ class Conv1d(nn.Conv1d):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
                          bias, padding_mode, device, dtype)
         self.algo = algo
-
-    @property
-    def algo(self) -> _ct.AlgoSpec:
-        return self._algo
-
-    @algo.setter
-    def algo(self, value: _ct.AlgoSpec) -> None:
-        _ct._split_algo(_ct._algo_spec(value))  # an unknown name fails here
-        self._algo = value
-
-    def forward(self, input: Tensor) -> Tensor:
-        if self.padding_mode != "zeros":
-            input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
-            padding: Union[IntOrSeq, str] = 0
-        else:
-            padding = self.padding
-        return conv1d(input, self.weight, self.bias, self.stride, padding, self.dilation,
-                      self.groups, algo=self._algo)
 
 
 # ---- transposed: the backward-data pass ----------------------------------------------------------
@@ -325,22 +340,30 @@ def conv_transpose1d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = Non
     return y.squeeze(-2)
 
 
-class _TransposedAlgo:
-    """The ``algo`` attribute of the transposed modules (checked when set)."""
+class _TransposedForward(_AlgoAttribute):
+    """The transposed modules' ``algo`` (_transposed_spec's) and forward(input, output_size):
+    nn.ConvTranspose*d's output padding, then the functional form (``_functional``)."""
 
-    @property
-    def algo(self) -> _ct.AlgoSpec:
-        return self._algo
+    @staticmethod
+    def _check_algo(value: _ct.AlgoSpec) -> None:
+        _transposed_spec(value)
 
-    @algo.setter
-    def algo(self, value: _ct.AlgoSpec) -> None:
-        _transposed_spec(value)  # an unknown name fails here
-        self._algo = value
+    def forward(self: Any, input: Tensor, output_size: Optional[List[int]] = None) -> Tensor:
+        if self.padding_mode != "zeros":
+            raise ValueError(f"Only `zeros` padding mode is supported for {type(self).__name__}")
+        padding = cast(Tuple[int, ...], self.padding)  # never a string in a transposed module
+        output_padding = self._output_padding(input, output_size, list(self.stride),
+                                              list(padding), list(self.kernel_size),
+                                              len(self.kernel_size), list(self.dilation))
+        return self._functional(input, self.weight, self.bias, self.stride, padding,
+                                output_padding, self.groups, self.dilation, algo=self._algo)
 
 
-class ConvTranspose2d(_TransposedAlgo, nn.ConvTranspose2d):
+class ConvTranspose2d(_TransposedForward, nn.ConvTranspose2d):
     """``torch.nn.ConvTranspose2d`` computed by convcore: the same constructor, parameters,
     state_dict and ``forward(input, output_size=None)``, plus ``algo`` (conv_transpose2d's)."""
+
+    _functional = staticmethod(conv_transpose2d)
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: _ct.Size2,
                  stride: _ct.Size2 = 1, padding: _ct.Size2 = 0, output_padding: _ct.Size2 = 0,
@@ -351,20 +374,12 @@ class ConvTranspose2d(_TransposedAlgo, nn.ConvTranspose2d):
                          groups, bias, dilation, padding_mode, device, dtype)
         self.algo = algo
 
-    def forward(self, input: Tensor, output_size: Optional[List[int]] = None) -> Tensor:
-        if self.padding_mode != "zeros":
-            raise ValueError("Only `zeros` padding mode is supported for ConvTranspose2d")
-        padding = cast(Tuple[int, ...], self.padding)  # never a string in a transposed module
-        output_padding = self._output_padding(input, output_size, list(self.stride),
-                                              list(padding), list(self.kernel_size), 2,
-                                              list(self.dilation))
-        return conv_transpose2d(input, self.weight, self.bias, self.stride, padding,
-                                output_padding, self.groups, self.dilation, algo=self._algo)
 
-
-class ConvTranspose1d(_TransposedAlgo, nn.ConvTranspose1d):
+class ConvTranspose1d(_TransposedForward, nn.ConvTranspose1d):
     """``torch.nn.ConvTranspose1d`` computed by convcore: the same constructor, parameters,
     state_dict and ``forward(input, output_size=None)``, plus ``algo`` (conv_transpose2d's)."""
+
+    _functional = staticmethod(conv_transpose1d)
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Size1, stride: Size1 = 1,
                  padding: Size1 = 0, output_padding: Size1 = 0, groups: int = 1, bias: bool = True,
@@ -373,16 +388,6 @@ class ConvTranspose1d(_TransposedAlgo, nn.ConvTranspose1d):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, output_padding,
                          groups, bias, dilation, padding_mode, device, dtype)
         self.algo = algo
-
-    def forward(self, input: Tensor, output_size: Optional[List[int]] = None) -> Tensor:
-        if self.padding_mode != "zeros":
-            raise ValueError("Only `zeros` padding mode is supported for ConvTranspose1d")
-        padding = cast(Tuple[int, ...], self.padding)  # never a string in a transposed module
-        output_padding = self._output_padding(input, output_size, list(self.stride),
-                                              list(padding), list(self.kernel_size), 1,
-                                              list(self.dilation))
-        return conv_transpose1d(input, self.weight, self.bias, self.stride, padding,
-                                output_padding, self.groups, self.dilation, algo=self._algo)
 
 
 # convert(): the exact torch classes this module replaces, and their convcore classes
@@ -399,7 +404,6 @@ def converted(module, algo):
         new.__dict__[key] = value.copy() if isinstance(value, dict) else value
     new.algo = algo
     return new
-
 
 
 # ---- 3-D: one 2-D convolution per filter tap in depth ------------------------------------------
@@ -600,9 +604,11 @@ def _padding_string_3d(fn, padding, x, w, stride, dilation):
     return x, tuple(t // 2 for t in totals)
 
 
-class Conv3d(nn.Conv3d):
+class Conv3d(_PaddedForward, nn.Conv3d):
     """``torch.nn.Conv3d`` computed by convcore: the same constructor, parameters and state_dict,
     plus ``algo`` (conv3d's; a plain attribute, not in the state_dict)."""
+
+    _functional = staticmethod(conv3d)
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Size3, stride: Size3 = 1,
                  padding: Union[Size3, str] = 0, dilation: Size3 = 1, groups: int = 1,
@@ -611,24 +617,6 @@ class Conv3d(nn.Conv3d):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
                          bias, padding_mode, device, dtype)
         self.algo = algo
-
-    @property
-    def algo(self) -> _ct.AlgoSpec:
-        return self._algo
-
-    @algo.setter
-    def algo(self, value: _ct.AlgoSpec) -> None:
-        _ct._split_algo(_ct._algo_spec(value))  # an unknown name fails here
-        self._algo = value
-
-    def forward(self, input: Tensor) -> Tensor:
-        if self.padding_mode != "zeros":
-            input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
-            padding: Union[IntOrSeq, str] = 0
-        else:
-            padding = self.padding
-        return conv3d(input, self.weight, self.bias, self.stride, padding, self.dilation,
-                      self.groups, algo=self._algo)
 
 
 def _conv_transpose3d_impl(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: List[int],
@@ -718,9 +706,11 @@ def conv_transpose3d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = Non
     return y.squeeze(0) if unbatched else y
 
 
-class ConvTranspose3d(_TransposedAlgo, nn.ConvTranspose3d):
+class ConvTranspose3d(_TransposedForward, nn.ConvTranspose3d):
     """``torch.nn.ConvTranspose3d`` computed by convcore: the same constructor, parameters,
     state_dict and ``forward(input, output_size=None)``, plus ``algo`` (conv_transpose3d's)."""
+
+    _functional = staticmethod(conv_transpose3d)
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Size3, stride: Size3 = 1,
                  padding: Size3 = 0, output_padding: Size3 = 0, groups: int = 1, bias: bool = True,
@@ -729,16 +719,6 @@ class ConvTranspose3d(_TransposedAlgo, nn.ConvTranspose3d):
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, output_padding,
                          groups, bias, dilation, padding_mode, device, dtype)
         self.algo = algo
-
-    def forward(self, input: Tensor, output_size: Optional[List[int]] = None) -> Tensor:
-        if self.padding_mode != "zeros":
-            raise ValueError("Only `zeros` padding mode is supported for ConvTranspose3d")
-        padding = cast(Tuple[int, ...], self.padding)  # never a string in a transposed module
-        output_padding = self._output_padding(input, output_size, list(self.stride),
-                                              list(padding), list(self.kernel_size), 3,
-                                              list(self.dilation))
-        return conv_transpose3d(input, self.weight, self.bias, self.stride, padding,
-                                output_padding, self.groups, self.dilation, algo=self._algo)
 
 
 CONVERTED.update({nn.Conv3d: Conv3d, nn.ConvTranspose3d: ConvTranspose3d})
