@@ -83,7 +83,13 @@ def conv1d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
 
 
 class _AlgoAttribute:
-    """The modules' ``algo`` attribute, checked when set (an unknown name fails there)."""
+    """The modules' ``algo`` attribute, checked when set (an unknown name fails there), and their
+    refusal of torch.jit.script (their forward calls Python functions TorchScript cannot compile;
+    torch.jit.trace and torch.compile record the operators)."""
+
+    def __prepare_scriptable__(self) -> Any:
+        raise NotSupportedError(f"convcore.torch.{type(self).__name__}: torch.jit.script is not "
+                                f"supported; use torch.jit.trace, torch.compile or torch.export")
 
     @staticmethod
     def _check_algo(value: _ct.AlgoSpec) -> None:

@@ -231,6 +231,12 @@ def test_torch_compile_and_jit_trace():
     assert rel_err(traced(x), decoder(x)) <= 1e-6
 
 
+def test_jit_script_is_a_clear_error():
+    for layer in (nn.Conv1d(2, 3, 3), nn.ConvTranspose2d(2, 3, 3), nn.Conv3d(2, 3, 3)):
+        with pytest.raises(convcore.NotSupportedError, match="torch.jit.trace"):
+            torch.jit.script(ct.convert(nn.Sequential(layer)))
+
+
 def test_errors_name_the_argument():
     x, w = torch.randn(1, 4, 5, 5), torch.randn(4, 2, 3, 3)
     with pytest.raises(convcore.BadParamError, match="output_padding"):
