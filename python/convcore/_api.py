@@ -973,7 +973,7 @@ class Convolution:
         """The name of the algorithm the last forward call of this thread ran (what "auto" or
         "find" chose), or None before the first call."""
         if self._nd is not None:
-            return self._nd.plane.last_algo
+            return self._nd.last_plane.last_algo
         algo = getattr(self._local, "last_algo", None)
         return None if algo is None else Algo(algo).name.lower()
 

@@ -13,10 +13,15 @@ spatial dimensions), on the 2-D one:
   K x T*C/g x R x S filter: one call and no accumulation, for a copy of T times the input. It
   wins where the planes are small or the depth stride is not 1 (the taps' slices are then not
   packed); "auto" times both once per problem and pass and keeps the faster.
+  With a filter_version (convcore.torch in inference), the forward pass keeps what it makes
+  from w between calls: the taps' packed K x C/g x R x S filters or the stacked filter, and the
+  2-D plans' transformed filters (one 2-D Convolution per tap, so the taps do not take turns
+  re-transforming theirs), until w's address or contents change.
 
 Arrays are NumPy arrays, torch tensors or CuPy arrays: only indexing, swapaxes, reshape and
 in-place arithmetic are used on them."""
 
+import itertools
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -45,7 +50,7 @@ def depth_slices(a: Any, n: int, lo: int, count: int, step: int) -> Any:
 
 
 def _element_strides(a: Any) -> List[int]:
-    if callable(getattr(a, "stride", None)):  # torch
+    if _is_torch(a):
         return list(a.stride())
     return [st // a.itemsize for st in a.strides]
 
@@ -64,7 +69,7 @@ def ndhwc(a: Any) -> Any:
     would copy every slice of every tap)."""
     if is_ndhwc(a):
         return a
-    if callable(getattr(a, "stride", None)):  # torch
+    if _is_torch(a):
         import torch
         return a.contiguous(memory_format=torch.channels_last_3d)
     return a.transpose(0, 2, 3, 4, 1).copy().transpose(0, 4, 1, 2, 3)  # NumPy, CuPy
@@ -99,13 +104,50 @@ def _in_layout_of(result: Any, like: Any) -> Any:
     copy when like is not channels-last."""
     if is_ndhwc(like):
         return result
-    if callable(getattr(result, "contiguous", None)):  # torch
+    if _is_torch(result):
         return result.contiguous()
     return result.copy()  # NumPy, CuPy: C order
 
 
 def _is_torch(a: Any) -> bool:
-    return callable(getattr(a, "stride", None))
+    return callable(getattr(a, "stride", None))  # NumPy's and CuPy's strides are a tuple
+
+
+_filter_versions = itertools.count()  # the numbers that name prepared filters, unique here
+
+
+def _weight_identity(w: Any, filter_version: Any) -> Optional[Tuple[Any, ...]]:
+    """What names w's contents for a forward pass with ``filter_version``: its address, shape
+    and dtype with the caller's number, or with the fingerprint of its bytes ("check": one read
+    of w per call). None when nothing can be kept: no filter_version, or w not dense in host
+    memory (no fingerprint)."""
+    from . import _api
+    if filter_version is None:
+        return None
+    if _is_torch(w):
+        address = w.data_ptr()
+    else:
+        address = w.__array_interface__["data"][0] if hasattr(w, "__array_interface__") else None
+    if address is None:
+        return None
+    if filter_version != "check":
+        return (address, tuple(w.shape), str(w.dtype), _api._filter_version_arg(filter_version))
+    try:
+        if _is_torch(w):
+            import torch
+            capsule = torch.utils.dlpack.to_dlpack(w)
+        else:
+            capsule = w.__dlpack__()
+    except (BufferError, RuntimeError, TypeError):  # e.g. a read-only NumPy array
+        return None
+    fingerprint = _api._C.fingerprint_tensors([capsule])
+    if fingerprint is None:
+        return None
+    return (address, tuple(w.shape), str(w.dtype), "check", fingerprint)
+
+
+def _packed_copy(a: Any) -> Any:
+    return a.contiguous() if _is_torch(a) else a.copy()  # NumPy, CuPy: C order
 
 
 def _last_axis_channels(a: Any) -> Any:
@@ -149,6 +191,8 @@ class NdConvolution:
         self.plane = plane
         self.dims = desc.spatial_dims
         self._chosen: Dict[Tuple[Any, ...], str] = {}  # auto's schedule per problem and pass
+        self._kept: Dict[str, Any] = {}  # the forward pass's prepared filters (_kept_filters)
+        self.last_plane = plane  # the 2-D Convolution of the last forward call (its last_algo)
 
     # ---- shapes ----
 
@@ -201,9 +245,11 @@ class NdConvolution:
             raise NotSupportedError("a 3-D convolution has no fused epilogue (activation, "
                                     "residual) yet; apply them to its output")
         y_shape = self.output_shape(x.shape, w.shape)
-        return self._scheduled("forward", (x.shape, w.shape, algo), lambda schedule, out, beta:
-                               self._forward_3d(x, w, algo, out, alpha, beta, bias, schedule),
-                               out, beta)
+        kept = self._kept_filters(w, filter_version)
+        return self._scheduled("forward", (x.shape, w.shape, algo, kept is not None),
+                               lambda schedule, out, beta: self._forward_3d(
+                                   x, w, algo, out, alpha, beta, bias, schedule, kept), out, beta,
+                               kept)
 
     def backward_data(self, dy: Any, w: Any, x_shape: Any, algo: Any = "auto",
                       out: Optional[Any] = None, alpha: float = 1.0, beta: float = 0.0) -> Any:
@@ -243,7 +289,7 @@ class NdConvolution:
     schedule = "auto"  # "taps", "stacked", or "auto": both timed once per problem and pass
 
     def _scheduled(self, pass_name: str, problem: Tuple[Any, ...], run: Any, out: Optional[Any],
-                   beta: float) -> Any:
+                   beta: float, kept: Optional[Dict[str, Any]] = None) -> Any:
         """run(schedule, out, beta) with this pass's schedule: the fixed one, or (auto) the one
         that was faster on this problem, timed on first sight (each schedule run twice into a
         new output, the second run timed, so that neither pays the 2-D selections it makes)."""
@@ -259,6 +305,11 @@ class NdConvolution:
                 run(schedule, None, 0.0)
                 times[schedule] = time.perf_counter() - start
             chosen = self._chosen[key] = min(times, key=lambda k: times[k])
+            if kept is not None:  # what only the other schedule uses goes
+                other = "taps" if chosen == "stacked" else "stacked"
+                kept.pop(other, None)
+                for name in [k for k in kept["planes"] if (k == "stacked") == (other == "stacked")]:
+                    del kept["planes"][name]
         return run(chosen, out, beta)
 
     def _depth_geometry(self, d_in: int, d_out: int, taps: int) -> List[Tuple[int, int, int, int]]:
@@ -269,8 +320,46 @@ class NdConvolution:
         """The filter's depth index of tap kd (mode "convolution" flips it)."""
         return taps - 1 - kd if self.desc.mode == "convolution" else kd
 
+    def _kept_filters(self, w: Any, filter_version: Any) -> Optional[Dict[str, Any]]:
+        """The forward pass's filters kept for w (with a filter_version): a dict of what the
+        schedules made from w ("taps": the taps' packed filters, "stacked": the stacked filter),
+        "planes" (the 2-D Convolutions that keep their transformed filters: one per tap, one for
+        the stacked call) and "version" (the filter_version those are called with). A new one
+        when w's address or contents changed; None when nothing can be kept."""
+        identity = _weight_identity(w, filter_version)
+        if identity is None:
+            return None
+        if self._kept.get("identity") != identity:
+            self._kept = {"identity": identity, "version": next(_filter_versions), "planes": {}}
+        return self._kept
+
+    def _forward_filters(self, w: Any, kept: Optional[Dict[str, Any]], schedule: str,
+                         kd: int = 0) -> Tuple[Any, Any, Optional[int]]:
+        """(2-D Convolution, filter, filter_version) of a forward call: tap kd's, or (stacked)
+        the stacked filter's; per call (the plane, w's slice or a new stacked filter) without
+        ``kept``."""
+        if kept is None:
+            if schedule == "stacked":
+                return self.plane, self._stacked_filter(w), None
+            return self.plane, w[:, :, self._filter_tap(w.shape[2], kd)], None
+        key: Any = "stacked"
+        if schedule == "stacked":
+            if "stacked" not in kept:
+                kept["stacked"] = self._stacked_filter(w)
+            filters = kept["stacked"]
+        else:
+            taps = kept.setdefault("taps", {})
+            if kd not in taps:
+                taps[kd] = _packed_copy(w[:, :, self._filter_tap(w.shape[2], kd)])
+            filters, key = taps[kd], kd
+        planes = kept["planes"]
+        if key not in planes:
+            planes[key] = type(self.plane)(self.plane.desc)
+        return planes[key], filters, kept["version"]
+
     def _forward_3d(self, x: Any, w: Any, algo: Any, out: Optional[Any], alpha: float,
-                    beta: float, bias: Optional[Any], schedule: str) -> Any:
+                    beta: float, bias: Optional[Any], schedule: str,
+                    kept: Optional[Dict[str, Any]] = None) -> Any:
         y_shape = self.output_shape(x.shape, w.shape)
         sd = self.desc.stride[0]
         taps = self._depth_geometry(x.shape[2], y_shape[2], w.shape[2])
@@ -278,15 +367,19 @@ class NdConvolution:
 
         def accumulate(y, beta_y):
             if schedule == "stacked":
-                self.plane.forward(self._stacked_input(x_run, taps, w.shape, y_shape[2]),
-                                   self._stacked_filter(w), algo, _plane_batch(y), alpha, beta_y)
+                plane, w2, version = self._forward_filters(w, kept, schedule)
+                plane.forward(self._stacked_input(x_run, taps, w.shape, y_shape[2]), w2, algo,
+                              _plane_batch(y), alpha, beta_y, version)
+                self.last_plane = plane
             else:
                 def run(tap, beta_call):
                     kd, lo, count, id_lo = tap
-                    w2 = w[:, :, self._filter_tap(w.shape[2], kd)]
+                    plane, w2, version = self._forward_filters(w, kept, schedule, kd)
                     for n in range(x.shape[0]):
-                        self.plane.forward(depth_slices(x_run, n, id_lo, count, sd), w2, algo,
-                                           depth_slices(y, n, lo, count, 1), alpha, beta_call)
+                        plane.forward(depth_slices(x_run, n, id_lo, count, sd), w2, algo,
+                                      depth_slices(y, n, lo, count, 1), alpha, beta_call,
+                                      version)
+                    self.last_plane = plane
                 # a tap covers y when it reaches every output depth
                 _accumulate_taps(taps, lambda t: t[1] == 0 and t[2] == y_shape[2], beta_y, y, run)
             if bias is not None:

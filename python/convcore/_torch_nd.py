@@ -424,6 +424,15 @@ def _conv3d_for(stride, padding, dilation, groups):
                                           groups=groups, spatial_dims=3))
 
 
+@functools.lru_cache(maxsize=512)
+def _weight_conv3d(address, shape, stride, padding, dilation, groups):
+    """A 3-D Convolution for the weight at ``address``: it keeps the filters it makes from that
+    weight between calls (checked against the weight's bytes at every call), as conv2d's
+    prepared calls do."""
+    return _api.Convolution(_api.ConvDesc(padding=padding, stride=stride, dilation=dilation,
+                                          groups=groups, spatial_dims=3))
+
+
 def _output_size_3d(x_shape, w_shape, stride, padding, dilation):
     return tuple(_api._output_size(size, p, k, st, dl) for size, p, k, st, dl in
                  zip(x_shape[2:], padding, w_shape[2:], stride, dilation))
@@ -458,8 +467,12 @@ def _memory_format_3d(t):
 
 
 def _conv3d_impl(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: List[int],
-                 padding: List[int], dilation: List[int], groups: int, algo: str) -> Tensor:
-    """y = conv3d(x, w) + bias: one 2-D forward per image and depth tap, accumulated."""
+                 padding: List[int], dilation: List[int], groups: int, algo: str,
+                 prepared: bool = False) -> Tensor:
+    """y = conv3d(x, w) + bias: one 2-D forward per image and depth tap, accumulated.
+    ``prepared``: the weights are not being trained (the caller recorded no autograd), so what
+    the pass makes from w (its taps' transformed filters) is kept between calls while w's bytes
+    stay the same (checked at every call)."""
     fn = "convcore::conv3d"
     _check_3d(fn, x, w, bias, stride, padding, dilation, groups)
     if x.shape[1] != w.shape[1] * groups or w.shape[0] % groups:
@@ -469,8 +482,13 @@ def _conv3d_impl(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: List[int]
     if min(out) < 1:
         raise BadParamError(f"{fn}: the output would be {out} for input {tuple(x.shape[2:])}, "
                             f"weight {tuple(w.shape[2:])}: every size must be at least 1")
-    return _conv3d_for(tuple(stride), tuple(padding), tuple(dilation), groups).forward(
-        x, w, algo=_ct._split_algo(algo)[0], bias=bias)
+    if prepared:
+        conv = _weight_conv3d(w.data_ptr(), tuple(w.shape), tuple(stride), tuple(padding),
+                              tuple(dilation), groups)
+    else:
+        conv = _conv3d_for(tuple(stride), tuple(padding), tuple(dilation), groups)
+    return conv.forward(x, w, algo=_ct._split_algo(algo)[0], bias=bias,
+                        filter_version="check" if prepared else None)
 
 
 def _conv3d_backward_data_impl(dy: Tensor, w: Tensor, x_shape: List[int], stride: List[int],
@@ -502,7 +520,7 @@ _conv3d_backward_filter_op = torch.library.custom_op("convcore::conv3d_backward_
 
 
 @_conv3d_op.register_fake
-def _conv3d_fake(x, w, bias, stride, padding, dilation, groups, algo):
+def _conv3d_fake(x, w, bias, stride, padding, dilation, groups, algo, prepared=False):
     torch._check(x.shape[1] == w.shape[1] * groups, lambda: (
         f"convcore::conv3d: input has {x.shape[1]} channels but the weight expects "
         f"{w.shape[1] * groups}"))
@@ -548,7 +566,7 @@ def _conv3d_backward(ctx, dy):
         dw = torch.ops.convcore.conv3d_backward_filter(x, dy, w_shape, *ctx.params)
     if ctx.has_bias and ctx.needs_input_grad[2]:
         db = dy.sum((0, 2, 3, 4))
-    return dx, dw, db, None, None, None, None, None
+    return dx, dw, db, None, None, None, None, None, None
 
 
 _conv3d_op.register_autograd(_conv3d_backward, setup_context=_conv3d_setup_context)
@@ -588,7 +606,7 @@ def conv3d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
     if bias is not None and (bias.dim() != 1 or bias.shape[0] != weight.shape[0]):
         raise BadParamError(f"{fn}: bias must have shape ({weight.shape[0]},), got {tuple(bias.shape)}")
     y = _conv3d_op(input, weight, bias, list(stride3), list(padding3), list(dilation3), groups,
-                   _ct._algo_spec(algo))
+                   _ct._algo_spec(algo), _ct._prepared_in_graph())
     return y.squeeze(0) if unbatched else y
 
 

@@ -149,6 +149,35 @@ def test_3d_outputs_in_channels_last_memory(problem, schedule):
     assert relative_error(dx, backward_data(np.ascontiguousarray(dy))) <= TOL
 
 
+@pytest.mark.parametrize("schedule", SCHEDULES)
+def test_3d_forward_keeps_its_filters_while_w_stays_the_same(schedule):
+    """With a filter_version the 3-D forward keeps the filters it makes from w (a 2-D
+    Convolution per tap, or one for the stacked filter) and makes them again when w's bytes
+    ("check") or the caller's number change."""
+    problem = PROBLEMS[4]  # 3x3x3, stride 1: every tap reaches an output depth
+    x, w = arrays(problem)
+    conv = with_schedule(convcore.Convolution(padding=(1, 1, 1)), schedule)
+
+    def reference():
+        return convnd_reference(x, w, (1, 1, 1), (1, 1, 1), (1, 1, 1), 1, "cross_correlation")[0]
+
+    for algo in ("auto", "direct", "winograd_4x4_3x3"):
+        conv._nd._kept = {}
+        assert relative_error(conv.forward(x, w, algo=algo, filter_version="check"), reference()) <= TOL
+        kept = conv._nd._kept
+        assert relative_error(conv.forward(x, w, algo=algo, filter_version="check"), reference()) <= TOL
+        assert conv._nd._kept is kept  # nothing made again
+        if schedule != "auto":
+            assert len(kept["planes"]) == (1 if schedule == "stacked" else 3)
+        w *= -2  # in place: the fingerprint changes
+        assert relative_error(conv.forward(x, w, algo=algo, filter_version="check"), reference()) <= TOL
+        assert conv._nd._kept is not kept
+        assert relative_error(conv.forward(x, w, algo=algo, filter_version=7), reference()) <= TOL
+        w += 1  # the caller's number names the contents: a new number after a change
+        assert relative_error(conv.forward(x, w, algo=algo, filter_version=8), reference()) <= TOL
+        assert relative_error(conv.forward(x, w, algo=algo), reference()) <= TOL  # per call
+
+
 def test_auto_times_both_schedules_once_and_keeps_the_faster():
     x, w = arrays(PROBLEMS[3])
     conv = convcore.Convolution(padding=(1, 0, 1), stride=(2, 1, 2), dilation=(1, 2, 1), groups=2)

@@ -355,8 +355,8 @@ def nd_model():
 
 def test_every_way_a_user_touches_the_converted_layers():
     """torch.fx, torch.export, inference_mode, load_state_dict, .data writes and optimizer steps
-    on the converted 1-D, 3-D and transposed layers give PyTorch's results (they keep nothing
-    derived from the weights between calls)."""
+    on the converted 1-D, 3-D and transposed layers give PyTorch's results, with autograd and
+    without (where conv3d keeps the filters it made from the weights between calls)."""
     torch.manual_seed(0)
     model = nd_model()
     x = torch.randn(2, 2, 8)
@@ -365,20 +365,26 @@ def test_every_way_a_user_touches_the_converted_layers():
     def close(a, b):
         assert rel_err(a, b) <= 1e-5
 
-    close(converted(x), model(x))
+    def same_output():  # with autograd, and without
+        expected = model(x)
+        close(converted(x), expected)
+        with torch.no_grad():
+            close(converted(x), expected)
+
+    same_output()
     fx = torch.fx.symbolic_trace(converted)
     assert "convcore.conv_transpose3d" in str(fx.graph) and "convcore.conv3d" in str(fx.graph)
     close(fx(x), model(x))
     close(torch.export.export(converted, (x,)).module()(x), model(x))
     with torch.inference_mode():
-        close(converted(x), model(x))
+        same_output()
     with torch.no_grad():
         model[6].weight.data.mul_(-2)  # a .data write
     converted.load_state_dict(model.state_dict())
-    close(converted(x), model(x))
+    same_output()
     converted[6].weight.data.copy_(model[6].weight.data * 3)
     model[6].weight.data.mul_(3)
-    close(converted(x), model(x))
+    same_output()
     opt_ref, opt = (torch.optim.SGD(m.parameters(), lr=0.1) for m in (model, converted))
     for m, o in ((model, opt_ref), (converted, opt)):
         for _ in range(2):
@@ -387,7 +393,7 @@ def test_every_way_a_user_touches_the_converted_layers():
             o.step()
     for a, b in zip(converted.parameters(), model.parameters()):
         close(a, b)
-    close(converted(x), model(x))
+    same_output()
 
 
 # ---- PyTorch's own samples --------------------------------------------------------------------------
