@@ -549,15 +549,21 @@ def _conv3d_setup_context(ctx, inputs, output):
     ctx.params = _conv3d_params(inputs)
 
 
-def _contiguous_gradient(dy, memory_format):
+def _contiguous_gradient(dy):
     if not dy.is_contiguous() and not dy.is_contiguous(memory_format=torch.channels_last_3d):
         dy = dy.contiguous()  # e.g. an expanded gradient of y.sum()
     return dy
 
 
+def _bias_gradient_3d(dy):
+    """db of a 3-D layer: convcore's bias pass on dy seen as N x K x (D*H*W) x 1 (a view in
+    either memory format)."""
+    return torch.ops.convcore.conv2d_backward_bias(dy.reshape(dy.shape[0], dy.shape[1], -1, 1))
+
+
 def _conv3d_backward(ctx, dy):
     x, w = ctx.saved_tensors
-    dy = _contiguous_gradient(dy, None)
+    dy = _contiguous_gradient(dy)
     x_shape, w_shape = ctx.shapes
     dx = dw = db = None
     if ctx.needs_input_grad[0]:
@@ -565,7 +571,7 @@ def _conv3d_backward(ctx, dy):
     if ctx.needs_input_grad[1]:
         dw = torch.ops.convcore.conv3d_backward_filter(x, dy, w_shape, *ctx.params)
     if ctx.has_bias and ctx.needs_input_grad[2]:
-        db = dy.sum((0, 2, 3, 4))
+        db = _bias_gradient_3d(dy)
     return dx, dw, db, None, None, None, None, None, None
 
 
@@ -675,7 +681,7 @@ def _conv_transpose3d_fake(x, w, bias, stride, padding, output_padding, dilation
 
 def _conv_transpose3d_backward(ctx, dy):
     x, w = ctx.saved_tensors
-    dy = _contiguous_gradient(dy, None)
+    dy = _contiguous_gradient(dy)
     dx = dw = db = None
     if ctx.needs_input_grad[0]:
         dx = torch.ops.convcore.conv3d(dy, w, None, *ctx.params)
@@ -686,7 +692,7 @@ def _conv_transpose3d_backward(ctx, dy):
         x = _padded_to_conv_output(x, dy.shape, ctx.w_shape, stride, padding, dilation)
         dw = torch.ops.convcore.conv3d_backward_filter(dy, x, ctx.w_shape, *ctx.params)
     if ctx.has_bias and ctx.needs_input_grad[2]:
-        db = dy.sum((0, 2, 3, 4))
+        db = _bias_gradient_3d(dy)
     return dx, dw, db, None, None, None, None, None, None
 
 
