@@ -401,10 +401,54 @@ CONVERTED: dict = {nn.Conv1d: Conv1d, nn.ConvTranspose1d: ConvTranspose1d,
                    nn.ConvTranspose2d: ConvTranspose2d}
 
 
-def converted(module, algo):
-    """A convcore module of ``module``'s class that shares its whole state (parameters, buffers,
-    hooks, mode): nothing is allocated, nothing copied."""
-    cls = CONVERTED[type(module)]
+def convcore_class(module: nn.Module) -> Optional[type]:
+    """The convcore class that convert() gives ``module``: CONVERTED's for a torch.nn
+    convolution; for a subclass of one that computes as its base (it overrides no method of the
+    base but the constructor, e.g. torchvision's Conv3DSimple, which adds a static method), a
+    class deriving from both, so the module keeps its own methods and isinstance; None for
+    anything else (a subclass with its own forward stays as it is)."""
+    cls = type(module)
+    if cls in CONVERTED:
+        return CONVERTED[cls]
+    for base, target in CONVERTED.items():
+        if issubclass(cls, base) and not issubclass(cls, target) and _computes_as(cls, base):
+            return _converted_subclass(target, cast(Any, cls))
+    return None
+
+
+def _computes_as(cls, base):
+    """Whether ``cls`` inherits every method of ``base`` and of its bases up to nn.Module
+    (forward, _conv_forward, _output_padding, ...), its constructor aside."""
+    for klass in base.__mro__:
+        if klass is nn.Module:
+            return True
+        for name, value in vars(klass).items():
+            if callable(value) and name != "__init__" and getattr(cls, name) is not getattr(base, name):
+                return False
+    return True
+
+
+@functools.lru_cache(maxsize=None)
+def _converted_subclass(target, original):
+    """The class of a converted ``original`` (a subclass of a torch.nn convolution): convcore's
+    ``target`` first, then ``original`` for its own methods. Pickled by _rebuild_converted."""
+    def __reduce_ex__(self: Any, protocol: Any) -> Any:
+        return _rebuild_converted, (target, original), self.__getstate__()
+
+    return type(original.__name__, (target, original),
+                {"__module__": original.__module__, "__qualname__": original.__qualname__,
+                 "__reduce_ex__": __reduce_ex__})
+
+
+def _rebuild_converted(target, original):
+    cls = _converted_subclass(target, original)
+    return cls.__new__(cls)
+
+
+def converted(module, algo, cls=None):
+    """A convcore module of ``module``'s class (``cls``: convcore_class's) that shares its whole
+    state (parameters, buffers, hooks, mode): nothing is allocated, nothing copied."""
+    cls = cls or convcore_class(module)
     new = cls.__new__(cls)
     for key, value in module.__dict__.items():
         new.__dict__[key] = value.copy() if isinstance(value, dict) else value

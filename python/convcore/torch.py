@@ -1086,7 +1086,11 @@ def convert(module: nn.Module, algo: AlgoSpec = "auto", fuse: bool = False,
     class of that name) that shares its Parameters, buffers, hooks, training mode, device and dtype; like
     ``torch.nn.SyncBatchNorm.convert_sync_batchnorm``, children are replaced in place and the
     (possibly new) root is returned: use the returned module. Modules already converted get
-    ``algo``. Subclasses of nn.Conv2d (which may compute something else) are left as they are.
+    ``algo``. A subclass of one of those classes is converted when it overrides none of its
+    methods but the constructor (torchvision's Conv3DSimple and Conv3DNoTemporal): it becomes an
+    instance of a class derived from convcore's and its own, keeping its methods and isinstance.
+    A subclass with a forward (or any other method) of its own may compute something else and is
+    left as it is.
 
     Each converted layer's bias runs in convcore's fused epilogue. ``fuse=True`` fuses what
     follows a Conv2d into it, the way inference engines do, while the model still trains as it
@@ -1115,19 +1119,20 @@ def convert(module: nn.Module, algo: AlgoSpec = "auto", fuse: bool = False,
 
 
 def _convert(module, algo, fuse, freeze):
-    if type(module) is nn.Conv2d:
-        new = _converted(module, algo)
-        new.freeze = freeze
-        return new
     if isinstance(module, Conv2d):
         module.algo = algo
         module.freeze = freeze
         return module
-    if type(module) in _torch_nd.CONVERTED:
-        return _torch_nd.converted(module, algo)
     if isinstance(module, tuple(_torch_nd.CONVERTED.values())):
         cast(Any, module).algo = algo
         return module
+    cls = _torch_nd.convcore_class(module)
+    if cls is not None and issubclass(cls, Conv2d):
+        new = _converted(module, algo, cls)
+        new.freeze = freeze
+        return new
+    if cls is not None:
+        return _torch_nd.converted(module, algo, cls)
     for name, child in module.named_children():
         new_child = _convert(child, algo, fuse, freeze)
         if new_child is not child:
@@ -1586,8 +1591,8 @@ def _fuse_graph(module):
     return fused
 
 
-def _converted(conv, algo):
-    new = Conv2d.__new__(Conv2d)
+def _converted(conv, algo, cls):
+    new = cls.__new__(cls)
     # The module's whole state, with its own copies of the registries (parameters, buffers,
     # submodules, hooks) holding the same objects: nothing is allocated, nothing is copied.
     for key, value in conv.__dict__.items():
@@ -1603,3 +1608,5 @@ from . import _torch_nd  # noqa: E402
 from ._torch_nd import (Conv1d, Conv3d, ConvTranspose1d, ConvTranspose2d,  # noqa: E402
                         ConvTranspose3d, conv1d, conv3d, conv_transpose1d, conv_transpose2d,
                         conv_transpose3d)
+
+_torch_nd.CONVERTED[nn.Conv2d] = Conv2d

@@ -354,12 +354,19 @@ def test_convert_shares_parameters_and_keeps_mode():
     assert "algo='im2col_gemm'" in repr(converted)
     assert ct.convert(converted, algo="direct") is converted  # converted modules get the new algo
     assert all(m.algo == "direct" for m in converted.modules() if isinstance(m, ct.Conv2d))
-    # a Conv2d at the root is returned converted; subclasses of nn.Conv2d are left alone
+    # a Conv2d at the root is returned converted; a subclass of nn.Conv2d with a method of its
+    # own is left alone, one without keeps its class (test_torch_nd has the rest)
     assert type(ct.convert(nn.Conv2d(2, 2, 1))) is ct.Conv2d
 
     class MyConv(nn.Conv2d):
-        pass
+        def forward(self, input):
+            return super().forward(input) + 1
     assert type(ct.convert(MyConv(2, 2, 1))) is MyConv
+
+    class PlainSubclass(nn.Conv2d):
+        pass
+    plain = ct.convert(PlainSubclass(2, 2, 1))
+    assert isinstance(plain, ct.Conv2d) and isinstance(plain, PlainSubclass)
 
 
 def test_state_dict_round_trip():

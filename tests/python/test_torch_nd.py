@@ -4,6 +4,7 @@ forward, both memory formats, the gradients, PyTorch's OpInfo samples, the modul
 convert(), the captures (torch.compile, torch.jit.trace) and the errors."""
 
 import copy
+import pickle
 
 import pytest
 
@@ -214,6 +215,47 @@ def test_convert_replaces_1d_and_transposed_layers_sharing_their_parameters():
     assert all(a is b for a, b in zip(converted.parameters(), weights))
     assert converted[0].algo == "implicit_gemm"
     assert rel_err(converted(x), expected) <= 1e-5
+
+
+class KernelOnlyConv3d(nn.Conv3d):
+    """As torchvision's Conv3DSimple: its own constructor and a static method, nn.Conv3d's forward."""
+
+    def __init__(self, in_planes, out_planes):
+        super().__init__(in_planes, out_planes, 3, padding=1, bias=False)
+
+    @staticmethod
+    def downsample_stride(stride):
+        return stride, stride, stride
+
+
+class KernelOnlyConv2d(nn.Conv2d):
+    def __init__(self, in_planes, out_planes):
+        super().__init__(in_planes, out_planes, 3, padding=1)
+
+
+class OwnForwardConv3d(nn.Conv3d):
+    def forward(self, input):
+        return super().forward(input) * 2
+
+
+def test_convert_takes_subclasses_that_compute_as_their_base():
+    """A subclass of a torch.nn convolution that overrides nothing but its constructor
+    (torchvision's Conv3DSimple and Conv3DNoTemporal) is converted, keeping its class and
+    methods, and survives pickling and deepcopy; one with its own forward stays as it is."""
+    torch.manual_seed(0)
+    model = nn.Sequential(KernelOnlyConv3d(2, 3), nn.Flatten(1, 2), KernelOnlyConv2d(12, 4),
+                          nn.Unflatten(1, (4, 1)), OwnForwardConv3d(4, 2, 1))
+    x = torch.randn(2, 2, 4, 5, 6)
+    expected = model(x)
+    converted = ct.convert(copy.deepcopy(model))
+    assert isinstance(converted[0], ct.Conv3d) and isinstance(converted[0], KernelOnlyConv3d)
+    assert converted[0].downsample_stride(2) == (2, 2, 2)
+    assert isinstance(converted[2], ct.Conv2d) and isinstance(converted[2], KernelOnlyConv2d)
+    assert type(converted[4]) is OwnForwardConv3d
+    assert rel_err(converted(x), expected) <= 1e-5
+    for copied in (copy.deepcopy(converted), pickle.loads(pickle.dumps(converted))):
+        assert [type(m) for m in copied] == [type(m) for m in converted]
+        assert rel_err(copied(x), expected) <= 1e-5
 
 
 def test_torch_compile_and_jit_trace():
