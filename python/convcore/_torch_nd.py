@@ -110,12 +110,15 @@ class _PaddedForward(_AlgoAttribute):
     modules do, then the functional form (``_functional``)."""
 
     def forward(self: Any, input: Tensor) -> Tensor:
+        return self._padded_forward(input, self.weight, self.bias)
+
+    def _padded_forward(self: Any, input: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
         if self.padding_mode != "zeros":
             input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
             padding: Union[IntOrSeq, str] = 0
         else:
             padding = self.padding
-        return self._functional(input, self.weight, self.bias, self.stride, padding, self.dilation,
+        return self._functional(input, weight, bias, self.stride, padding, self.dilation,
                                 self.groups, algo=self._algo)
 
 
@@ -680,9 +683,52 @@ def _padding_string_3d(fn, padding, x, w, stride, dilation):
 
 class Conv3d(_PaddedForward, nn.Conv3d):
     """``torch.nn.Conv3d`` computed by convcore: the same constructor, parameters and state_dict,
-    plus ``algo`` (conv3d's; a plain attribute, not in the state_dict)."""
+    plus ``algo`` (conv3d's; a plain attribute, not in the state_dict). convert(fuse=True) fuses
+    the BatchNorm3d that follows it into it (_fused_batch_norm), as Conv2d's."""
 
     _functional = staticmethod(conv3d)
+
+    def forward(self, input: Tensor) -> Tensor:
+        if "_fused_batch_norm" not in self.__dict__:
+            return self._padded_forward(input, self.weight, self.bias)
+        if isinstance(input, torch.fx.Proxy):  # one node, whose branch on the mode stays live
+            tracer = input.tracer
+            layer = tracer.create_proxy("get_attr", tracer.path_of_module(self), (), {})
+            return tracer.create_proxy("call_method", "_batch_norm_forward", (layer, input), {})
+        return self._batch_norm_forward(input)
+
+    def _batch_norm_forward(self, input: Tensor) -> Tensor:
+        """bn(conv(input)) with the fused batch norm: in training mode (or without running
+        statistics) the convolution, then the batch norm as PyTorch runs it; in eval mode the
+        batch norm folded into the weights and bias (Ioffe & Szegedy 2015, sec. 3.2: bn is
+        affine in eval mode)."""
+        bn = self.__dict__["_fused_batch_norm"]
+        if bn.training or bn.running_mean is None:
+            return _ct._BATCH_NORM_FORWARD(bn, self._padded_forward(input, self.weight, self.bias))
+        weight, bias = self._folded(bn, input)
+        return self._padded_forward(input, weight, bias)
+
+    def _folded(self, bn: nn.Module, input: Tensor) -> Tuple[Tensor, Tensor]:
+        """(weight, bias) with ``bn`` folded in: recorded by autograd or a graph capture, made at
+        every call; otherwise kept while the fingerprint of the tensors they are made from stays
+        the same (so the folded weight keeps its address, and conv3d its prepared filters)."""
+        tensors = _ct._fold_inputs(self, bn)
+        if _ct._route(input, tensors[0], self.bias) != _ct._DIRECT or any(
+                t.requires_grad for t in tensors) and torch.is_grad_enabled():
+            return _ct._fold_batch_norm(self.weight, self.bias, bn)
+        key = (bn.eps, _ct._tensors_key(tensors, False))
+        held = self.__dict__.get("_folded_filters")
+        if held is not None and held[0] == key and key[1] is not None:
+            return held[1]
+        with torch.no_grad():
+            folded = _ct._fold_batch_norm(self.weight, self.bias, bn)
+        self.__dict__["_folded_filters"] = (key, folded)
+        return folded
+
+    def __getstate__(self) -> Any:
+        state = super().__getstate__()
+        state.pop("_folded_filters", None)  # copies make their own
+        return state
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Size3, stride: Size3 = 1,
                  padding: Union[Size3, str] = 0, dilation: Size3 = 1, groups: int = 1,

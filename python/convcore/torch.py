@@ -976,7 +976,15 @@ class _FusedBatchNorm2d(nn.BatchNorm2d):
         return input
 
 
-_BATCH_NORM_FORWARD = nn.BatchNorm2d.forward
+class _FusedBatchNorm3d(nn.BatchNorm3d):
+    """A BatchNorm3d that convert(fuse=True) fused into the convcore Conv3d before it, as
+    _FusedBatchNorm2d."""
+
+    def forward(self, input: Tensor) -> Tensor:
+        return input
+
+
+_BATCH_NORM_FORWARD = nn.BatchNorm2d.forward  # (_BatchNorm's: every dimension)
 _ACTIVATION_FUNCTIONS = {"relu": F.relu, "relu6": F.relu6, "silu": F.silu}
 
 
@@ -1018,9 +1026,10 @@ def _fold_batch_norm(weight, bias, bn):
     shift = -bn.running_mean * scale if bias is None else (bias - bn.running_mean) * scale
     if bn.bias is not None:
         shift = shift + bn.bias
-    folded = weight * scale.to(weight.dtype).reshape(-1, 1, 1, 1)
-    if weight.is_contiguous(memory_format=torch.channels_last) and not weight.is_contiguous():
-        folded = folded.contiguous(memory_format=torch.channels_last)
+    folded = weight * scale.to(weight.dtype).reshape((-1,) + (1,) * (weight.dim() - 1))
+    channels_last = torch.channels_last if weight.dim() == 4 else torch.channels_last_3d
+    if weight.is_contiguous(memory_format=channels_last) and not weight.is_contiguous():
+        folded = folded.contiguous(memory_format=channels_last)
     return folded, shift.to(weight.dtype).contiguous()
 
 
@@ -1096,7 +1105,8 @@ def convert(module: nn.Module, algo: AlgoSpec = "auto", fuse: bool = False,
     follows a Conv2d into it, the way inference engines do, while the model still trains as it
     did (see _fuse_sequential and _fuse_graph):
     - a ``BatchNorm2d`` (with running statistics): in eval mode folded into the convolution's
-      weights and bias; in training mode run as PyTorch runs it;
+      weights and bias; in training mode run as PyTorch runs it (a Conv3d takes the
+      ``BatchNorm3d`` after it in an nn.Sequential so, and nothing else);
     - a residual add (``conv(x) + identity``, e.g. in ResNet's blocks) and an ``nn.ReLU``,
       ``nn.ReLU6`` or ``nn.SiLU`` (or F.relu, F.relu6, F.silu): in convcore's epilogue.
     Inside an ``nn.Sequential`` the Conv2d takes them over (the batch norm becomes a
@@ -1150,7 +1160,8 @@ def _hooked(module):
 
 def _foldable(bn, conv):
     """Whether ``bn`` (what follows ``conv``) is a batch norm the convolution may take over."""
-    return (type(bn) is nn.BatchNorm2d and not _hooked(bn) and bn.num_features == conv.out_channels
+    kind = nn.BatchNorm3d if isinstance(conv, _torch_nd.Conv3d) else nn.BatchNorm2d
+    return (type(bn) is kind and not _hooked(bn) and bn.num_features == conv.out_channels
             and bn.track_running_stats and bn.running_mean is not None)
 
 
@@ -1160,6 +1171,10 @@ def _fuse_sequential(seq):
     names = list(seq._modules)
     for i, name in enumerate(names):
         conv = seq._modules[name]
+        if (isinstance(conv, _torch_nd.Conv3d) and "_fused_batch_norm" not in conv.__dict__
+                and i + 1 < len(names) and _foldable(seq._modules[names[i + 1]], conv)):
+            # a 3-D layer takes its batch norm only (no fused epilogue in 3-D)
+            seq._modules[names[i + 1]] = _fused_batch_norm(conv, seq._modules[names[i + 1]])
         if not isinstance(conv, Conv2d) or conv.activation != "identity" or conv._has_fused_batch_norm:
             continue
         j = i + 1
@@ -1175,8 +1190,10 @@ def _fuse_sequential(seq):
 
 
 def _fused_batch_norm(conv, bn):
-    """Makes ``conv`` apply ``bn``; returns the _FusedBatchNorm2d that takes bn's place."""
-    placeholder = _FusedBatchNorm2d.__new__(_FusedBatchNorm2d)
+    """Makes ``conv`` apply ``bn``; returns the _FusedBatchNorm2d (3-D: _FusedBatchNorm3d) that
+    takes bn's place."""
+    kind = _FusedBatchNorm3d if isinstance(bn, nn.BatchNorm3d) else _FusedBatchNorm2d
+    placeholder = kind.__new__(kind)
     for key, value in bn.__dict__.items():
         placeholder.__dict__[key] = value.copy() if isinstance(value, dict) else value
     conv.__dict__["_fused_batch_norm"] = placeholder
@@ -1191,7 +1208,7 @@ def _last_layer(seq):
     nn.Identity), and its name."""
     for name in reversed(list(seq._modules)):
         m = seq._modules[name]
-        if type(m) not in (_FusedBatchNorm2d, nn.Identity):
+        if type(m) not in _PASSING_ON:
             return name, m
     return None, None
 
@@ -1262,7 +1279,7 @@ def _residual_sequential(seq):
 
 # ---- the fused 1x1 -> depthwise pair ---------------------------------------------------------
 
-_PASSING_ON = (_FusedBatchNorm2d, nn.Identity)  # what a fused layer leaves in its Sequential
+_PASSING_ON = (_FusedBatchNorm2d, _FusedBatchNorm3d, nn.Identity)  # what a fused layer leaves in its Sequential
 _SEQUENTIALS = (nn.Sequential, _ResidualSequential, _PairSequential)  # what fusion may change
 
 
@@ -1453,11 +1470,11 @@ def _fuse_into_sequential(graph, node, module, modules):
 
 class _FusionTracer(torch.fx.Tracer):
     """Traces one module's own forward: each submodule call is one node (their own control flow,
-    e.g. dropout's training flag, stays live), except _FusedBatchNorm2d, which passes its
+    e.g. dropout's training flag, stays live), except the fused batch norms, which pass their
     input on."""
 
     def is_leaf_module(self, m, qualname):
-        return type(m) is not _FusedBatchNorm2d
+        return type(m) not in (_FusedBatchNorm2d, _FusedBatchNorm3d)
 
 
 def _trace(module):

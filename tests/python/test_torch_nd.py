@@ -258,6 +258,59 @@ def test_convert_takes_subclasses_that_compute_as_their_base():
         assert rel_err(copied(x), expected) <= 1e-5
 
 
+def bn3d_model():
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv3d(2, 4, 3, padding=1, bias=False), nn.BatchNorm3d(4), nn.ReLU(),
+                          nn.Conv3d(4, 3, (1, 3, 3), stride=(1, 2, 2)), nn.BatchNorm3d(3))
+    for bn in (model[1], model[4]):
+        with torch.no_grad():
+            bn.running_mean.uniform_(-0.5, 0.5)
+            bn.running_var.uniform_(0.5, 2.0)
+            bn.weight.uniform_(0.5, 1.5)
+            bn.bias.uniform_(-0.5, 0.5)
+    return model
+
+
+def test_fuse_folds_batchnorm3d_in_eval_and_trains_as_pytorch():
+    """convert(fuse=True) gives each Conv3d the BatchNorm3d after it: folded into the weights in
+    eval mode (made again when a weight or statistic changes, .data writes included), run as
+    PyTorch runs it in training mode (its statistics updated alike), through torch.fx (the mode's
+    branch stays live), torch.compile and autograd."""
+    model = bn3d_model()
+    fused = ct.convert(copy.deepcopy(model), fuse=True)
+    assert [type(m).__name__ for m in fused] == ["Conv3d", "_FusedBatchNorm3d", "ReLU", "Conv3d",
+                                                 "_FusedBatchNorm3d"]
+    assert list(fused.state_dict()) == list(model.state_dict())
+    x = torch.randn(2, 2, 5, 7, 6)
+    traced = torch.fx.symbolic_trace(fused)
+    for mode in ("eval", "train", "eval"):
+        for m in (model, fused, traced):
+            getattr(m, mode)()
+        for run in (fused, traced):
+            expected = model(x)
+            assert rel_err(run(x), expected) <= 1e-5, (mode, run)
+            with torch.no_grad():
+                assert rel_err(run(x.contiguous(memory_format=torch.channels_last_3d)),
+                               model(x)) <= 1e-5
+        for a, b in zip(fused.buffers(), model.buffers()):  # the training steps' statistics
+            assert rel_err(a.float(), b.float()) <= 1e-5
+    with torch.no_grad():
+        for m in (model, fused):
+            m[1].running_var.data.mul_(3)  # behind autograd's back
+            m[3].weight.data.mul_(-1)
+        assert rel_err(fused(x), model(x)) <= 1e-5
+    fused.eval()
+    model.eval()
+    x.requires_grad_(True)
+    y = fused(x)
+    dy = torch.randn_like(y)
+    grads = torch.autograd.grad(y, [x, fused[0].weight, fused[1].weight], dy)
+    expected = torch.autograd.grad(model(x), [x, model[0].weight, model[1].weight], dy)
+    for a, b in zip(grads, expected):
+        assert rel_err(a, b) <= 1e-4
+    assert_compiled_matches_eager(fused, x.detach())
+
+
 def test_torch_compile_and_jit_trace():
     torch.manual_seed(0)
     model = ct.convert(nn.Sequential(nn.Conv1d(3, 4, 3, padding=1), nn.ReLU(),
