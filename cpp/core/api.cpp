@@ -12,6 +12,7 @@
 #include "convcore/convcore.h"
 #include "core/algorithms.hpp"
 #include "core/api_util.hpp"
+#include "core/depth_decomposition.hpp"
 #include "core/descriptors.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
@@ -66,7 +67,9 @@ void set_tensor_ex(convcoreTensorDescriptor_t desc, const convcoreDataType_t& da
     desc->dtype = dataType;
     std::copy(dims, dims + 4, desc->dims);
     std::copy(strides, strides + 4, desc->strides);
-    desc->nb_dims = 4;  // the Nd setters set 3 for a 1-D tensor afterwards
+    desc->nb_dims = 4;  // the Nd setters set 3 for a 1-D tensor afterwards (5 and the depth for 3-D)
+    desc->d = 1;
+    desc->d_stride = 0;
     desc->set = true;
 }
 
@@ -115,7 +118,9 @@ void set_filter_ex(convcoreFilterDescriptor_t desc, const convcoreDataType_t& da
     desc->format = same_layout(dims, strides, kcrs)   ? int(CONVCORE_TENSOR_NCHW)
                    : same_layout(dims, strides, krsc) ? int(CONVCORE_TENSOR_NHWC)
                                                       : -1;
-    desc->nb_dims = 4;  // the Nd setter sets 3 for a 1-D filter afterwards
+    desc->nb_dims = 4;  // the Nd setter sets 3 for a 1-D filter afterwards (5 and the depth for 3-D)
+    desc->t = 1;
+    desc->t_stride = 0;
     desc->set = true;
 }
 
@@ -163,21 +168,52 @@ void set_convolution_2d(convcoreConvolutionDescriptor_t desc, int64_t padH, int6
     desc->dil_h = dilationH;
     desc->dil_w = dilationW;
     desc->mode = mode;
+    desc->pad_d = 0;
+    desc->stride_d = 1;
+    desc->dil_d = 1;
     desc->spatial_dims = 2;
 }
 
 // ---- the Nd descriptors' checks ----
 // The spatial dimension count of an nbDims (offset 2: N and C come first) or arrayLength
-// (offset 0) argument: 1 or 2. 3 is NOT_SUPPORTED (the 3-D algorithms come later); the rest BAD_PARAM.
+// (offset 0) argument: 1, 2 or 3; the rest BAD_PARAM.
 int spatial_dims_of(int value, int offset, const char* name) {
-    if (value == offset + 3)
-        throw_not_supported("3-D convolution (" + std::string(name) + " " + std::to_string(value) +
-                            ") is not supported yet");
-    if (value != offset + 1 && value != offset + 2)
+    if (value < offset + 1 || value > offset + 3)
         throw_bad_param(std::string(name) + "=" + std::to_string(value) + " must be " + std::to_string(offset + 1) +
-                        " (1-D) or " + std::to_string(offset + 2) + " (2-D); " + std::to_string(offset + 3) +
-                        " (3-D) is not supported yet");
+                        " (1-D), " + std::to_string(offset + 2) + " (2-D) or " + std::to_string(offset + 3) +
+                        " (3-D)");
     return value - offset;
+}
+
+// A 3-D tensor N x C x D x H x W with strides (all checked >= 1): the 2-D fields for N, C, H, W
+// and the depth beside them. Everything is checked before the descriptor changes.
+void set_tensor_3d(convcoreTensorDescriptor_t desc, const convcoreDataType_t& dataType, const int64_t dims[5],
+                   const int64_t strides[5]) {
+    checked_mul(checked_mul(checked_mul(checked_mul(dims[0], dims[1], "n*c*d*h*w"), dims[2], "n*c*d*h*w"), dims[3],
+                            "n*c*d*h*w"),
+                dims[4], "n*c*d*h*w");
+    convcoreTensorStruct probe;
+    const int64_t four[4] = {dims[0], dims[1], dims[3], dims[4]}, four_st[4] = {strides[0], strides[1], strides[3],
+                                                                               strides[4]};
+    std::copy(four, four + 4, probe.dims);
+    std::copy(four_st, four_st + 4, probe.strides);
+    probe.d = dims[2];
+    probe.d_stride = strides[2];
+    tensor_extent_bytes(&probe, 8);  // BAD_PARAM when the extent leaves int64
+    set_tensor_ex(desc, dataType, dims[0], dims[1], dims[3], dims[4], strides[0], strides[1], strides[3], strides[4]);
+    desc->d = dims[2];
+    desc->d_stride = strides[2];
+    desc->nb_dims = 5;
+}
+
+// Packed NCDHW or NDHWC strides of an N x C x D x H x W tensor, in N, C, D, H, W order.
+void packed_strides_3d(const convcoreTensorFormat_t& format, const int64_t d[5], int64_t st[5]) {
+    const int64_t c = d[1], depth = d[2], h = d[3], w = d[4];
+    if (enum_int(format) == CONVCORE_TENSOR_NHWC) {
+        st[1] = 1, st[4] = c, st[3] = w * c, st[2] = h * w * c, st[0] = depth * h * w * c;
+    } else {
+        st[4] = 1, st[3] = w, st[2] = h * w, st[1] = depth * h * w, st[0] = c * depth * h * w;
+    }
 }
 
 // Every values[i], i < count, at least `least` (BAD_PARAM naming the array, index and value).
@@ -189,10 +225,23 @@ void check_array(const char* what, const char* name, const int64_t* values, int 
                             std::to_string(values[i]) + " must be >= " + std::to_string(least));
 }
 
-// The stored indices (of N, C, H, W) that an Nd descriptor's arrays list: a 1-D one skips H.
-const int kIndices1d[3] = {0, 1, 3};
-const int kIndices2d[4] = {0, 1, 2, 3};
-const int* nd_indices(int nb_dims) { return nb_dims == 3 ? kIndices1d : kIndices2d; }
+// An Nd descriptor's arrays from the stored N, C, H, W values and the depth: a 1-D one skips H,
+// a 3-D one puts the depth before H. Returns the count (nb_dims).
+int nd_values(int nb_dims, const int64_t four[4], int64_t depth, int64_t out[5]) {
+    if (nb_dims == 3) {
+        out[0] = four[0], out[1] = four[1], out[2] = four[3];
+    } else if (nb_dims == 5) {
+        out[0] = four[0], out[1] = four[1], out[2] = depth, out[3] = four[2], out[4] = four[3];
+    } else {
+        std::copy(four, four + 4, out);
+    }
+    return nb_dims;
+}
+
+// The 4d/2d getters answer 1-D and 2-D descriptors; a 3-D one has no 4-D form.
+void require_not_3d(bool is_3d, const char* what, const char* nd_getter) {
+    if (is_3d) throw_bad_param(std::string(what) + " is 3-D; use " + nd_getter);
+}
 
 // The number of entries an Nd getter writes: min(requested, count); BAD_PARAM when requested < 0.
 int entries_written(int requested, int count, const char* name) {
@@ -249,8 +298,15 @@ void copy_to_device(const Context& ctx, void* dst, const void* src, size_t bytes
 }
 
 ConvProblem forward_problem(convcoreHandle_t handle, convcoreTensorDescriptor_t x, convcoreFilterDescriptor_t w,
-                            convcoreConvolutionDescriptor_t conv, convcoreTensorDescriptor_t y) {
+                            convcoreConvolutionDescriptor_t conv, convcoreTensorDescriptor_t y,
+                            depth::DepthProblem* depth) {
     require(handle, "handle");
+    if (depth::is_3d(x)) {
+        depth::DepthProblem prob = depth::make_depth_problem(handle->device, x, w, conv, y);
+        ConvProblem representative = prob.representative();
+        if (depth) *depth = std::move(prob);
+        return representative;
+    }
     return make_problem(handle->device, x, w, conv, y);
 }
 
@@ -433,6 +489,7 @@ convcoreStatus_t convcoreGetTensor4dDescriptor(convcoreTensorDescriptor_t desc,
     return guard([&] {
         require(desc, "desc");
         if (!desc->set) throw_bad_param("desc was created but never set");
+        require_not_3d(desc->nb_dims == 5, "desc (a tensor of nbDims 5)", "convcoreGetTensorNdDescriptor");
         if (dataType) *dataType = desc->dtype;
         int64_t* outs[8] = {n, c, h, w, nStride, cStride, hStride, wStride};
         for (int i = 0; i < 4; ++i) {
@@ -477,6 +534,7 @@ convcoreStatus_t convcoreGetFilter4dDescriptor(convcoreFilterDescriptor_t desc,
     return guard([&] {
         require(desc, "desc");
         if (!desc->set) throw_bad_param("desc was created but never set");
+        require_not_3d(desc->nb_dims == 5, "desc (a filter of nbDims 5)", "convcoreGetFilterNdDescriptor");
         if (dataType) *dataType = desc->dtype;
         if (k) *k = desc->k;
         if (cPerGroup) *cPerGroup = desc->c_per_group;
@@ -510,6 +568,7 @@ convcoreStatus_t convcoreGetConvolution2dDescriptor(convcoreConvolutionDescripto
                                                     int64_t* dilationW, convcoreConvolutionMode_t* mode) {
     return guard([&] {
         require(desc, "desc");
+        require_not_3d(desc->spatial_dims == 3, "desc (a convolution of arrayLength 3)", "convcoreGetConvolutionNdDescriptor");
         if (padH) *padH = desc->pad_h;
         if (padW) *padW = desc->pad_w;
         if (strideH) *strideH = desc->stride_h;
@@ -568,6 +627,7 @@ convcoreStatus_t convcoreGetConvolution2dForwardOutputDim(convcoreConvolutionDes
         require(w, "w");
         int64_t out[4];
         output_dims(xDesc, wDesc, convDesc, out);
+        require_not_3d(xDesc->nb_dims == 5, "the problem (xDesc: nbDims 5)", "convcoreGetConvolutionNdForwardOutputDim");
         *n = out[0];
         *c = out[1];
         *h = out[2];
@@ -575,7 +635,7 @@ convcoreStatus_t convcoreGetConvolution2dForwardOutputDim(convcoreConvolutionDes
     });
 }
 
-// ---- Nd descriptors: 1-D stored as 2-D with H = 1, 2-D as the 4d calls, 3-D not supported yet ----
+// ---- Nd descriptors: 1-D stored as 2-D with H = 1, 2-D as the 4d calls, 3-D with its depth ----
 convcoreStatus_t convcoreSetTensorNdDescriptor(convcoreTensorDescriptor_t desc, convcoreDataType_t dataType, int nbDims,
                                                const int64_t dims[], const int64_t strides[]) {
     return guard([&] {
@@ -584,6 +644,7 @@ convcoreStatus_t convcoreSetTensorNdDescriptor(convcoreTensorDescriptor_t desc, 
         check_dtype(dataType);
         check_array("tensor descriptor", "dims", dims, nbDims, 1);
         check_array("tensor descriptor", "strides", strides, nbDims, 1);
+        if (sp == 3) return set_tensor_3d(desc, dataType, dims, strides);
         if (sp == 2)
             return set_tensor_ex(desc, dataType, dims[0], dims[1], dims[2], dims[3], strides[0], strides[1],
                                  strides[2], strides[3]);
@@ -602,6 +663,14 @@ convcoreStatus_t convcoreSetTensorNdDescriptorEx(convcoreTensorDescriptor_t desc
         check_format(format);
         check_dtype(dataType);
         check_array("tensor descriptor", "dims", dims, nbDims, 1);
+        if (sp == 3) {
+            checked_mul(checked_mul(checked_mul(checked_mul(dims[0], dims[1], "n*c*d*h*w"), dims[2], "n*c*d*h*w"),
+                                    dims[3], "n*c*d*h*w"),
+                        dims[4], "n*c*d*h*w");
+            int64_t st[5];
+            packed_strides_3d(format, dims, st);
+            return set_tensor_3d(desc, dataType, dims, st);
+        }
         set_tensor_with_format(desc, format, dataType, dims[0], dims[1], sp == 1 ? 1 : dims[2], dims[nbDims - 1]);
         desc->nb_dims = nbDims;
     });
@@ -616,10 +685,12 @@ convcoreStatus_t convcoreGetTensorNdDescriptor(convcoreTensorDescriptor_t desc, 
         const int count = entries_written(nbDimsRequested, desc->nb_dims, "nbDimsRequested");
         if (dataType) *dataType = desc->dtype;
         if (nbDims) *nbDims = desc->nb_dims;
-        const int* at = nd_indices(desc->nb_dims);
+        int64_t all_dims[5], all_strides[5];
+        nd_values(desc->nb_dims, desc->dims, desc->d, all_dims);
+        nd_values(desc->nb_dims, desc->strides, desc->d_stride, all_strides);
         for (int i = 0; i < count; ++i) {
-            if (dims) dims[i] = desc->dims[at[i]];
-            if (strides) strides[i] = desc->strides[at[i]];
+            if (dims) dims[i] = all_dims[i];
+            if (strides) strides[i] = all_strides[i];
         }
     });
 }
@@ -632,6 +703,27 @@ convcoreStatus_t convcoreSetFilterNdDescriptor(convcoreFilterDescriptor_t desc, 
         check_format(format);
         check_dtype(dataType);
         check_array("filter descriptor", "filterDims", filterDims, nbDims, 1);
+        if (sp == 3) {  // K x C/g x T x R x S: KCTRS (NCHW) or KTRSC (NHWC) packed
+            const int64_t k = filterDims[0], cg = filterDims[1], t = filterDims[2], r = filterDims[3],
+                          s = filterDims[4];
+            checked_mul(checked_mul(checked_mul(checked_mul(checked_mul(k, cg, "k*c*t*r*s"), t, "k*c*t*r*s"), r,
+                                                "k*c*t*r*s"),
+                                    s, "k*c*t*r*s"),
+                        8, "filter bytes");
+            const bool nhwc = enum_int(format) == CONVCORE_TENSOR_NHWC;
+            int64_t st[4], t_stride;  // st: of K, C/groups, R, S
+            if (nhwc) {
+                st[1] = 1, st[3] = cg, st[2] = s * cg, t_stride = r * s * cg, st[0] = t * r * s * cg;
+            } else {
+                st[3] = 1, st[2] = s, t_stride = r * s, st[1] = t * r * s, st[0] = cg * t * r * s;
+            }
+            set_filter_ex(desc, dataType, k, cg, r, s, st[0], st[1], st[2], st[3]);
+            desc->t = t;
+            desc->t_stride = t_stride;
+            desc->format = enum_int(format);
+            desc->nb_dims = 5;
+            return;
+        }
         set_filter_with_format(desc, format, dataType, filterDims[0], filterDims[1], sp == 1 ? 1 : filterDims[2],
                                filterDims[nbDims - 1]);
         desc->nb_dims = nbDims;
@@ -651,9 +743,10 @@ convcoreStatus_t convcoreGetFilterNdDescriptor(convcoreFilterDescriptor_t desc, 
         if (dataType) *dataType = desc->dtype;
         if (format) *format = convcoreTensorFormat_t(desc->format);
         if (nbDims) *nbDims = desc->nb_dims;
-        const int64_t all[4] = {desc->k, desc->c_per_group, desc->r, desc->s};
-        const int* at = nd_indices(desc->nb_dims);
-        for (int i = 0; i < count && filterDims; ++i) filterDims[i] = all[at[i]];
+        const int64_t four[4] = {desc->k, desc->c_per_group, desc->r, desc->s};
+        int64_t all[5];
+        nd_values(desc->nb_dims, four, desc->t, all);
+        for (int i = 0; i < count && filterDims; ++i) filterDims[i] = all[i];
     });
 }
 
@@ -666,6 +759,17 @@ convcoreStatus_t convcoreSetConvolutionNdDescriptor(convcoreConvolutionDescripto
         check_array("convolution descriptor", "pads", pads, arrayLength, 0);
         check_array("convolution descriptor", "strides", strides, arrayLength, 1);
         check_array("convolution descriptor", "dilations", dilations, arrayLength, 1);
+        if (sp == 3) {
+            constexpr int64_t kMax = int64_t(1) << 40;  // as set_convolution_2d's bound
+            if (pads[0] > kMax || strides[0] > kMax || dilations[0] > kMax)
+                throw_bad_param("padding, stride and dilation must be <= 2^40");
+            set_convolution_2d(desc, pads[1], pads[2], strides[1], strides[2], dilations[1], dilations[2], mode);
+            desc->pad_d = pads[0];
+            desc->stride_d = strides[0];
+            desc->dil_d = dilations[0];
+            desc->spatial_dims = 3;
+            return;
+        }
         if (sp == 2)
             return set_convolution_2d(desc, pads[0], pads[1], strides[0], strides[1], dilations[0], dilations[1],
                                       mode);
@@ -682,10 +786,11 @@ convcoreStatus_t convcoreGetConvolutionNdDescriptor(convcoreConvolutionDescripto
         const int count = entries_written(arrayLengthRequested, desc->spatial_dims, "arrayLengthRequested");
         if (arrayLength) *arrayLength = desc->spatial_dims;
         if (mode) *mode = desc->mode;
-        // The last arrayLength of (H, W).
-        const int64_t p[2] = {desc->pad_h, desc->pad_w}, st[2] = {desc->stride_h, desc->stride_w},
-                      d[2] = {desc->dil_h, desc->dil_w};
-        const int first = 2 - desc->spatial_dims;
+        // The last arrayLength of (D, H, W).
+        const int64_t p[3] = {desc->pad_d, desc->pad_h, desc->pad_w},
+                      st[3] = {desc->stride_d, desc->stride_h, desc->stride_w},
+                      d[3] = {desc->dil_d, desc->dil_h, desc->dil_w};
+        const int first = 3 - desc->spatial_dims;
         for (int i = 0; i < count; ++i) {
             if (pads) pads[i] = p[first + i];
             if (strides) strides[i] = st[first + i];
@@ -701,13 +806,12 @@ convcoreStatus_t convcoreGetConvolutionNdForwardOutputDim(convcoreConvolutionDes
     return guard([&] {
         require(outDims, "outDims");
         spatial_dims_of(nbDims, 2, "nbDims");
-        int64_t out[4];
-        output_dims(xDesc, wDesc, convDesc, out);  // also: the descriptors' dimension counts agree
+        int64_t out[4], depth = 1;
+        output_dims(xDesc, wDesc, convDesc, out, &depth);  // also: the descriptors' dimension counts agree
         if (nbDims != xDesc->nb_dims)
             throw_bad_param("nbDims=" + std::to_string(nbDims) + " does not match xDesc's " +
                             std::to_string(xDesc->nb_dims) + " dimensions");
-        const int* at = nd_indices(nbDims);
-        for (int i = 0; i < nbDims; ++i) outDims[i] = out[at[i]];
+        nd_values(nbDims, out, depth, outDims);
     });
 }
 
@@ -732,6 +836,11 @@ convcoreStatus_t convcoreGetConvolutionForwardWorkspaceSize(
     return guard([&] {
         require(sizeInBytes, "sizeInBytes");
         *sizeInBytes = 0;
+        if (depth::is_3d(xDesc)) {  // the largest of its 2-D problems' workspaces
+            *sizeInBytes =
+                make_plan(handle, CONVCORE_PASS_FORWARD, xDesc, wDesc, convDesc, yDesc, enum_int(algo)).workspace_bytes();
+            return;
+        }
         const ConvProblem prob = forward_problem(handle, xDesc, wDesc, convDesc, yDesc);
         *sizeInBytes = plan_workspace(prob, solver_for(CONVCORE_PASS_FORWARD, prob, enum_int(algo)));
     });
@@ -794,15 +903,20 @@ void check_epilogue_descriptors(convcoreTensorDescriptor_t yDesc, convcoreTensor
         return std::to_string(d[0]) + "x" + std::to_string(d[1]) + "x" + std::to_string(d[2]) + "x" +
                std::to_string(d[3]);
     };
+    const auto shape = [&](const convcoreTensorStruct& t) {  // NxCxHxW, NxCxDxHxW for 3-D
+        if (t.nb_dims != 5) return dims_str(t.dims);
+        return std::to_string(t.dims[0]) + "x" + std::to_string(t.dims[1]) + "x" + std::to_string(t.d) + "x" +
+               std::to_string(t.dims[2]) + "x" + std::to_string(t.dims[3]);
+    };
     if (z) {
         require(zDesc, "zDesc (z is given)");
         if (!zDesc->set) throw_bad_param("zDesc was created but never set");
         if (zDesc->dtype != yd.dtype)
             throw_bad_param("zDesc: data type " + dtype_name(zDesc->dtype) + " does not match y's " +
                             dtype_name(yd.dtype));
-        if (!std::equal(zDesc->dims, zDesc->dims + 4, yd.dims))
-            throw_bad_param("zDesc: dims " + dims_str(zDesc->dims) + " do not match y's " + dims_str(yd.dims));
-        if (!same_layout(yd.dims, zDesc->strides, yd.strides))
+        if (!std::equal(zDesc->dims, zDesc->dims + 4, yd.dims) || zDesc->nb_dims != yd.nb_dims || zDesc->d != yd.d)
+            throw_bad_param("zDesc: dims " + shape(*zDesc) + " do not match y's " + shape(yd));
+        if (!same_layout(yd.dims, zDesc->strides, yd.strides) || (yd.d > 1 && zDesc->d_stride != yd.d_stride))
             throw_bad_param("zDesc: strides " + dims_str(zDesc->strides) + " differ from y's " +
                             dims_str(yd.strides) + " (z must be laid out as y)");
     }
@@ -813,7 +927,7 @@ void check_epilogue_descriptors(convcoreTensorDescriptor_t yDesc, convcoreTensor
             throw_bad_param("biasDesc: data type " + dtype_name(biasDesc->dtype) + " does not match y's " +
                             dtype_name(yd.dtype));
         const int64_t* d = biasDesc->dims;
-        if (d[0] != 1 || d[1] != yd.dims[1] || d[2] != 1 || d[3] != 1)
+        if (d[0] != 1 || d[1] != yd.dims[1] || d[2] != 1 || d[3] != 1 || biasDesc->d != 1)
             throw_bad_param("biasDesc: dims " + dims_str(d) + " must be 1x" + std::to_string(yd.dims[1]) +
                             "x1x1 (one value per output channel K=" + std::to_string(yd.dims[1]) + ")");
         if (d[1] > 1 && biasDesc->strides[1] != 1)

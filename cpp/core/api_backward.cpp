@@ -15,6 +15,7 @@
 #include "convcore/convcore.h"
 #include "core/algorithms.hpp"
 #include "core/api_util.hpp"
+#include "core/depth_decomposition.hpp"
 #include "core/descriptors.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
@@ -61,10 +62,16 @@ namespace api {
 // The forward problem of a backward call, validated (reasons in the backward's names).
 ConvProblem backward_problem(convcoreHandle_t handle, const convcoreTensorStruct* x,
                              const convcoreFilterStruct* w, convcoreConvolutionDescriptor_t conv,
-                             const convcoreTensorStruct* dy, bool data) {
+                             const convcoreTensorStruct* dy, bool data, depth::DepthProblem* depth) {
     require(handle, "handle");
     if (!dy) throw_bad_param("dyDesc is NULL");
     try {
+        if (depth::is_3d(x)) {
+            depth::DepthProblem prob = depth::make_depth_problem(handle->device, x, w, conv, dy);
+            ConvProblem representative = prob.representative();
+            if (depth) *depth = std::move(prob);
+            return representative;
+        }
         return make_problem(handle->device, x, w, conv, dy);
     } catch (const Error& e) {
         throw Error(e.status(), rename_args(e.what(), data, !data));
@@ -121,6 +128,9 @@ Strided4d activation_view(const convcoreTensorStruct* desc, const void* data, co
     for (int i = 0; i < 4; ++i)
         if (desc->dims[i] != dy->dims[i])
             throw_bad_param(n + ": shape " + shape_string(desc->dims) + " does not match dy: " + shape_string(dy->dims));
+    if (desc->nb_dims != dy->nb_dims || desc->d != dy->d)
+        throw_bad_param(n + ": " + dims_of("tensor", desc->nb_dims) + " of depth " + std::to_string(desc->d) +
+                        " does not match dy: " + dims_of("tensor", dy->nb_dims) + " of depth " + std::to_string(dy->d));
     check_aligned(data, dy->dtype == CONVCORE_DATA_DOUBLE ? 8 : 4, name);
     Strided4d v;
     std::copy(desc->dims, desc->dims + 4, v.dims);
@@ -168,7 +178,7 @@ void run_activation_backward(convcoreHandle_t handle, convcoreActivationMode_t m
     a.dy = dy;
     a.dy_view = activation_view(dyDesc, dy, "dy", dyDesc);
     const size_t elem = dyDesc->dtype == CONVCORE_DATA_DOUBLE ? 8 : 4;
-    auto bytes = [&](const convcoreTensorStruct* d) { return extent_bytes(d->dims, d->strides, elem); };
+    auto bytes = [&](const convcoreTensorStruct* d) { return tensor_extent_bytes(d, elem); };
     if (mode == CONVCORE_ACTIVATION_RELU || mode == CONVCORE_ACTIVATION_RELU6) {
         a.y_view = activation_view(yDesc, y, "y", dyDesc);
         a.y = y;
@@ -180,9 +190,13 @@ void run_activation_backward(convcoreHandle_t handle, convcoreActivationMode_t m
     if (dvDesc || dv) {
         a.dv_view = activation_view(dvDesc, dv, "dv", dyDesc);
         a.dv = dv;
-        if (!has_distinct_elements(a.dv_view.dims, a.dv_view.strides))
+        const int64_t dv_dims[5] = {dvDesc->dims[0], dvDesc->dims[1], dvDesc->dims[2], dvDesc->dims[3], dvDesc->d};
+        const int64_t dv_strides[5] = {dvDesc->strides[0], dvDesc->strides[1], dvDesc->strides[2], dvDesc->strides[3],
+                                       dvDesc->d_stride};
+        if (!has_distinct_elements(dv_dims, dv_strides, 5))
             throw_bad_param("dv: its strides overlap (two indices address one element)");
-        const bool in_place = dv == dy && std::equal(a.dv_view.strides, a.dv_view.strides + 4, a.dy_view.strides);
+        const bool in_place = dv == dy && std::equal(a.dv_view.strides, a.dv_view.strides + 4, a.dy_view.strides) &&
+                              (dyDesc->d == 1 || dvDesc->d_stride == dyDesc->d_stride);
         if (!in_place && ranges_overlap(dv, bytes(dvDesc), dy, bytes(dyDesc)))
             throw_bad_param("dv overlaps dy: pass dy itself (same pointer and strides) to work in place, "
                             "or a separate buffer");
@@ -205,14 +219,29 @@ void run_activation_backward(convcoreHandle_t handle, convcoreActivationMode_t m
         a.beta = scalar(beta, dyDesc->dtype);
     }
     if (!a.dv && !a.db) return;  // nothing asked
-    if (handle->device == CONVCORE_DEVICE_CUDA) {
+    // A 3-D dy (N x C x D x H x W): one 4-D pass per depth slice (the views above are depth 0's),
+    // the bias gradient accumulated over them (beta for the first, 1 after).
+    for (int64_t depth = 0; depth < dyDesc->d; ++depth) {
+        ActivationBackward slice = a;
+        const auto shift = [&](const void* p, const convcoreTensorStruct* desc) {
+            return p ? static_cast<const void*>(static_cast<const char*>(p) + depth * desc->d_stride * int64_t(elem))
+                     : nullptr;
+        };
+        slice.dy = shift(a.dy, dyDesc);
+        if (a.y) slice.y = shift(a.y, yDesc);
+        if (a.v) slice.v = shift(a.v, vDesc);
+        if (a.dv) slice.dv = const_cast<void*>(shift(a.dv, dvDesc));
+        if (depth > 0) slice.beta = 1.0;
+        if (handle->device == CONVCORE_DEVICE_CUDA) {
 #ifdef CONVCORE_WITH_CUDA
-        return cuda::activation_backward_bias(*handle, elem, a);
+            cuda::activation_backward_bias(*handle, elem, slice);
+            continue;
 #else
-        throw_not_supported("convcore was built without CUDA support");
+            throw_not_supported("convcore was built without CUDA support");
 #endif
+        }
+        cpu::activation_backward_bias(*handle, elem, slice);
     }
-    cpu::activation_backward_bias(*handle, elem, a);
 }
 
 }  // namespace
@@ -255,6 +284,11 @@ convcoreStatus_t convcoreGetConvolutionBackwardDataWorkspaceSize(
     return guard([&] {
         require(sizeInBytes, "sizeInBytes");
         *sizeInBytes = 0;
+        if (depth::is_3d(dxDesc)) {  // the largest of its 2-D problems' workspaces
+            *sizeInBytes = make_plan(handle, CONVCORE_PASS_BACKWARD_DATA, dxDesc, wDesc, convDesc, dyDesc,
+                                     enum_int(algo)).workspace_bytes();
+            return;
+        }
         const ConvProblem prob = backward_problem(handle, dxDesc, wDesc, convDesc, dyDesc, true);
         *sizeInBytes = data_workspace(prob, solver_for(CONVCORE_PASS_BACKWARD_DATA, prob, enum_int(algo)));
     });
@@ -267,6 +301,11 @@ convcoreStatus_t convcoreGetConvolutionBackwardFilterWorkspaceSize(
     return guard([&] {
         require(sizeInBytes, "sizeInBytes");
         *sizeInBytes = 0;
+        if (depth::is_3d(xDesc)) {  // the largest of its 2-D problems' workspaces
+            *sizeInBytes = make_plan(handle, CONVCORE_PASS_BACKWARD_FILTER, xDesc, dwDesc, convDesc, dyDesc,
+                                     enum_int(algo)).workspace_bytes();
+            return;
+        }
         const ConvProblem prob = backward_problem(handle, xDesc, dwDesc, convDesc, dyDesc, false);
         *sizeInBytes = filter_workspace(prob, solver_for(CONVCORE_PASS_BACKWARD_FILTER, prob, enum_int(algo)));
     });

@@ -121,6 +121,13 @@ inline void blend_strided(const Context& ctx, size_t elem, const void* src, cons
     cpu::blend_strided(ctx, elem, src, sv, dst, dv, alpha, beta);
 }
 
+inline void scale_strided(const Context& ctx, size_t elem, void* dst, const Strided4d& view, double beta) {
+#ifdef CONVCORE_WITH_CUDA
+    if (ctx.device == CONVCORE_DEVICE_CUDA) return cuda::scale_strided(ctx, elem, dst, view, beta);
+#endif
+    cpu::scale_strided(ctx, elem, dst, view, beta);
+}
+
 inline void apply_epilogue(const Context& ctx, size_t elem, void* y, const Strided4d& yv, const Epilogue& e) {
 #ifdef CONVCORE_WITH_CUDA
     if (ctx.device == CONVCORE_DEVICE_CUDA) return cuda::apply_epilogue(ctx, elem, y, yv, e);
@@ -138,17 +145,23 @@ inline void check_aligned(const void* p, size_t elem, const char* name) {
 }
 
 // No two indices of an output view address the same element (strides that overlap would make
-// threads write one element concurrently). Axes of length 1 do not count.
-inline bool has_distinct_elements(const int64_t dims[4], const int64_t strides[4]) {
-    int order[4] = {0, 1, 2, 3};
-    std::sort(order, order + 4, [&](int a, int b) { return strides[a] < strides[b]; });
-    int64_t span = 1;  // elements covered by the inner axes
-    for (int i : order) {
+// threads write one element concurrently). Axes of length 1 do not count. Sufficient, not
+// necessary: taken innermost first, each axis's stride must pass the last offset the axes inside
+// it reach (so a 3-D tensor's depth slices two apart, a batch of a depth decomposition, pass).
+inline bool has_distinct_elements(const int64_t* dims, const int64_t* strides, int count) {
+    int order[5] = {0, 1, 2, 3, 4};
+    std::sort(order, order + count, [&](int a, int b) { return strides[a] < strides[b]; });
+    int64_t span = 1;  // one past the last offset the inner axes reach
+    for (int j = 0; j < count; ++j) {
+        const int i = order[j];
         if (dims[i] == 1) continue;
         if (strides[i] < span) return false;
-        span = strides[i] * dims[i];  // fits: the descriptor's extent was checked
+        span += strides[i] * (dims[i] - 1);  // fits: the descriptor's extent was checked
     }
     return true;
+}
+inline bool has_distinct_elements(const int64_t dims[4], const int64_t strides[4]) {
+    return has_distinct_elements(dims, strides, 4);
 }
 
 inline bool ranges_overlap(const void* a, int64_t a_bytes, const void* b, int64_t b_bytes) {

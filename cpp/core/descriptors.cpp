@@ -9,19 +9,34 @@
 #include "core/error.hpp"
 
 namespace convcore {
-namespace {
 
-using api::dtype_name;
-
-// "1-D tensor (nbDims 3)", "2-D filter (nbDims 4)", for the reasons of mixed dimension counts.
 std::string dims_of(const char* what, int nb_dims) {
     return std::to_string(nb_dims - 2) + "-D " + what + " (nbDims " + std::to_string(nb_dims) + ")";
 }
 
-// A shape as the caller set it: NxCxW for a 1-D tensor, NxCxHxW for a 2-D one.
-std::string shape_of(const int64_t d[4], int nb_dims) {
+int64_t tensor_extent_bytes(const convcoreTensorStruct* t, size_t elem) {
+    const int64_t four = api::extent_bytes(t->dims, t->strides, elem);
+    return api::checked_mul(t->d - 1, api::checked_mul(t->d_stride, int64_t(elem), "tensor extent"),
+                            "tensor extent") + four;
+}
+
+int64_t filter_extent_bytes(const convcoreFilterStruct* f, size_t elem) {
+    const int64_t dims[4] = {f->k, f->c_per_group, f->r, f->s};
+    const int64_t four = api::extent_bytes(dims, f->strides, elem);
+    return api::checked_mul(f->t - 1, api::checked_mul(f->t_stride, int64_t(elem), "filter extent"),
+                            "filter extent") + four;
+}
+
+namespace {
+
+using api::dtype_name;
+
+// A shape as the caller set it: NxCxW for a 1-D tensor, NxCxHxW for a 2-D one, NxCxDxHxW for 3-D
+// (depth: the depth of a 3-D shape).
+std::string shape_of(const int64_t d[4], int nb_dims, int64_t depth = 1) {
     std::string s = std::to_string(d[0]) + "x" + std::to_string(d[1]) + "x";
-    if (nb_dims == 4) s += std::to_string(d[2]) + "x";
+    if (nb_dims == 5) s += std::to_string(depth) + "x";
+    if (nb_dims >= 4) s += std::to_string(d[2]) + "x";
     return s + std::to_string(d[3]);
 }
 
@@ -35,7 +50,7 @@ void require_set(const T* desc, const char* name, const char* setter) {
 }  // namespace
 
 void output_dims(const convcoreTensorStruct* x, const convcoreFilterStruct* w,
-                 const convcoreConvolutionStruct* conv, int64_t out[4]) {
+                 const convcoreConvolutionStruct* conv, int64_t out[4], int64_t* out_depth) {
     require_set(x, "xDesc", "convcoreSetTensor4dDescriptor");
     require_set(w, "wDesc", "convcoreSetFilter4dDescriptor");
     if (!conv) throw_bad_param("convDesc is NULL");
@@ -44,13 +59,15 @@ void output_dims(const convcoreTensorStruct* x, const convcoreFilterStruct* w,
         throw_bad_param("w: " + dims_of("filter", w->nb_dims) + " does not match x: " +
                         dims_of("tensor", x->nb_dims) + "; set the descriptors of a problem with one dimension count");
     if (conv->spatial_dims + 2 != x->nb_dims)
-        throw_bad_param(conv->spatial_dims == 1
-                            ? "convDesc: 1-D convolution (arrayLength 1) does not match x: " +
+        throw_bad_param(conv->spatial_dims != 2
+                            ? "convDesc: " + std::to_string(conv->spatial_dims) + "-D convolution (arrayLength " +
+                                  std::to_string(conv->spatial_dims) + ") does not match x: " +
                                   dims_of("tensor", x->nb_dims)
                             : "convDesc: 2-D convolution (arrayLength 2, convcoreSetConvolution2dDescriptor or never "
                               "set) does not match x: " +
                                   dims_of("tensor", x->nb_dims) +
-                                  "; set convDesc with convcoreSetConvolutionNdDescriptor, arrayLength 1");
+                                  "; set convDesc with convcoreSetConvolutionNdDescriptor, arrayLength " +
+                                  std::to_string(x->nb_dims - 2));
     const int64_t c = x->dims[1], h = x->dims[2], wd = x->dims[3];
     const int64_t g = conv->groups;
     std::ostringstream err;
@@ -75,6 +92,21 @@ void output_dims(const convcoreTensorStruct* x, const convcoreFilterStruct* w,
         if (__builtin_mul_overflow(dil, k - 1, &span) || span >= in + 2 * pad) return int64_t(0);
         return conv_output_size(in, pad, k, stride, dil);
     };
+    if (x->nb_dims == 5) {  // the depth first: D, T, pad_d, stride_d, dil_d
+        const int64_t od = axis_size(x->d, conv->pad_d, w->t, conv->stride_d, conv->dil_d);
+        if (od < 1) {
+            int64_t span;
+            const bool huge = __builtin_mul_overflow(conv->dil_d, w->t - 1, &span) || span == INT64_MAX;
+            err << "empty output: the filter depth T=" << w->t << " with dilation " << conv->dil_d << " spans "
+                << (huge ? std::string("more than 2^63") : std::to_string(span + 1))
+                << " but the padded input depth is " << x->d + 2 * conv->pad_d << " (D=" << x->d << " + 2*pad "
+                << conv->pad_d << ")";
+            throw_bad_param(err.str());
+        }
+        if (out_depth) *out_depth = od;
+    } else if (out_depth) {
+        *out_depth = 1;
+    }
     const int64_t p = axis_size(h, conv->pad_h, w->r, conv->stride_h, conv->dil_h);
     const int64_t q = axis_size(wd, conv->pad_w, w->s, conv->stride_w, conv->dil_w);
     if (p < 1 || q < 1) {
@@ -101,6 +133,9 @@ ConvProblem make_problem(convcoreDeviceType_t device, const convcoreTensorStruct
                          const convcoreTensorStruct* y) {
     int64_t out[4];
     output_dims(x, w, conv, out);
+    if (x->nb_dims == 5)
+        throw_not_supported("this call takes 1-D and 2-D descriptors only; 3-D convolutions run through "
+                            "convcoreConvolutionForward, convcoreConvolutionBackwardData/Filter, their queries and plans");
     if (w->dtype != x->dtype)
         throw_bad_param(std::string("w: data type ") + dtype_name(w->dtype) +
                         " does not match x: " + dtype_name(x->dtype));

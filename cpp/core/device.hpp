@@ -44,6 +44,8 @@ void copy_strided(const Context& ctx, size_t elem, const void* src, const Stride
 // dst = alpha * src + beta * dst over the view (beta == 0: dst never read).
 void blend_strided(const Context& ctx, size_t elem, const void* src, const Strided4d& src_view,
                    void* dst, const Strided4d& dst_view, double alpha, double beta);
+// dst = beta * dst over the view; beta == 0 writes zeros without reading dst (NaN stays out).
+void scale_strided(const Context& ctx, size_t elem, void* dst, const Strided4d& view, double beta);
 // The fused epilogue applied after a convolution wrote v into y:
 // y = act(v + e.alpha2 * z + bias[c]) over the view, in one pass. e.z (or null) has y's view; it
 // may be y itself. c is the view's second axis (K); bias (or null) holds K contiguous values.
@@ -65,6 +67,7 @@ void copy_strided(const Context& ctx, size_t elem, const void* src, const Stride
                   void* dst, const Strided4d& dst_view);
 void blend_strided(const Context& ctx, size_t elem, const void* src, const Strided4d& src_view,
                    void* dst, const Strided4d& dst_view, double alpha, double beta);
+void scale_strided(const Context& ctx, size_t elem, void* dst, const Strided4d& view, double beta);
 void apply_epilogue(const Context& ctx, size_t elem, void* y, const Strided4d& y_view, const Epilogue& e);
 void activation_backward_bias(const Context& ctx, size_t elem, const ActivationBackward& a);
 // "NVIDIA H100 80GB HBM3 (sm_90)" for the info command; "" when unavailable.

@@ -11,6 +11,7 @@
 
 #include "core/algorithms.hpp"
 #include "core/api_util.hpp"
+#include "core/depth_decomposition.hpp"
 #include "core/descriptors.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
@@ -20,6 +21,7 @@ using namespace convcore;
 using namespace convcore::api;
 
 size_t convcoreConvolutionPlanStruct::workspace_bytes() const {
+    if (depth) return depth->workspace;
     return align_up(solver_bytes) + align_up(first_bytes) + align_up(second_bytes) + filter_bytes;
 }
 
@@ -72,14 +74,14 @@ int64_t y_extent(const ConvProblem& p) {
 
 ConvProblem pass_problem(convcoreHandle_t handle, convcoreConvolutionPass_t pass, convcoreTensorDescriptor_t xDesc,
                          convcoreFilterDescriptor_t wDesc, convcoreConvolutionDescriptor_t convDesc,
-                         convcoreTensorDescriptor_t yDesc) {
+                         convcoreTensorDescriptor_t yDesc, depth::DepthProblem* depth) {
     switch (enum_int(pass)) {
         case CONVCORE_PASS_FORWARD:
-            return forward_problem(handle, xDesc, wDesc, convDesc, yDesc);
+            return forward_problem(handle, xDesc, wDesc, convDesc, yDesc, depth);
         case CONVCORE_PASS_BACKWARD_DATA:
-            return backward_problem(handle, xDesc, wDesc, convDesc, yDesc, true);
+            return backward_problem(handle, xDesc, wDesc, convDesc, yDesc, true, depth);
         case CONVCORE_PASS_BACKWARD_FILTER:
-            return backward_problem(handle, xDesc, wDesc, convDesc, yDesc, false);
+            return backward_problem(handle, xDesc, wDesc, convDesc, yDesc, false, depth);
         default:
             throw_bad_param("pass " + std::to_string(enum_int(pass)) + " is not a convcoreConvolutionPass_t");
     }
@@ -106,6 +108,11 @@ convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolu
                                         convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wDesc,
                                         convcoreConvolutionDescriptor_t convDesc,
                                         convcoreTensorDescriptor_t yDesc, int algo) {
+    if (depth::is_3d(xDesc)) {
+        depth::DepthProblem prob;
+        pass_problem(handle, pass, xDesc, wDesc, convDesc, yDesc, &prob);
+        return depth::make_plan(handle, pass, prob, algo);
+    }
     return make_plan(handle, pass, pass_problem(handle, pass, xDesc, wDesc, convDesc, yDesc), algo);
 }
 
@@ -130,7 +137,8 @@ const Solver& solver_for(convcoreConvolutionPass_t pass, const ConvProblem& prob
 }
 
 bool prepares_filters(const convcoreConvolutionPlanStruct& plan) {
-    const Solver* solver = plan.pass == CONVCORE_PASS_FORWARD ? plan.solver : nullptr;
+    // A 3-D plan runs one filter slice per depth tap: it prepares nothing (each call transforms).
+    const Solver* solver = plan.pass == CONVCORE_PASS_FORWARD && !plan.depth ? plan.solver : nullptr;
     return solver && solver->prepare_filter && solver->prepared_filter_bytes &&
            plan.handle->device == CONVCORE_DEVICE_CPU && solver->prepared_filter_bytes(plan.run_prob) > 0;
 }
@@ -142,7 +150,7 @@ void prepare_filters(convcoreConvolutionPlanStruct& plan, const void* w, size_t*
     plan.prepared_bytes = 0;
     plan.prepared_for = nullptr;
     const Solver* solver = plan.solver;
-    if (!solver->prepare_filter || plan.handle->device != CONVCORE_DEVICE_CPU) return;
+    if (plan.depth || !solver->prepare_filter || plan.handle->device != CONVCORE_DEVICE_CPU) return;
     check_aligned(w, plan.prob.elem_size(), "w");
     const ConvProblem& run = plan.run_prob;
     const size_t bytes = solver->prepared_filter_bytes(run);
@@ -191,6 +199,10 @@ size_t workspace_with_staging(const ConvProblem& prob, const ConvProblem& run_pr
 
 void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const void* in0, const void* in1,
              const void* beta, void* out, void* workspace, size_t workspace_size, const Epilogue* fused) {
+    if (plan.depth) {
+        if (fused) throw Error(CONVCORE_STATUS_INTERNAL_ERROR, "a 3-D plan does not fuse the epilogue");
+        return depth::execute(plan, alpha, in0, in1, beta, out, workspace, workspace_size);
+    }
     const ConvProblem& prob = plan.prob;
     const PassNames names = names_of(plan.pass);
     require(alpha, "alpha");
@@ -316,7 +328,9 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
 bool fuses_epilogue(const convcoreConvolutionPlanStruct& plan) {
     // A staged y is written packed and then blended into the caller's layout: the epilogue
     // (whose z is in the caller's layout) then runs after the blend.
-    return plan.solver->fuses_epilogue && !plan.second_bytes && plan.solver->fuses_epilogue(plan.run_prob);
+    // A 3-D plan sums several 2-D calls: the epilogue comes after the last (depth::apply_epilogue).
+    return !plan.depth && plan.solver->fuses_epilogue && !plan.second_bytes &&
+           plan.solver->fuses_epilogue(plan.run_prob);
 }
 
 void execute_bias_activation(const convcoreConvolutionPlanStruct& plan, const void* alpha1, const void* x,
@@ -335,12 +349,14 @@ void execute_bias_activation(const convcoreConvolutionPlanStruct& plan, const vo
     if (z) require(alpha2, "alpha2 (z is given)");
     const ConvProblem& prob = plan.prob;
     const size_t elem = prob.elem_size();
-    const int64_t y_bytes = y_extent(prob);
+    const int64_t y_bytes = plan.depth ? plan.depth->prob.y_bytes : y_extent(prob);
+    const int64_t x_bytes = plan.depth ? plan.depth->prob.x_bytes : x_extent(prob);
+    const int64_t w_bytes = plan.depth ? plan.depth->prob.w_bytes : w_extent(prob);
     if (z) {
         check_aligned(z, elem, "z");
-        if (ranges_overlap(z, y_bytes, x, x_extent(prob)))
+        if (ranges_overlap(z, y_bytes, x, x_bytes))
             throw_bad_param("z overlaps x: the residual must not share memory with the convolution's input");
-        if (ranges_overlap(z, y_bytes, w, w_extent(prob)))
+        if (ranges_overlap(z, y_bytes, w, w_bytes))
             throw_bad_param("z overlaps w: the residual must not share memory with the filters");
         if (z != y && ranges_overlap(z, y_bytes, y, y_bytes))
             throw_bad_param("z overlaps y without being y: pass z == y to add the residual in place, or a "
@@ -372,6 +388,7 @@ void execute_bias_activation(const convcoreConvolutionPlanStruct& plan, const vo
         e.z = nullptr;
     }
     execute(plan, alpha1, x, w, beta, y, workspace, workspace_size);
+    if (plan.depth) return depth::apply_epilogue(plan, y, e);
     apply_epilogue(*plan.handle, elem, y, y_view(prob), e);
 }
 
@@ -391,9 +408,12 @@ convcoreStatus_t convcoreCreateConvolutionPlan(convcoreHandle_t handle, convcore
             throw_bad_param("pass " + std::to_string(pass_value) + " is not a convcoreConvolutionPass_t");
         // One validated problem; a CONVCORE_PLAN_SELECT_* value is mapped to the core's select
         // mode and chosen on it (Select's decision cache, on the library's own buffers).
-        const ConvProblem prob = pass_problem(handle, pass, xDesc, wDesc, convDesc, yDesc);
+        // A 3-D problem is chosen on its representative 2-D problem (core/depth_decomposition.hpp).
+        depth::DepthProblem depth_prob;
+        const ConvProblem prob = pass_problem(handle, pass, xDesc, wDesc, convDesc, yDesc, &depth_prob);
         if (algo < 0) algo = select_algorithm(handle, pass, prob, plan_select_mode_of(algo), TimingBuffers{});
-        auto made = std::make_unique<convcoreConvolutionPlanStruct>(make_plan(handle, pass, prob, algo));
+        auto made = std::make_unique<convcoreConvolutionPlanStruct>(
+            depth::is_3d(xDesc) ? depth::make_plan(handle, pass, depth_prob, algo) : make_plan(handle, pass, prob, algo));
         *plan = made.release();
     });
 }

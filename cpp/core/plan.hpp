@@ -10,6 +10,13 @@
 #include "core/problem.hpp"
 #include "core/solver.hpp"
 
+namespace convcore {
+namespace depth {
+struct DepthProblem;  // core/depth_decomposition.hpp
+struct DepthPlan;
+}  // namespace depth
+}  // namespace convcore
+
 struct convcoreConvolutionPlanStruct {
     convcoreHandle_t handle = nullptr;
     convcoreConvolutionPass_t pass = CONVCORE_PASS_FORWARD;
@@ -28,22 +35,28 @@ struct convcoreConvolutionPlanStruct {
     std::shared_ptr<void> prepared;
     size_t prepared_bytes = 0;
     const void* prepared_for = nullptr;
+    // A 3-D plan (core/depth_decomposition.hpp): the 2-D plans of its depth ranges. prob, run_prob,
+    // solver and the byte counts above are then its representative 2-D plan's (the largest batch);
+    // execute runs the decomposition, workspace_bytes() is the largest 2-D plan's.
+    std::shared_ptr<const convcore::depth::DepthPlan> depth;
 };
 
 namespace convcore {
 namespace api {
 
 // The pass's forward problem from a plan's descriptors (x, w, y; dx, w, dy; x, dw, dy), validated
-// once. Throws BAD_PARAM for bad descriptors or an unknown pass.
+// once. Throws BAD_PARAM for bad descriptors or an unknown pass. For 3-D descriptors it is the
+// representative 2-D problem (depth::DepthProblem::representative: what queries, Get, Find and
+// Select answer for), and *depth, when not null, receives the 3-D problem.
 ConvProblem pass_problem(convcoreHandle_t handle, convcoreConvolutionPass_t pass, convcoreTensorDescriptor_t xDesc,
                          convcoreFilterDescriptor_t wDesc, convcoreConvolutionDescriptor_t convDesc,
-                         convcoreTensorDescriptor_t yDesc);
+                         convcoreTensorDescriptor_t yDesc, depth::DepthProblem* depth = nullptr);
 
 // A plan for `algo` (the pass's enum value) on a validated problem (pass_problem). Throws
 // convcore::Error: BAD_PARAM for an algo out of range, NOT_SUPPORTED with the solver's reason.
 convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolutionPass_t pass,
                                         const ConvProblem& prob, int algo);
-// The same from descriptors: pass_problem, then make_plan.
+// The same from descriptors: pass_problem, then make_plan (depth::make_plan for 3-D ones).
 convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolutionPass_t pass,
                                         convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wDesc,
                                         convcoreConvolutionDescriptor_t convDesc,
@@ -89,11 +102,14 @@ void execute_bias_activation(const convcoreConvolutionPlanStruct& plan, const vo
                              size_t workspace_size);
 
 // Defined with the entry points of their pass (core/api.cpp, core/api_backward.cpp).
+// 3-D descriptors: as pass_problem.
 ConvProblem forward_problem(convcoreHandle_t handle, convcoreTensorDescriptor_t x, convcoreFilterDescriptor_t w,
-                            convcoreConvolutionDescriptor_t conv, convcoreTensorDescriptor_t y);
+                            convcoreConvolutionDescriptor_t conv, convcoreTensorDescriptor_t y,
+                            depth::DepthProblem* depth = nullptr);
 // data: the problem of backward data (x is dx) or of backward filter (w is dw).
 ConvProblem backward_problem(convcoreHandle_t handle, const convcoreTensorStruct* x, const convcoreFilterStruct* w,
-                             convcoreConvolutionDescriptor_t conv, const convcoreTensorStruct* dy, bool data);
+                             convcoreConvolutionDescriptor_t conv, const convcoreTensorStruct* dy, bool data,
+                             depth::DepthProblem* depth = nullptr);
 
 // The solver of the pass's algorithm `algo` for the problem on its device. Throws BAD_PARAM for
 // an algo that is not the pass's, NOT_SUPPORTED (naming the algorithm, and the pass when it is

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include "common/blend.hpp"
@@ -297,6 +298,18 @@ void blend_strided(const Context& ctx, size_t elem, const void* src, const Strid
     else
         blend_t(ctx, static_cast<const float*>(src), sv, static_cast<float*>(dst), dv, float(alpha),
                 float(beta));
+}
+
+void scale_strided(const Context& ctx, size_t elem, void* dst, const Strided4d& view, double beta) {
+    const auto scale = [&](auto* y) {
+        using T = std::remove_pointer_t<decltype(y)>;
+        const T b = T(beta);
+        for_each_element(ctx, view, view, [&](int64_t, int64_t o) { y[o] = b == T(0) ? T(0) : b * y[o]; });
+    };
+    if (elem == 8)
+        scale(static_cast<double*>(dst));
+    else
+        scale(static_cast<float*>(dst));
 }
 
 void activation_backward_bias(const Context& ctx, size_t elem, const ActivationBackward& a) {

@@ -57,6 +57,16 @@ __global__ void blend_strided_kernel(const T* __restrict__ src, Strided4d src_vi
     }
 }
 
+template <typename T>
+__global__ void scale_strided_kernel(T* dst, Strided4d view, int64_t total, T beta) {
+    const int64_t step = static_cast<int64_t>(gridDim.x) * blockDim.x;
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+         i += step) {
+        const int64_t o = view_offsets(i, view, view).dst;
+        dst[o] = beta == T(0) ? T(0) : beta * dst[o];
+    }
+}
+
 // y = act(y + alpha2 * z + bias[k]) over the view; z (or null) has y's strides, may be y.
 template <typename T>
 __global__ void epilogue_kernel(T* y, Strided4d view, const T* z, T alpha2, const T* bias,
@@ -129,6 +139,23 @@ void blend_strided(const Context& ctx, size_t elem, const void* src, const Strid
             alpha, beta);
     }
     CONVCORE_CUDA_CHECK_LAUNCH("blend_strided_kernel");
+}
+
+void scale_strided(const Context& ctx, size_t elem, void* dst, const Strided4d& view, double beta) {
+    check_elem(elem, "cuda::scale_strided");
+    const int64_t total = view_elems(view, view, "cuda::scale_strided");
+    if (total == 0) return;
+    DeviceGuard guard(ctx.device_index);
+    const unsigned int blocks = grid_blocks(ctx, total, kThreads);
+    const cudaStream_t stream = stream_of(ctx);
+    if (elem == 4) {
+        CONVCORE_LAUNCH(blocks, kThreads, 0, stream, scale_strided_kernel<float>)(
+            static_cast<float*>(dst), view, total, static_cast<float>(beta));
+    } else {
+        CONVCORE_LAUNCH(blocks, kThreads, 0, stream, scale_strided_kernel<double>)(
+            static_cast<double*>(dst), view, total, beta);
+    }
+    CONVCORE_CUDA_CHECK_LAUNCH("scale_strided_kernel");
 }
 
 void apply_epilogue(const Context& ctx, size_t elem, void* y, const Strided4d& view, const Epilogue& e) {

@@ -1,6 +1,6 @@
 // The Nd descriptors of the C API (convcore.h, "Nd descriptors"): every Set/Get round trip, the
 // 4d getters on 1-D descriptors, every bad parameter, the rule that 1-D and 2-D descriptors do
-// not mix, 3-D answering NOT_SUPPORTED, and 1-D convolutions (stored as 2-D with H = 1) through
+// not mix (3-D descriptors and convolutions: test_conv3d.cpp), and 1-D convolutions (stored as 2-D with H = 1) through
 // several algorithms of each pass against a float64 1-D reference written here (odd lengths,
 // padding, stride, dilation, groups, both modes, NCW and NWC).
 #include <gtest/gtest.h>
@@ -36,7 +36,6 @@ std::string last_error() { return convcoreGetLastErrorString(); }
 constexpr convcoreDataType_t F32 = CONVCORE_DATA_FLOAT;
 constexpr convcoreTensorFormat_t NCHW = CONVCORE_TENSOR_NCHW;
 constexpr convcoreTensorFormat_t NHWC = CONVCORE_TENSOR_NHWC;
-const char* const k3d = "3-D convolution (nbDims 5) is not supported yet";
 
 }  // namespace
 
@@ -223,8 +222,9 @@ TEST(NdDescriptors, OutputDims) {
     EXPECT_STATUS(convcoreGetConvolutionNdForwardOutputDim(conv, x, w, 4, out), CONVCORE_STATUS_BAD_PARAM,
                   "nbDims=4 does not match xDesc's 3 dimensions");
     EXPECT_STATUS(convcoreGetConvolutionNdForwardOutputDim(conv, x, w, 2, out), CONVCORE_STATUS_BAD_PARAM,
-                  "nbDims=2 must be 3 (1-D) or 4 (2-D)");
-    EXPECT_STATUS(convcoreGetConvolutionNdForwardOutputDim(conv, x, w, 5, out), CONVCORE_STATUS_NOT_SUPPORTED, k3d);
+                  "nbDims=2 must be 3 (1-D), 4 (2-D) or 5 (3-D)");
+    EXPECT_STATUS(convcoreGetConvolutionNdForwardOutputDim(conv, x, w, 5, out), CONVCORE_STATUS_BAD_PARAM,
+                  "nbDims=5 does not match xDesc's 3 dimensions");
     EXPECT_STATUS(convcoreGetConvolutionNdForwardOutputDim(conv, x, w, 3, nullptr), CONVCORE_STATUS_BAD_PARAM,
                   "outDims is NULL");
     // 2-D through the Nd query.
@@ -245,7 +245,7 @@ TEST(NdDescriptors, TensorBadParams) {
                   "desc is NULL");
     for (int bad : {-1, 0, 2, 6, 8})
         EXPECT_STATUS(convcoreSetTensorNdDescriptor(d, F32, bad, dims, strides), CONVCORE_STATUS_BAD_PARAM,
-                      "nbDims=" + std::to_string(bad) + " must be 3 (1-D) or 4 (2-D); 5 (3-D) is not supported yet");
+                      "nbDims=" + std::to_string(bad) + " must be 3 (1-D), 4 (2-D) or 5 (3-D)");
     EXPECT_STATUS(convcoreSetTensorNdDescriptorEx(d, NCHW, F32, 2, dims), CONVCORE_STATUS_BAD_PARAM, "nbDims=2");
     EXPECT_STATUS(convcoreSetTensorNdDescriptor(d, F32, 3, nullptr, strides), CONVCORE_STATUS_BAD_PARAM,
                   "dims is NULL");
@@ -283,7 +283,7 @@ TEST(NdDescriptors, FilterBadParams) {
     EXPECT_STATUS(convcoreSetFilterNdDescriptor(nullptr, F32, NCHW, 3, dims), CONVCORE_STATUS_BAD_PARAM,
                   "desc is NULL");
     EXPECT_STATUS(convcoreSetFilterNdDescriptor(d, F32, NCHW, 1, dims), CONVCORE_STATUS_BAD_PARAM,
-                  "nbDims=1 must be 3 (1-D) or 4 (2-D)");
+                  "nbDims=1 must be 3 (1-D), 4 (2-D) or 5 (3-D)");
     EXPECT_STATUS(convcoreSetFilterNdDescriptor(d, F32, NCHW, 3, nullptr), CONVCORE_STATUS_BAD_PARAM,
                   "filterDims is NULL");
     const int64_t zero_c[3] = {4, 0, 3};
@@ -311,7 +311,7 @@ TEST(NdDescriptors, ConvolutionBadParams) {
                   "desc is NULL");
     for (int bad : {-1, 0, 4})
         EXPECT_STATUS(convcoreSetConvolutionNdDescriptor(d, bad, p, s, dl, xc), CONVCORE_STATUS_BAD_PARAM,
-                      "arrayLength=" + std::to_string(bad) + " must be 1 (1-D) or 2 (2-D); 3 (3-D) is not supported yet");
+                      "arrayLength=" + std::to_string(bad) + " must be 1 (1-D), 2 (2-D) or 3 (3-D)");
     EXPECT_STATUS(convcoreSetConvolutionNdDescriptor(d, 1, nullptr, s, dl, xc), CONVCORE_STATUS_BAD_PARAM,
                   "pads is NULL");
     EXPECT_STATUS(convcoreSetConvolutionNdDescriptor(d, 1, p, nullptr, dl, xc), CONVCORE_STATUS_BAD_PARAM,
@@ -340,34 +340,6 @@ TEST(NdDescriptors, ConvolutionBadParams) {
                   CONVCORE_STATUS_BAD_PARAM, "arrayLengthRequested=-1 must be >= 0");
     EXPECT_STATUS(convcoreGetConvolutionNdDescriptor(nullptr, 1, &len, nullptr, nullptr, nullptr, nullptr),
                   CONVCORE_STATUS_BAD_PARAM, "desc is NULL");
-}
-
-// 3-D: NOT_SUPPORTED with its reason, and the descriptor keeps what it had.
-TEST(NdDescriptors, ThreeDimensionsAreNotSupportedYet) {
-    const int64_t d5[5] = {2, 3, 4, 5, 6}, s5[5] = {360, 120, 30, 6, 1}, f5[5] = {4, 3, 3, 3, 3};
-    const int64_t d1[3] = {2, 3, 9};
-    convcore::TensorDesc t;
-    ASSERT_OK(convcoreSetTensorNdDescriptorEx(t, NCHW, F32, 3, d1));
-    EXPECT_STATUS(convcoreSetTensorNdDescriptor(t, F32, 5, d5, s5), CONVCORE_STATUS_NOT_SUPPORTED, k3d);
-    EXPECT_STATUS(convcoreSetTensorNdDescriptorEx(t, NHWC, F32, 5, d5), CONVCORE_STATUS_NOT_SUPPORTED, k3d);
-    int nb = 0;
-    int64_t got[5] = {0, 0, 0, 0, 0};
-    ASSERT_OK(convcoreGetTensorNdDescriptor(t, 5, nullptr, &nb, got, nullptr));
-    EXPECT_EQ(nb, 3);
-    EXPECT_EQ(got[2], 9);
-
-    convcore::FilterDesc w;
-    EXPECT_STATUS(convcoreSetFilterNdDescriptor(w, F32, NCHW, 5, f5), CONVCORE_STATUS_NOT_SUPPORTED, k3d);
-    EXPECT_STATUS(convcoreGetFilterNdDescriptor(w, 5, nullptr, nullptr, &nb, nullptr), CONVCORE_STATUS_BAD_PARAM,
-                  "never set");
-
-    convcore::ConvDesc conv;
-    const int64_t p3[3] = {1, 1, 1}, s3[3] = {1, 1, 1};
-    EXPECT_STATUS(convcoreSetConvolutionNdDescriptor(conv, 3, p3, s3, s3, CONVCORE_CROSS_CORRELATION),
-                  CONVCORE_STATUS_NOT_SUPPORTED, "3-D convolution (arrayLength 3) is not supported yet");
-    int len = 0;
-    ASSERT_OK(convcoreGetConvolutionNdDescriptor(conv, 3, &len, nullptr, nullptr, nullptr, nullptr));
-    EXPECT_EQ(len, 2);
 }
 
 // 1-D and 2-D descriptors do not mix; each pass names the descriptor that differs.

@@ -239,7 +239,7 @@ CONVCORE_API convcoreStatus_t convcoreGetConvolution2dForwardOutputDim(
     convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t xDesc,
     convcoreFilterDescriptor_t wDesc, int64_t* n, int64_t* c, int64_t* h, int64_t* w);
 
-/* ---- Nd descriptors (cuDNN's Nd calls): 1 or 2 spatial dimensions; 3 declared, not yet run ----
+/* ---- Nd descriptors (cuDNN's Nd calls): 1, 2 or 3 spatial dimensions ----
  * nbDims counts every dimension of a tensor or filter: 3 for 1-D (N, C, W; filters K, C/groups, S),
  * 4 for 2-D (N, C, H, W; K, C/groups, R, S), 5 for 3-D (N, C, D, H, W; K, C/groups, T, R, S). A
  * convolution's arrayLength counts its spatial dimensions: 1, 2 or 3. Arrays are in that order.
@@ -249,34 +249,45 @@ CONVCORE_API convcoreStatus_t convcoreGetConvolution2dForwardOutputDim(
  *       2-D problem (an algorithm's limits apply to it: a 3x3-only algorithm refuses it). The 4d
  *       getters work on 1-D descriptors and answer H = 1 (R = 1; padding 0, stride 1, dilation 1).
  *   2-D (nbDims 4, arrayLength 2) is the same as the 4d / 2d calls.
- *   3-D (nbDims 5, arrayLength 3) answers NOT_SUPPORTED ("3-D convolution (nbDims 5) is not
- *       supported yet", "(arrayLength 3)" for a convolution) and stores nothing: the 3-D
- *       algorithms come later.
+ *   3-D (nbDims 5, arrayLength 3; NCDHW / NDHWC tensors, KCTRS / KTRSC filters) runs as 2-D
+ *       convolutions over depth ranges: for each image and filter depth tap, one 2-D call whose
+ *       batch is the output depths that tap reaches (docs/c_api.md). So every 2-D algorithm runs
+ *       it with its 2-D limits (a 3x3-only algorithm needs R = S = 3, any T), on both devices, in
+ *       the three passes, with alpha/beta as in 2-D. Workspace queries answer the largest of the
+ *       2-D problems' workspaces; Get, Select, Find and the find-db answer for the 2-D problem with
+ *       the largest batch (its find-db key is that 2-D problem's). Plans take 3-D descriptors (they
+ *       hold the 2-D plans; convcorePrepareConvolutionPlanFilters prepares nothing for them, 0
+ *       bytes). The fused epilogue (convcoreConvolutionBiasActivationForward) is applied after the
+ *       whole sum; convcoreConvolutionBackwardBias sums a 5-D dy over N, D, H and W. The 4d/2d
+ *       getters and convcoreGetConvolution2dForwardOutputDim answer BAD_PARAM for 3-D descriptors;
+ *       the fused 1x1 -> depthwise pair is 2-D only (NOT_SUPPORTED).
  * In the setters, other counts, NULL arrays, sizes or strides < 1 and padding < 0 are BAD_PARAM
  * naming the argument and value (e.g. "tensor descriptor: dims[2]=0 must be >= 1").
  * The descriptors of one problem must have one dimension count: x, y (dx, dy) and w (dw) the
  * same nbDims, and the convolution arrayLength = nbDims - 2. Descriptors set by the 4d and 2d
- * calls count as 2-D, and so does a convolution descriptor never set; a 1-D tensor with a 2-D
- * filter or convolution (or the reverse) is BAD_PARAM naming the one that differs. Each
+ * calls count as 2-D, and so does a convolution descriptor never set; descriptors of different
+ * counts (a 1-D tensor with a 2-D filter, a 3-D tensor with a 2-D convolution, ...) are BAD_PARAM
+ * naming the one that differs. Each
  * descriptor remembers the count it was last set with: the Nd getters answer what was set. */
 
 /* dims: N, C, spatial... (nbDims of them); strides in elements, the same order, >= 1. */
 CONVCORE_API convcoreStatus_t convcoreSetTensorNdDescriptor(convcoreTensorDescriptor_t desc,
                                                             convcoreDataType_t dataType, int nbDims,
                                                             const int64_t dims[], const int64_t strides[]);
-/* Packed in `format`: CONVCORE_TENSOR_NCHW for NCW / NCHW, CONVCORE_TENSOR_NHWC for NWC / NHWC;
+/* Packed in `format`: CONVCORE_TENSOR_NCHW for NCW / NCHW / NCDHW, CONVCORE_TENSOR_NHWC for
+ * NWC / NHWC / NDHWC;
  * dims in N, C, spatial... order whatever the format. */
 CONVCORE_API convcoreStatus_t convcoreSetTensorNdDescriptorEx(convcoreTensorDescriptor_t desc,
                                                               convcoreTensorFormat_t format,
                                                               convcoreDataType_t dataType, int nbDims,
                                                               const int64_t dims[]);
 /* Writes the first min(nbDimsRequested, *nbDims) dims and strides; *nbDims is the count set
- * (3 or 4; 4 for a descriptor set by the 4d calls). Any output may be NULL. */
+ * (3, 4 or 5; 4 for a descriptor set by the 4d calls). Any output may be NULL. */
 CONVCORE_API convcoreStatus_t convcoreGetTensorNdDescriptor(convcoreTensorDescriptor_t desc,
                                                             int nbDimsRequested, convcoreDataType_t* dataType,
                                                             int* nbDims, int64_t dims[], int64_t strides[]);
-/* filterDims: K, C/groups, spatial... (nbDims of them), packed in `format` (KCS / KCRS for
- * CONVCORE_TENSOR_NCHW, KSC / KRSC for CONVCORE_TENSOR_NHWC). */
+/* filterDims: K, C/groups, spatial... (nbDims of them), packed in `format` (KCS / KCRS / KCTRS
+ * for CONVCORE_TENSOR_NCHW, KSC / KRSC / KTRSC for CONVCORE_TENSOR_NHWC). */
 CONVCORE_API convcoreStatus_t convcoreSetFilterNdDescriptor(convcoreFilterDescriptor_t desc,
                                                             convcoreDataType_t dataType,
                                                             convcoreTensorFormat_t format, int nbDims,
@@ -289,7 +300,7 @@ CONVCORE_API convcoreStatus_t convcoreGetFilterNdDescriptor(convcoreFilterDescri
                                                             int nbDimsRequested, convcoreDataType_t* dataType,
                                                             convcoreTensorFormat_t* format, int* nbDims,
                                                             int64_t filterDims[]);
-/* arrayLength spatial dimensions (1 or 2): pads >= 0, strides and dilations >= 1, each <= 2^40.
+/* arrayLength spatial dimensions (1, 2 or 3; D, H, W order): pads >= 0, strides and dilations >= 1, each <= 2^40.
  * The group count and filter protocol are kept (convcoreSetConvolutionGroupCount). */
 CONVCORE_API convcoreStatus_t convcoreSetConvolutionNdDescriptor(convcoreConvolutionDescriptor_t desc,
                                                                  int arrayLength, const int64_t pads[],
