@@ -42,6 +42,7 @@
 #include "core/solver.hpp"
 #include "cpu/blas_threads.hpp"
 #include "cpu/cpu_isa.hpp"
+#include "cpu/winograd_1d.hpp"
 #include "cpu/winograd_nhwc.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -725,18 +726,38 @@ void run_f(const ConvArgs& a) {
     }
 }
 
-std::string why_not_2(const ConvProblem& p) { return why_not_m(p, 2); }
-std::string why_not_4(const ConvProblem& p) { return why_not_m(p, 4); }
-size_t workspace_2(const ConvProblem& p) { return workspace_bytes_m(p, 2); }
-size_t workspace_4(const ConvProblem& p) { return workspace_bytes_m(p, 4); }
-void run_2(const ConvArgs& a) { run_f<winograd::F2x3>(a); }
-void run_4(const ConvArgs& a) { run_f<winograd::F4x3>(a); }
-size_t prepared_2(const ConvProblem& p) { return prepared_bytes_m(p, 2); }
-size_t prepared_4(const ConvProblem& p) { return prepared_bytes_m(p, 4); }
-void prepare_2(const ConvProblem& p, const Context& c, const void* w, void* out) { prepare_f<winograd::F2x3>(p, c, w, out); }
-void prepare_4(const ConvProblem& p, const Context& c, const void* w, void* out) { prepare_f<winograd::F4x3>(p, c, w, out); }
-bool runs_nhwc(const ConvProblem& p) { return winograd_nhwc::applies(p); }
-bool fuses_epilogue(const ConvProblem& p) { return p.nhwc; }
+// A 1x3 filter runs the 1-D algorithm F(m,3) along W (cpu/winograd_1d.cpp), NCHW or NHWC.
+std::string why_not_mm(const ConvProblem& p, int64_t m) {
+    if (winograd_1d::takes(p)) return winograd_1d::why_not(algo_name(m), p, int(m));
+    const std::string why = why_not_m(p, m);
+    if (p.r != 3 || p.s != 3)  // the 2-D rule's message, with the 1-D shape this solver takes too
+        return why + " (or 1x3: F(" + std::to_string(m) + ",3) along W)";
+    return why;
+}
+std::string why_not_2(const ConvProblem& p) { return why_not_mm(p, 2); }
+std::string why_not_4(const ConvProblem& p) { return why_not_mm(p, 4); }
+size_t workspace_2(const ConvProblem& p) {
+    return winograd_1d::takes(p) ? winograd_1d::workspace_bytes(p, 2) : workspace_bytes_m(p, 2);
+}
+size_t workspace_4(const ConvProblem& p) {
+    return winograd_1d::takes(p) ? winograd_1d::workspace_bytes(p, 4) : workspace_bytes_m(p, 4);
+}
+void run_2(const ConvArgs& a) { winograd_1d::takes(a.prob) ? winograd_1d::run(a, 2) : run_f<winograd::F2x3>(a); }
+void run_4(const ConvArgs& a) { winograd_1d::takes(a.prob) ? winograd_1d::run(a, 4) : run_f<winograd::F4x3>(a); }
+size_t prepared_2(const ConvProblem& p) {
+    return winograd_1d::takes(p) ? winograd_1d::prepared_bytes(p, 2) : prepared_bytes_m(p, 2);
+}
+size_t prepared_4(const ConvProblem& p) {
+    return winograd_1d::takes(p) ? winograd_1d::prepared_bytes(p, 4) : prepared_bytes_m(p, 4);
+}
+void prepare_2(const ConvProblem& p, const Context& c, const void* w, void* out) {
+    winograd_1d::takes(p) ? winograd_1d::prepare(p, c, w, out, 2) : prepare_f<winograd::F2x3>(p, c, w, out);
+}
+void prepare_4(const ConvProblem& p, const Context& c, const void* w, void* out) {
+    winograd_1d::takes(p) ? winograd_1d::prepare(p, c, w, out, 4) : prepare_f<winograd::F4x3>(p, c, w, out);
+}
+bool runs_nhwc(const ConvProblem& p) { return winograd_1d::takes(p) || winograd_nhwc::applies(p); }
+bool fuses_epilogue(const ConvProblem& p) { return p.nhwc && !winograd_1d::takes(p); }
 
 }  // namespace
 

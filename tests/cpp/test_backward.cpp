@@ -62,6 +62,8 @@ bool data_applicable(convcoreConvolutionBwdDataAlgo_t a, const Shape& p) {
         case CONVCORE_BWD_DATA_ALGO_IMPLICIT_GEMM: return true;
         case CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3:
         case CONVCORE_BWD_DATA_ALGO_WINOGRAD_4X4_3X3:
+            if (p.r == 1 && p.s == 3)  // F(m,3) along W (the CPU's; 1-D convolutions)
+                return p.stride_h == 1 && p.stride_w == 1 && p.dil_w == 1 && p.pad_h == 0 && p.pad_w <= 2;
             return p.r == 3 && p.s == 3 && p.stride_h == 1 && p.stride_w == 1 && p.dil_h == 1 &&
                    p.dil_w == 1 && p.pad_h <= 2 && p.pad_w <= 2;
         case CONVCORE_BWD_DATA_ALGO_DEPTHWISE: return p.c == p.groups;

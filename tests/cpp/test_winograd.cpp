@@ -234,6 +234,66 @@ TEST_P(Winograd, NhwcFusedScheduleMatchesTheReference) {
         }
 }
 
+// A 1x3 filter: F(2,3) / F(4,3) along W (cpu/winograd_1d.cpp), for 1-D convolutions (H = 1)
+// and 2-D layers with 1x3 filters: odd widths down to 1, padding 0-2 along W, a stride along H
+// (R = 1 reads every stride_h-th row), groups, true convolution, alpha/beta, a strided y, NCHW
+// and NHWC, one to three threads, float32 and float64.
+TEST_P(Winograd, RowFiltersRunTheOneDimensionalAlgorithm) {
+    const auto algo = GetParam();
+    std::mt19937 rng(99 + int(algo));
+    std::uniform_int_distribution<int> u(0, 1 << 20);
+    auto pick = [&](int lo, int hi) { return int64_t(lo + u(rng) % (hi - lo + 1)); };
+    for (int trial = 0; trial < 36; ++trial) {
+        Shape p{};
+        p.groups = pick(1, 3);
+        p.n = pick(1, 3);
+        p.c = p.groups * pick(1, 5);
+        p.k = p.groups * pick(1, 6);
+        p.r = 1;
+        p.s = 3;
+        p.pad_h = 0;
+        p.pad_w = pick(0, 2);
+        p.stride_h = trial % 3 == 0 ? 2 : 1;
+        p.stride_w = p.dil_h = p.dil_w = 1;
+        p.flip = trial % 2 == 1;
+        p.h = trial % 4 == 0 ? pick(2, 5) : 1;
+        p.w = pick(int(std::max<int64_t>(3 - 2 * p.pad_w, 1)), 41);
+        const ForwardCase tc{p, trial % 3 == 0 ? 1.0 : -0.75, trial % 4 == 1 ? 0.5 : 0.0, trial % 5 == 0 && trial % 2 == 0,
+                             1 + trial % 3, 0, trial % 5 != 0 && trial % 2 == 0};
+        EXPECT_LT(run_forward_case<float>(algo, tc, rng), bound(algo, false)) << name(algo) << " float32 " << describe(p);
+        EXPECT_LT(run_forward_case<double>(algo, tc, rng), bound(algo, true)) << name(algo) << " float64 " << describe(p);
+    }
+    // Bit-identical results on 1, 2 and 3 threads: each output is one GEMM dot product and a
+    // fixed transform.
+    Shape p = make_shape(2, 40, 1, 1500, 24, 1, 3, 1);
+    p.pad_h = 0;
+    std::vector<float> first;
+    for (int threads = 1; threads <= 3; ++threads) {
+        std::mt19937 same(5);
+        std::vector<float> y;
+        run_forward_case<float>(algo, ForwardCase{p, 1.0, 0.0, false, threads}, same, &y);
+        if (threads == 1)
+            first = y;
+        else
+            EXPECT_EQ(std::memcmp(first.data(), y.data(), y.size() * sizeof(float)), 0) << threads << " threads";
+    }
+}
+
+TEST_P(Winograd, RowFiltersNameTheirLimits) {
+    const auto algo = GetParam();
+    convcore::Handle h;
+    convcore::TensorDesc xd(CONVCORE_DATA_FLOAT, 1, 2, 1, 12);
+    convcore::FilterDesc wd(CONVCORE_DATA_FLOAT, 3, 2, 1, 3);
+    convcore::TensorDesc yd(CONVCORE_DATA_FLOAT, 1, 3, 1, 5);
+    convcore::ConvDesc conv;
+    conv.set(0, 0, 1, 2, 1, 1);
+    size_t bytes = 0;
+    EXPECT_EQ(convcoreGetConvolutionForwardWorkspaceSize(h, xd, wd, conv, yd, algo, &bytes),
+              CONVCORE_STATUS_NOT_SUPPORTED);
+    EXPECT_NE(last_error().find("on a 1x3 filter"), std::string::npos) << last_error();
+    EXPECT_NE(last_error().find("stride 2"), std::string::npos) << last_error();
+}
+
 TEST_P(Winograd, NotSupportedNamesTheLimit) {
     const auto algo = GetParam();
     const std::string n = name(algo);
