@@ -355,6 +355,85 @@ def build_variant(n, f):
                 C2a=C2ai, C2b=C2bi, L=L, A=Aflat, C=Cflat, B=Bs, cyc=cyc)
 
 
+# ---- 1-D: the N-point cyclic convolution (Pitas Eqs. 6-11 in one variable) --------------------
+
+# (C++ name, N, F, purpose)
+VARIANTS_1D = [
+    ("C4F3Row", 4, 3, "4-point cyclic, 3-tap filter, 2 outputs per tile: CYCLIC_MINIMAL on 1x3 filters "
+                      "(1-D convolutions)"),
+    ("C4F2Row", 4, 2, "4-point cyclic, 2-tap filter, 3 outputs per tile: CYCLIC_MINIMAL on 1x2 filters"),
+]
+
+
+def build_variant_1d(n, f):
+    """Overlap-save tables for an F-tap cross-correlation on N-point tiles, from the N-point
+    cyclic convolution split by the CRT over the cyclotomic factors of z^N - 1 (one block per
+    factor, each block product with poly_mul_forms: N = 4 takes 1 + 1 + 3 = 5 multiplications).
+    Flat form out = C (U .* (A d)), U = B g: A (M x N) and C (O x M) integers, B exact rationals
+    (all the scaling). Verified exactly: the cyclic algorithm against the definition, and the
+    overlap-save tables against the direct correlation."""
+    o = n - f + 1
+    R, blocks = residue_matrix(n)
+    xs, hs = symbols(f"x0:{n}"), symbols(f"h0:{n}")
+    X, H = R * Matrix(xs), R * Matrix(hs)
+    ops_x, ops_h, layout, count = [], [], [], 0
+    for _, phi, deg, sl in blocks:
+        forms, rec = poly_mul_forms(deg)
+        for form in forms:
+            ops_x.append(sum(form[i] * X[sl.start + i] for i in range(deg)))
+            ops_h.append(sum(form[i] * H[sl.start + i] for i in range(deg)))
+        layout.append((phi, rec, count, len(forms)))
+        count += len(forms)
+    ms = symbols(f"m0:{count}")
+    residues = []
+    for phi, rec, start, nf in layout:
+        residues += reduce_coeffs(rec(list(ms[start:start + nf])), phi, z)
+    y = R.inv() * Matrix(residues)
+    A = linear_matrix(ops_x, xs)
+    Cc = linear_matrix(list(y), ms)
+    yc = Cc * (A * Matrix(xs)).multiply_elementwise(A * Matrix(hs))
+    bad = [k for k in range(n) if expand(yc[k] - sum(hs[i] * xs[(k - i) % n] for i in range(n))) != 0]
+    if bad:
+        raise SystemExit(f"1-D N={n}: the cyclic algorithm is wrong at outputs {bad}")
+    # Overlap-save: h[i] = g[F-1-i] (i < F), outputs k = F-1..N-1; column scales move into B.
+    B = Matrix(count, f, lambda m, j: A[m, f - 1 - j])
+    Co = Cc[f - 1:, :]
+    mscale = [content(Co[:, m]) for m in range(count)]
+    C = Matrix(o, count, lambda i, m: Co[i, m] / mscale[m])
+    Bs = Matrix(count, f, lambda m, j: B[m, j] * mscale[m])
+    d, g = symbols(f"d0:{n}"), symbols(f"g0:{f}")
+    out = C * (A * Matrix(d)).multiply_elementwise(Bs * Matrix(g))
+    bad = [i for i in range(o) if expand(out[i] - sum(g[u] * d[i + u] for u in range(f))) != 0]
+    if bad:
+        raise SystemExit(f"1-D N={n} F={f}: the overlap-save tables are wrong at outputs {bad}")
+    for name, mat in (("A", A), ("C", C)):
+        if any(not v.is_integer for v in mat):
+            raise SystemExit(f"1-D N={n} F={f}: {name} has non-integer entries")
+    den = reduce(sympy.ilcm, [Rational(v).q for v in Bs] + [1])
+    return dict(n=n, f=f, o=o, M=count, A=A, B=Bs, Bnum=Bs * den, Bden=den, C=C)
+
+
+def emit_variant_1d(cname, purpose, v):
+    n, f, o, M = v["n"], v["f"], v["o"], v["M"]
+    s = f"// {cname}: {purpose}.\n"
+    s += (f"// {M} multiplications per {n}-point tile for {o} outputs ({Rational(M, o)} per output; "
+          f"direct: {f}); additions: {additions(v['A'])} (input tile), {additions(v['C'])} (outputs).\n")
+    s += matrix_comment("A", v["A"])
+    s += matrix_comment("B (exact; B_num / B_den)", v["B"])
+    s += matrix_comment("C", v["C"])
+    s += f"struct {cname} {{\n"
+    s += f"    static constexpr int N = {n}, F = {f}, O = {o}, M = {M};\n"
+    s += "    // out = C (U .* (A d)), U = B g (g in cross-correlation order: g[u] -> column u).\n"
+    s += c_int_array("A", v["A"])
+    s += c_int_array("B_num", v["Bnum"])
+    s += f"    static constexpr int B_den = {v['Bden']};\n"
+    s += c_int_array("C", v["C"])
+    s += ("    template <typename T>\n"
+          "    static CONVCORE_HD constexpr T b(int m, int j) { return T(B_num[m][j]) / T(B_den); }\n")
+    s += "};\n\n"
+    return s
+
+
 def additions(mat):
     """Additions a matrix-vector product with this 0/+-1/small-integer matrix takes, row by row
     (nonzeros - 1 per nonzero row)."""
@@ -524,7 +603,9 @@ def generate():
 //   out = L Z L^T
 // (R1, R2: the CRT tree of z^N - 1; A2a / C2b: the Eq. 21 split and its inverse; A2b / C2a:
 // the multiplications' operand forms and recombination; all small integers, all the scaling
-// in B = B_num / B_den). The tables are
+// in B = B_num / B_den). 1-D (the *Row variants, for 1 x F filters): the N-point cyclic
+// convolution by the same CRT in one variable (N = 4: 1 + 1 + 3 = 5 multiplications), in the
+// flat form out = C (U .* (A d)), U = B g. The tables are
 // constexpr: use them in constant expressions (template arguments, if constexpr) on the host
 // and, with nvcc --expt-relaxed-constexpr, in device code.
 #pragma once
@@ -540,6 +621,11 @@ namespace cyclic {
         body += emit_cyclic(n, cyclic[n])
     for cname, purpose, v in variants:
         body += emit_variant(cname, purpose, v)
+    for cname, n, f, purpose in VARIANTS_1D:
+        v = build_variant_1d(n, f)
+        print(f"{cname}: 1-D N={n} F={f}: {v['M']} multiplications per tile, {v['o']} outputs; "
+              f"verified exactly (cyclic convolution, overlap-save correlation)")
+        body += emit_variant_1d(cname, purpose, v)
     tail = "}  // namespace cyclic\n}  // namespace convcore\n"
     return head + body + tail
 

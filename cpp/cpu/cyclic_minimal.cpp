@@ -44,6 +44,7 @@
 #include "common/shuffle.hpp"
 #include "core/error.hpp"
 #include "core/solver.hpp"
+#include "cpu/bilinear_1d.hpp"
 #include "cpu/cpu_isa.hpp"
 #include "cpu/blas_threads.hpp"
 
@@ -459,12 +460,37 @@ Geometry geometry(const ConvProblem& p) {
     return gm;
 }
 
+// ---- 1 x 3 and 1 x 2 filters: the 4-point cyclic convolution along W -------------------------
+// Pitas' CRT in one variable (z^4 - 1 = (z - 1)(z + 1)(z^2 + 1): 1 + 1 + 3 = 5 multiplications
+// per 4-point tile; tools/gen_cyclic.py's C4F3Row / C4F2Row), by the 1-D bilinear path
+// (cpu/bilinear_1d.hpp), NCHW or NHWC: 1-D convolutions and 2-D layers with 1 x F filters.
+
+// The tables as bilinear_1d's algorithm: out = C (U .* (A d)), U = B g.
+template <class Tab>
+struct Row {
+    static constexpr int n = Tab::N, a = Tab::M, m = Tab::O, taps = Tab::F;
+    template <typename T>
+    static constexpr T bt(int xi, int i) { return T(Tab::A[xi][i]); }
+    template <typename T>
+    static constexpr T g(int xi, int j) { return Tab::template b<T>(xi, j); }
+    template <typename T>
+    static constexpr T at(int i, int xi) { return T(Tab::C[i][xi]); }
+};
+
+bool row_filter(const ConvProblem& p) { return p.r == 1 && (p.s == 3 || p.s == 2); }
+int row_outputs(const ConvProblem& p) { return p.s == 3 ? cyclic::C4F3Row::O : cyclic::C4F2Row::O; }
+constexpr int kRowProducts = cyclic::C4F3Row::M;
+static_assert(cyclic::C4F2Row::M == kRowProducts, "tables changed");
+
 std::string why_not(const ConvProblem& p) {
     if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
         return "CYCLIC_MINIMAL runs float32 and float64 only";
+    if (row_filter(p))
+        return bilinear_1d::why_not("CYCLIC_MINIMAL", "the 4-point cyclic convolution", p, row_outputs(p),
+                                    kRowProducts);
     if (!((p.r == 3 && p.s == 3) || (p.r == 2 && p.s == 2)))
-        return "CYCLIC_MINIMAL needs a 3x3 filter (or 2x2), got " + std::to_string(p.r) + "x" +
-               std::to_string(p.s) + " (its tables are the 4x4 cyclic convolution with overlap-save)";
+        return "CYCLIC_MINIMAL needs a 3x3 filter (or 2x2, 1x3, 1x2), got " + std::to_string(p.r) + "x" +
+               std::to_string(p.s) + " (its tables are the 4x4 and 4-point cyclic convolutions with overlap-save)";
     if (!p.unit_stride())
         return "CYCLIC_MINIMAL needs stride 1, got " + std::to_string(p.stride_h) + "x" +
                std::to_string(p.stride_w) + " (overlap-save tiles produce every output)";
@@ -488,7 +514,12 @@ size_t workspace_elems(const ConvProblem& p) {
     return size_t(filt + M_SLOTS * (p.c_per_group() + p.k_per_group()) * gm.ldt + OVERREAD);
 }
 
-size_t workspace_bytes(const ConvProblem& p) { return workspace_elems(p) * p.elem_size(); }
+size_t workspace_bytes(const ConvProblem& p) {
+    if (row_filter(p)) return bilinear_1d::workspace_bytes(p, row_outputs(p), kRowProducts);
+    return workspace_elems(p) * p.elem_size();
+}
+
+bool runs_nhwc(const ConvProblem& p) { return row_filter(p); }
 
 // ---- the run -----------------------------------------------------------------------------------
 
@@ -569,7 +600,11 @@ void run_typed(const ConvArgs& a) {
 
 void run(const ConvArgs& a) {
     const bool f64 = a.prob.dtype == CONVCORE_DATA_DOUBLE;
-    if (a.prob.r == 3)
+    if (row_filter(a.prob) && a.prob.s == 3)
+        f64 ? bilinear_1d::run<Row<cyclic::C4F3Row>, double>(a) : bilinear_1d::run<Row<cyclic::C4F3Row>, float>(a);
+    else if (row_filter(a.prob))
+        f64 ? bilinear_1d::run<Row<cyclic::C4F2Row>, double>(a) : bilinear_1d::run<Row<cyclic::C4F2Row>, float>(a);
+    else if (a.prob.r == 3)
         f64 ? run_typed<cyclic::C4F3, double>(a) : run_typed<cyclic::C4F3, float>(a);
     else
         f64 ? run_typed<cyclic::C4F2, double>(a) : run_typed<cyclic::C4F2, float>(a);
@@ -580,7 +615,7 @@ void run(const ConvArgs& a) {
 extern const Solver cyclic_minimal_solver;
 const Solver cyclic_minimal_solver = {.algo = CONVCORE_FWD_ALGO_CYCLIC_MINIMAL,
     .device = CONVCORE_DEVICE_CPU, .why_not = why_not, .workspace_bytes = workspace_bytes,
-    .forward = run};
+    .forward = run, .runs_nhwc = runs_nhwc};
 
 }  // namespace cpu
 }  // namespace convcore

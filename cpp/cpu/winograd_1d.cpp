@@ -1,227 +1,68 @@
-// F(m,3) along W for a 1x3 filter: Lavin & Gray's Algorithm 1 in one dimension.
-//
-// Each output row (n, oh) reads input row oh * stride_h (R = 1, no padding along H) and is cut
-// into tw = ceil(Q/m) tiles of m outputs; tile j reads the a = m + 2 inputs from j*m - pad_w.
-// With y_tile = AT [(G g) (.) (BT d)] (the generated tables, tools/gen_winograd.py), per group:
-//   1. filter transform: U[xi][k][c] = (G g_kc)[xi]                     (a x K/g x C/g)
-//   2. per block of B tiles:
-//      a. input transform: V[xi][c][b] = (BT d_bc)[xi]                  (a x C/g x B)
-//      b. a GEMMs M[xi] (K/g x B) = U[xi] . V[xi]                        (OpenBLAS)
-//      c. output transform: y = AT M per (k, tile), clipped at Q, blended with alpha, beta.
-// a GEMMs of C/g-long dot products make m outputs: a/m multiplications per output and tap
-// group against 3 (F(4,3): 1.5 against 3, half the multiplications of the direct sum).
-// Each output is one GEMM dot product and a fixed transform, whatever the thread count.
+// F(m,3) along W for a 1x3 filter: Lavin & Gray's Algorithm 1 in one dimension, run by the 1-D
+// bilinear path (cpu/bilinear_1d.hpp) with the generated F(2,3) / F(4,3) tables
+// (tools/gen_winograd.py): a = m + 2 multiplications per m outputs against 3m (F(4,3): 1.5 per
+// output against 3, half the multiplications of the direct sum).
 #include "cpu/winograd_1d.hpp"
 
-#include <omp.h>
-
-#include <algorithm>
-#include <climits>
-#include <cstdint>
-#include <vector>
-
-#include "common/blend.hpp"
 #include "common/generated/winograd_tables.hpp"
-#include "cpu/blas_gemm.hpp"
-#include "cpu/blas_threads.hpp"
+#include "cpu/bilinear_1d.hpp"
 
 namespace convcore {
 namespace cpu {
 namespace winograd_1d {
 namespace {
 
-constexpr int64_t kBlockBudgetBytes = int64_t(4) << 20;  // V and M of one block
-constexpr int64_t kMinBlock = 64, kMaxBlock = 4096;       // tiles per block
-constexpr int64_t kGemmColumns = 256;                     // columns of one GEMM task
-constexpr int64_t kChunk = 16;                            // tiles of one transform task
-
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
-struct Geometry {
-    int64_t a, tw, tiles, block, cg, kg;
-    int64_t xs_n, xs_c, xs_h, xs_w;  // element strides of packed x (NCHW or NHWC)
-    int64_t ys_n, ys_c, ys_h, ys_w;
+// F(m,3) as bilinear_1d's algorithm: out = AT [(G g) (.) (BT d)], a = n = m + 2.
+template <class F>
+struct Row {
+    static constexpr int n = F::alpha, a = F::alpha, m = F::m, taps = 3;
+    template <typename T>
+    static constexpr T bt(int xi, int i) { return F::template table<T>::BT[xi][i]; }
+    template <typename T>
+    static constexpr T g(int xi, int j) { return F::template table<T>::G[xi][j]; }
+    template <typename T>
+    static constexpr T at(int i, int xi) { return F::template table<T>::AT[i][xi]; }
 };
 
-Geometry geometry(const ConvProblem& p, int m) {
-    Geometry g{};
-    g.a = m + 2;
-    g.tw = ceil_div(p.q, m);
-    g.tiles = p.n * p.p * g.tw;
-    g.cg = p.c_per_group();
-    g.kg = p.k_per_group();
-    const int64_t per_tile = g.a * (g.cg + g.kg) * int64_t(p.elem_size());
-    g.block = std::min(std::max(kBlockBudgetBytes / std::max<int64_t>(per_tile, 1), kMinBlock), kMaxBlock);
-    g.block = std::min(ceil_div(g.block, 16) * 16, ceil_div(g.tiles, 16) * 16);
-    if (p.nhwc) {
-        g.xs_c = 1, g.xs_w = p.c, g.xs_h = p.w * p.c, g.xs_n = p.h * p.w * p.c;
-        g.ys_c = 1, g.ys_w = p.k, g.ys_h = p.q * p.k, g.ys_n = p.p * p.q * p.k;
-    } else {
-        g.xs_w = 1, g.xs_h = p.w, g.xs_c = p.h * p.w, g.xs_n = p.c * p.h * p.w;
-        g.ys_w = 1, g.ys_h = p.q, g.ys_c = p.p * p.q, g.ys_n = p.k * p.p * p.q;
-    }
-    return g;
-}
+using Row2 = Row<winograd::F2x3>;
+using Row4 = Row<winograd::F4x3>;
 
-int64_t u_elems(const ConvProblem& p, int m) { return (m + 2) * p.k * p.c_per_group(); }
-
-template <int M>
-using Table = std::conditional_t<M == 2, winograd::F2x3, winograd::F4x3>;
-
-// U for every group: U[g][xi][k][c] = sum_j G[xi][j] g_kc[j] (true convolution: g mirrored).
-template <typename T, int M>
-void filter_transform(const ConvProblem& p, const T* w, T* U, int threads) {
-    using F = Table<M>;
-    const auto& G = F::template table<T>::G;
-    constexpr int a = F::alpha;
-    const int64_t cg = p.c_per_group(), kg = p.k_per_group();
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t kc = 0; kc < p.k * cg; ++kc) {
-        const int64_t k = kc / cg, c = kc % cg, g = k / kg, kl = k % kg;
-        const T* taps = w + kc * 3;
-        T t[3];
-        for (int j = 0; j < 3; ++j) t[j] = taps[p.flip ? 2 - j : j];
-        T* u = U + g * a * kg * cg + kl * cg + c;
-        for (int xi = 0; xi < a; ++xi) u[xi * kg * cg] = G[xi][0] * t[0] + G[xi][1] * t[1] + G[xi][2] * t[2];
-    }
-}
-
-template <typename T, int M>
-void run_typed(const ConvArgs& args) {
-    using F = Table<M>;
-    const auto& BT = F::template table<T>::BT;
-    const auto& AT = F::template table<T>::AT;
-    constexpr int a = F::alpha;
-    const ConvProblem& p = args.prob;
-    const Geometry d = geometry(p, M);
-    const int threads = args.ctx.threads();
-    const T* x = static_cast<const T*>(args.x);
-    T* y = static_cast<T*>(args.y);
-    T* workspace = static_cast<T*>(args.workspace);
-    const T* U = static_cast<const T*>(args.prepared_filter);
-    T* V = workspace + u_elems(p, M);
-    T* Mt = V + a * d.cg * d.block;
-    if (!U) {
-        filter_transform<T, M>(p, static_cast<const T*>(args.w), workspace, threads);
-        U = workspace;
-    }
-    const T alpha = T(args.alpha), beta = T(args.beta);
-    const int64_t ldv = d.block;
-    BlasThreads blas_threads(1);  // the GEMMs run side by side, each on one thread
-    for (int64_t g = 0; g < p.groups; ++g) {
-        const T* Ug = U + g * a * d.kg * d.cg;
-        for (int64_t t0 = 0; t0 < d.tiles; t0 += d.block) {
-            const int64_t nb = std::min(d.block, d.tiles - t0);
-            const int64_t tasks = a * ceil_div(nb, kGemmColumns);
-#pragma omp parallel num_threads(threads)
-            {
-                // a. input transform, 16 tiles at a time: for each channel, the tiles' inputs (in
-                // NHWC the channels of a pixel are adjacent: the chunk's pixels stay in cache
-                // while its channels are read)
-#pragma omp for schedule(static)
-                for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
-                    const int64_t b1 = std::min(nb, b0 + kChunk);
-                    for (int64_t c = 0; c < d.cg; ++c) {
-                        const T* xc = x + (g * d.cg + c) * d.xs_c;
-                        for (int64_t b = b0; b < b1; ++b) {
-                            const int64_t t = t0 + b, row = t / d.tw, j = t % d.tw;
-                            const int64_t n = row / p.p, oh = row % p.p, w0 = j * M - p.pad_w;
-                            const T* xr = xc + n * d.xs_n + oh * p.stride_h * d.xs_h;
-                            T in[a];
-                            for (int i = 0; i < a; ++i) {
-                                const int64_t wi = w0 + i;
-                                in[i] = wi >= 0 && wi < p.w ? xr[wi * d.xs_w] : T(0);
-                            }
-                            for (int xi = 0; xi < a; ++xi) {
-                                T v = T(0);
-                                for (int i = 0; i < a; ++i) v += BT[xi][i] * in[i];
-                                V[(xi * d.cg + c) * ldv + b] = v;
-                            }
-                        }
-                    }
-                }
-                // b. the GEMMs, in column slices of a fixed width
-#pragma omp for schedule(dynamic, 1)
-                for (int64_t task = 0; task < tasks; ++task) {
-                    const int64_t xi = task % a, c0 = task / a * kGemmColumns;
-                    const int64_t cols = std::min(kGemmColumns, nb - c0);
-                    gemm(false, false, int(d.kg), int(cols), int(d.cg), T(1), Ug + xi * d.kg * d.cg, int(d.cg),
-                         V + xi * d.cg * ldv + c0, int(ldv), T(0), Mt + xi * d.kg * ldv + c0, int(ldv));
-                }
-                // c. output transform, 16 tiles at a time, as the input transform
-#pragma omp for schedule(static)
-                for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
-                    const int64_t b1 = std::min(nb, b0 + kChunk);
-                    for (int64_t k = 0; k < d.kg; ++k) {
-                        T* yk = y + (g * d.kg + k) * d.ys_c;
-                        for (int64_t b = b0; b < b1; ++b) {
-                            const int64_t t = t0 + b, row = t / d.tw, j = t % d.tw;
-                            const int64_t n = row / p.p, oh = row % p.p;
-                            T mv[a];
-                            for (int xi = 0; xi < a; ++xi) mv[xi] = Mt[(xi * d.kg + k) * ldv + b];
-                            T* yr = yk + n * d.ys_n + oh * d.ys_h;
-                            const int64_t outputs = std::min<int64_t>(M, p.q - j * M);
-                            for (int i = 0; i < outputs; ++i) {
-                                T acc = T(0);
-                                for (int xi = 0; xi < a; ++xi) acc += AT[i][xi] * mv[xi];
-                                blend_store(yr + (j * M + i) * d.ys_w, acc, alpha, beta);
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
+const char* algorithm(int m) { return m == 2 ? "F(2,3)" : "F(4,3)"; }
 
 }  // namespace
 
 bool takes(const ConvProblem& p) { return p.r == 1 && p.s == 3; }
 
 std::string why_not(const std::string& name, const ConvProblem& p, int m) {
-    if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
-        return name + " runs float32 and float64 only";
-    if (p.stride_w != 1 || p.dil_w != 1)
-        return name + " on a 1x3 filter (F(" + std::to_string(m) + ",3) along W) needs stride 1 and dilation 1 "
-               "along W, got stride " + std::to_string(p.stride_w) + ", dilation " + std::to_string(p.dil_w);
-    if (p.pad_h != 0)
-        return name + " on a 1x3 filter needs no padding along H, got " + std::to_string(p.pad_h);
-    const Geometry d = geometry(p, m);
-    if (d.kg > INT_MAX || d.cg > INT_MAX || d.block > INT_MAX)
-        return name + ": a GEMM dimension (K/groups=" + std::to_string(d.kg) + ", C/groups=" +
-               std::to_string(d.cg) + ") exceeds the 32-bit BLAS interface";
-    return "";
+    return bilinear_1d::why_not(name, algorithm(m), p, m, m + 2);
 }
 
-size_t workspace_bytes(const ConvProblem& p, int m) {
-    const Geometry d = geometry(p, m);
-    return size_t(u_elems(p, m) + d.a * (d.cg + d.kg) * d.block) * p.elem_size();
-}
+size_t workspace_bytes(const ConvProblem& p, int m) { return bilinear_1d::workspace_bytes(p, m, m + 2); }
 
-size_t prepared_bytes(const ConvProblem& p, int m) { return size_t(u_elems(p, m)) * p.elem_size(); }
+size_t prepared_bytes(const ConvProblem& p, int m) { return size_t(bilinear_1d::u_elems(p, m + 2)) * p.elem_size(); }
 
 void prepare(const ConvProblem& p, const Context& ctx, const void* w, void* out, int m) {
     const bool f64 = p.dtype == CONVCORE_DATA_DOUBLE;
     if (m == 2 && f64)
-        filter_transform<double, 2>(p, static_cast<const double*>(w), static_cast<double*>(out), ctx.threads());
+        bilinear_1d::filter_transform<Row2>(p, static_cast<const double*>(w), static_cast<double*>(out), ctx.threads());
     else if (m == 2)
-        filter_transform<float, 2>(p, static_cast<const float*>(w), static_cast<float*>(out), ctx.threads());
+        bilinear_1d::filter_transform<Row2>(p, static_cast<const float*>(w), static_cast<float*>(out), ctx.threads());
     else if (f64)
-        filter_transform<double, 4>(p, static_cast<const double*>(w), static_cast<double*>(out), ctx.threads());
+        bilinear_1d::filter_transform<Row4>(p, static_cast<const double*>(w), static_cast<double*>(out), ctx.threads());
     else
-        filter_transform<float, 4>(p, static_cast<const float*>(w), static_cast<float*>(out), ctx.threads());
+        bilinear_1d::filter_transform<Row4>(p, static_cast<const float*>(w), static_cast<float*>(out), ctx.threads());
 }
 
 void run(const ConvArgs& args, int m) {
     const bool f64 = args.prob.dtype == CONVCORE_DATA_DOUBLE;
     if (m == 2 && f64)
-        run_typed<double, 2>(args);
+        bilinear_1d::run<Row2, double>(args);
     else if (m == 2)
-        run_typed<float, 2>(args);
+        bilinear_1d::run<Row2, float>(args);
     else if (f64)
-        run_typed<double, 4>(args);
+        bilinear_1d::run<Row4, double>(args);
     else
-        run_typed<float, 4>(args);
+        bilinear_1d::run<Row4, float>(args);
 }
 
 }  // namespace winograd_1d

@@ -1,7 +1,7 @@
 // WINOGRAD_2X2_3X3 and WINOGRAD_4X4_3X3 on a 1x3 filter (CPU): the 1-D minimal filtering
 // algorithms F(2,3) and F(4,3) along W (Lavin & Gray, Sec. 4, the 1-D algorithm the 2-D one
-// nests), for 1-D convolutions (stored as 2-D with H = 1) and 2-D layers with 1x3 filters.
-// winograd.cpp's solvers call these when the filter is 1x3.
+// nests), for 1-D convolutions (stored as 2-D with H = 1) and 2-D layers with 1x3 filters, by
+// cpu/bilinear_1d.hpp. winograd.cpp's solvers call these when the filter is 1x3.
 #pragma once
 #include <cstddef>
 #include <string>

@@ -136,6 +136,57 @@ TEST(CyclicMinimal, WorkspaceIsExactAndDoesNotDependOnThreads) {
     }
 }
 
+// 1 x 3 and 1 x 2 filters: the 4-point cyclic convolution along W (cpu/bilinear_1d.hpp): 1-D
+// convolutions (H = 1) and 2-D layers with row filters (a stride along H), odd widths down to
+// 1, padding 0-3 along W, groups, both modes, alpha/beta, a strided y, NCHW and NHWC, one to
+// three threads; bit-identical on 1, 2 and 3 threads.
+TEST(CyclicMinimal, RowFiltersRunTheFourPointCyclicConvolution) {
+    for (int64_t taps : {3, 2}) {
+        std::mt19937 rng(unsigned(4100 + taps));
+        std::uniform_int_distribution<int> u(0, 1 << 20);
+        auto pick = [&](int64_t lo, int64_t hi) { return lo + int64_t(u(rng)) % (hi - lo + 1); };
+        double worst32 = 0, worst64 = 0;
+        for (int trial = 0; trial < 30; ++trial) {
+            Shape p{};
+            p.groups = pick(1, 3);
+            p.n = pick(1, 3);
+            p.c = p.groups * pick(1, 6);
+            p.k = p.groups * pick(1, 6);
+            p.r = 1;
+            p.s = taps;
+            p.pad_h = 0;
+            p.pad_w = pick(0, 3);
+            p.stride_h = trial % 3 == 0 ? 2 : 1;
+            p.stride_w = p.dil_h = p.dil_w = 1;
+            p.flip = trial % 2 == 1;
+            p.h = trial % 4 == 0 ? pick(2, 5) : 1;
+            p.w = pick(std::max<int64_t>(1, taps - 2 * p.pad_w), 45);
+            const Case tc{p, trial % 3 == 0 ? 1.0 : -0.75, trial % 4 == 1 ? 0.5 : 0.0,
+                          trial % 5 == 0 && trial % 2 == 0, 1 + trial % 3, 0, trial % 5 != 0 && trial % 2 == 0};
+            const double e32 = run_case<float>(tc, rng), e64 = run_case<double>(tc, rng);
+            EXPECT_LT(e32, BOUND_F32) << "float32 " << describe(p);
+            EXPECT_LT(e64, BOUND_F64) << "float64 " << describe(p);
+            worst32 = std::max(worst32, e32);
+            worst64 = std::max(worst64, e64);
+        }
+        std::printf("CYCLIC_MINIMAL 1x%lld: worst relative error float32 %.3g, float64 %.3g\n", (long long)taps,
+                    worst32, worst64);
+    }
+    Shape p = shape(2, 40, 1, 1500, 24, 3, 1, 1, false);
+    p.r = 1;
+    p.pad_h = 0;
+    std::vector<float> first;
+    for (int threads = 1; threads <= 3; ++threads) {
+        std::mt19937 same(5);
+        std::vector<float> y;
+        run_case<float>(Case{p, 1.0, 0.0, false, threads}, same, &y);
+        if (threads == 1)
+            first = y;
+        else
+            EXPECT_EQ(std::memcmp(first.data(), y.data(), y.size() * sizeof(float)), 0) << threads << " threads";
+    }
+}
+
 TEST(CyclicMinimal, DeterministicAndThreadCountIndependent) {
     const Shape p = shape(2, 6, 23, 37, 5, 3, 1, 1, false);
     std::vector<float> a1, a2, b2;
@@ -191,4 +242,6 @@ TEST(CyclicMinimal, NotSupportedSaysWhy) {
     expect_not_supported(1, 1, 1, 1, CONVCORE_DATA_DOUBLE, "3x3 filter");
     expect_not_supported(3, 3, 2, 1, CONVCORE_DATA_FLOAT, "stride 1");
     expect_not_supported(3, 3, 1, 2, CONVCORE_DATA_DOUBLE, "dilation 1");
+    expect_not_supported(1, 3, 1, 1, CONVCORE_DATA_FLOAT, "no padding along H");  // (pad 1 both ways)
+    expect_not_supported(1, 3, 2, 1, CONVCORE_DATA_FLOAT, "1x3 filter (the 4-point cyclic convolution");
 }

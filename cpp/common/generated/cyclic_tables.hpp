@@ -15,7 +15,9 @@
 //   out = L Z L^T
 // (R1, R2: the CRT tree of z^N - 1; A2a / C2b: the Eq. 21 split and its inverse; A2b / C2a:
 // the multiplications' operand forms and recombination; all small integers, all the scaling
-// in B = B_num / B_den). The tables are
+// in B = B_num / B_den). 1-D (the *Row variants, for 1 x F filters): the N-point cyclic
+// convolution by the same CRT in one variable (N = 4: 1 + 1 + 3 = 5 multiplications), in the
+// flat form out = C (U .* (A d)), U = B g. The tables are
 // constexpr: use them in constant expressions (template arguments, if constexpr) on the host
 // and, with nvcc --expt-relaxed-constexpr, in device code.
 #pragma once
@@ -576,6 +578,88 @@ struct C3F2 {
         {1, 1, 1, -2, -2, 1, 1, 3, -6, 3, -6, 3, 3},
         {1, -2, 1, 1, -2, 1, 1, 3, 3, -6, 3, -6, 3}};
     // B as T (correctly rounded: one division of two exact integers).
+    template <typename T>
+    static CONVCORE_HD constexpr T b(int m, int j) { return T(B_num[m][j]) / T(B_den); }
+};
+
+// C4F3Row: 4-point cyclic, 3-tap filter, 2 outputs per tile: CYCLIC_MINIMAL on 1x3 filters (1-D convolutions).
+// 5 multiplications per 4-point tile for 2 outputs (5/2 per output; direct: 3); additions: 11 (input tile), 7 (outputs).
+//   A =
+//     [ 1  1  1  1]
+//     [ 1 -1  1 -1]
+//     [ 1  0 -1  0]
+//     [ 0  1  0 -1]
+//     [ 1 -1 -1  1]
+//   B (exact; B_num / B_den) =
+//     [ 1/4  1/4  1/4]
+//     [ 1/4 -1/4  1/4]
+//     [-1/2    0  1/2]
+//     [   0  1/2    0]
+//     [-1/2 -1/2  1/2]
+//   C =
+//     [ 1  1 -1  1  0]
+//     [ 1 -1 -1 -1  1]
+struct C4F3Row {
+    static constexpr int N = 4, F = 3, O = 2, M = 5;
+    // out = C (U .* (A d)), U = B g (g in cross-correlation order: g[u] -> column u).
+    static constexpr int A[5][4] = {
+        {1, 1, 1, 1},
+        {1, -1, 1, -1},
+        {1, 0, -1, 0},
+        {0, 1, 0, -1},
+        {1, -1, -1, 1}};
+    static constexpr int B_num[5][3] = {
+        {1, 1, 1},
+        {1, -1, 1},
+        {-2, 0, 2},
+        {0, 2, 0},
+        {-2, -2, 2}};
+    static constexpr int B_den = 4;
+    static constexpr int C[2][5] = {
+        {1, 1, -1, 1, 0},
+        {1, -1, -1, -1, 1}};
+    template <typename T>
+    static CONVCORE_HD constexpr T b(int m, int j) { return T(B_num[m][j]) / T(B_den); }
+};
+
+// C4F2Row: 4-point cyclic, 2-tap filter, 3 outputs per tile: CYCLIC_MINIMAL on 1x2 filters.
+// 5 multiplications per 4-point tile for 3 outputs (5/3 per output; direct: 2); additions: 11 (input tile), 11 (outputs).
+//   A =
+//     [ 1  1  1  1]
+//     [ 1 -1  1 -1]
+//     [ 1  0 -1  0]
+//     [ 0  1  0 -1]
+//     [ 1 -1 -1  1]
+//   B (exact; B_num / B_den) =
+//     [ 1/4  1/4]
+//     [-1/4  1/4]
+//     [   0  1/2]
+//     [ 1/2    0]
+//     [-1/2  1/2]
+//   C =
+//     [ 1 -1  1  1 -1]
+//     [ 1  1 -1  1  0]
+//     [ 1 -1 -1 -1  1]
+struct C4F2Row {
+    static constexpr int N = 4, F = 2, O = 3, M = 5;
+    // out = C (U .* (A d)), U = B g (g in cross-correlation order: g[u] -> column u).
+    static constexpr int A[5][4] = {
+        {1, 1, 1, 1},
+        {1, -1, 1, -1},
+        {1, 0, -1, 0},
+        {0, 1, 0, -1},
+        {1, -1, -1, 1}};
+    static constexpr int B_num[5][2] = {
+        {1, 1},
+        {-1, 1},
+        {0, 2},
+        {2, 0},
+        {-2, 2}};
+    static constexpr int B_den = 4;
+    static constexpr int C[3][5] = {
+        {1, -1, 1, 1, -1},
+        {1, 1, -1, 1, 0},
+        {1, -1, -1, -1, 1}};
     template <typename T>
     static CONVCORE_HD constexpr T b(int m, int j) { return T(B_num[m][j]) / T(B_den); }
 };

@@ -1,0 +1,198 @@
+// A 1-D bilinear convolution algorithm along W, out = AT [(G g) (.) (BT d)], on overlap-save
+// tiles: the CPU path of 1 x F filters for the minimal-multiplication algorithms (Winograd's
+// F(m,3), cpu/winograd_1d.cpp; Pitas' 4-point cyclic convolution, cpu/cyclic_minimal.cpp).
+//
+// Alg supplies the algorithm: n inputs per tile, a multiplications, m outputs, taps filter
+// taps (n = m + taps - 1), and bt(xi, i) (a x n), g(xi, j) (a x taps), at(i, xi) (m x a).
+// Each output row (n, oh) reads input row oh * stride_h (R = 1, no padding along H) and is cut
+// into tw = ceil(Q/m) tiles; tile j reads the n inputs from j*m - pad_w. Per group:
+//   1. filter transform: U[xi][k][c] = (G g_kc)[xi]                     (a x K/g x C/g)
+//   2. per block of B tiles:
+//      a. input transform: V[xi][c][b] = (BT d_bc)[xi]                  (a x C/g x B)
+//      b. a GEMMs M[xi] (K/g x B) = U[xi] . V[xi]                        (OpenBLAS)
+//      c. output transform: y = AT M per (k, tile), clipped at Q, blended with alpha, beta.
+// Each output is one GEMM dot product and a fixed transform, whatever the thread count.
+#pragma once
+#include <omp.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <string>
+
+#include "common/blend.hpp"
+#include "core/solver.hpp"
+#include "cpu/blas_gemm.hpp"
+#include "cpu/blas_threads.hpp"
+
+namespace convcore {
+namespace cpu {
+namespace bilinear_1d {
+
+constexpr int64_t kBlockBudgetBytes = int64_t(4) << 20;  // V and M of one block
+constexpr int64_t kMinBlock = 64, kMaxBlock = 4096;       // tiles per block
+constexpr int64_t kGemmColumns = 256;                     // columns of one GEMM task
+constexpr int64_t kChunk = 16;                            // tiles of one transform task
+
+inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+struct Geometry {
+    int64_t tw, tiles, block, cg, kg;
+    int64_t xs_n, xs_c, xs_h, xs_w;  // element strides of packed x (NCHW or NHWC)
+    int64_t ys_n, ys_c, ys_h, ys_w;
+};
+
+// m outputs and a multiplications per tile.
+inline Geometry geometry(const ConvProblem& p, int m, int a) {
+    Geometry g{};
+    g.tw = ceil_div(p.q, m);
+    g.tiles = p.n * p.p * g.tw;
+    g.cg = p.c_per_group();
+    g.kg = p.k_per_group();
+    const int64_t per_tile = a * (g.cg + g.kg) * int64_t(p.elem_size());
+    g.block = std::min(std::max(kBlockBudgetBytes / std::max<int64_t>(per_tile, 1), kMinBlock), kMaxBlock);
+    g.block = std::min(ceil_div(g.block, 16) * 16, ceil_div(g.tiles, 16) * 16);
+    if (p.nhwc) {
+        g.xs_c = 1, g.xs_w = p.c, g.xs_h = p.w * p.c, g.xs_n = p.h * p.w * p.c;
+        g.ys_c = 1, g.ys_w = p.k, g.ys_h = p.q * p.k, g.ys_n = p.p * p.q * p.k;
+    } else {
+        g.xs_w = 1, g.xs_h = p.w, g.xs_c = p.h * p.w, g.xs_n = p.c * p.h * p.w;
+        g.ys_w = 1, g.ys_h = p.q, g.ys_c = p.p * p.q, g.ys_n = p.k * p.p * p.q;
+    }
+    return g;
+}
+
+// "" when the 1-D path of `name` runs p (a 1 x taps filter), otherwise why.
+inline std::string why_not(const std::string& name, const std::string& algorithm, const ConvProblem& p, int m,
+                           int a) {
+    if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
+        return name + " runs float32 and float64 only";
+    if (p.stride_w != 1 || p.dil_w != 1)
+        return name + " on a 1x" + std::to_string(p.s) + " filter (" + algorithm + " along W) needs stride 1 and "
+               "dilation 1 along W, got stride " + std::to_string(p.stride_w) + ", dilation " +
+               std::to_string(p.dil_w);
+    if (p.pad_h != 0)
+        return name + " on a 1x" + std::to_string(p.s) + " filter needs no padding along H, got " +
+               std::to_string(p.pad_h);
+    const Geometry d = geometry(p, m, a);
+    if (d.kg > INT_MAX || d.cg > INT_MAX || d.block > INT_MAX)
+        return name + ": a GEMM dimension (K/groups=" + std::to_string(d.kg) + ", C/groups=" +
+               std::to_string(d.cg) + ") exceeds the 32-bit BLAS interface";
+    return "";
+}
+
+inline int64_t u_elems(const ConvProblem& p, int a) { return a * p.k * p.c_per_group(); }
+
+inline size_t workspace_bytes(const ConvProblem& p, int m, int a) {
+    const Geometry d = geometry(p, m, a);
+    return size_t(u_elems(p, a) + a * (d.cg + d.kg) * d.block) * p.elem_size();
+}
+
+// U for every group: U[g][xi][k][c] = sum_j G[xi][j] g_kc[j] (true convolution: g mirrored).
+template <class Alg, typename T>
+void filter_transform(const ConvProblem& p, const T* w, T* U, int threads) {
+    constexpr int a = Alg::a, taps = Alg::taps;
+    const int64_t cg = p.c_per_group(), kg = p.k_per_group();
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t kc = 0; kc < p.k * cg; ++kc) {
+        const int64_t k = kc / cg, c = kc % cg, g = k / kg, kl = k % kg;
+        const T* w_kc = w + kc * taps;
+        T t[taps];
+        for (int j = 0; j < taps; ++j) t[j] = w_kc[p.flip ? taps - 1 - j : j];
+        T* u = U + g * a * kg * cg + kl * cg + c;
+        for (int xi = 0; xi < a; ++xi) {
+            T v = T(0);
+            for (int j = 0; j < taps; ++j) v += Alg::template g<T>(xi, j) * t[j];
+            u[xi * kg * cg] = v;
+        }
+    }
+}
+
+template <class Alg, typename T>
+void run(const ConvArgs& args) {
+    constexpr int n = Alg::n, a = Alg::a, m = Alg::m;
+    const ConvProblem& p = args.prob;
+    const Geometry d = geometry(p, m, a);
+    const int threads = args.ctx.threads();
+    const T* x = static_cast<const T*>(args.x);
+    T* y = static_cast<T*>(args.y);
+    T* workspace = static_cast<T*>(args.workspace);
+    const T* U = static_cast<const T*>(args.prepared_filter);
+    T* V = workspace + u_elems(p, a);
+    T* Mt = V + a * d.cg * d.block;
+    if (!U) {
+        filter_transform<Alg, T>(p, static_cast<const T*>(args.w), workspace, threads);
+        U = workspace;
+    }
+    const T alpha = T(args.alpha), beta = T(args.beta);
+    const int64_t ldv = d.block;
+    BlasThreads blas_threads(1);  // the GEMMs run side by side, each on one thread
+    for (int64_t g = 0; g < p.groups; ++g) {
+        const T* Ug = U + g * a * d.kg * d.cg;
+        for (int64_t t0 = 0; t0 < d.tiles; t0 += d.block) {
+            const int64_t nb = std::min(d.block, d.tiles - t0);
+            const int64_t tasks = a * ceil_div(nb, kGemmColumns);
+#pragma omp parallel num_threads(threads)
+            {
+                // a. input transform, kChunk tiles at a time: for each channel, the tiles' inputs
+                // (in NHWC the channels of a pixel are adjacent: the chunk's pixels stay in
+                // cache while its channels are read)
+#pragma omp for schedule(static)
+                for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
+                    const int64_t b1 = std::min(nb, b0 + kChunk);
+                    for (int64_t c = 0; c < d.cg; ++c) {
+                        const T* xc = x + (g * d.cg + c) * d.xs_c;
+                        for (int64_t b = b0; b < b1; ++b) {
+                            const int64_t t = t0 + b, row = t / d.tw, j = t % d.tw;
+                            const int64_t img = row / p.p, oh = row % p.p, w0 = j * m - p.pad_w;
+                            const T* xr = xc + img * d.xs_n + oh * p.stride_h * d.xs_h;
+                            T in[n];
+                            for (int i = 0; i < n; ++i) {
+                                const int64_t wi = w0 + i;
+                                in[i] = wi >= 0 && wi < p.w ? xr[wi * d.xs_w] : T(0);
+                            }
+                            for (int xi = 0; xi < a; ++xi) {
+                                T v = T(0);
+                                for (int i = 0; i < n; ++i) v += Alg::template bt<T>(xi, i) * in[i];
+                                V[(xi * d.cg + c) * ldv + b] = v;
+                            }
+                        }
+                    }
+                }
+                // b. the GEMMs, in column slices of a fixed width
+#pragma omp for schedule(dynamic, 1)
+                for (int64_t task = 0; task < tasks; ++task) {
+                    const int64_t xi = task % a, c0 = task / a * kGemmColumns;
+                    const int64_t cols = std::min(kGemmColumns, nb - c0);
+                    gemm(false, false, int(d.kg), int(cols), int(d.cg), T(1), Ug + xi * d.kg * d.cg, int(d.cg),
+                         V + xi * d.cg * ldv + c0, int(ldv), T(0), Mt + xi * d.kg * ldv + c0, int(ldv));
+                }
+                // c. output transform, kChunk tiles at a time, as the input transform
+#pragma omp for schedule(static)
+                for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
+                    const int64_t b1 = std::min(nb, b0 + kChunk);
+                    for (int64_t k = 0; k < d.kg; ++k) {
+                        T* yk = y + (g * d.kg + k) * d.ys_c;
+                        for (int64_t b = b0; b < b1; ++b) {
+                            const int64_t t = t0 + b, row = t / d.tw, j = t % d.tw;
+                            const int64_t img = row / p.p, oh = row % p.p;
+                            T mv[a];
+                            for (int xi = 0; xi < a; ++xi) mv[xi] = Mt[(xi * d.kg + k) * ldv + b];
+                            T* yr = yk + img * d.ys_n + oh * d.ys_h;
+                            const int64_t outputs = std::min<int64_t>(m, p.q - j * m);
+                            for (int i = 0; i < outputs; ++i) {
+                                T acc = T(0);
+                                for (int xi = 0; xi < a; ++xi) acc += Alg::template at<T>(i, xi) * mv[xi];
+                                blend_store(yr + (j * m + i) * d.ys_w, acc, alpha, beta);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+}  // namespace bilinear_1d
+}  // namespace cpu
+}  // namespace convcore
