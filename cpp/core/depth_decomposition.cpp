@@ -118,6 +118,9 @@ DepthProblem make_depth_problem(convcoreDeviceType_t device, const convcoreTenso
     p.conv2.pad_d = 0;
     p.conv2.stride_d = 1;
     p.conv2.dil_d = 1;
+    // A 3-D plan transforms each tap's filter slice per call (it prepares nothing): selection
+    // judges the 2-D problem by its per-call times whatever the descriptor's filter protocol.
+    p.conv2.prepared_filters = false;
     if (y) {
         p.y2 = *y;
         p.y2.nb_dims = 4;
