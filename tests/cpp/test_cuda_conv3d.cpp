@@ -24,6 +24,15 @@ namespace {
 #define CC_ASSERT_OK(call) \
     ASSERT_EQ((call), CONVCORE_STATUS_SUCCESS) << #call << " failed: " << convcoreGetLastErrorString()
 
+// A CUDA handle destroyed on scope exit (declared before the buffers that use it).
+struct GpuHandle {
+    convcoreHandle_t h = nullptr;
+    GpuHandle() { EXPECT_EQ(convcoreCreateForDevice(&h, CONVCORE_DEVICE_CUDA, 0), CONVCORE_STATUS_SUCCESS); }
+    ~GpuHandle() { convcoreDestroy(h); }
+    GpuHandle(const GpuHandle&) = delete;
+    GpuHandle& operator=(const GpuHandle&) = delete;
+};
+
 bool gpu_visible() {
     int count = 0;
     return convcoreGetCudaDeviceCount(&count) == CONVCORE_STATUS_SUCCESS && count > 0;
@@ -77,8 +86,9 @@ const Problem kProblems[] = {
 TEST(CudaConv3d, PassesMatchTheCpu) {
     if (!gpu_visible()) GTEST_SKIP() << "no CUDA GPU is visible: GPU test skipped";
     convcore::Handle cpu;
-    convcoreHandle_t gpu = nullptr;
-    CC_ASSERT_OK(convcoreCreateForDevice(&gpu, CONVCORE_DEVICE_CUDA, 0));
+    const GpuHandle handle;
+    convcoreHandle_t gpu = handle.h;
+    ASSERT_NE(gpu, nullptr) << convcoreGetLastErrorString();
     std::mt19937 rng(77);
     const float one = 1.0f, zero = 0.0f, alpha = 1.5f, beta = 0.5f;
     for (const Problem& pr : kProblems)
@@ -110,14 +120,16 @@ TEST(CudaConv3d, PassesMatchTheCpu) {
                 std::vector<float> y_ref = blended ? y0 : std::vector<float>(ny, 0.0f);
                 std::vector<float> dx_ref = blended ? x0 : std::vector<float>(nx, 0.0f);
                 std::vector<float> dw_ref = blended ? w0 : std::vector<float>(nw, 0.0f);
+                std::vector<char> cws(size_t(1) << 20);  // NCDHW depth ranges are staged, even for DIRECT
                 CC_ASSERT_OK(convcoreConvolutionForward(cpu, a, xd, x.data(), wd, w.data(), conv,
-                                                        CONVCORE_FWD_ALGO_DIRECT, nullptr, 0, b, yd, y_ref.data()));
+                                                        CONVCORE_FWD_ALGO_DIRECT, cws.data(), cws.size(), b, yd,
+                                                        y_ref.data()));
                 CC_ASSERT_OK(convcoreConvolutionBackwardData(cpu, a, wd, w.data(), yd, dy.data(), conv,
-                                                             CONVCORE_BWD_DATA_ALGO_DIRECT, nullptr, 0, b, xd,
-                                                             dx_ref.data()));
+                                                             CONVCORE_BWD_DATA_ALGO_DIRECT, cws.data(), cws.size(), b,
+                                                             xd, dx_ref.data()));
                 CC_ASSERT_OK(convcoreConvolutionBackwardFilter(cpu, a, xd, x.data(), yd, dy.data(), conv,
-                                                               CONVCORE_BWD_FILTER_ALGO_DIRECT, nullptr, 0, b, wd,
-                                                               dw_ref.data()));
+                                                               CONVCORE_BWD_FILTER_ALGO_DIRECT, cws.data(), cws.size(),
+                                                               b, wd, dw_ref.data()));
                 for (int algo = 0; algo < 3; ++algo) {  // DIRECT, IM2COL_GEMM, IMPLICIT_GEMM in each pass
                     SCOPED_TRACE(std::string(convcoreGetFwdAlgoName(convcoreConvolutionFwdAlgo_t(algo))) +
                                  (blended ? " alpha 1.5 beta 0.5" : " beta 0 on NaN"));
@@ -160,14 +172,14 @@ TEST(CudaConv3d, PassesMatchTheCpu) {
                 }
             }
         }
-    convcoreDestroy(gpu);
 }
 
 TEST(CudaConv3d, BackwardBiasOfA5dDy) {
     if (!gpu_visible()) GTEST_SKIP() << "no CUDA GPU is visible: GPU test skipped";
     convcore::Handle cpu;
-    convcoreHandle_t gpu = nullptr;
-    CC_ASSERT_OK(convcoreCreateForDevice(&gpu, CONVCORE_DEVICE_CUDA, 0));
+    const GpuHandle handle;
+    convcoreHandle_t gpu = handle.h;
+    ASSERT_NE(gpu, nullptr) << convcoreGetLastErrorString();
     std::mt19937 rng(78);
     const int64_t dims[5] = {2, 3, 4, 3, 5}, bdims[5] = {1, 3, 1, 1, 1};
     convcore::TensorDesc dyd, dbd;
@@ -181,5 +193,4 @@ TEST(CudaConv3d, BackwardBiasOfA5dDy) {
     const DeviceFloats gdy(gpu, dy), gdb(gpu, db0);
     CC_ASSERT_OK(convcoreConvolutionBackwardBias(gpu, &alpha, dyd, gdy.ptr, &beta, dbd, gdb.ptr));
     EXPECT_LE(rel(gdb.host(), ref), 1e-5);
-    convcoreDestroy(gpu);
 }
