@@ -103,7 +103,7 @@ def test_minimal_algorithms_serve_3x3x3_and_1d_with_3_taps():
     # both layouts, and backward data
     rng = np.random.default_rng(3)
     for length, padding, groups in ((1, 1, 1), (13, 0, 1), (29, 2, 2), (40, 1, 3)):
-        x, w = rng.uniform(-1, 1, (2, 6, length)), rng.uniform(-1, 1, (9, 6 // groups, 3))
+        x, w = rng.uniform(-1, 1, (2, 6, length)), rng.uniform(-1, 1, (12, 6 // groups, 3))
         if length + 2 * padding < 3:
             continue
         conv = convcore.Convolution(padding=(padding,), groups=groups, mode="convolution")
