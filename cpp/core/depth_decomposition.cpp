@@ -158,21 +158,6 @@ convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolu
 
 namespace {
 
-// The pass's pointer names, for the checks of a 3-D execution.
-struct Names {
-    const char *in0, *in1, *out, *query;
-};
-Names names_of(convcoreConvolutionPass_t pass) {
-    switch (pass) {
-        case CONVCORE_PASS_BACKWARD_DATA:
-            return {"dy", "w", "dx", "convcoreGetConvolutionBackwardDataWorkspaceSize"};
-        case CONVCORE_PASS_BACKWARD_FILTER:
-            return {"x", "dy", "dw", "convcoreGetConvolutionBackwardFilterWorkspaceSize"};
-        default:
-            return {"x", "w", "y", "convcoreGetConvolutionForwardWorkspaceSize"};
-    }
-}
-
 // One image's N x C x D x H x W tensor as a 4-D view D x C x H x W (dims and strides in N, C, D,
 // H, W order).
 Strided4d image_view(const int64_t dims[5], const int64_t strides[5]) {
@@ -191,7 +176,7 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
              const void* beta, void* out, void* workspace, size_t workspace_size) {
     const DepthPlan& depth = *plan.depth;
     const DepthProblem& p = depth.prob;
-    const Names names = names_of(plan.pass);
+    const api::PassNames names = api::names_of(plan.pass);
     api::require(alpha, "alpha");
     api::require(beta, "beta");
     api::require(in0, names.in0);

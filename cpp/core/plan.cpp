@@ -25,13 +25,8 @@ size_t convcoreConvolutionPlanStruct::workspace_bytes() const {
     return align_up(solver_bytes) + align_up(first_bytes) + align_up(second_bytes) + filter_bytes;
 }
 
-namespace {
-
-// The pass's names for the pointers of convcoreExecuteConvolutionPlan, its workspace query and
-// its algorithm's name.
-struct PassNames {
-    const char *in0, *in1, *out, *query;
-};
+namespace convcore {
+namespace api {
 PassNames names_of(convcoreConvolutionPass_t pass) {
     switch (pass) {
         case CONVCORE_PASS_BACKWARD_DATA:
@@ -42,6 +37,10 @@ PassNames names_of(convcoreConvolutionPass_t pass) {
             return {"x", "w", "y", "convcoreGetConvolutionForwardWorkspaceSize"};
     }
 }
+}  // namespace api
+}  // namespace convcore
+
+namespace {
 
 const char* plan_algo_name(const convcoreConvolutionPlanStruct& plan) { return convcore::algo_name(plan.pass, plan.algo); }
 

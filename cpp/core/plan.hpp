@@ -44,6 +44,13 @@ struct convcoreConvolutionPlanStruct {
 namespace convcore {
 namespace api {
 
+// The pass's names for the pointers of convcoreExecuteConvolutionPlan (in0, in1, out) and its
+// workspace query, for the errors of an execution.
+struct PassNames {
+    const char *in0, *in1, *out, *query;
+};
+PassNames names_of(convcoreConvolutionPass_t pass);
+
 // The pass's forward problem from a plan's descriptors (x, w, y; dx, w, dy; x, dw, dy), validated
 // once. Throws BAD_PARAM for bad descriptors or an unknown pass. For 3-D descriptors it is the
 // representative 2-D problem (depth::DepthProblem::representative: what queries, Get, Find and
