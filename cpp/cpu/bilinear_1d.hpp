@@ -83,6 +83,19 @@ inline std::string why_not(const std::string& name, const std::string& algorithm
 
 inline int64_t u_elems(const ConvProblem& p, int a) { return a * p.k * p.c_per_group(); }
 
+// For `count` consecutive tiles from tile t: the offset of each one's row (image stride n_stride,
+// row stride row_stride) and its first input column, j*m - pad_w. One division for the first
+// tile; the others step along (tiles run along a row, rows along the images).
+inline void tile_starts(const ConvProblem& p, const Geometry& d, int64_t t, int64_t count, int m,
+                        int64_t n_stride, int64_t row_stride, int64_t* row_at, int64_t* w_at) {
+    int64_t row = t / d.tw, j = t % d.tw;
+    for (int64_t b = 0; b < count; ++b) {
+        row_at[b] = row / p.p * n_stride + row % p.p * row_stride;
+        w_at[b] = j * m - p.pad_w;
+        if (++j == d.tw) j = 0, ++row;
+    }
+}
+
 inline size_t workspace_bytes(const ConvProblem& p, int m, int a) {
     const Geometry d = geometry(p, m, a);
     return size_t(u_elems(p, a) + a * (d.cg + d.kg) * d.block) * p.elem_size();
@@ -134,27 +147,37 @@ void run(const ConvArgs& args) {
             const int64_t tasks = a * ceil_div(nb, kGemmColumns);
 #pragma omp parallel num_threads(threads)
             {
-                // a. input transform, kChunk tiles at a time: for each channel, the tiles' inputs
-                // (in NHWC the channels of a pixel are adjacent: the chunk's pixels stay in
-                // cache while its channels are read)
+                // a. input transform, kChunk tiles at a time: where each tile starts (computed
+                // once per chunk, not per channel), then for each channel the tiles' inputs (in
+                // NHWC the channels of a pixel are adjacent: the chunk's pixels stay in cache
+                // while its channels are read)
 #pragma omp for schedule(static)
                 for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
-                    const int64_t b1 = std::min(nb, b0 + kChunk);
+                    const int64_t count = std::min(nb - b0, kChunk);
+                    int64_t x_at[kChunk], w_at[kChunk];
+                    tile_starts(p, d, t0 + b0, count, m, d.xs_n, d.xs_h * p.stride_h, x_at, w_at);
                     for (int64_t c = 0; c < d.cg; ++c) {
                         const T* xc = x + (g * d.cg + c) * d.xs_c;
-                        for (int64_t b = b0; b < b1; ++b) {
-                            const int64_t t = t0 + b, row = t / d.tw, j = t % d.tw;
-                            const int64_t img = row / p.p, oh = row % p.p, w0 = j * m - p.pad_w;
-                            const T* xr = xc + img * d.xs_n + oh * p.stride_h * d.xs_h;
+                        T* vc = V + c * ldv + b0;
+                        for (int64_t b = 0; b < count; ++b) {
+                            const T* xr = xc + x_at[b];
+                            const int64_t w0 = w_at[b];
                             T in[n];
-                            for (int i = 0; i < n; ++i) {
-                                const int64_t wi = w0 + i;
-                                in[i] = wi >= 0 && wi < p.w ? xr[wi * d.xs_w] : T(0);
+                            if (w0 >= 0 && w0 + n <= p.w) {
+#pragma GCC unroll 8
+                                for (int i = 0; i < n; ++i) in[i] = xr[(w0 + i) * d.xs_w];
+                            } else {
+                                for (int i = 0; i < n; ++i) {
+                                    const int64_t wi = w0 + i;
+                                    in[i] = wi >= 0 && wi < p.w ? xr[wi * d.xs_w] : T(0);
+                                }
                             }
+#pragma GCC unroll 8
                             for (int xi = 0; xi < a; ++xi) {
                                 T v = T(0);
+#pragma GCC unroll 8
                                 for (int i = 0; i < n; ++i) v += Alg::template bt<T>(xi, i) * in[i];
-                                V[(xi * d.cg + c) * ldv + b] = v;
+                                vc[xi * d.cg * ldv + b] = v;
                             }
                         }
                     }
@@ -170,20 +193,24 @@ void run(const ConvArgs& args) {
                 // c. output transform, kChunk tiles at a time, as the input transform
 #pragma omp for schedule(static)
                 for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
-                    const int64_t b1 = std::min(nb, b0 + kChunk);
+                    const int64_t count = std::min(nb - b0, kChunk);
+                    int64_t y_at[kChunk], q_at[kChunk];
+                    tile_starts(p, d, t0 + b0, count, m, d.ys_n, d.ys_h, y_at, q_at);
                     for (int64_t k = 0; k < d.kg; ++k) {
                         T* yk = y + (g * d.kg + k) * d.ys_c;
-                        for (int64_t b = b0; b < b1; ++b) {
-                            const int64_t t = t0 + b, row = t / d.tw, j = t % d.tw;
-                            const int64_t img = row / p.p, oh = row % p.p;
+                        const T* mk = Mt + k * ldv + b0;
+                        for (int64_t b = 0; b < count; ++b) {
                             T mv[a];
-                            for (int xi = 0; xi < a; ++xi) mv[xi] = Mt[(xi * d.kg + k) * ldv + b];
-                            T* yr = yk + img * d.ys_n + oh * d.ys_h;
-                            const int64_t outputs = std::min<int64_t>(m, p.q - j * m);
+#pragma GCC unroll 8
+                            for (int xi = 0; xi < a; ++xi) mv[xi] = mk[xi * d.kg * ldv + b];
+                            T* yr = yk + y_at[b];
+                            const int64_t q0 = q_at[b] + p.pad_w;  // the tile's first output
+                            const int64_t outputs = std::min<int64_t>(m, p.q - q0);
                             for (int i = 0; i < outputs; ++i) {
                                 T acc = T(0);
+#pragma GCC unroll 8
                                 for (int xi = 0; xi < a; ++xi) acc += Alg::template at<T>(i, xi) * mv[xi];
-                                blend_store(yr + (j * m + i) * d.ys_w, acc, alpha, beta);
+                                blend_store(yr + (q0 + i) * d.ys_w, acc, alpha, beta);
                             }
                         }
                     }
