@@ -182,6 +182,14 @@ def _shape_with_h(shape: Any) -> Tuple[int, ...]:
     return shape[:2] + (1,) + shape[2:]
 
 
+_CHOSEN_SCHEDULES: Dict[Tuple[Any, ...], Dict[Tuple[Any, ...], str]] = {}  # NdConvolution._chosen
+
+
+def _kind(a: Any) -> str:
+    """What, besides the shapes, the schedules' times depend on: the element type and the device."""
+    return f"{a.dtype}@{getattr(a, 'device', 'cpu')}"
+
+
 class NdConvolution:
     """What Convolution runs for a 1-D or 3-D ConvDesc: ``plane`` is the 2-D Convolution of the
     last two spatial dimensions (1-D: H = 1)."""
@@ -190,7 +198,10 @@ class NdConvolution:
         self.desc = desc
         self.plane = plane
         self.dims = desc.spatial_dims
-        self._chosen: Dict[Tuple[Any, ...], str] = {}  # auto's schedule per problem and pass
+        # auto's schedule per pass and problem, shared by the Convolutions of one geometry (a
+        # converted layer in inference makes one per weight: none times the schedules again)
+        params = (desc.padding, desc.stride, desc.dilation, desc.groups, desc.mode)
+        self._chosen: Dict[Tuple[Any, ...], str] = _CHOSEN_SCHEDULES.setdefault(params, {})
         self._kept: Dict[str, Any] = {}  # the forward pass's prepared filters (_kept_filters)
         self.last_plane = plane  # the 2-D Convolution of the last forward call (its last_algo)
 
@@ -246,7 +257,7 @@ class NdConvolution:
                                     "residual) yet; apply them to its output")
         y_shape = self.output_shape(x.shape, w.shape)
         kept = self._kept_filters(w, filter_version)
-        return self._scheduled("forward", (x.shape, w.shape, algo, kept is not None),
+        return self._scheduled("forward", (x.shape, w.shape, _kind(x), algo, kept is not None),
                                lambda schedule, out, beta: self._forward_3d(
                                    x, w, algo, out, alpha, beta, bias, schedule, kept), out, beta,
                                kept)
@@ -264,7 +275,7 @@ class NdConvolution:
         if tuple(dy.shape) != y_shape:
             raise BadParamError(f"dy: expected shape {y_shape} (the output for an input of "
                                 f"shape {x_shape}), got {tuple(dy.shape)}")
-        return self._scheduled("backward_data", (x_shape, w.shape, algo), lambda schedule, out, beta:
+        return self._scheduled("backward_data", (x_shape, w.shape, _kind(dy), algo), lambda schedule, out, beta:
                                self._backward_data_3d(dy, w, x_shape, algo, out, alpha, beta,
                                                       schedule), out, beta)
 
@@ -280,7 +291,7 @@ class NdConvolution:
         y_shape = self.output_shape(x.shape, w_shape)
         if tuple(dy.shape) != y_shape:
             raise BadParamError(f"dy: expected shape {y_shape}, got {tuple(dy.shape)}")
-        return self._scheduled("backward_filter", (x.shape, w_shape, algo), lambda schedule, out, beta:
+        return self._scheduled("backward_filter", (x.shape, w_shape, _kind(x), algo), lambda schedule, out, beta:
                                self._backward_filter_3d(x, dy, w_shape, algo, out, alpha, beta,
                                                         schedule), out, beta)
 
