@@ -316,7 +316,8 @@ bool set_tensor(convcoreTensorDescriptor_t desc, TensorCase& t) {
     return ok;
 }
 
-// y's elements are distinct memory locations (an output may not alias itself).
+// y's elements are distinct memory locations (an output may not alias itself): taken
+// innermost first, each axis's stride passes the last offset the axes inside it reach.
 bool distinct_elements(const int64_t dims[4], const int64_t st[4]) {
     int idx[4] = {0, 1, 2, 3};
     for (int i = 0; i < 4; ++i)
@@ -327,7 +328,7 @@ bool distinct_elements(const int64_t dims[4], const int64_t st[4]) {
         const int a = idx[i];
         if (dims[a] == 1) continue;
         if (st[a] < span) return false;
-        span = st[a] * dims[a];
+        span += st[a] * (dims[a] - 1);
     }
     return true;
 }
