@@ -10,6 +10,7 @@
 #include "core/algorithms.hpp"
 #include "core/api_util.hpp"
 #include "core/error.hpp"
+#include "cpu/winograd_3d.hpp"
 
 namespace convcore {
 namespace depth {
@@ -140,11 +141,51 @@ const convcoreConvolutionPlanStruct& DepthPlan::plan_for(int64_t count) const {
     throw Error(CONVCORE_STATUS_INTERNAL_ERROR, "3-D plan: no 2-D plan for a batch of " + std::to_string(count));
 }
 
+namespace {
+
+// Whether an N x C x D x H x W tensor's strides (in that order) lay it out packed N x D x H x W x C
+// (axes of length 1: any stride).
+bool packed_ndhwc(const int64_t dims[5], const int64_t strides[5]) {
+    int64_t expected = 1;
+    for (int axis : {1, 4, 3, 2, 0}) {
+        if (dims[axis] != 1 && strides[axis] != expected) return false;
+        expected *= dims[axis];
+    }
+    return true;
+}
+
+// The tile size m of the native F(m x m, 3x3) (cpu/winograd_3d.hpp) for this plan, 0 when the
+// problem goes through the decomposition.
+int64_t native_winograd_m(const DepthProblem& p, const ConvProblem& plane, convcoreConvolutionPass_t pass, int algo) {
+    const int64_t m = algo == CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3 ? 2 : algo == CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3 ? 4 : 0;
+    if (m == 0 || pass != CONVCORE_PASS_FORWARD || p.device != CONVCORE_DEVICE_CPU || !p.has_y) return 0;
+    const int64_t w_dims[5] = {p.w_dims[0], p.w_dims[1], p.taps, p.w_dims[2], p.w_dims[3]};
+    const int64_t w_strides[5] = {p.w_strides[0], p.w_strides[1], p.w_t_stride, p.w_strides[2], p.w_strides[3]};
+    int64_t expected = 1;
+    for (int axis : {4, 3, 2, 1, 0}) {  // packed K x C x T x R x S
+        if (w_dims[axis] != 1 && w_strides[axis] != expected) return 0;
+        expected *= w_dims[axis];
+    }
+    if (!packed_ndhwc(p.x_dims, p.x_strides) || !packed_ndhwc(p.y_dims, p.y_strides)) return 0;
+    return cpu::winograd_3d::why_not(plane, m).empty() ? m : 0;
+}
+
+}  // namespace
+
 convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolutionPass_t pass,
                                         const DepthProblem& prob, int algo) {
     convcoreConvolutionPlanStruct plan = api::make_plan(handle, pass, prob.representative(), algo);
     auto depth = std::make_shared<DepthPlan>();
     depth->prob = prob;
+    depth->native_plane = plan.prob.packed();
+    depth->native_plane.n = prob.n;
+    depth->native_plane.nhwc = true;
+    depth->native_m = native_winograd_m(prob, depth->native_plane, pass, algo);
+    if (depth->native_m > 0) {
+        depth->workspace = cpu::winograd_3d::filter_bytes(depth->native_plane, depth->native_m, prob.taps);
+        plan.depth = std::move(depth);
+        return plan;
+    }
     for (const Tap& t : prob.reached) {
         const bool known = std::any_of(depth->plans.begin(), depth->plans.end(),
                                        [&](const auto& entry) { return entry.first == t.count; });
@@ -212,6 +253,17 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
         api::execute(depth.plan_for(tap.count), alpha, a, b, beta_call, o, workspace, workspace_size);
     };
 
+    if (depth.native_m > 0) {  // y = alpha * conv3d(x, w) + beta * y in one call
+        api::check_aligned(in0, elem, names.in0);
+        api::check_aligned(in1, elem, names.in1);
+        api::check_aligned(out, elem, names.out);
+        const double alpha_value = f64 ? *static_cast<const double*>(alpha) : double(*static_cast<const float*>(alpha));
+        const cpu::winograd_3d::Depth axis{p.taps, p.d_in, p.d_out, p.pad, p.stride, p.dil};
+        cpu::winograd_3d::forward(depth.native_plane, ctx, depth.native_m, axis, in0, in1,
+                                  plan.prepared_for == in1 ? plan.prepared.get() : nullptr, out, alpha_value,
+                                  beta_value, workspace);
+        return;
+    }
     switch (plan.pass) {
         case CONVCORE_PASS_FORWARD: {
             // y[n, :, od_lo ..] += conv2d(x[n, :, id_lo, id_lo + stride ..], w[:, :, filter_t])

@@ -16,6 +16,11 @@
 // dx's input depths, backward filter per tap over the images (a tap reaching no output depth
 // gets beta * dw[:, :, t]).
 //
+// WINOGRAD_2X2_3X3 and WINOGRAD_4X4_3X3 run natively instead where they can (cpu/winograd_3d.hpp:
+// the forward pass on the CPU, T x 3 x 3 filters, x and y packed NDHWC, w packed): each input
+// plane transformed once per tap it serves and each output once, the taps summed by the GEMMs.
+// Such a plan prepares its filters (convcorePrepareConvolutionPlanFilters).
+//
 // Selection and queries: a 3-D problem's 2-D problems differ only in their batch; Get, Select,
 // Find and the find-db answer for the one with the largest batch (the find-db key is that 2-D
 // problem's key), the workspace is the largest of theirs.
@@ -80,11 +85,14 @@ DepthProblem make_depth_problem(convcoreDeviceType_t device, const convcoreTenso
                                 const convcoreFilterStruct* w, const convcoreConvolutionStruct* conv,
                                 const convcoreTensorStruct* y);
 
-// What a 3-D plan holds: the problem and one 2-D plan per distinct batch of its taps.
+// What a 3-D plan holds: the problem and one 2-D plan per distinct batch of its taps, or the
+// native Winograd's tile size.
 struct DepthPlan {
     DepthProblem prob;
     std::vector<std::pair<int64_t, convcoreConvolutionPlanStruct>> plans;  // (batch, plan)
-    size_t workspace = 0;  // the largest of the plans' workspaces
+    int64_t native_m = 0;  // > 0: cpu/winograd_3d.hpp's F(m x m, 3x3) runs the whole problem
+    ConvProblem native_plane;  // its plane problem (N images, packed NHWC)
+    size_t workspace = 0;  // the largest of the plans' workspaces (native: the filters' transform)
     const convcoreConvolutionPlanStruct& plan_for(int64_t count) const;
 };
 

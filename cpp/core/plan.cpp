@@ -12,6 +12,7 @@
 #include "core/algorithms.hpp"
 #include "core/api_util.hpp"
 #include "core/depth_decomposition.hpp"
+#include "cpu/winograd_3d.hpp"
 #include "core/descriptors.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
@@ -136,11 +137,33 @@ const Solver& solver_for(convcoreConvolutionPass_t pass, const ConvProblem& prob
 }
 
 bool prepares_filters(const convcoreConvolutionPlanStruct& plan) {
-    // A 3-D plan runs one filter slice per depth tap: it prepares nothing (each call transforms).
-    const Solver* solver = plan.pass == CONVCORE_PASS_FORWARD && !plan.depth ? plan.solver : nullptr;
+    // A 3-D plan runs one filter slice per depth tap: it prepares nothing (each call transforms),
+    // unless its Winograd runs natively (core/depth_decomposition.hpp).
+    if (plan.depth) return plan.depth->native_m > 0;
+    const Solver* solver = plan.pass == CONVCORE_PASS_FORWARD ? plan.solver : nullptr;
     return solver && solver->prepare_filter && solver->prepared_filter_bytes &&
            plan.handle->device == CONVCORE_DEVICE_CPU && solver->prepared_filter_bytes(plan.run_prob) > 0;
 }
+
+namespace {
+
+// The native 3-D Winograd's U (packed K x C x T x 3 x 3 w: the plan took no other layout).
+void prepare_native_3d(convcoreConvolutionPlanStruct& plan, const void* w, size_t* preparedBytes) {
+    check_aligned(w, plan.prob.elem_size(), "w");
+    const depth::DepthPlan& depth = *plan.depth;
+    const size_t bytes = depth.workspace;
+    void* storage = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (!storage) throw Error(CONVCORE_STATUS_ALLOC_FAILED, "could not allocate " + std::to_string(bytes) +
+                                                                " bytes for the prepared filters");
+    std::shared_ptr<void> prepared(storage, std::free);
+    cpu::winograd_3d::prepare(depth.native_plane, *plan.handle, depth.native_m, depth.prob.taps, w, prepared.get());
+    plan.prepared = std::move(prepared);
+    plan.prepared_bytes = bytes;
+    plan.prepared_for = w;
+    if (preparedBytes) *preparedBytes = bytes;
+}
+
+}  // namespace
 
 void prepare_filters(convcoreConvolutionPlanStruct& plan, const void* w, size_t* preparedBytes) {
     require(w, "w");
@@ -149,6 +172,7 @@ void prepare_filters(convcoreConvolutionPlanStruct& plan, const void* w, size_t*
     plan.prepared_bytes = 0;
     plan.prepared_for = nullptr;
     const Solver* solver = plan.solver;
+    if (plan.depth && plan.depth->native_m > 0) return prepare_native_3d(plan, w, preparedBytes);
     if (plan.depth || !solver->prepare_filter || plan.handle->device != CONVCORE_DEVICE_CPU) return;
     check_aligned(w, plan.prob.elem_size(), "w");
     const ConvProblem& run = plan.run_prob;

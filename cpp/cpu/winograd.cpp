@@ -43,6 +43,7 @@
 #include "cpu/blas_threads.hpp"
 #include "cpu/cpu_isa.hpp"
 #include "cpu/winograd_1d.hpp"
+#include "cpu/winograd_3d.hpp"
 #include "cpu/winograd_nhwc.hpp"
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
@@ -760,6 +761,59 @@ bool runs_nhwc(const ConvProblem& p) { return winograd_1d::takes(p) || winograd_
 bool fuses_epilogue(const ConvProblem& p) { return p.nhwc && !winograd_1d::takes(p); }
 
 }  // namespace
+
+// ---- 3-D: F(m x m, 3x3) on the planes, the depth taps summed in the transformed domain ----
+
+namespace winograd_3d {
+
+std::string why_not(const ConvProblem& plane, int64_t m) {
+    const std::string name = algo_name(m);
+    if (const std::string shape = winograd_shape_why_not(name, plane); !shape.empty()) return shape;
+    if (plane.r != 3 || plane.s != 3) return name + " in 3-D: the filter's planes must be 3x3";
+    if (!winograd_nhwc::applies(plane))
+        return name + " in 3-D: needs one group and at least " +
+               std::to_string(nhwc_gemm::isa_lanes(plane.elem_size())) + " input channels (has groups=" +
+               std::to_string(plane.groups) + ", C=" + std::to_string(plane.c) + ")";
+    return "";
+}
+
+size_t filter_bytes(const ConvProblem& plane, int64_t m, int64_t taps) {
+    return size_t(winograd_nhwc::u_elems(plane, m, taps)) * plane.elem_size();
+}
+
+namespace {
+template <class F>
+void prepare_f(const ConvProblem& p, const Context& ctx, int64_t taps, const void* w, void* out) {
+    if (p.dtype == CONVCORE_DATA_DOUBLE)
+        winograd_nhwc::prepare_u<double, F>(p, static_cast<const double*>(w), static_cast<double*>(out),
+                                            ctx.threads(), taps);
+    else
+        winograd_nhwc::prepare_u<float, F>(p, static_cast<const float*>(w), static_cast<float*>(out),
+                                           ctx.threads(), taps);
+}
+template <typename T, class F>
+void forward_t(const ConvArgs& a, const Depth& depth) {
+    const winograd_nhwc::TaskFn<T> task = for_cpu_isa<winograd_nhwc::TaskFn<T>>(
+        winograd_nhwc_task_avx512<T, F>, winograd_nhwc_task_avx2<T, F>, winograd_nhwc_task_baseline<T, F>);
+    winograd_nhwc::run<T, F>(a, static_cast<const T*>(a.prepared_filter), static_cast<T*>(a.workspace), task, depth);
+}
+template <class F>
+void forward_f(const ConvArgs& a, const Depth& depth) {
+    a.prob.dtype == CONVCORE_DATA_DOUBLE ? forward_t<double, F>(a, depth) : forward_t<float, F>(a, depth);
+}
+}  // namespace
+
+void prepare(const ConvProblem& plane, const Context& ctx, int64_t m, int64_t taps, const void* w, void* out) {
+    m == 2 ? prepare_f<winograd::F2x3>(plane, ctx, taps, w, out) : prepare_f<winograd::F4x3>(plane, ctx, taps, w, out);
+}
+
+void forward(const ConvProblem& plane, const Context& ctx, int64_t m, const Depth& depth, const void* x,
+             const void* w, const void* U, void* y, double alpha, double beta, void* workspace) {
+    ConvArgs a{plane, ctx, x, w, y, alpha, beta, workspace, U};
+    m == 2 ? forward_f<winograd::F2x3>(a, depth) : forward_f<winograd::F4x3>(a, depth);
+}
+
+}  // namespace winograd_3d
 
 extern const Solver winograd_2x2_3x3_solver;
 const Solver winograd_2x2_3x3_solver = {.algo = CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3,

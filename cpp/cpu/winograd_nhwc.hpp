@@ -12,6 +12,15 @@
 //      bias, activation) applied while the outputs are in registers.
 // V and M never leave the thread's L2 (V: a*a*tb*C elements, M: a*a*tb*pg*nr), unlike the
 // NCHW schedule (winograd.cpp), which goes through memory between the stages.
+//
+// 3-D (N x D x H x W x C, filters K x C x T x 3 x 3): the same schedule with the depth taps
+// summed in the transformed domain. A tile is one output depth's m x m outputs; its row of V
+// holds the transforms of the T input planes it reads (id = od * stride + t * dil - pad, zero
+// outside the volume) side by side, so one GEMM per point reduces over T*C, U holding the T
+// taps' G g G^T in the matching rows, and each output is transformed back once:
+//   Y = AT [ sum over t, c of (G g[k,c,t] G^T) .* (BT d[c, id(t)] BT^T) ] AT^T.
+// Per output and (c, k): T*(m+2)^2/m^2 multiplications, 6.75 for F(4x4,3x3) with T = 3 (27 by
+// the definition, 8 for the nested F(2x2x2,3x3x3)). 2-D is the case T = 1.
 #pragma once
 #include <omp.h>
 
@@ -25,6 +34,7 @@
 #include "core/solver.hpp"
 #include "cpu/epilogue_store.hpp"
 #include "cpu/nhwc_gemm.hpp"
+#include "cpu/winograd_3d.hpp"
 
 namespace convcore {
 namespace cpu {
@@ -47,9 +57,21 @@ inline bool applies(const ConvProblem& p) {
                               int64_t(p.elem_size())}) >= 0;
 }
 
+using winograd_3d::Depth;  // the depth axis of a 3-D problem (the default: 2-D)
+
+// The channels one tap takes in V's and U's rows: C, padded to whole vectors between taps.
+inline int64_t tap_stride(const ConvProblem& p, int64_t taps) {
+    const int64_t lanes = nhwc_gemm::isa_lanes(p.elem_size());
+    return taps == 1 ? p.c : ceil_div(p.c, lanes) * lanes;
+}
+// The GEMMs' reduction: the taps' channels, the last tap's unpadded.
+inline int64_t reduction(const ConvProblem& p, int64_t taps) { return (taps - 1) * tap_stride(p, taps) + p.c; }
+
 struct Geometry {
+    Depth depth;
+    int64_t cp, kc;         // a tap's stride in V's and U's rows; the GEMMs' reduction
     int64_t m, a, aa;       // output tile, input tile a = m + 2, a*a
-    int64_t th, tw, tiles;  // tiles per image th x tw; N*th*tw in all
+    int64_t th, tw, tiles;  // tiles per plane th x tw; N*D'*th*tw in all
     int64_t nr, panels;     // U's column panels: nr output channels each
     int64_t ldv;            // V's row stride: C padded to whole vectors (and off 2 KiB multiples)
     int64_t tb;             // tiles per block (a multiple of kTileRows)
@@ -73,7 +95,7 @@ inline Split split(const ConvProblem& p, const Geometry& g, int64_t tile_tasks, 
     s.panels_per_task = ceil_div(g.panels, panel_tasks);
     s.tile_tasks = ceil_div(g.tiles, s.tiles_per_task);
     s.panel_tasks = ceil_div(g.panels, s.panels_per_task);
-    const int64_t v_tile = g.aa * g.ldv * elem, u_task = g.aa * p.c * s.panels_per_task * g.nr * elem;
+    const int64_t v_tile = g.aa * g.ldv * elem, u_task = g.aa * g.kc * s.panels_per_task * g.nr * elem;
     const int64_t tb_max = std::max({kTileRows, l2 / 2 / v_tile, s.panels_per_task * g.nr});
     const int64_t blocks = ceil_div(s.tiles_per_task, tb_max);
     s.tb = ceil_div(ceil_div(s.tiles_per_task, blocks), kTileRows) * kTileRows;  // even blocks
@@ -82,8 +104,11 @@ inline Split split(const ConvProblem& p, const Geometry& g, int64_t tile_tasks, 
     return s;
 }
 
-inline Geometry geometry(const ConvProblem& p, int64_t m, int threads) {
+inline Geometry geometry(const ConvProblem& p, int64_t m, int threads, const Depth& depth = {}) {
     Geometry g{};
+    g.depth = depth;
+    g.cp = tap_stride(p, depth.taps);
+    g.kc = reduction(p, depth.taps);
     const int64_t elem = int64_t(p.elem_size()), lanes = nhwc_gemm::isa_lanes(p.elem_size());
     const int64_t l2 = cache_bytes(2, 512 << 10);
     g.m = m;
@@ -91,10 +116,10 @@ inline Geometry geometry(const ConvProblem& p, int64_t m, int threads) {
     g.aa = g.a * g.a;
     g.th = ceil_div(p.p, m);
     g.tw = ceil_div(p.q, m);
-    g.tiles = p.n * g.th * g.tw;
+    g.tiles = p.n * depth.d_out * g.th * g.tw;
     g.nr = nhwc_gemm::panel_cols(p);
     g.panels = nhwc_gemm::panel_count(p);
-    g.ldv = nhwc_gemm::copied_row_stride(ceil_div(p.c, lanes) * lanes, p.elem_size());
+    g.ldv = nhwc_gemm::copied_row_stride((depth.taps - 1) * g.cp + ceil_div(p.c, lanes) * lanes, p.elem_size());
     const int64_t t = std::max(1, threads);
     const Split by_tiles = split(p, g, std::min(ceil_div(g.tiles, kTileRows), t), 1);
     const Split by_panels = split(p, g, 1, std::min(g.panels, t));
@@ -109,44 +134,48 @@ inline Geometry geometry(const ConvProblem& p, int64_t m, int threads) {
     return g;
 }
 
-// U's elements: [xi][panel][c][nr], columns past K zero.
-inline int64_t u_elems(const ConvProblem& p, int64_t m) {
-    return (m + 2) * (m + 2) * nhwc_gemm::panel_count(p) * nhwc_gemm::panel_cols(p) * p.c;
+// U's elements: [xi][panel][t * cp + c][nr], columns past K and the rows between taps zero.
+inline int64_t u_elems(const ConvProblem& p, int64_t m, int64_t taps = 1) {
+    return (m + 2) * (m + 2) * nhwc_gemm::panel_count(p) * nhwc_gemm::panel_cols(p) * reduction(p, taps);
 }
 // A thread's buffers: V's block, M's group, and a sink for the rows of a partial block.
 inline int64_t scratch_elems(const Geometry& g) { return g.aa * g.tb * (g.ldv + g.ldm) + g.nr; }
 
-// U = G g G^T per filter k and channel c (true convolution mirrors g), for channels
-// [c0, c1), into the panels.
+// U = G g G^T per filter k, channel c and depth tap t (true convolution mirrors g in every
+// axis), for channels [c0, c1), into the panels; w is K x C x T x 3 x 3.
 template <typename T, class F>
-void make_u(const ConvProblem& p, const T* w, T* U, int64_t c0, int64_t c1) {
+void make_u(const ConvProblem& p, const T* w, T* U, int64_t c0, int64_t c1, int64_t taps = 1) {
     constexpr int a = F::alpha;
     using Tab = typename F::template table<T>;
     const int64_t nr = nhwc_gemm::panel_cols(p), panels = nhwc_gemm::panel_count(p);
+    const int64_t cp = tap_stride(p, taps), kc = reduction(p, taps);
     for (int64_t c = c0; c < c1; ++c)
-        for (int64_t k = 0; k < panels * nr; ++k) {
-            T u[a][a] = {};
-            if (k < p.k) {
-                T gf[3][3], t1[a][3];
-                for (int i = 0; i < 3; ++i)
-                    for (int j = 0; j < 3; ++j)
-                        gf[i][j] = w[((k * p.c + c) * 3 + (p.flip ? 2 - i : i)) * 3 + (p.flip ? 2 - j : j)];
-                for (int i = 0; i < a; ++i)
-                    for (int j = 0; j < 3; ++j)
-                        t1[i][j] = Tab::G[i][0] * gf[0][j] + Tab::G[i][1] * gf[1][j] + Tab::G[i][2] * gf[2][j];
-                for (int i = 0; i < a; ++i)
-                    for (int j = 0; j < a; ++j)
-                        u[i][j] = t1[i][0] * Tab::G[j][0] + t1[i][1] * Tab::G[j][1] + t1[i][2] * Tab::G[j][2];
+        for (int64_t t = 0; t < taps; ++t)
+            for (int64_t k = 0; k < panels * nr; ++k) {
+                T u[a][a] = {};
+                if (k < p.k) {
+                    T gf[3][3], t1[a][3];
+                    const T* g = w + ((k * p.c + c) * taps + (p.flip ? taps - 1 - t : t)) * 9;
+                    for (int i = 0; i < 3; ++i)
+                        for (int j = 0; j < 3; ++j) gf[i][j] = g[(p.flip ? 2 - i : i) * 3 + (p.flip ? 2 - j : j)];
+                    for (int i = 0; i < a; ++i)
+                        for (int j = 0; j < 3; ++j)
+                            t1[i][j] = Tab::G[i][0] * gf[0][j] + Tab::G[i][1] * gf[1][j] + Tab::G[i][2] * gf[2][j];
+                    for (int i = 0; i < a; ++i)
+                        for (int j = 0; j < a; ++j)
+                            u[i][j] = t1[i][0] * Tab::G[j][0] + t1[i][1] * Tab::G[j][1] + t1[i][2] * Tab::G[j][2];
+                }
+                for (int xi = 0; xi < a * a; ++xi)
+                    U[((xi * panels + k / nr) * kc + t * cp + c) * nr + k % nr] = u[xi / a][xi % a];
             }
-            for (int xi = 0; xi < a * a; ++xi)
-                U[((xi * panels + k / nr) * p.c + c) * nr + k % nr] = u[xi / a][xi % a];
-        }
 }
 
 template <typename T, class F>
-void prepare_u(const ConvProblem& p, const T* w, T* U, int threads) {
+void prepare_u(const ConvProblem& p, const T* w, T* U, int threads, int64_t taps = 1) {
+    if (tap_stride(p, taps) != p.c)  // the rows between taps
+        std::memset(U, 0, size_t(u_elems(p, F::m, taps)) * sizeof(T));
 #pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t c = 0; c < p.c; ++c) make_u<T, F>(p, w, U, c, c + 1);
+    for (int64_t c = 0; c < p.c; ++c) make_u<T, F>(p, w, U, c, c + 1, taps);
 }
 
 // out[i][j] = sum_l M[i][l] in[l][j] (left) and out[i][j] = sum_l in[i][l] M[j][l] (right,
@@ -180,38 +209,51 @@ CONVCORE_GEMM_INLINE void right(const Mat& M, const V (&in)[I][K], V (&out)[I][J
         }
 }
 
-// Stage 1: V[xi][tt][c] for the tiles [t0, t0 + nt), every channel.
+// Stage 1: V[xi][tt][t * cp + c] for the tiles [t0, t0 + nt), every tap and channel.
 template <typename T, int VB, class F>
 CONVCORE_GEMM_INLINE void input_block(const ConvProblem& p, const Geometry& g, const T* x, int64_t t0, int64_t nt,
                                       T* V) {
     typedef T Vec __attribute__((vector_size(VB)));
     constexpr int L = VB / sizeof(T), a = F::alpha, m = F::m;
     using Tab = typename F::template table<T>;
+    const Depth& dd = g.depth;
     for (int64_t tt = 0; tt < nt; ++tt) {
-        const int64_t tile = t0 + tt, n = tile / (g.th * g.tw), ty = tile / g.tw % g.th, tx = tile % g.tw;
-        const T* px[a][a];  // the input pixels of the tile, null in the padding
-        for (int i = 0; i < a; ++i)
-            for (int j = 0; j < a; ++j) {
-                const int64_t ih = ty * m - p.pad_h + i, iw = tx * m - p.pad_w + j;
-                px[i][j] = ih < 0 || ih >= p.h || iw < 0 || iw >= p.w ? nullptr : x + ((n * p.h + ih) * p.w + iw) * p.c;
+        const int64_t tile = t0 + tt, plane = tile / (g.th * g.tw), ty = tile / g.tw % g.th, tx = tile % g.tw;
+        const int64_t n = plane / dd.d_out, od = plane % dd.d_out;
+        for (int64_t t = 0; t < dd.taps; ++t) {
+            const int64_t id = od * dd.stride + t * dd.dil - dd.pad;
+            if (id < 0 || id >= dd.d_in) {  // a tap in the depth padding: its part of the row is zero
+                const Vec zero = Vec{};
+                for (int64_t c0 = 0; c0 < p.c; c0 += L)
+                    for (int xi = 0; xi < a * a; ++xi)
+                        __builtin_memcpy(V + tt * g.ldv + t * g.cp + c0 + xi * g.tb * g.ldv, &zero, VB);
+                continue;
             }
-        for (int64_t c0 = 0; c0 < p.c; c0 += L) {
-            const int64_t nl = std::min<int64_t>(L, p.c - c0);
-            Vec d[a][a], t1[a][a], v[a][a];
+            const T* x_plane = x + (n * dd.d_in + id) * p.h * p.w * p.c;
+            const T* px[a][a];  // the input pixels of the tile, null in the padding
             for (int i = 0; i < a; ++i)
                 for (int j = 0; j < a; ++j) {
-                    d[i][j] = Vec{};
-                    if (!px[i][j]) continue;
-                    if (nl == L)
-                        __builtin_memcpy(&d[i][j], px[i][j] + c0, VB);
-                    else
-                        for (int64_t l = 0; l < nl; ++l) d[i][j][l] = px[i][j][c0 + l];
+                    const int64_t ih = ty * m - p.pad_h + i, iw = tx * m - p.pad_w + j;
+                    px[i][j] = ih < 0 || ih >= p.h || iw < 0 || iw >= p.w ? nullptr : x_plane + (ih * p.w + iw) * p.c;
                 }
-            left<a, a, a>(Tab::BT, d, t1);
-            right<a, a, a>(Tab::BT, t1, v);
-            T* dst = V + tt * g.ldv + c0;
-            for (int xi = 0; xi < a; ++xi)
-                for (int nu = 0; nu < a; ++nu) __builtin_memcpy(dst + (xi * a + nu) * g.tb * g.ldv, &v[xi][nu], VB);
+            for (int64_t c0 = 0; c0 < p.c; c0 += L) {
+                const int64_t nl = std::min<int64_t>(L, p.c - c0);
+                Vec d[a][a], t1[a][a], v[a][a];
+                for (int i = 0; i < a; ++i)
+                    for (int j = 0; j < a; ++j) {
+                        d[i][j] = Vec{};
+                        if (!px[i][j]) continue;
+                        if (nl == L)
+                            __builtin_memcpy(&d[i][j], px[i][j] + c0, VB);
+                        else
+                            for (int64_t l = 0; l < nl; ++l) d[i][j][l] = px[i][j][c0 + l];
+                    }
+                left<a, a, a>(Tab::BT, d, t1);
+                right<a, a, a>(Tab::BT, t1, v);
+                T* dst = V + tt * g.ldv + t * g.cp + c0;
+                for (int xi = 0; xi < a; ++xi)
+                    for (int nu = 0; nu < a; ++nu) __builtin_memcpy(dst + (xi * a + nu) * g.tb * g.ldv, &v[xi][nu], VB);
+            }
         }
     }
 }
@@ -228,7 +270,7 @@ CONVCORE_GEMM_INLINE void output_block(const ConvProblem& p, const Geometry& g, 
     constexpr int L = VB / sizeof(T), a = F::alpha, m = F::m;
     using Tab = typename F::template table<T>;
     for (int64_t tt = 0; tt < nt; ++tt) {
-        const int64_t tile = t0 + tt, n = tile / (g.th * g.tw), ty = tile / g.tw % g.th, tx = tile % g.tw;
+        const int64_t tile = t0 + tt, plane = tile / (g.th * g.tw), ty = tile / g.tw % g.th, tx = tile % g.tw;
         const int64_t rows = std::min<int64_t>(m, p.p - ty * m), cols = std::min<int64_t>(m, p.q - tx * m);
         for (int64_t k0 = k_begin; k0 < k_end; k0 += L) {
             Vec mm[a][a], t1[m][a], o[m][m];
@@ -240,7 +282,7 @@ CONVCORE_GEMM_INLINE void output_block(const ConvProblem& p, const Geometry& g, 
             const int64_t kl = std::min<int64_t>(L, k_end - k0);
             for (int64_t i = 0; i < rows; ++i)
                 for (int64_t j = 0; j < cols; ++j)
-                    store<T, VB>(e, o[i][j], y, ((n * p.p + ty * m + i) * p.q + tx * m + j) * p.k + k0, k0, kl);
+                    store<T, VB>(e, o[i][j], y, ((plane * p.p + ty * m + i) * p.q + tx * m + j) * p.k + k0, k0, kl);
         }
     }
 }
@@ -261,19 +303,19 @@ CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const Geometry& g, const T*
             const int64_t je = std::min(j1, jg + g.pg);
             for (int64_t xi = 0; xi < g.aa; ++xi)
                 for (int64_t jp = jg; jp < je; ++jp) {
-                    const T* b = U + (xi * g.panels + jp) * p.c * g.nr;
+                    const T* b = U + (xi * g.panels + jp) * g.kc * g.nr;
                     for (int64_t t = 0; t < nt; t += MR) {
                         const int64_t rows = std::min<int64_t>(MR, nt - t);
                         const T* va = V + (xi * g.tb + t) * g.ldv;
                         T* mc = M + (xi * g.tb + t) * g.ldm + (jp - jg) * g.nr;
                         if (rows > MR / 2)
-                            nhwc_gemm::panel_block<T, VB, MR, NV>(va, g.ldv, rows, p.c, b, mc, g.ldm, g.nr, plain,
+                            nhwc_gemm::panel_block<T, VB, MR, NV>(va, g.ldv, rows, g.kc, b, mc, g.ldm, g.nr, plain,
                                                                    sink);
                         else if (rows > MR / 4)  // a last partial block: a kernel of half or a quarter the rows
-                            nhwc_gemm::panel_block<T, VB, MR / 2, NV>(va, g.ldv, rows, p.c, b, mc, g.ldm, g.nr,
+                            nhwc_gemm::panel_block<T, VB, MR / 2, NV>(va, g.ldv, rows, g.kc, b, mc, g.ldm, g.nr,
                                                                        plain, sink);
                         else
-                            nhwc_gemm::panel_block<T, VB, MR / 4, NV>(va, g.ldv, rows, p.c, b, mc, g.ldm, g.nr,
+                            nhwc_gemm::panel_block<T, VB, MR / 4, NV>(va, g.ldv, rows, g.kc, b, mc, g.ldm, g.nr,
                                                                        plain, sink);
                     }
                 }
@@ -304,15 +346,17 @@ std::vector<T>& scratch() {
 
 // y = act(alpha * conv(x, w) + beta * y + alpha2 * z + bias) on NHWC x and y; U prepared by
 // prepare_u (or made here into `u_space`).
+// 3-D: args.prob is one plane's problem (N images), x, w and y the whole tensors (N x D x H x W x
+// C, K x C x T x 3 x 3, N x D' x P x Q x K), `depth` their depth axis.
 template <typename T, class F>
-void run(const ConvArgs& args, const T* U, T* u_space, TaskFn<T> task_fn) {
+void run(const ConvArgs& args, const T* U, T* u_space, TaskFn<T> task_fn, const Depth& depth = {}) {
     const ConvProblem& p = args.prob;
     const int threads = args.ctx.threads();
     if (!U) {
-        prepare_u<T, F>(p, static_cast<const T*>(args.w), u_space, threads);
+        prepare_u<T, F>(p, static_cast<const T*>(args.w), u_space, threads, depth.taps);
         U = u_space;
     }
-    const Geometry g = geometry(p, F::m, threads);
+    const Geometry g = geometry(p, F::m, threads, depth);
     const Out<T> e = epilogue_store::out_of<T>(args);
     const size_t per_thread = size_t(scratch_elems(g));
     std::vector<T>& buffers = scratch<T>();

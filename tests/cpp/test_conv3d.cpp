@@ -13,6 +13,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "convcore/convcore.h"
@@ -131,18 +132,22 @@ std::vector<double> from_memory(const std::vector<T>& v, const int64_t dims[5], 
     return out;
 }
 
-// The descriptors of a case: x and y packed NCDHW or NDHWC, the filter KCTRS or KTRSC.
+// The descriptors of a case: x and y packed NCDHW or NDHWC, the filter KCTRS or KTRSC (by default
+// as x and y, or as filter_cl says).
 struct Descs3d {
     convcore::TensorDesc x, y;
     convcore::FilterDesc w;
     convcore::ConvDesc conv;
     int64_t xd[5], yd[5], wd[5];
-    Descs3d(const Case3d& p, bool cl, convcoreDataType_t dt = CONVCORE_DATA_FLOAT)
-        : xd{p.n, p.c, p.d, p.h, p.w}, yd{p.n, p.k, p.od(), p.oh(), p.ow()}, wd{p.k, p.cg(), p.t, p.r, p.s} {
+    bool filter_cl;
+    Descs3d(const Case3d& p, bool cl, convcoreDataType_t dt = CONVCORE_DATA_FLOAT) : Descs3d(p, cl, dt, cl) {}
+    Descs3d(const Case3d& p, bool cl, convcoreDataType_t dt, bool filter_cl_)
+        : xd{p.n, p.c, p.d, p.h, p.w}, yd{p.n, p.k, p.od(), p.oh(), p.ow()}, wd{p.k, p.cg(), p.t, p.r, p.s},
+          filter_cl(filter_cl_) {
         const convcoreTensorFormat_t f = cl ? NHWC : NCHW;
         convcore::check(convcoreSetTensorNdDescriptorEx(x, f, dt, 5, xd));
         convcore::check(convcoreSetTensorNdDescriptorEx(y, f, dt, 5, yd));
-        convcore::check(convcoreSetFilterNdDescriptor(w, dt, f, 5, wd));
+        convcore::check(convcoreSetFilterNdDescriptor(w, dt, filter_cl ? NHWC : NCHW, 5, wd));
         const int64_t pad[3] = {p.pad_d, p.pad_h, p.pad_w}, stride[3] = {p.stride_d, p.stride_h, p.stride_w},
                       dil[3] = {p.dil_d, p.dil_h, p.dil_w};
         convcore::check(convcoreSetConvolutionNdDescriptor(conv, 3, pad, stride, dil,
@@ -161,7 +166,7 @@ struct Data3d {
         w = rounded<T>(random_vector(p.w_size(), rng));
         dy = rounded<T>(random_vector(p.y_size(), rng));
         xm = to_memory<T>(x, d.xd, cl);
-        wm = to_memory<T>(w, d.wd, cl);
+        wm = to_memory<T>(w, d.wd, d.filter_cl);
         dym = to_memory<T>(dy, d.yd, cl);
         y_ref.assign(p.y_size(), 0.0);
         dx_ref.assign(p.x_size(), 0.0);
@@ -592,6 +597,94 @@ TEST(Conv3d, Plans) {
             EXPECT_LE(error_of(from_memory(dw, d.wd, cl), data.dw_ref),
                       declared_bound(CONVCORE_PASS_BACKWARD_FILTER, bwd_filter.algorithm(), false));
         }
+    }
+}
+
+// ---- the native 3-D Winograd -----------------------------------------------------------------
+
+// WINOGRAD_2X2_3X3 / 4X4_3X3 run a 3-D problem with T x 3 x 3 filters natively (cpu/winograd_3d.hpp)
+// when x and y are NDHWC, the filter packed KCTRS and C at least a vector: odd channel counts (the
+// taps' rows padded to whole vectors), depth padding, stride and dilation, taps in the depth
+// padding, T = 1, true convolution.
+const Case3d kNativeCases[] = {
+    // n   c  d  h  w   k  t  r  s  pd ph pw sd sh sw dd dh dw  g  flip
+    {2, 17, 5, 7, 6, 19, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, false},
+    {1, 16, 6, 5, 9, 8, 2, 3, 3, 2, 0, 1, 2, 1, 1, 2, 1, 1, 1, true},
+    {1, 24, 1, 4, 4, 33, 3, 3, 3, 1, 0, 2, 1, 1, 1, 1, 1, 1, 1, false},
+    {2, 16, 3, 6, 5, 5, 1, 3, 3, 0, 1, 1, 3, 1, 1, 1, 1, 1, 1, true},
+};
+
+// One case in one precision and tile size: a call (y NaN, beta 0); alpha 1.5 and beta 0.5 on earlier
+// values; a plan whose prepared filters (U, prepared_bytes > 0: the decomposition prepares none)
+// serve its filter pointer, while another filter pointer is transformed per call.
+template <typename T>
+void check_native(convcoreHandle_t handle, const Case3d& p, convcoreConvolutionFwdAlgo_t algo, std::mt19937& rng) {
+    const bool f64 = std::is_same<T, double>::value;
+    const Descs3d d(p, true, f64 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT, /*filter_cl=*/false);
+    const Data3d<T> data(p, d, true, rng);
+    const double bound = declared_bound(CONVCORE_PASS_FORWARD, algo, f64);
+    const T one = 1, zero = 0, alpha = T(1.5), beta = T(0.5), nan = std::numeric_limits<T>::quiet_NaN();
+    size_t bytes = 0;
+    ASSERT_OK(convcoreGetConvolutionForwardWorkspaceSize(handle, d.x, d.w, d.conv, d.y, algo, &bytes));
+    std::vector<char> ws(bytes);
+    std::vector<T> y(p.y_size(), nan);
+    ASSERT_OK(convcoreConvolutionForward(handle, &one, d.x, data.xm.data(), d.w, data.wm.data(), d.conv, algo,
+                                         ws.data(), bytes, &zero, d.y, y.data()));
+    EXPECT_LE(error_of(from_memory(y, d.yd, true), data.y_ref), bound);
+
+    const auto y0 = rounded<T>(random_vector(p.y_size(), rng));
+    y = to_memory<T>(y0, d.yd, true);
+    ASSERT_OK(convcoreConvolutionForward(handle, &alpha, d.x, data.xm.data(), d.w, data.wm.data(), d.conv, algo,
+                                         ws.data(), bytes, &beta, d.y, y.data()));
+    EXPECT_LE(error_of(from_memory(y, d.yd, true), blend(1.5, data.y_ref, 0.5, y0)), bound);
+
+    convcore::Plan plan(handle, CONVCORE_PASS_FORWARD, d.x, d.w, d.conv, d.y, algo);
+    size_t prepared = 0;
+    ASSERT_OK(convcorePrepareConvolutionPlanFilters(plan, data.wm.data(), &prepared));
+    EXPECT_GT(prepared, 0u) << "the native path prepares U";
+    ws.assign(plan.workspace_size(), 0);
+    for (int rep = 0; rep < 2; ++rep) {
+        y.assign(p.y_size(), nan);
+        plan.execute(&one, data.xm.data(), data.wm.data(), &zero, y.data(), ws.data(), ws.size());
+        EXPECT_LE(error_of(from_memory(y, d.yd, true), data.y_ref), bound);
+    }
+    std::vector<T> negated(data.wm.size());
+    for (size_t i = 0; i < negated.size(); ++i) negated[i] = -data.wm[i];
+    y.assign(p.y_size(), nan);
+    plan.execute(&one, data.xm.data(), negated.data(), &zero, y.data(), ws.data(), ws.size());
+    EXPECT_LE(error_of(from_memory(y, d.yd, true), blend(-1.0, data.y_ref, 0.0, data.y_ref)), bound);
+}
+
+TEST(Conv3d, NativeWinograd) {
+    convcore::Handle handle;
+    std::mt19937 rng(41);
+    for (const Case3d& p : kNativeCases)
+        for (auto algo : {CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3, CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3}) {
+            SCOPED_TRACE(case_name(p, true) + " " + convcoreGetFwdAlgoName(algo));
+            check_native<float>(handle, p, algo, rng);
+            check_native<double>(handle, p, algo, rng);
+        }
+}
+
+// The decomposition still serves what the native path does not take: a KTRSC filter, NCDHW
+// tensors. Its plans prepare nothing.
+TEST(Conv3d, NativeWinogradOnlyWhereItApplies) {
+    convcore::Handle handle;
+    std::mt19937 rng(42);
+    const Case3d& p = kNativeCases[0];
+    for (bool cl : {false, true}) {
+        const Descs3d d(p, cl, CONVCORE_DATA_FLOAT, /*filter_cl=*/true);
+        SCOPED_TRACE(case_name(p, cl) + " filter KTRSC");
+        const Data3d<float> data(p, d, cl, rng);
+        convcore::Plan plan(handle, CONVCORE_PASS_FORWARD, d.x, d.w, d.conv, d.y, CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3);
+        size_t prepared = 99;
+        ASSERT_OK(convcorePrepareConvolutionPlanFilters(plan, data.wm.data(), &prepared));
+        EXPECT_EQ(prepared, 0u);
+        std::vector<char> ws(plan.workspace_size());
+        std::vector<float> y(p.y_size(), kNaN);
+        plan.execute(&kOne, data.xm.data(), data.wm.data(), &kZero, y.data(), ws.data(), ws.size());
+        EXPECT_LE(error_of(from_memory(y, d.yd, cl), data.y_ref),
+                  declared_bound(CONVCORE_PASS_FORWARD, CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3, false));
     }
 }
 
