@@ -27,6 +27,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "common/epilogue.hpp"
@@ -132,6 +133,22 @@ inline Geometry geometry(const ConvProblem& p, int64_t m, int threads, const Dep
     g.pg = std::min(g.panels_per_task, std::max<int64_t>(1, l2 / 4 / (g.aa * g.tb * g.nr * elem)));
     g.ldm = nhwc_gemm::copied_row_stride(g.pg * g.nr, p.elem_size());
     return g;
+}
+
+// The part [lo, hi) of V's rows (and U's) that the tiles [t0, t1) read: the depth taps that reach
+// the volume for one of their output depths (the others' columns are zero). 2-D: all of it.
+inline std::pair<int64_t, int64_t> reduction_range(const Geometry& g, int64_t t0, int64_t t1) {
+    const Depth& d = g.depth;
+    if (d.taps == 1) return {0, g.kc};
+    const int64_t per_plane = g.th * g.tw;
+    int64_t lo = d.taps, hi = 0;
+    for (int64_t plane = t0 / per_plane; plane <= (t1 - 1) / per_plane; ++plane) {
+        const int64_t first = plane % d.d_out * d.stride - d.pad;  // tap t reads depth first + t * dil
+        lo = std::min(lo, first >= 0 ? 0 : ceil_div(-first, d.dil));
+        hi = std::max(hi, d.d_in - first <= 0 ? 0 : std::min(d.taps, ceil_div(d.d_in - first, d.dil)));
+    }
+    if (lo >= hi) return {0, g.kc};  // only padding: the whole (zero) reduction makes the zeros
+    return {lo * g.cp, std::min(g.kc, hi * g.cp)};
 }
 
 // U's elements: [xi][panel][t * cp + c][nr], columns past K and the rows between taps zero.
@@ -306,17 +323,20 @@ CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const Geometry& g, const T*
                     const T* b = U + (xi * g.panels + jp) * g.kc * g.nr;
                     for (int64_t t = 0; t < nt; t += MR) {
                         const int64_t rows = std::min<int64_t>(MR, nt - t);
-                        const T* va = V + (xi * g.tb + t) * g.ldv;
+                        // 3-D: only the taps these tiles' output depths read
+                        const auto [q0, q1] = reduction_range(g, tb0 + t, tb0 + t + rows);
+                        const T* va = V + (xi * g.tb + t) * g.ldv + q0;
+                        const T* bq = b + q0 * g.nr;
                         T* mc = M + (xi * g.tb + t) * g.ldm + (jp - jg) * g.nr;
                         if (rows > MR / 2)
-                            nhwc_gemm::panel_block<T, VB, MR, NV>(va, g.ldv, rows, g.kc, b, mc, g.ldm, g.nr, plain,
-                                                                   sink);
+                            nhwc_gemm::panel_block<T, VB, MR, NV>(va, g.ldv, rows, q1 - q0, bq, mc, g.ldm, g.nr,
+                                                                   plain, sink);
                         else if (rows > MR / 4)  // a last partial block: a kernel of half or a quarter the rows
-                            nhwc_gemm::panel_block<T, VB, MR / 2, NV>(va, g.ldv, rows, g.kc, b, mc, g.ldm, g.nr,
-                                                                       plain, sink);
+                            nhwc_gemm::panel_block<T, VB, MR / 2, NV>(va, g.ldv, rows, q1 - q0, bq, mc, g.ldm,
+                                                                       g.nr, plain, sink);
                         else
-                            nhwc_gemm::panel_block<T, VB, MR / 4, NV>(va, g.ldv, rows, g.kc, b, mc, g.ldm, g.nr,
-                                                                       plain, sink);
+                            nhwc_gemm::panel_block<T, VB, MR / 4, NV>(va, g.ldv, rows, q1 - q0, bq, mc, g.ldm,
+                                                                       g.nr, plain, sink);
                     }
                 }
             output_block<T, VB, F>(p, g, M, tb0, nt, jg * g.nr, jg * g.nr, std::min(p.k, je * g.nr), y, e);

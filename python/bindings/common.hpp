@@ -314,6 +314,7 @@ inline convcoreHandle_t handle_for(int device_type, int device_index) {
 struct ConvParams {
     int64_t pad_h = 0, pad_w = 0, stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1, groups = 1;
     int mode = CONVCORE_CROSS_CORRELATION;
+    int64_t pad_d = 0, stride_d = 1, dil_d = 1;  // the depth axis of a 3-D call (forward_3d)
 };
 
 // Runs calls of the C++ wrapper (convcore/convcore.hpp): its convcore::Exception becomes the

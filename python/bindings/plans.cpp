@@ -185,7 +185,7 @@ int run_plan(convcoreConvolutionPass_t pass, const DLPackTensor& in0, const char
     // another call prepared from the same pointer (the plan would use them: convcore.h, plans).
     const int64_t keeps_prepared = filter_version == kFiltersPerCall ? 0 : 1;
     PlanKey key{int64_t(pass), algo, keeps_prepared, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h, p.dil_w,
-                p.groups, p.mode};
+                p.groups, p.mode, p.pad_d, p.stride_d, p.dil_d};
     for (const DLPackTensor* t : {&in0, &in1, &out}) t->append_layout(key);
     if (epilogue && epilogue->any())  // the layouts of its operands (checked once, by describe)
         for (const DLPackTensor* t : {epilogue->bias, epilogue->residual}) t ? t->append_layout(key) : key.push_back(-1);
@@ -302,6 +302,48 @@ int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
     };
     return run_plan(CONVCORE_PASS_FORWARD, x, "x", w, "w", y, p, algo, alpha, beta, cache, stream,
                     filter_version, describe, check_algo_call, &epilogue);
+}
+
+// The 3-D forward pass in one C API call on 5-D descriptors (N x C x D x H x W tensors, a packed
+// K x C/g x T x R x S filter): what runs the C API's native 3-D Winograd (cpu/winograd_3d.hpp),
+// whose plan keeps its transformed filters as a 2-D plan does (filter_version as in run_plan).
+// p's depth fields hold the depth axis; algo >= 0: convcore/_nd.py chooses.
+int forward_3d(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y, const ConvParams& p,
+               int algo, double alpha, double beta, PlanCache& cache, int64_t filter_version) {
+    if (algo < 0) bad_param("algo: a 3-D call through one plan names its algorithm");
+    auto describe = [&](Descriptors& d, convcoreHandle_t) {
+        for (const auto& [t, name] : {std::pair<const DLPackTensor*, const char*>{&x, "x"}, {&w, "w"}, {&y, "out"}})
+            if (t->ndim() != 5) bad_param(std::string(name) + ": expected a 5-D array, got shape " + shape_str(t->shape()));
+        const std::string dtype = x.dtype();
+        const convcoreDataType_t t = data_type_of(dtype);
+        if (w.dtype() != dtype) bad_param("w: dtype " + w.dtype() + " does not match x: dtype " + dtype);
+        if (y.dtype() != dtype) bad_param("out: dtype " + y.dtype() + " does not match x: dtype " + dtype);
+        for (const DLPackTensor* o : {&w, &y})
+            if (o->device_type() != x.device_type() || o->device_id() != x.device_id())
+                bad_param("x, w and out must be on one device");
+        if (!x.has_positive_strides()) bad_param("x: strides must be positive");
+        if (!w.is_packed()) bad_param("w: must be packed K x C/groups x T x R x S");
+        if (!y.has_positive_strides() || !y.has_distinct_elements())
+            bad_param("out: strides must be positive and must not make elements overlap");
+        const auto xs = x.shape(), xst = x.strides_for_c(), ws = w.shape(), ys = y.shape(), yst = y.strides_for_c();
+        check(convcoreSetTensorNdDescriptor(d.x, t, 5, xs.data(), xst.data()), "x: ");
+        check(convcoreSetFilterNdDescriptor(d.w, t, CONVCORE_TENSOR_NCHW, 5, ws.data()), "w: ");
+        const int64_t pads[3] = {p.pad_d, p.pad_h, p.pad_w}, strides[3] = {p.stride_d, p.stride_h, p.stride_w},
+                      dils[3] = {p.dil_d, p.dil_h, p.dil_w};
+        check(convcoreSetConvolutionNdDescriptor(d.conv, 3, pads, strides, dils, convcoreConvolutionMode_t(p.mode)));
+        wrapped("groups: ", [&] { d.conv.set_groups(p.groups); });
+        if (filter_version != kFiltersPerCall)
+            check(convcoreSetConvolutionFilterProtocol(d.conv, CONVCORE_FILTERS_PREPARED));
+        std::vector<int64_t> expect(5);
+        check(convcoreGetConvolutionNdForwardOutputDim(d.conv, d.x, d.w, 5, expect.data()));
+        if (ys != expect)
+            bad_param("out: expected shape " + shape_str(expect) + " (the output of this convolution), got " +
+                      shape_str(ys));
+        check(convcoreSetTensorNdDescriptor(d.y, t, 5, ys.data(), yst.data()), "out: ");
+        return algo;
+    };
+    return run_plan(CONVCORE_PASS_FORWARD, x, "x", w, "w", y, p, algo, alpha, beta, cache, 0, filter_version,
+                    describe, check_algo_call);
 }
 
 // convcore.torch's inference and training forward, kept short: forward() on DLPack capsules
@@ -606,6 +648,19 @@ void register_plans(py::module_& m) {
         .def(py::init<>())
         .def_property_readonly("plan_count", &PlanCache::plan_count)
         .def_property_readonly("preparations", &PlanCache::preparations);
+    m.def("forward_3d",
+          [](const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y, const ConvParams& p,
+             const std::vector<int64_t>& depth, int algo, double alpha, double beta, PlanCache& cache,
+             int64_t filter_version) {
+              if (depth.size() != 3) bad_param("depth: expected (padding, stride, dilation)");
+              ConvParams p3 = p;
+              p3.pad_d = depth[0], p3.stride_d = depth[1], p3.dil_d = depth[2];
+              return forward_3d(x, w, y, p3, algo, alpha, beta, cache, filter_version);
+          },
+          py::arg("x"), py::arg("w"), py::arg("y"), py::arg("params"), py::arg("depth"), py::arg("algo"),
+          py::arg("alpha"), py::arg("beta"), py::arg("cache"), py::arg("filter_version"),
+          "y = alpha * conv3d(x, w) + beta * y on 5-D arrays in one C API call; depth = (padding, stride, "
+          "dilation) of the depth axis; w packed; algo >= 0.");
     m.def("forward_capsules", &forward_capsules, py::arg("x"), py::arg("w"), py::arg("y"), py::arg("bias"),
           py::arg("params"), py::arg("algo"), py::arg("plans"), py::arg("filter_version"), py::arg("activation"),
           py::arg("residual") = py::none(),

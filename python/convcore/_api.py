@@ -852,6 +852,19 @@ class Convolution:
 
     __call__ = forward
 
+    def _forward_3d_one_call(self, x, w, out, depth, algo, alpha, beta, filter_version):
+        """out = alpha * conv3d(x, w) + beta * out in one C API call on 5-D arrays (convcore/
+        _nd.py's "native" schedule): this Convolution's parameters for H and W, ``depth`` the
+        depth axis's (padding, stride, dilation), w packed, ``algo`` an algorithm's name;
+        filter_version as forward's. Returns the algorithm that ran."""
+        xt = _import_input(x, "x", None)
+        wt = _import_input(w, "w", None)
+        yt = _import_output(out, None)
+        self._local.last_algo = _C.forward_3d(xt, wt, yt, self.desc._params, list(depth),
+                                              _algo_id(algo), float(alpha), float(beta),
+                                              self._plans(), _filter_version_arg(filter_version))
+        return self._local.last_algo
+
     def _forward_torch_cpu(self, x, w, algo, filter_version=_C.FILTERS_PER_CALL, bias=None,
                            activation=0, residual=None):
         """The common case of convcore.torch in inference, kept short (a layer pays it per call):

@@ -13,6 +13,10 @@ spatial dimensions), on the 2-D one:
   K x T*C/g x R x S filter: one call and no accumulation, for a copy of T times the input. It
   wins where the planes are small or the depth stride is not 1 (the taps' slices are then not
   packed); "auto" times both once per problem and pass and keeps the faster.
+  A third, "native", makes the forward pass one C API call on the 5-D arrays: with T x 3 x 3
+  filters (stride and dilation 1 in H and W, one group, CPU) that is the C API's native 3-D
+  Winograd F(4x4,3x3) (cpu/winograd_3d.hpp), which transforms each input plane and each output
+  tile once and sums the depth taps in its GEMMs; "auto" times it beside the other two there.
   With a filter_version (convcore.torch in inference), the forward pass keeps what it makes
   from w between calls: the taps' packed K x C/g x R x S filters or the stacked filter, and the
   2-D plans' transformed filters (one 2-D Convolution per tap, so the taps do not take turns
@@ -185,6 +189,11 @@ def _shape_with_h(shape: Any) -> Tuple[int, ...]:
 _CHOSEN_SCHEDULES: Dict[Tuple[Any, ...], Dict[Tuple[Any, ...], str]] = {}  # NdConvolution._chosen
 
 
+def _schedule_of(plane_key: Any) -> str:
+    """The schedule of a kept 2-D Convolution's key: "stacked", "native", or a tap index."""
+    return plane_key if plane_key in ("stacked", "native") else "taps"
+
+
 def _kind(a: Any) -> str:
     """What, besides the shapes, the schedules' times depend on: the element type and the device."""
     return f"{a.dtype}@{getattr(a, 'device', 'cpu')}"
@@ -257,10 +266,11 @@ class NdConvolution:
                                     "residual) yet; apply them to its output")
         y_shape = self.output_shape(x.shape, w.shape)
         kept = self._kept_filters(w, filter_version)
+        native = self._native_algo(x, w, algo) is not None
         return self._scheduled("forward", (x.shape, w.shape, _kind(x), algo, kept is not None),
                                lambda schedule, out, beta: self._forward_3d(
                                    x, w, algo, out, alpha, beta, bias, schedule, kept), out, beta,
-                               kept)
+                               kept, ("taps", "stacked", "native") if native else ("taps", "stacked"))
 
     def backward_data(self, dy: Any, w: Any, x_shape: Any, algo: Any = "auto",
                       out: Optional[Any] = None, alpha: float = 1.0, beta: float = 0.0) -> Any:
@@ -297,29 +307,49 @@ class NdConvolution:
 
     # ---- 3-D: the two schedules ----
 
-    schedule = "auto"  # "taps", "stacked", or "auto": both timed once per problem and pass
+    schedule = "auto"  # "taps", "stacked", "native" or "auto": each that applies timed once
+
+    _NATIVE_ALGOS = {"AUTO": "WINOGRAD_4X4_3X3", "WINOGRAD_4X4_3X3": "WINOGRAD_4X4_3X3",
+                     "WINOGRAD_2X2_3X3": "WINOGRAD_2X2_3X3"}
+
+    def _native_algo(self, x: Any, w: Any, algo: Any) -> Optional[str]:
+        """The algorithm the "native" schedule runs for this forward problem (the C API's 3-D
+        Winograd), None when it does not apply: T x 3 x 3 filters, stride and dilation 1 in H and
+        W, one group, float32/float64 on the CPU."""
+        if (self.dims != 3 or tuple(w.shape[3:]) != (3, 3) or self.desc.groups != 1
+                or tuple(self.desc.stride[1:]) != (1, 1) or tuple(self.desc.dilation[1:]) != (1, 1)
+                or not _kind(x).endswith("@cpu") or "float" not in str(x.dtype)
+                or "16" in str(x.dtype)):
+            return None
+        return self._NATIVE_ALGOS.get(str(algo).upper())
 
     def _scheduled(self, pass_name: str, problem: Tuple[Any, ...], run: Any, out: Optional[Any],
-                   beta: float, kept: Optional[Dict[str, Any]] = None) -> Any:
+                   beta: float, kept: Optional[Dict[str, Any]] = None,
+                   schedules: Tuple[str, ...] = ("taps", "stacked")) -> Any:
         """run(schedule, out, beta) with this pass's schedule: the fixed one, or (auto) the one
-        that was faster on this problem, timed on first sight (each schedule run twice into a
-        new output, the second run timed, so that neither pays the 2-D selections it makes)."""
+        of ``schedules`` that was fastest on this problem, timed on first sight (each schedule
+        run twice into a new output, the second run timed, so that none pays the 2-D selections
+        it makes)."""
         if self.schedule != "auto":
+            if self.schedule not in schedules:
+                raise NotSupportedError(f"schedule {self.schedule!r} does not run this {pass_name} "
+                                        f"problem (it takes {', '.join(schedules)})")
             return run(self.schedule, out, beta)
         key = (pass_name,) + tuple(tuple(p) if isinstance(p, tuple) else str(p) for p in problem)
         chosen = self._chosen.get(key)
         if chosen is None:
             times = {}
-            for schedule in ("taps", "stacked"):
+            for schedule in schedules:
                 run(schedule, None, 0.0)
                 start = time.perf_counter()
                 run(schedule, None, 0.0)
                 times[schedule] = time.perf_counter() - start
             chosen = self._chosen[key] = min(times, key=lambda k: times[k])
-            if kept is not None:  # what only the other schedule uses goes
-                other = "taps" if chosen == "stacked" else "stacked"
-                kept.pop(other, None)
-                for name in [k for k in kept["planes"] if (k == "stacked") == (other == "stacked")]:
+            if kept is not None:  # what only the other schedules use goes
+                for other in schedules:
+                    if other != chosen:
+                        kept.pop(other, None)
+                for name in [k for k in kept["planes"] if _schedule_of(k) != chosen]:
                     del kept["planes"][name]
         return run(chosen, out, beta)
 
@@ -352,12 +382,14 @@ class NdConvolution:
         if kept is None:
             if schedule == "stacked":
                 return self.plane, self._stacked_filter(w), None
+            if schedule == "native":
+                return self.plane, _packed_copy(w), None
             return self.plane, w[:, :, self._filter_tap(w.shape[2], kd)], None
-        key: Any = "stacked"
-        if schedule == "stacked":
-            if "stacked" not in kept:
-                kept["stacked"] = self._stacked_filter(w)
-            filters = kept["stacked"]
+        key: Any = schedule
+        if schedule in ("stacked", "native"):
+            if schedule not in kept:
+                kept[schedule] = self._stacked_filter(w) if schedule == "stacked" else _packed_copy(w)
+            filters = kept[schedule]
         else:
             taps = kept.setdefault("taps", {})
             if kd not in taps:
@@ -377,7 +409,13 @@ class NdConvolution:
         x_run = ndhwc(x)
 
         def accumulate(y, beta_y):
-            if schedule == "stacked":
+            if schedule == "native":  # one C API call on the 5-D arrays
+                plane, w5, version = self._forward_filters(w, kept, schedule)
+                depth = (self.desc.padding[0], sd, self.desc.dilation[0])
+                plane._forward_3d_one_call(x_run, w5, y, depth, self._native_algo(x, w, algo),
+                                           alpha, beta_y, version)
+                self.last_plane = plane
+            elif schedule == "stacked":
                 plane, w2, version = self._forward_filters(w, kept, schedule)
                 plane.forward(self._stacked_input(x_run, taps, w.shape, y_shape[2]), w2, algo,
                               _plane_batch(y), alpha, beta_y, version)

@@ -87,6 +87,58 @@ def test_alpha_beta_and_out(problem, schedule):
     assert relative_error(dw, 2.0 * backward_filter(dy) - 1.0) <= TOL
 
 
+# The "native" schedule: one C API call on the 5-D arrays, which runs the C API's 3-D Winograd
+# (cpu/winograd_3d.hpp) for T x 3 x 3 filters with enough channels (17: past a vector, odd), and
+# its decomposition with fewer (3).
+NATIVE_PROBLEMS = [
+    ((2, 17, 5, 7, 6), (19, 17, 3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1)),
+    ((1, 17, 6, 5, 9), (8, 17, 2, 3, 3), (2, 0, 1), (2, 1, 1), (2, 1, 1)),
+    ((1, 3, 4, 5, 5), (4, 3, 3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1)),
+]
+
+
+@pytest.mark.parametrize("mode", ["cross_correlation", "convolution"])
+@pytest.mark.parametrize("problem", NATIVE_PROBLEMS, ids=lambda p: "x" + "x".join(map(str, p[0])))
+def test_native_schedule_matches_the_reference(problem, mode):
+    x_shape, w_shape, padding, stride, dilation = problem
+    rng = np.random.default_rng(4)
+    x, w = rng.uniform(-1, 1, x_shape), rng.uniform(-1, 1, w_shape)
+    y_ref = convnd_reference(x, w, padding, stride, dilation, 1, mode)[0]
+    for dtype, tol in ((np.float64, 1e-12), (np.float32, 1e-5)):
+        conv = with_schedule(convcore.Convolution(padding=padding, stride=stride, dilation=dilation,
+                                                  mode=mode), "native")
+        xd, wd = x.astype(dtype), w.astype(dtype)
+        channels_last = np.ascontiguousarray(xd.transpose(0, 2, 3, 4, 1)).transpose(0, 4, 1, 2, 3)
+        for algo in ("auto", "winograd_4x4_3x3", "winograd_2x2_3x3"):
+            for inputs, filter_version in ((xd, None), (channels_last, "check"), (channels_last, 7)):
+                assert relative_error(conv.forward(inputs, wd, algo=algo, filter_version=filter_version),
+                                      y_ref) <= tol
+        out = rng.uniform(-1, 1, y_ref.shape).astype(dtype)
+        expected = 0.5 * y_ref + 2.0 * out
+        conv.forward(xd, wd, out=out, alpha=0.5, beta=2.0, bias=np.ones(w_shape[0], dtype))
+        assert relative_error(out, expected + 0.5) <= tol
+        # a kept filter (filter_version "check") follows a change of w in place
+        kept = wd.copy()
+        conv.forward(channels_last, kept, filter_version="check")
+        kept *= -1
+        assert relative_error(conv.forward(channels_last, kept, filter_version="check"), -y_ref) <= tol
+
+
+def test_native_schedule_only_where_it_applies():
+    x, w = arrays(PROBLEMS[3])  # groups 2, 3 x 2 planes, stride 2 in W
+    conv = with_schedule(convcore.Convolution(padding=(1, 0, 1), stride=(2, 1, 2), dilation=(1, 2, 1),
+                                              groups=2), "native")
+    with pytest.raises(convcore.NotSupportedError, match="native"):
+        conv.forward(x, w)
+    x, w = arrays(PROBLEMS[4])
+    conv = with_schedule(convcore.Convolution(padding=1, spatial_dims=3), "native")
+    dy = np.ones(conv.output_shape(x.shape, w.shape))
+    with pytest.raises(convcore.NotSupportedError, match="native"):  # a forward schedule only
+        conv.backward_data(dy, w, x.shape)
+    with pytest.raises(convcore.NotSupportedError, match="native"):
+        conv.forward(x, w, algo="im2col_gemm")
+
+
 def test_minimal_algorithms_serve_3x3x3_and_1d_with_3_taps():
     x, w = arrays(PROBLEMS[4])
     conv = convcore.Convolution(padding=1, spatial_dims=3)
