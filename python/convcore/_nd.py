@@ -17,6 +17,10 @@ spatial dimensions), on the 2-D one:
   filters (stride and dilation 1 in H and W, one group, CPU) that is the C API's native 3-D
   Winograd F(4x4,3x3) (cpu/winograd_3d.hpp), which transforms each input plane and each output
   tile once and sums the depth taps in its GEMMs; "auto" times it beside the other two there.
+  A fourth, "merged", serves T x 1 x 1 filters with stride 1 and padding 0 in H and W (the
+  temporal convolutions of (2+1)-D networks) in every pass: in N x D x H x W x C memory H and W
+  merge into one axis of H*W pixels, so the problem is the 2-D one on N x C x D x (H*W) with the
+  T x 1 filter, the depth as its H: one 2-D call, no copy, the taps summed by its reduction.
   With a filter_version (convcore.torch in inference), the forward pass keeps what it makes
   from w between calls: the taps' packed K x C/g x R x S filters or the stacked filter, and the
   2-D plans' transformed filters (one 2-D Convolution per tap, so the taps do not take turns
@@ -190,8 +194,16 @@ _CHOSEN_SCHEDULES: Dict[Tuple[Any, ...], Dict[Tuple[Any, ...], str]] = {}  # NdC
 
 
 def _schedule_of(plane_key: Any) -> str:
-    """The schedule of a kept 2-D Convolution's key: "stacked", "native", or a tap index."""
-    return plane_key if plane_key in ("stacked", "native") else "taps"
+    """The schedule of a kept 2-D Convolution's key: "stacked", "native", "merged", or a tap
+    index ("taps")."""
+    return plane_key if plane_key in ("stacked", "native", "merged") else "taps"
+
+
+def _merge_hw(a: Any) -> Any:
+    """N x C x D x H x W in N x D x H x W x C memory as the view N x C x D x (H*W) (H's stride is
+    W times W's: the axes merge)."""
+    n, c, d, h, w = a.shape
+    return a.reshape(n, c, d, h * w)
 
 
 def _kind(a: Any) -> str:
@@ -213,6 +225,7 @@ class NdConvolution:
         self._chosen: Dict[Tuple[Any, ...], str] = _CHOSEN_SCHEDULES.setdefault(params, {})
         self._kept: Dict[str, Any] = {}  # the forward pass's prepared filters (_kept_filters)
         self.last_plane = plane  # the 2-D Convolution of the last forward call (its last_algo)
+        self._merged: Optional[Any] = None  # the "merged" schedule's 2-D Convolution
 
     # ---- shapes ----
 
@@ -266,11 +279,12 @@ class NdConvolution:
                                     "residual) yet; apply them to its output")
         y_shape = self.output_shape(x.shape, w.shape)
         kept = self._kept_filters(w, filter_version)
-        native = self._native_algo(x, w, algo) is not None
+        schedules = self._schedules(w.shape) + (
+            ("native",) if self._native_algo(x, w, algo) is not None else ())
         return self._scheduled("forward", (x.shape, w.shape, _kind(x), algo, kept is not None),
                                lambda schedule, out, beta: self._forward_3d(
                                    x, w, algo, out, alpha, beta, bias, schedule, kept), out, beta,
-                               kept, ("taps", "stacked", "native") if native else ("taps", "stacked"))
+                               kept, schedules)
 
     def backward_data(self, dy: Any, w: Any, x_shape: Any, algo: Any = "auto",
                       out: Optional[Any] = None, alpha: float = 1.0, beta: float = 0.0) -> Any:
@@ -287,7 +301,7 @@ class NdConvolution:
                                 f"shape {x_shape}), got {tuple(dy.shape)}")
         return self._scheduled("backward_data", (x_shape, w.shape, _kind(dy), algo), lambda schedule, out, beta:
                                self._backward_data_3d(dy, w, x_shape, algo, out, alpha, beta,
-                                                      schedule), out, beta)
+                                                      schedule), out, beta, None, self._schedules(w.shape))
 
     def backward_filter(self, x: Any, dy: Any, w_shape: Any, algo: Any = "auto",
                         out: Optional[Any] = None, alpha: float = 1.0, beta: float = 0.0) -> Any:
@@ -303,11 +317,27 @@ class NdConvolution:
             raise BadParamError(f"dy: expected shape {y_shape}, got {tuple(dy.shape)}")
         return self._scheduled("backward_filter", (x.shape, w_shape, _kind(x), algo), lambda schedule, out, beta:
                                self._backward_filter_3d(x, dy, w_shape, algo, out, alpha, beta,
-                                                        schedule), out, beta)
+                                                        schedule), out, beta, None, self._schedules(w_shape))
 
     # ---- 3-D: the two schedules ----
 
-    schedule = "auto"  # "taps", "stacked", "native" or "auto": each that applies timed once
+    schedule = "auto"  # "taps", "stacked", "native", "merged" or "auto": each that applies timed once
+
+    def _schedules(self, w_shape: Tuple[int, ...]) -> Tuple[str, ...]:
+        """The schedules of every pass that run this filter shape: "merged" for T x 1 x 1 filters
+        with stride 1 and padding 0 in H and W."""
+        merges = (tuple(w_shape[3:]) == (1, 1) and tuple(self.desc.stride[1:]) == (1, 1)
+                  and tuple(self.desc.padding[1:]) == (0, 0))
+        return ("taps", "stacked", "merged") if merges else ("taps", "stacked")
+
+    def _merged_plane(self) -> Any:
+        """The 2-D Convolution of the "merged" schedule: the depth as H, H*W pixels as W."""
+        if self._merged is None:
+            d = self.desc
+            self._merged = type(self.plane)(type(self.plane.desc)(
+                padding=(d.padding[0], 0), stride=(d.stride[0], 1), dilation=(d.dilation[0], 1),
+                groups=d.groups, mode=d.mode))
+        return self._merged
 
     _NATIVE_ALGOS = {"AUTO": "WINOGRAD_4X4_3X3", "WINOGRAD_4X4_3X3": "WINOGRAD_4X4_3X3",
                      "WINOGRAD_2X2_3X3": "WINOGRAD_2X2_3X3"}
@@ -379,6 +409,12 @@ class NdConvolution:
         """(2-D Convolution, filter, filter_version) of a forward call: tap kd's, or (stacked)
         the stacked filter's; per call (the plane, w's slice or a new stacked filter) without
         ``kept``."""
+        if schedule == "merged":  # a view of w: K x C/g x T x 1
+            if kept is None:
+                return self._merged_plane(), w[..., 0], None
+            if "merged" not in kept["planes"]:
+                kept["planes"]["merged"] = type(self.plane)(self._merged_plane().desc)
+            return kept["planes"]["merged"], w[..., 0], kept["version"]
         if kept is None:
             if schedule == "stacked":
                 return self.plane, self._stacked_filter(w), None
@@ -409,7 +445,11 @@ class NdConvolution:
         x_run = ndhwc(x)
 
         def accumulate(y, beta_y):
-            if schedule == "native":  # one C API call on the 5-D arrays
+            if schedule == "merged":
+                plane, w2, version = self._forward_filters(w, kept, schedule)
+                plane.forward(_merge_hw(x_run), w2, algo, _merge_hw(y), alpha, beta_y, version)
+                self.last_plane = plane
+            elif schedule == "native":  # one C API call on the 5-D arrays
                 plane, w5, version = self._forward_filters(w, kept, schedule)
                 depth = (self.desc.padding[0], sd, self.desc.dilation[0])
                 plane._forward_3d_one_call(x_run, w5, y, depth, self._native_algo(x, w, algo),
@@ -442,6 +482,11 @@ class NdConvolution:
         dy_run = ndhwc(dy)
 
         def accumulate(dx, beta_dx):
+            if schedule == "merged":
+                merged_dx = _merge_hw(dx)
+                self._merged_plane().backward_data(_merge_hw(dy_run), w[..., 0], merged_dx.shape, algo,
+                                                   merged_dx, alpha, beta_dx)
+                return
             if schedule == "stacked":
                 # the gradient of the stacked input, then each tap's block added to its planes
                 n, c, _, h, wd = x_shape
@@ -476,6 +521,11 @@ class NdConvolution:
         sd = self.desc.stride[0]
         taps = self._depth_geometry(x.shape[2], dy.shape[2], w_shape[2])
         x_run, dy_run = ndhwc(x), ndhwc(dy)
+        if schedule == "merged":
+            dw2 = out[..., 0]
+            self._merged_plane().backward_filter(_merge_hw(x_run), _merge_hw(dy_run), dw2.shape, algo,
+                                                 dw2, alpha, 1.0)
+            return out
         if schedule == "stacked":
             k, cg, t, r, s = w_shape
             grad = self.plane.backward_filter(self._stacked_input(x_run, taps, w_shape, dy.shape[2]),

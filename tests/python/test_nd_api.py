@@ -124,6 +124,48 @@ def test_native_schedule_matches_the_reference(problem, mode):
         assert relative_error(conv.forward(channels_last, kept, filter_version="check"), -y_ref) <= tol
 
 
+# The "merged" schedule: T x 1 x 1 filters, stride 1 and padding 0 in H and W, as the 2-D problem
+# on N x C x D x (H*W) (every pass).
+MERGED_PROBLEMS = [
+    ((1, 2, 4, 4, 4), (3, 2, 5, 1, 1), (2, 0, 0), (3, 1, 1), (1, 1, 1), 1),
+    ((2, 4, 7, 3, 5), (6, 2, 3, 1, 1), (2, 0, 0), (2, 1, 1), (2, 1, 1), 2),
+    ((1, 3, 5, 2, 3), (4, 3, 3, 1, 1), (1, 0, 0), (1, 1, 1), (1, 3, 2), 1),
+]
+
+
+@pytest.mark.parametrize("mode", ["cross_correlation", "convolution"])
+@pytest.mark.parametrize("problem", MERGED_PROBLEMS, ids=ids)
+def test_merged_schedule_matches_the_reference(problem, mode):
+    x, w = arrays(problem)
+    _, _, padding, stride, dilation, groups = problem
+    conv = with_schedule(convcore.Convolution(padding=padding, stride=stride, dilation=dilation,
+                                              groups=groups, mode=mode), "merged")
+    y_ref, backward_data, backward_filter = convnd_reference(x, w, padding, stride, dilation,
+                                                             groups, mode)
+    dy = np.random.default_rng(1).uniform(-1, 1, y_ref.shape)
+    channels_last = np.ascontiguousarray(x.transpose(0, 2, 3, 4, 1)).transpose(0, 4, 1, 2, 3)
+    for algo in ("auto",) + CLASSIC_ALGOS:
+        for inputs, filter_version in ((x, None), (channels_last, "check")):
+            assert relative_error(conv.forward(inputs, w, algo=algo, filter_version=filter_version),
+                                  y_ref) <= TOL
+        assert relative_error(conv.backward_data(dy, w, x.shape, algo=algo), backward_data(dy)) <= TOL
+        assert relative_error(conv.backward_filter(x, dy, w.shape, algo=algo), backward_filter(dy)) <= TOL
+    out = np.random.default_rng(2).uniform(-1, 1, y_ref.shape)
+    expected = 0.5 * y_ref + 2.0 * out
+    conv.forward(x, w, out=out, alpha=0.5, beta=2.0)
+    assert relative_error(out, expected) <= TOL
+    dx = np.random.default_rng(3).uniform(-1, 1, x.shape)
+    expected = 2.0 * backward_data(dy) - dx
+    conv.backward_data(dy, w, x.shape, out=dx, alpha=2.0, beta=-1.0)
+    assert relative_error(dx, expected) <= TOL
+    dw = np.ones(w.shape)
+    conv.backward_filter(x, dy, w.shape, out=dw, alpha=2.0, beta=-1.0)
+    assert relative_error(dw, 2.0 * backward_filter(dy) - 1.0) <= TOL
+    planes = with_schedule(convcore.Convolution(padding=1, spatial_dims=3), "merged")
+    with pytest.raises(convcore.NotSupportedError, match="merged"):  # 3 x 3 planes
+        planes.forward(np.ones((1, 2, 4, 4, 4)), np.ones((3, 2, 3, 3, 3)))
+
+
 def test_native_schedule_only_where_it_applies():
     x, w = arrays(PROBLEMS[3])  # groups 2, 3 x 2 planes, stride 2 in W
     conv = with_schedule(convcore.Convolution(padding=(1, 0, 1), stride=(2, 1, 2), dilation=(1, 2, 1),
