@@ -12,6 +12,8 @@
 //      b. a GEMMs M[xi] (K/g x B) = U[xi] . V[xi]                        (OpenBLAS)
 //      c. output transform: y = AT M per (k, tile), clipped at Q, blended with alpha, beta.
 // Each output is one GEMM dot product and a fixed transform, whatever the thread count.
+// A column filter (F x 1) runs as the row filter of the transposed problem (H and W swapped, the
+// strides saying where each lies), so the same tiles run along H.
 #pragma once
 #include <omp.h>
 
@@ -19,6 +21,7 @@
 #include <climits>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "common/blend.hpp"
 #include "core/solver.hpp"
@@ -36,14 +39,33 @@ constexpr int64_t kChunk = 16;                            // tiles of one transf
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// Whether p's filter is a column (F x 1, F > 1): the tiles run along H.
+inline bool along_h(const ConvProblem& p) { return p.s == 1 && p.r > 1; }
+// The filter's taps along the axis the tiles run on.
+inline int64_t taps_of(const ConvProblem& p) { return along_h(p) ? p.r : p.s; }
+// The problem whose rows the tiles run along: p, or p with H and W swapped for a column filter.
+inline ConvProblem row_problem(const ConvProblem& p) {
+    if (!along_h(p)) return p;
+    ConvProblem t = p;
+    std::swap(t.h, t.w);
+    std::swap(t.p, t.q);
+    std::swap(t.r, t.s);
+    std::swap(t.pad_h, t.pad_w);
+    std::swap(t.stride_h, t.stride_w);
+    std::swap(t.dil_h, t.dil_w);
+    return t;
+}
+
 struct Geometry {
     int64_t tw, tiles, block, cg, kg;
     int64_t xs_n, xs_c, xs_h, xs_w;  // element strides of packed x (NCHW or NHWC)
     int64_t ys_n, ys_c, ys_h, ys_w;
 };
 
-// m outputs and a multiplications per tile.
-inline Geometry geometry(const ConvProblem& p, int m, int a) {
+// m outputs and a multiplications per tile; `given` is the problem as given (a column filter's
+// tiles run along its H: its row_problem's W).
+inline Geometry geometry(const ConvProblem& given, int m, int a) {
+    const ConvProblem p = row_problem(given);
     Geometry g{};
     g.tw = ceil_div(p.q, m);
     g.tiles = p.n * p.p * g.tw;
@@ -52,29 +74,35 @@ inline Geometry geometry(const ConvProblem& p, int m, int a) {
     const int64_t per_tile = a * (g.cg + g.kg) * int64_t(p.elem_size());
     g.block = std::min(std::max(kBlockBudgetBytes / std::max<int64_t>(per_tile, 1), kMinBlock), kMaxBlock);
     g.block = std::min(ceil_div(g.block, 16) * 16, ceil_div(g.tiles, 16) * 16);
-    if (p.nhwc) {
-        g.xs_c = 1, g.xs_w = p.c, g.xs_h = p.w * p.c, g.xs_n = p.h * p.w * p.c;
-        g.ys_c = 1, g.ys_w = p.k, g.ys_h = p.q * p.k, g.ys_n = p.p * p.q * p.k;
+    const ConvProblem& q = given;  // the strides of the memory as it lies
+    if (q.nhwc) {
+        g.xs_c = 1, g.xs_w = q.c, g.xs_h = q.w * q.c, g.xs_n = q.h * q.w * q.c;
+        g.ys_c = 1, g.ys_w = q.k, g.ys_h = q.q * q.k, g.ys_n = q.p * q.q * q.k;
     } else {
-        g.xs_w = 1, g.xs_h = p.w, g.xs_c = p.h * p.w, g.xs_n = p.c * p.h * p.w;
-        g.ys_w = 1, g.ys_h = p.q, g.ys_c = p.p * p.q, g.ys_n = p.k * p.p * p.q;
+        g.xs_w = 1, g.xs_h = q.w, g.xs_c = q.h * q.w, g.xs_n = q.c * q.h * q.w;
+        g.ys_w = 1, g.ys_h = q.q, g.ys_c = q.p * q.q, g.ys_n = q.k * q.p * q.q;
     }
+    if (along_h(given)) std::swap(g.xs_h, g.xs_w), std::swap(g.ys_h, g.ys_w);
     return g;
 }
 
-// "" when the 1-D path of `name` runs p (a 1 x taps filter), otherwise why.
-inline std::string why_not(const std::string& name, const std::string& algorithm, const ConvProblem& p, int m,
-                           int a) {
+// "" when the 1-D path of `name` runs p (a 1 x taps or taps x 1 filter), otherwise why.
+inline std::string why_not(const std::string& name, const std::string& algorithm, const ConvProblem& given,
+                           int m, int a) {
+    const ConvProblem p = row_problem(given);
+    const std::string filter = std::to_string(given.r) + "x" + std::to_string(given.s);
+    const char* along = along_h(given) ? "H" : "W";
+    const char* across = along_h(given) ? "W" : "H";
     if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
         return name + " runs float32 and float64 only";
     if (p.stride_w != 1 || p.dil_w != 1)
-        return name + " on a 1x" + std::to_string(p.s) + " filter (" + algorithm + " along W) needs stride 1 and "
-               "dilation 1 along W, got stride " + std::to_string(p.stride_w) + ", dilation " +
+        return name + " on a " + filter + " filter (" + algorithm + " along " + along + ") needs stride 1 and "
+               "dilation 1 along " + along + ", got stride " + std::to_string(p.stride_w) + ", dilation " +
                std::to_string(p.dil_w);
     if (p.pad_h != 0)
-        return name + " on a 1x" + std::to_string(p.s) + " filter needs no padding along H, got " +
+        return name + " on a " + filter + " filter needs no padding along " + across + ", got " +
                std::to_string(p.pad_h);
-    const Geometry d = geometry(p, m, a);
+    const Geometry d = geometry(given, m, a);
     if (d.kg > INT_MAX || d.cg > INT_MAX || d.block > INT_MAX)
         return name + ": a GEMM dimension (K/groups=" + std::to_string(d.kg) + ", C/groups=" +
                std::to_string(d.cg) + ") exceeds the 32-bit BLAS interface";
@@ -124,8 +152,8 @@ void filter_transform(const ConvProblem& p, const T* w, T* U, int threads) {
 template <class Alg, typename T>
 void run(const ConvArgs& args) {
     constexpr int n = Alg::n, a = Alg::a, m = Alg::m;
-    const ConvProblem& p = args.prob;
-    const Geometry d = geometry(p, m, a);
+    const ConvProblem p = row_problem(args.prob);
+    const Geometry d = geometry(args.prob, m, a);
     const int threads = args.ctx.threads();
     const T* x = static_cast<const T*>(args.x);
     T* y = static_cast<T*>(args.y);

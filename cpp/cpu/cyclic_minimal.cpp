@@ -477,8 +477,13 @@ struct Row {
     static constexpr T at(int i, int xi) { return T(Tab::C[i][xi]); }
 };
 
-bool row_filter(const ConvProblem& p) { return p.r == 1 && (p.s == 3 || p.s == 2); }
-int row_outputs(const ConvProblem& p) { return p.s == 3 ? cyclic::C4F3Row::O : cyclic::C4F2Row::O; }
+// A 1 x F or F x 1 filter, F = 2 or 3: the 1-D path (along W or H).
+bool row_filter(const ConvProblem& p) {
+    return (p.r == 1 && (p.s == 3 || p.s == 2)) || (p.s == 1 && (p.r == 3 || p.r == 2));
+}
+int row_outputs(const ConvProblem& p) {
+    return bilinear_1d::taps_of(p) == 3 ? cyclic::C4F3Row::O : cyclic::C4F2Row::O;
+}
 constexpr int kRowProducts = cyclic::C4F3Row::M;
 static_assert(cyclic::C4F2Row::M == kRowProducts, "tables changed");
 
@@ -489,7 +494,7 @@ std::string why_not(const ConvProblem& p) {
         return bilinear_1d::why_not("CYCLIC_MINIMAL", "the 4-point cyclic convolution", p, row_outputs(p),
                                     kRowProducts);
     if (!((p.r == 3 && p.s == 3) || (p.r == 2 && p.s == 2)))
-        return "CYCLIC_MINIMAL needs a 3x3 filter (or 2x2, 1x3, 1x2), got " + std::to_string(p.r) + "x" +
+        return "CYCLIC_MINIMAL needs a 3x3 filter (or 2x2, 1x3, 1x2, 3x1, 2x1), got " + std::to_string(p.r) + "x" +
                std::to_string(p.s) + " (its tables are the 4x4 and 4-point cyclic convolutions with overlap-save)";
     if (!p.unit_stride())
         return "CYCLIC_MINIMAL needs stride 1, got " + std::to_string(p.stride_h) + "x" +
@@ -600,7 +605,7 @@ void run_typed(const ConvArgs& a) {
 
 void run(const ConvArgs& a) {
     const bool f64 = a.prob.dtype == CONVCORE_DATA_DOUBLE;
-    if (row_filter(a.prob) && a.prob.s == 3)
+    if (row_filter(a.prob) && bilinear_1d::taps_of(a.prob) == 3)
         f64 ? bilinear_1d::run<Row<cyclic::C4F3Row>, double>(a) : bilinear_1d::run<Row<cyclic::C4F3Row>, float>(a);
     else if (row_filter(a.prob))
         f64 ? bilinear_1d::run<Row<cyclic::C4F2Row>, double>(a) : bilinear_1d::run<Row<cyclic::C4F2Row>, float>(a);

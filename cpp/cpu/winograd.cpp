@@ -731,8 +731,8 @@ void run_f(const ConvArgs& a) {
 std::string why_not_mm(const ConvProblem& p, int64_t m) {
     if (winograd_1d::takes(p)) return winograd_1d::why_not(algo_name(m), p, int(m));
     const std::string why = why_not_m(p, m);
-    if (p.r != 3 || p.s != 3)  // the 2-D rule's message, with the 1-D shape this solver takes too
-        return why + " (or 1x3: F(" + std::to_string(m) + ",3) along W)";
+    if (p.r != 3 || p.s != 3)  // the 2-D rule's message, with the 1-D shapes this solver takes too
+        return why + " (or 1x3 / 3x1: F(" + std::to_string(m) + ",3) along W / H)";
     return why;
 }
 std::string why_not_2(const ConvProblem& p) { return why_not_mm(p, 2); }

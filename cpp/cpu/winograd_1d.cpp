@@ -1,4 +1,4 @@
-// F(m,3) along W for a 1x3 filter: Lavin & Gray's Algorithm 1 in one dimension, run by the 1-D
+// F(m,3) along W for a 1x3 filter (along H for a 3x1 one): Lavin & Gray's Algorithm 1 in one dimension, run by the 1-D
 // bilinear path (cpu/bilinear_1d.hpp) with the generated F(2,3) / F(4,3) tables
 // (tools/gen_winograd.py): a = m + 2 multiplications per m outputs against 3m (F(4,3): 1.5 per
 // output against 3, half the multiplications of the direct sum).
@@ -31,7 +31,7 @@ const char* algorithm(int m) { return m == 2 ? "F(2,3)" : "F(4,3)"; }
 
 }  // namespace
 
-bool takes(const ConvProblem& p) { return p.r == 1 && p.s == 3; }
+bool takes(const ConvProblem& p) { return (p.r == 1 && p.s == 3) || (p.r == 3 && p.s == 1); }
 
 std::string why_not(const std::string& name, const ConvProblem& p, int m) {
     return bilinear_1d::why_not(name, algorithm(m), p, m, m + 2);

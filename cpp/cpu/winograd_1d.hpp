@@ -1,5 +1,5 @@
-// WINOGRAD_2X2_3X3 and WINOGRAD_4X4_3X3 on a 1x3 filter (CPU): the 1-D minimal filtering
-// algorithms F(2,3) and F(4,3) along W (Lavin & Gray, Sec. 4, the 1-D algorithm the 2-D one
+// WINOGRAD_2X2_3X3 and WINOGRAD_4X4_3X3 on a 1x3 or 3x1 filter (CPU): the 1-D minimal filtering
+// algorithms F(2,3) and F(4,3) along W or H (Lavin & Gray, Sec. 4, the 1-D algorithm the 2-D one
 // nests), for 1-D convolutions (stored as 2-D with H = 1) and 2-D layers with 1x3 filters, by
 // cpu/bilinear_1d.hpp. winograd.cpp's solvers call these when the filter is 1x3.
 #pragma once
@@ -12,7 +12,7 @@ namespace convcore {
 namespace cpu {
 namespace winograd_1d {
 
-// Whether p has a 1x3 filter (this file's problems; the rest is the 2-D algorithm's).
+// Whether p has a 1x3 or 3x1 filter (this file's problems; the rest is the 2-D algorithm's).
 bool takes(const ConvProblem& p);
 // "" when F(m,3) runs p (m: 2 or 4), otherwise why, naming the algorithm `name`.
 std::string why_not(const std::string& name, const ConvProblem& p, int m);

@@ -139,7 +139,8 @@ TEST(CyclicMinimal, WorkspaceIsExactAndDoesNotDependOnThreads) {
 // 1 x 3 and 1 x 2 filters: the 4-point cyclic convolution along W (cpu/bilinear_1d.hpp): 1-D
 // convolutions (H = 1) and 2-D layers with row filters (a stride along H), odd widths down to
 // 1, padding 0-3 along W, groups, both modes, alpha/beta, a strided y, NCHW and NHWC, one to
-// three threads; bit-identical on 1, 2 and 3 threads.
+// three threads; bit-identical on 1, 2 and 3 threads. Trials 20-29 transpose the problem: 3 x 1
+// and 2 x 1 filters, the tiles along H.
 TEST(CyclicMinimal, RowFiltersRunTheFourPointCyclicConvolution) {
     for (int64_t taps : {3, 2}) {
         std::mt19937 rng(unsigned(4100 + taps));
@@ -161,6 +162,12 @@ TEST(CyclicMinimal, RowFiltersRunTheFourPointCyclicConvolution) {
             p.flip = trial % 2 == 1;
             p.h = trial % 4 == 0 ? pick(2, 5) : 1;
             p.w = pick(std::max<int64_t>(1, taps - 2 * p.pad_w), 45);
+            if (trial >= 20) {  // the column filter
+                std::swap(p.h, p.w);
+                std::swap(p.r, p.s);
+                std::swap(p.pad_h, p.pad_w);
+                std::swap(p.stride_h, p.stride_w);
+            }
             const Case tc{p, trial % 3 == 0 ? 1.0 : -0.75, trial % 4 == 1 ? 0.5 : 0.0,
                           trial % 5 == 0 && trial % 2 == 0, 1 + trial % 3, 0, trial % 5 != 0 && trial % 2 == 0};
             const double e32 = run_case<float>(tc, rng), e64 = run_case<double>(tc, rng);

@@ -237,7 +237,8 @@ TEST_P(Winograd, NhwcFusedScheduleMatchesTheReference) {
 // A 1x3 filter: F(2,3) / F(4,3) along W (cpu/winograd_1d.cpp), for 1-D convolutions (H = 1)
 // and 2-D layers with 1x3 filters: odd widths down to 1, padding 0-2 along W, a stride along H
 // (R = 1 reads every stride_h-th row), groups, true convolution, alpha/beta, a strided y, NCHW
-// and NHWC, one to three threads, float32 and float64.
+// and NHWC, one to three threads, float32 and float64. The second half of the trials transposes
+// each problem: a 3x1 filter, the tiles along H.
 TEST_P(Winograd, RowFiltersRunTheOneDimensionalAlgorithm) {
     const auto algo = GetParam();
     std::mt19937 rng(99 + int(algo));
@@ -258,6 +259,12 @@ TEST_P(Winograd, RowFiltersRunTheOneDimensionalAlgorithm) {
         p.flip = trial % 2 == 1;
         p.h = trial % 4 == 0 ? pick(2, 5) : 1;
         p.w = pick(int(std::max<int64_t>(3 - 2 * p.pad_w, 1)), 41);
+        if (trial >= 18) {  // the column filter
+            std::swap(p.h, p.w);
+            std::swap(p.r, p.s);
+            std::swap(p.pad_h, p.pad_w);
+            std::swap(p.stride_h, p.stride_w);
+        }
         const ForwardCase tc{p, trial % 3 == 0 ? 1.0 : -0.75, trial % 4 == 1 ? 0.5 : 0.0, trial % 5 == 0 && trial % 2 == 0,
                              1 + trial % 3, 0, trial % 5 != 0 && trial % 2 == 0};
         EXPECT_LT(run_forward_case<float>(algo, tc, rng), bound(algo, false)) << name(algo) << " float32 " << describe(p);
@@ -292,6 +299,15 @@ TEST_P(Winograd, RowFiltersNameTheirLimits) {
               CONVCORE_STATUS_NOT_SUPPORTED);
     EXPECT_NE(last_error().find("on a 1x3 filter"), std::string::npos) << last_error();
     EXPECT_NE(last_error().find("stride 2"), std::string::npos) << last_error();
+    // the column filter: stride 2 along H
+    convcore::TensorDesc xc(CONVCORE_DATA_FLOAT, 1, 2, 12, 1);
+    convcore::FilterDesc wc(CONVCORE_DATA_FLOAT, 3, 2, 3, 1);
+    convcore::TensorDesc yc(CONVCORE_DATA_FLOAT, 1, 3, 5, 1);
+    conv.set(0, 0, 2, 1, 1, 1);
+    EXPECT_EQ(convcoreGetConvolutionForwardWorkspaceSize(h, xc, wc, conv, yc, algo, &bytes),
+              CONVCORE_STATUS_NOT_SUPPORTED);
+    EXPECT_NE(last_error().find("on a 3x1 filter"), std::string::npos) << last_error();
+    EXPECT_NE(last_error().find("along H"), std::string::npos) << last_error();
 }
 
 TEST_P(Winograd, NotSupportedNamesTheLimit) {
