@@ -79,6 +79,15 @@ enum class CpuRank {
     Reference  // DIRECT, the reference loops: 30-200x slower than the best on the suites
 };
 
+// The minimal-multiplication algorithms on 1 x F and F x 1 filters run the 1-D path (cpu/
+// bilinear_1d.hpp: half the multiplications of a GEMM for F(4,3), where the model, fitted on 3x3
+// runs, expects the 2-D nesting's quarter): not what the model covers.
+bool one_dimensional_minimal(convcoreConvolutionFwdAlgo_t algo, const ConvProblem& prob) {
+    const bool minimal = algo == CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3 || algo == CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3 ||
+                         algo == CONVCORE_FWD_ALGO_CYCLIC_MINIMAL;
+    return minimal && (prob.r == 1) != (prob.s == 1);
+}
+
 CpuRank cpu_rank(convcoreConvolutionFwdAlgo_t algo, const std::optional<double>& cost) {
     if (algo == CONVCORE_FWD_ALGO_DEPTHWISE) return CpuRank::Made;
     if (algo == CONVCORE_FWD_ALGO_DIRECT) return CpuRank::Reference;
@@ -90,11 +99,19 @@ std::vector<RankedAlgo> rank_cpu(const std::vector<RankedAlgo>& ok, const ConvPr
     const Features features = heuristic_features(prob);
     std::vector<std::pair<double, RankedAlgo>> by_rank[4];
     for (const RankedAlgo& r : ok) {
-        const std::optional<double> cost = cpu_model_cost(r.algo, features);
+        const std::optional<double> cost =
+            one_dimensional_minimal(r.algo, prob) ? std::nullopt : cpu_model_cost(r.algo, features);
         by_rank[int(cpu_rank(r.algo, cost))].push_back({cost.value_or(0.0), r});
     }
     auto& model = by_rank[int(CpuRank::Model)];
     std::stable_sort(model.begin(), model.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+    // A 1 x F or F x 1 filter is outside the shapes the model was fitted on (its costs for the
+    // 2-D window algorithms are extrapolations): the GEMM lowerings, which serve any window, come
+    // first, so that the first choice auto times beside the 1-D minimal algorithms is one.
+    if ((prob.r == 1) != (prob.s == 1))
+        std::stable_partition(model.begin(), model.end(), [](const auto& e) {
+            return e.second.algo == CONVCORE_FWD_ALGO_IMPLICIT_GEMM || e.second.algo == CONVCORE_FWD_ALGO_IM2COL_GEMM;
+        });
     std::vector<RankedAlgo> ranked;
     for (const auto& e : by_rank[int(CpuRank::Made)]) ranked.push_back(e.second);
     // The first choice: what the model ranks first, unless a made-for algorithm came first.
@@ -129,9 +146,9 @@ std::vector<RankedAlgo> rank_algorithms(const ConvProblem& prob) {
         });
     }
     // Winograd's fused NHWC schedule (cpu/winograd_nhwc.hpp) is not in the data the model was
-    // fitted on (NCHW runs): on NHWC problems it runs natively, the two Winograd algorithms
-    // follow the first choice, among the candidates "auto" times.
-    if (on_cpu && prob.activations_nhwc()) {
+    // fitted on (NCHW runs): on NHWC problems with 3x3 filters it runs natively, the two
+    // Winograd algorithms follow the first choice, among the candidates "auto" times.
+    if (on_cpu && prob.activations_nhwc() && prob.r == 3 && prob.s == 3) {
         auto next = ranked.begin() + (ranked.empty() ? 0 : 1);
         for (auto it = next; it != ranked.end(); ++it) {
             const bool winograd = it->algo == CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3 || it->algo == CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3;

@@ -245,7 +245,8 @@ void expect_not_supported(int64_t r, int64_t s, int64_t stride, int64_t dil, con
 
 TEST(CyclicMinimal, NotSupportedSaysWhy) {
     expect_not_supported(5, 5, 1, 1, CONVCORE_DATA_FLOAT, "3x3 filter");
-    expect_not_supported(3, 1, 1, 1, CONVCORE_DATA_FLOAT, "got 3x1");
+    expect_not_supported(3, 2, 1, 1, CONVCORE_DATA_FLOAT, "got 3x2");
+    expect_not_supported(3, 1, 1, 1, CONVCORE_DATA_FLOAT, "on a 3x1 filter needs no padding along W, got 1");
     expect_not_supported(1, 1, 1, 1, CONVCORE_DATA_DOUBLE, "3x3 filter");
     expect_not_supported(3, 3, 2, 1, CONVCORE_DATA_FLOAT, "stride 1");
     expect_not_supported(3, 3, 1, 2, CONVCORE_DATA_DOUBLE, "dilation 1");
