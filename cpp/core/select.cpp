@@ -105,10 +105,11 @@ std::vector<RankedAlgo> rank_cpu(const std::vector<RankedAlgo>& ok, const ConvPr
     }
     auto& model = by_rank[int(CpuRank::Model)];
     std::stable_sort(model.begin(), model.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
-    // A 1 x F or F x 1 filter is outside the shapes the model was fitted on (its costs for the
-    // 2-D window algorithms are extrapolations): the GEMM lowerings, which serve any window, come
-    // first, so that the first choice auto times beside the 1-D minimal algorithms is one.
-    if ((prob.r == 1) != (prob.s == 1))
+    // Where the 1-D minimal algorithms apply (1 x 2/3 and 2/3 x 1 filters) they are GEMMs with
+    // transforms around them: the GEMM lowerings come first, so that auto times them beside the
+    // plain GEMM they must beat (the model, fitted mostly on square windows, ranked IM2WIN first
+    // for a 3x1 layer of a (2+1)-D network, and no GEMM was timed).
+    if (std::any_of(ok.begin(), ok.end(), [&](const RankedAlgo& r) { return one_dimensional_minimal(r.algo, prob); }))
         std::stable_partition(model.begin(), model.end(), [](const auto& e) {
             return e.second.algo == CONVCORE_FWD_ALGO_IMPLICIT_GEMM || e.second.algo == CONVCORE_FWD_ALGO_IM2COL_GEMM;
         });

@@ -35,6 +35,12 @@ struct PlanKeyHash {
     }
 };
 
+// A plan key's first values: the pass, the requested algorithm, whether the plan keeps prepared
+// filters, and the convolution's parameters (run_plan and forward_array's short path must agree).
+inline PlanKey plan_key(convcoreConvolutionPass_t pass, int algo, int64_t keeps_prepared, const ConvParams& p) {
+    return PlanKey{int64_t(pass), algo, keeps_prepared, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h,
+                   p.dil_w, p.groups, p.mode, p.pad_d, p.stride_d, p.dil_d};
+}
 
 // The plans of one Convolution in one thread (convcore.Convolution keeps one per thread): a call
 // whose problem was seen before runs its plan with only the data pointers, without building
@@ -184,8 +190,7 @@ int run_plan(convcoreConvolutionPass_t pass, const DLPackTensor& in0, const char
     // A plan either keeps prepared filters or never does: a per-call caller must not run filters
     // another call prepared from the same pointer (the plan would use them: convcore.h, plans).
     const int64_t keeps_prepared = filter_version == kFiltersPerCall ? 0 : 1;
-    PlanKey key{int64_t(pass), algo, keeps_prepared, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h, p.dil_w,
-                p.groups, p.mode, p.pad_d, p.stride_d, p.dil_d};
+    PlanKey key = plan_key(pass, algo, keeps_prepared, p);
     for (const DLPackTensor* t : {&in0, &in1, &out}) t->append_layout(key);
     if (epilogue && epilogue->any())  // the layouts of its operands (checked once, by describe)
         for (const DLPackTensor* t : {epilogue->bias, epilogue->residual}) t ? t->append_layout(key) : key.push_back(-1);
@@ -470,8 +475,7 @@ py::object forward_array(const py::handle& x_obj, const py::handle& w_obj, const
     const int64_t out_w = convcore::conv_output_size(x.shape(3), p.pad_w, w.shape(3), p.stride_w, p.dil_w);
     if (n < 1 || k < 1 || out_h < 1 || out_w < 1) return py::none();
     const int64_t keeps_prepared = filter_version == kFiltersPerCall ? 0 : 1;
-    PlanKey key{int64_t(CONVCORE_PASS_FORWARD), algo, keeps_prepared, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
-                p.dil_h, p.dil_w, p.groups, p.mode};
+    PlanKey key = plan_key(CONVCORE_PASS_FORWARD, algo, keeps_prepared, p);
     const int64_t dtype_code = int64_t(kDLFloat) << 32 | int64_t(itemsize * 8) << 16 | 1;
     const int64_t device_code = int64_t(kDLCPU) << 32;
     for (const py::array* a : {&x, &w}) {

@@ -102,6 +102,10 @@ def _problems():
     return problems
 
 
+ONE_D_MINIMAL = ("winograd_2x2_3x3", "winograd_4x4_3x3", "cyclic_minimal")
+GEMMS = ("implicit_gemm", "im2col_gemm")
+
+
 def test_auto_ranks_by_the_committed_model():
     """The library ranks the applicable CPU algorithms exactly as the fitter's Python model does
     with the committed coefficients (so select.cpp computes the same features), DIRECT last;
@@ -124,10 +128,32 @@ def test_auto_ranks_by_the_committed_model():
             assert ranked[0] == "depthwise", p.descriptor()
             ranked = ranked[1:]
         x = fit.features(fit.parse_descriptor(p.descriptor()))
-        cost = {a: sum(c * v for c, v in zip(models[a], x)) for a in ranked if a in models}
+        one_d = (p.kh == 1) != (p.kw == 1) and max(p.kh, p.kw) <= 3  # the 1-D minimal algorithms' filters
+        cost = {a: sum(c * v for c, v in zip(models[a], x)) for a in ranked if a in models
+                and not (one_d and a in ONE_D_MINIMAL)}
         expect = sorted(cost, key=cost.get)
+        if one_d:  # the GEMM lowerings first, then the 1-D minimal algorithms (unmodelled there)
+            expect = [a for a in expect if a in GEMMS] + [a for a in expect if a not in GEMMS]
+            minimal = [a for a in ranked if a in ONE_D_MINIMAL]
+            assert ranked[1:1 + len(minimal)] == minimal, p.descriptor()
+            ranked = ranked[:1] + ranked[1 + len(minimal):]
         assert ranked[:len(expect)] == expect, p.descriptor()
         assert ranked[-1] == "direct", p.descriptor()
+
+
+@pytest.mark.parametrize("x_shape, w_shape, padding", [
+    ((1, 144, 16, 3136), (64, 144, 3, 1), (1, 0)),   # a (2+1)-D network's temporal layer, merged
+    ((1, 64, 1, 1000), (64, 64, 1, 3), (0, 1)),      # a 1-D convolution
+    ((1, 32, 20, 20), (48, 32, 2, 1), (0, 0)),
+])
+def test_one_dimensional_minimal_algorithms_are_timed_beside_a_gemm(x_shape, w_shape, padding):
+    """Where the 1-D minimal algorithms apply (1 x 2/3, 2/3 x 1 filters), a GEMM lowering is the
+    first choice and they follow it, among the candidates auto times (CONVCORE_SELECT_CANDIDATES
+    = 3): they are GEMMs with transforms around them, not in the model's data."""
+    ranked = convcore.Convolution(padding=padding).applicable_algos(x_shape, w_shape)
+    assert ranked[0] in GEMMS, ranked
+    minimal = [a for a in ranked if a in ONE_D_MINIMAL]
+    assert minimal and ranked[1:1 + len(minimal)] == minimal, ranked
 
 
 def test_features_match_between_python_and_descriptor_parsing():
