@@ -257,7 +257,10 @@ CONVCORE_API convcoreStatus_t convcoreGetConvolution2dForwardOutputDim(
  *       2-D problems' workspaces; Get, Select, Find and the find-db answer for the 2-D problem with
  *       the largest batch (its find-db key is that 2-D problem's). Plans take 3-D descriptors (they
  *       hold the 2-D plans; convcorePrepareConvolutionPlanFilters prepares nothing for them, 0
- *       bytes). The fused epilogue (convcoreConvolutionBiasActivationForward) is applied after the
+ *       bytes). Exception: WINOGRAD_2X2_3X3 / 4X4_3X3 run a CPU forward problem with T x 3 x 3
+ *       filters, one group, at least a vector of channels, NDHWC x and y and a packed KCTRS w
+ *       natively (each plane and output tile transformed once, the taps summed in the GEMMs);
+ *       its workspace is the transformed filters' size and its plans prepare them. The fused epilogue (convcoreConvolutionBiasActivationForward) is applied after the
  *       whole sum; convcoreConvolutionBackwardBias sums a 5-D dy over N, D, H and W. The 4d/2d
  *       getters and convcoreGetConvolution2dForwardOutputDim answer BAD_PARAM for 3-D descriptors;
  *       the fused 1x1 -> depthwise pair is 2-D only (NOT_SUPPORTED).
