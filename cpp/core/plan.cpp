@@ -12,11 +12,11 @@
 #include "core/algorithms.hpp"
 #include "core/api_util.hpp"
 #include "core/depth_decomposition.hpp"
-#include "cpu/winograd_3d.hpp"
 #include "core/descriptors.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/selection.hpp"
+#include "cpu/winograd_3d.hpp"
 
 using namespace convcore;
 using namespace convcore::api;
