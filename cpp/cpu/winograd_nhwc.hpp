@@ -313,9 +313,13 @@ CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const Geometry& g, const T*
     T* V = scratch;
     T* M = V + g.aa * g.tb * g.ldv;
     T* sink = M + g.aa * g.tb * g.ldm;
+    // 3-D: per row block of MR tiles, the part of the reduction its output depths read
+    std::vector<std::pair<int64_t, int64_t>> reduced(static_cast<size_t>(ceil_div(g.tb, MR)));
     for (int64_t tb0 = t0; tb0 < t1; tb0 += g.tb) {
         const int64_t nt = std::min(g.tb, t1 - tb0);
         input_block<T, VB, F>(p, g, x, tb0, nt, V);
+        for (int64_t t = 0; t < nt; t += MR)
+            reduced[static_cast<size_t>(t / MR)] = reduction_range(g, tb0 + t, tb0 + std::min<int64_t>(nt, t + MR));
         for (int64_t jg = j0; jg < j1; jg += g.pg) {
             const int64_t je = std::min(j1, jg + g.pg);
             for (int64_t xi = 0; xi < g.aa; ++xi)
@@ -323,8 +327,7 @@ CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const Geometry& g, const T*
                     const T* b = U + (xi * g.panels + jp) * g.kc * g.nr;
                     for (int64_t t = 0; t < nt; t += MR) {
                         const int64_t rows = std::min<int64_t>(MR, nt - t);
-                        // 3-D: only the taps these tiles' output depths read
-                        const auto [q0, q1] = reduction_range(g, tb0 + t, tb0 + t + rows);
+                        const auto [q0, q1] = reduced[static_cast<size_t>(t / MR)];
                         const T* va = V + (xi * g.tb + t) * g.ldv + q0;
                         const T* bq = b + q0 * g.nr;
                         T* mc = M + (xi * g.tb + t) * g.ldm + (jp - jg) * g.nr;

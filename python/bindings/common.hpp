@@ -452,11 +452,10 @@ struct DeviceBuffer {
 
 // ---- forward --------------------------------------------------------------------------------
 
-// Dtype, ndim and device checks of x and w, with the user's argument names. Returns the dtype.
-inline std::string check_inputs(const DLPackTensor& x, const DLPackTensor& w) {
+// Dtype and device checks of x and w of any rank, with the user's argument names. Returns the
+// dtype.
+inline std::string check_input_types(const DLPackTensor& x, const DLPackTensor& w) {
     const char* supported = "; convcore supports float32 and float64";
-    require_4d(x.shape(), "x", "NCHW");
-    require_4d(w.shape(), "w", "K x C/groups x R x S");
     if (!x.is_float(32) && !x.is_float(64))
         bad_param("x: dtype " + x.dtype() + " is not supported" + supported);
     if (!w.is_float(32) && !w.is_float(64))
@@ -475,12 +474,16 @@ inline std::string check_inputs(const DLPackTensor& x, const DLPackTensor& w) {
     return x.dtype();
 }
 
-// The checks of a forward call's x, w and out (y), and their descriptors. Returns the dtype.
-inline convcoreDataType_t set_forward_descriptors(Descriptors& d, const DLPackTensor& x, const DLPackTensor& w,
-                                           const DLPackTensor& y, const ConvParams& p) {
-    const std::string dtype = check_inputs(x, w);
-    const convcoreDataType_t t = data_type_of(dtype);
-    require_4d(y.shape(), "out", "NCHW");
+// The checks of a 2-D call's x and w (check_input_types and their rank). Returns the dtype.
+inline std::string check_inputs(const DLPackTensor& x, const DLPackTensor& w) {
+    require_4d(x.shape(), "x", "NCHW");
+    require_4d(w.shape(), "w", "K x C/groups x R x S");
+    return check_input_types(x, w);
+}
+
+// The checks of a forward call's x, w and out (y) of any rank but the ranks'. Returns the dtype.
+inline convcoreDataType_t check_forward_tensors(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y) {
+    const std::string dtype = check_input_types(x, w);
     if (y.dtype() != dtype)
         bad_param("out: dtype " + y.dtype() + " does not match x: dtype " + dtype);
     if (y.device_type() != x.device_type() || y.device_id() != x.device_id())
@@ -490,6 +493,16 @@ inline convcoreDataType_t set_forward_descriptors(Descriptors& d, const DLPackTe
     if (!w.has_positive_strides()) bad_param("w: strides must be positive");
     if (!y.has_positive_strides() || !y.has_distinct_elements())
         bad_param("out: strides must be positive and must not make elements overlap");
+    return data_type_of(dtype);
+}
+
+// The checks of a 2-D forward call's x, w and out (y), and their descriptors. Returns the dtype.
+inline convcoreDataType_t set_forward_descriptors(Descriptors& d, const DLPackTensor& x, const DLPackTensor& w,
+                                           const DLPackTensor& y, const ConvParams& p) {
+    require_4d(x.shape(), "x", "NCHW");
+    require_4d(w.shape(), "w", "K x C/groups x R x S");
+    require_4d(y.shape(), "out", "NCHW");
+    const convcoreDataType_t t = check_forward_tensors(x, w, y);
 
     d.set_conv(p);
     const auto x_strides = x.strides_for_c(), y_strides = y.strides_for_c();

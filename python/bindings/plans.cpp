@@ -319,17 +319,8 @@ int forward_3d(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor&
     auto describe = [&](Descriptors& d, convcoreHandle_t) {
         for (const auto& [t, name] : {std::pair<const DLPackTensor*, const char*>{&x, "x"}, {&w, "w"}, {&y, "out"}})
             if (t->ndim() != 5) bad_param(std::string(name) + ": expected a 5-D array, got shape " + shape_str(t->shape()));
-        const std::string dtype = x.dtype();
-        const convcoreDataType_t t = data_type_of(dtype);
-        if (w.dtype() != dtype) bad_param("w: dtype " + w.dtype() + " does not match x: dtype " + dtype);
-        if (y.dtype() != dtype) bad_param("out: dtype " + y.dtype() + " does not match x: dtype " + dtype);
-        for (const DLPackTensor* o : {&w, &y})
-            if (o->device_type() != x.device_type() || o->device_id() != x.device_id())
-                bad_param("x, w and out must be on one device");
-        if (!x.has_positive_strides()) bad_param("x: strides must be positive");
+        const convcoreDataType_t t = check_forward_tensors(x, w, y);
         if (!w.is_packed()) bad_param("w: must be packed K x C/groups x T x R x S");
-        if (!y.has_positive_strides() || !y.has_distinct_elements())
-            bad_param("out: strides must be positive and must not make elements overlap");
         const auto xs = x.shape(), xst = x.strides_for_c(), ws = w.shape(), ys = y.shape(), yst = y.strides_for_c();
         check(convcoreSetTensorNdDescriptor(d.x, t, 5, xs.data(), xst.data()), "x: ");
         check(convcoreSetFilterNdDescriptor(d.w, t, CONVCORE_TENSOR_NCHW, 5, ws.data()), "w: ");

@@ -158,6 +158,13 @@ def _packed_copy(a: Any) -> Any:
     return a.contiguous() if _is_torch(a) else a.copy()  # NumPy, CuPy: C order
 
 
+def _packed(a: Any) -> Any:
+    """a itself where it is packed (C order), else a packed copy."""
+    if _is_torch(a):
+        return a.contiguous()
+    return a if a.flags.c_contiguous else a.copy()
+
+
 def _last_axis_channels(a: Any) -> Any:
     """a (N x C x spatial...) as N x spatial... x C: the order of channels-last memory."""
     order = (0,) + tuple(range(2, a.ndim)) + (1,)
@@ -281,12 +288,10 @@ class NdConvolution:
         kept = self._kept_filters(w, filter_version)
         schedules = self._schedules(w.shape) + (
             ("native",) if self._native_algo(x, w, algo) is not None else ())
-        # auto times "merged" where filters are kept (inference): see _TIMED_WITHOUT_KEPT
-        timed = None if kept is not None else self._TIMED_WITHOUT_KEPT
         return self._scheduled("forward", (x.shape, w.shape, _kind(x), algo, kept is not None),
                                lambda schedule, out, beta: self._forward_3d(
                                    x, w, algo, out, alpha, beta, bias, schedule, kept), out, beta,
-                               kept, schedules, timed)
+                               kept, schedules)
 
     def backward_data(self, dy: Any, w: Any, x_shape: Any, algo: Any = "auto",
                       out: Optional[Any] = None, alpha: float = 1.0, beta: float = 0.0) -> Any:
@@ -303,8 +308,7 @@ class NdConvolution:
                                 f"shape {x_shape}), got {tuple(dy.shape)}")
         return self._scheduled("backward_data", (x_shape, w.shape, _kind(dy), algo), lambda schedule, out, beta:
                                self._backward_data_3d(dy, w, x_shape, algo, out, alpha, beta,
-                                                      schedule), out, beta, None, self._schedules(w.shape),
-                               self._BACKWARD_TIMED)
+                                                      schedule), out, beta, None, self._schedules(w.shape))
 
     def backward_filter(self, x: Any, dy: Any, w_shape: Any, algo: Any = "auto",
                         out: Optional[Any] = None, alpha: float = 1.0, beta: float = 0.0) -> Any:
@@ -320,20 +324,11 @@ class NdConvolution:
             raise BadParamError(f"dy: expected shape {y_shape}, got {tuple(dy.shape)}")
         return self._scheduled("backward_filter", (x.shape, w_shape, _kind(x), algo), lambda schedule, out, beta:
                                self._backward_filter_3d(x, dy, w_shape, algo, out, alpha, beta,
-                                                        schedule), out, beta, None, self._schedules(w_shape),
-                               self._BACKWARD_TIMED)
+                                                        schedule), out, beta, None, self._schedules(w_shape))
 
     # ---- 3-D: the schedules ----
 
     schedule = "auto"  # "taps", "stacked", "native", "merged" or "auto": each that applies timed once
-
-    # What auto times in the backward passes, and in a forward pass that keeps no filters (a
-    # training step's). "merged" runs them too (schedule="merged"), but auto leaves it out there:
-    # with it, r2plus1d_18's training step ran at 1.13x PyTorch (1.20x with it in the forward pass
-    # only) against 1.45x without it (bench/results/cpu-2026-11-27-issue33-s3.md); which of its
-    # 2-D problems (T x 1 filters on D x H*W planes) loses, and why, is not measured yet.
-    _BACKWARD_TIMED = ("taps", "stacked")
-    _TIMED_WITHOUT_KEPT = ("taps", "stacked", "native")
 
     def _schedules(self, w_shape: Tuple[int, ...]) -> Tuple[str, ...]:
         """The schedules that run this filter shape in every pass: "merged" too for T x 1 x 1
@@ -367,12 +362,11 @@ class NdConvolution:
 
     def _scheduled(self, pass_name: str, problem: Tuple[Any, ...], run: Any, out: Optional[Any],
                    beta: float, kept: Optional[Dict[str, Any]] = None,
-                   schedules: Tuple[str, ...] = ("taps", "stacked"),
-                   timed: Optional[Tuple[str, ...]] = None) -> Any:
+                   schedules: Tuple[str, ...] = ("taps", "stacked")) -> Any:
         """run(schedule, out, beta) with this pass's schedule: the fixed one (any of
-        ``schedules``), or (auto) the one of ``timed`` (default: all of them) that was fastest on
-        this problem, timed on first sight (each schedule run twice into a new output, the second
-        run timed, so that none pays the 2-D selections it makes)."""
+        ``schedules``), or (auto) the one of them that was fastest on this problem, timed on first
+        sight (each schedule run twice into a new output, the second run timed, so that none pays
+        the 2-D selections it makes)."""
         if self.schedule != "auto":
             if self.schedule not in schedules:
                 raise NotSupportedError(f"schedule {self.schedule!r} does not run this {pass_name} "
@@ -382,7 +376,6 @@ class NdConvolution:
         chosen = self._chosen.get(key)
         if chosen is None:
             times = {}
-            schedules = tuple(k for k in schedules if timed is None or k in timed)
             for schedule in schedules:
                 run(schedule, None, 0.0)
                 start = time.perf_counter()
@@ -432,8 +425,8 @@ class NdConvolution:
         if kept is None:
             if schedule == "stacked":
                 return self.plane, self._stacked_filter(w), None
-            if schedule == "native":
-                return self.plane, _packed_copy(w), None
+            if schedule == "native":  # the C API takes a packed w: copied only where it is not
+                return self.plane, _packed(w), None
             return self.plane, w[:, :, self._filter_tap(w.shape[2], kd)], None
         key: Any = schedule
         if schedule in ("stacked", "native"):
