@@ -684,12 +684,32 @@ void prepare_typed(const ConvProblem& p, const Context& ctx, const void* w, void
     });
 }
 
+// Calls fn(tile) with the tile of cpu/winograd_nhwc.hpp that runs p's filter (3x3, 3x1 or 1x3)
+// by F(m,3).
+template <class F, class Fn>
+void with_tile(const ConvProblem& p, Fn&& fn) {
+    using winograd_nhwc::Point;
+    using winograd_nhwc::Tile;
+    if (p.r == 3 && p.s == 1)
+        fn(Tile<F, Point>{});
+    else if (p.r == 1 && p.s == 3)
+        fn(Tile<Point, F>{});
+    else
+        fn(Tile<F, F>{});
+}
+
 template <class F>
 void prepare_f(const ConvProblem& p, const Context& ctx, const void* w, void* out) {
-    if (p.nhwc && p.dtype == CONVCORE_DATA_DOUBLE)
-        winograd_nhwc::prepare_u<double, F>(p, static_cast<const double*>(w), static_cast<double*>(out), ctx.threads());
-    else if (p.nhwc)
-        winograd_nhwc::prepare_u<float, F>(p, static_cast<const float*>(w), static_cast<float*>(out), ctx.threads());
+    if (p.nhwc)
+        with_tile<F>(p, [&](auto tile) {
+            using Tl = decltype(tile);
+            if (p.dtype == CONVCORE_DATA_DOUBLE)
+                winograd_nhwc::prepare_u<double, Tl>(p, static_cast<const double*>(w), static_cast<double*>(out),
+                                                     ctx.threads());
+            else
+                winograd_nhwc::prepare_u<float, Tl>(p, static_cast<const float*>(w), static_cast<float*>(out),
+                                                    ctx.threads());
+        });
     else if (p.dtype == CONVCORE_DATA_DOUBLE)
         prepare_typed<double, F>(p, ctx, w, out);
     else
@@ -705,21 +725,21 @@ size_t prepared_bytes_m(const ConvProblem& p, int64_t m) {
 
 CONVCORE_EACH_ISA(CONVCORE_WINOGRAD_NHWC_KERNELS)
 
-// NHWC: the fused schedule of cpu/winograd_nhwc.hpp.
-template <typename T, class F>
-void run_nhwc(const ConvArgs& a) {
+// NHWC: the fused schedule of cpu/winograd_nhwc.hpp, with the tile Tl (depth: a 3-D problem's).
+template <typename T, class Tl>
+void run_nhwc(const ConvArgs& a, const winograd_nhwc::Depth& depth = {}) {
     const winograd_nhwc::TaskFn<T> task = for_cpu_isa<winograd_nhwc::TaskFn<T>>(
-        winograd_nhwc_task_avx512<T, F>, winograd_nhwc_task_avx2<T, F>, winograd_nhwc_task_baseline<T, F>);
-    winograd_nhwc::run<T, F>(a, static_cast<const T*>(a.prepared_filter), static_cast<T*>(a.workspace), task);
+        winograd_nhwc_task_avx512<T, Tl>, winograd_nhwc_task_avx2<T, Tl>, winograd_nhwc_task_baseline<T, Tl>);
+    winograd_nhwc::run<T, Tl>(a, static_cast<const T*>(a.prepared_filter), static_cast<T*>(a.workspace), task, depth);
 }
 
 template <class F>
 void run_f(const ConvArgs& a) {
     if (a.prob.nhwc) {
-        if (a.prob.dtype == CONVCORE_DATA_DOUBLE)
-            run_nhwc<double, F>(a);
-        else
-            run_nhwc<float, F>(a);
+        with_tile<F>(a.prob, [&](auto tile) {
+            using Tl = decltype(tile);
+            a.prob.dtype == CONVCORE_DATA_DOUBLE ? run_nhwc<double, Tl>(a) : run_nhwc<float, Tl>(a);
+        });
     } else if (a.prob.dtype == CONVCORE_DATA_DOUBLE) {
         run_typed<double, F>(a);
     } else {
@@ -727,7 +747,15 @@ void run_f(const ConvArgs& a) {
     }
 }
 
-// A 1x3 filter runs the 1-D algorithm F(m,3) along W (cpu/winograd_1d.cpp), NCHW or NHWC.
+// A 1x3 or 3x1 filter runs the 1-D algorithm F(m,3) along W or H: on NHWC memory with one group
+// and a vector of channels (stride and dilation 1) by the fused schedule with 1-D tiles
+// (cpu/winograd_nhwc.hpp), otherwise by cpu/winograd_1d.cpp. Both take the 1-D problems of
+// winograd_1d::why_not.
+bool fused_1d(const ConvProblem& p) {
+    return winograd_1d::takes(p) && p.nhwc && winograd_nhwc::applies(p) && winograd_nhwc::takes_filter(p);
+}
+bool bilinear(const ConvProblem& p) { return winograd_1d::takes(p) && !fused_1d(p); }
+
 std::string why_not_mm(const ConvProblem& p, int64_t m) {
     if (winograd_1d::takes(p)) return winograd_1d::why_not(algo_name(m), p, int(m));
     const std::string why = why_not_m(p, m);
@@ -738,27 +766,27 @@ std::string why_not_mm(const ConvProblem& p, int64_t m) {
 std::string why_not_2(const ConvProblem& p) { return why_not_mm(p, 2); }
 std::string why_not_4(const ConvProblem& p) { return why_not_mm(p, 4); }
 size_t workspace_2(const ConvProblem& p) {
-    return winograd_1d::takes(p) ? winograd_1d::workspace_bytes(p, 2) : workspace_bytes_m(p, 2);
+    return bilinear(p) ? winograd_1d::workspace_bytes(p, 2) : workspace_bytes_m(p, 2);
 }
 size_t workspace_4(const ConvProblem& p) {
-    return winograd_1d::takes(p) ? winograd_1d::workspace_bytes(p, 4) : workspace_bytes_m(p, 4);
+    return bilinear(p) ? winograd_1d::workspace_bytes(p, 4) : workspace_bytes_m(p, 4);
 }
-void run_2(const ConvArgs& a) { winograd_1d::takes(a.prob) ? winograd_1d::run(a, 2) : run_f<winograd::F2x3>(a); }
-void run_4(const ConvArgs& a) { winograd_1d::takes(a.prob) ? winograd_1d::run(a, 4) : run_f<winograd::F4x3>(a); }
+void run_2(const ConvArgs& a) { bilinear(a.prob) ? winograd_1d::run(a, 2) : run_f<winograd::F2x3>(a); }
+void run_4(const ConvArgs& a) { bilinear(a.prob) ? winograd_1d::run(a, 4) : run_f<winograd::F4x3>(a); }
 size_t prepared_2(const ConvProblem& p) {
-    return winograd_1d::takes(p) ? winograd_1d::prepared_bytes(p, 2) : prepared_bytes_m(p, 2);
+    return bilinear(p) ? winograd_1d::prepared_bytes(p, 2) : prepared_bytes_m(p, 2);
 }
 size_t prepared_4(const ConvProblem& p) {
-    return winograd_1d::takes(p) ? winograd_1d::prepared_bytes(p, 4) : prepared_bytes_m(p, 4);
+    return bilinear(p) ? winograd_1d::prepared_bytes(p, 4) : prepared_bytes_m(p, 4);
 }
 void prepare_2(const ConvProblem& p, const Context& c, const void* w, void* out) {
-    winograd_1d::takes(p) ? winograd_1d::prepare(p, c, w, out, 2) : prepare_f<winograd::F2x3>(p, c, w, out);
+    bilinear(p) ? winograd_1d::prepare(p, c, w, out, 2) : prepare_f<winograd::F2x3>(p, c, w, out);
 }
 void prepare_4(const ConvProblem& p, const Context& c, const void* w, void* out) {
-    winograd_1d::takes(p) ? winograd_1d::prepare(p, c, w, out, 4) : prepare_f<winograd::F4x3>(p, c, w, out);
+    bilinear(p) ? winograd_1d::prepare(p, c, w, out, 4) : prepare_f<winograd::F4x3>(p, c, w, out);
 }
 bool runs_nhwc(const ConvProblem& p) { return winograd_1d::takes(p) || winograd_nhwc::applies(p); }
-bool fuses_epilogue(const ConvProblem& p) { return p.nhwc && !winograd_1d::takes(p); }
+bool fuses_epilogue(const ConvProblem& p) { return p.nhwc && !bilinear(p); }
 
 }  // namespace
 
@@ -784,22 +812,18 @@ size_t filter_bytes(const ConvProblem& plane, int64_t m, int64_t taps) {
 namespace {
 template <class F>
 void prepare_f(const ConvProblem& p, const Context& ctx, int64_t taps, const void* w, void* out) {
+    using Tl = winograd_nhwc::Tile<F, F>;
     if (p.dtype == CONVCORE_DATA_DOUBLE)
-        winograd_nhwc::prepare_u<double, F>(p, static_cast<const double*>(w), static_cast<double*>(out),
-                                            ctx.threads(), taps);
+        winograd_nhwc::prepare_u<double, Tl>(p, static_cast<const double*>(w), static_cast<double*>(out),
+                                             ctx.threads(), taps);
     else
-        winograd_nhwc::prepare_u<float, F>(p, static_cast<const float*>(w), static_cast<float*>(out),
-                                           ctx.threads(), taps);
-}
-template <typename T, class F>
-void forward_t(const ConvArgs& a, const Depth& depth) {
-    const winograd_nhwc::TaskFn<T> task = for_cpu_isa<winograd_nhwc::TaskFn<T>>(
-        winograd_nhwc_task_avx512<T, F>, winograd_nhwc_task_avx2<T, F>, winograd_nhwc_task_baseline<T, F>);
-    winograd_nhwc::run<T, F>(a, static_cast<const T*>(a.prepared_filter), static_cast<T*>(a.workspace), task, depth);
+        winograd_nhwc::prepare_u<float, Tl>(p, static_cast<const float*>(w), static_cast<float*>(out),
+                                            ctx.threads(), taps);
 }
 template <class F>
 void forward_f(const ConvArgs& a, const Depth& depth) {
-    a.prob.dtype == CONVCORE_DATA_DOUBLE ? forward_t<double, F>(a, depth) : forward_t<float, F>(a, depth);
+    using Tl = winograd_nhwc::Tile<F, F>;
+    a.prob.dtype == CONVCORE_DATA_DOUBLE ? run_nhwc<double, Tl>(a, depth) : run_nhwc<float, Tl>(a, depth);
 }
 }  // namespace
 

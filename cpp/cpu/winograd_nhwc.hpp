@@ -13,6 +13,10 @@
 // V and M never leave the thread's L2 (V: a*a*tb*C elements, M: a*a*tb*pg*nr), unlike the
 // NCHW schedule (winograd.cpp), which goes through memory between the stages.
 //
+// 1-D (a 3 x 1 or 1 x 3 filter, stride and dilation 1): the same schedule with tiles of m x 1
+// (or 1 x m) outputs, F(m,3) along the filter's axis and the identity across it (class Point):
+// a + 0 input points per tile, (m+2)/m multiplications per output and (c, k) against 3.
+//
 // 3-D (N x D x H x W x C, filters K x C x T x 3 x 3): the same schedule with the depth taps
 // summed in the transformed domain. A tile is one output depth's m x m outputs; its row of V
 // holds the transforms of the T input planes it reads (id = od * stride + t * dil - pad, zero
@@ -60,6 +64,32 @@ inline bool applies(const ConvProblem& p) {
 
 using winograd_3d::Depth;  // the depth axis of a 3-D problem (the default: 2-D)
 
+// The transform along an axis the filter does not span (one tap): the identity, one point per
+// output.
+struct Point {
+    static constexpr int m = 1, r = 1, alpha = 1;
+    template <typename T>
+    struct table {
+        static constexpr T AT[1][1] = {{T(1)}}, G[1][1] = {{T(1)}}, BT[1][1] = {{T(1)}};
+    };
+};
+// A tile's minimal filtering algorithm per axis: Tile<F, F> is F(m x m, 3x3) (F: F(m,3)),
+// Tile<F, Point> F(m,3) along H for a 3 x 1 filter, Tile<Point, F> along W for 1 x 3.
+template <class FH, class FW>
+struct Tile {
+    using H = FH;
+    using W = FW;
+};
+// The output tile and transform points along an axis with `taps` filter taps, for F(m,3).
+inline int64_t tile_outputs(int64_t taps, int64_t m) { return taps == 1 ? 1 : m; }
+inline int64_t tile_points(int64_t taps, int64_t m) { return taps == 1 ? 1 : m + 2; }
+// Whether the schedule runs p's filter shape: 3x3, or (stride and dilation 1) 3x1 or 1x3.
+inline bool takes_filter(const ConvProblem& p) {
+    if (p.r == 3 && p.s == 3) return true;
+    return ((p.r == 3 && p.s == 1) || (p.r == 1 && p.s == 3)) && p.stride_h == 1 && p.stride_w == 1 &&
+           p.dil_h == 1 && p.dil_w == 1;
+}
+
 // The channels one tap takes in V's and U's rows: C, padded to whole vectors between taps.
 inline int64_t tap_stride(const ConvProblem& p, int64_t taps) {
     const int64_t lanes = nhwc_gemm::isa_lanes(p.elem_size());
@@ -71,7 +101,8 @@ inline int64_t reduction(const ConvProblem& p, int64_t taps) { return (taps - 1)
 struct Geometry {
     Depth depth;
     int64_t cp, kc;         // a tap's stride in V's and U's rows; the GEMMs' reduction
-    int64_t m, a, aa;       // output tile, input tile a = m + 2, a*a
+    int64_t mh, mw;         // output tile
+    int64_t ah, aw, aa;     // input tile (m + 2 along a 3-tap axis, 1 across a 1-tap one), ah*aw
     int64_t th, tw, tiles;  // tiles per plane th x tw; N*D'*th*tw in all
     int64_t nr, panels;     // U's column panels: nr output channels each
     int64_t ldv;            // V's row stride: C padded to whole vectors (and off 2 KiB multiples)
@@ -112,11 +143,13 @@ inline Geometry geometry(const ConvProblem& p, int64_t m, int threads, const Dep
     g.kc = reduction(p, depth.taps);
     const int64_t elem = int64_t(p.elem_size()), lanes = nhwc_gemm::isa_lanes(p.elem_size());
     const int64_t l2 = cache_bytes(2, 512 << 10);
-    g.m = m;
-    g.a = m + 2;
-    g.aa = g.a * g.a;
-    g.th = ceil_div(p.p, m);
-    g.tw = ceil_div(p.q, m);
+    g.mh = tile_outputs(p.r, m);
+    g.mw = tile_outputs(p.s, m);
+    g.ah = tile_points(p.r, m);
+    g.aw = tile_points(p.s, m);
+    g.aa = g.ah * g.aw;
+    g.th = ceil_div(p.p, g.mh);
+    g.tw = ceil_div(p.q, g.mw);
     g.tiles = p.n * depth.d_out * g.th * g.tw;
     g.nr = nhwc_gemm::panel_cols(p);
     g.panels = nhwc_gemm::panel_count(p);
@@ -153,44 +186,48 @@ inline std::pair<int64_t, int64_t> reduction_range(const Geometry& g, int64_t t0
 
 // U's elements: [xi][panel][t * cp + c][nr], columns past K and the rows between taps zero.
 inline int64_t u_elems(const ConvProblem& p, int64_t m, int64_t taps = 1) {
-    return (m + 2) * (m + 2) * nhwc_gemm::panel_count(p) * nhwc_gemm::panel_cols(p) * reduction(p, taps);
+    return tile_points(p.r, m) * tile_points(p.s, m) * nhwc_gemm::panel_count(p) * nhwc_gemm::panel_cols(p) * reduction(p, taps);
 }
 // A thread's buffers: V's block, M's group, and a sink for the rows of a partial block.
 inline int64_t scratch_elems(const Geometry& g) { return g.aa * g.tb * (g.ldv + g.ldm) + g.nr; }
 
-// U = G g G^T per filter k, channel c and depth tap t (true convolution mirrors g in every
-// axis), for channels [c0, c1), into the panels; w is K x C x T x 3 x 3.
+// U = G_H g G_W^T per filter k, channel c and depth tap t (true convolution mirrors g in every
+// axis), for channels [c0, c1), into the panels; w is K x C x T x R x S (R, S: the tile's taps).
 template <typename T, class F>
 void make_u(const ConvProblem& p, const T* w, T* U, int64_t c0, int64_t c1, int64_t taps = 1) {
-    constexpr int a = F::alpha;
-    using Tab = typename F::template table<T>;
+    constexpr int ah = F::H::alpha, aw = F::W::alpha, rh = F::H::r, rw = F::W::r;
+    using TabH = typename F::H::template table<T>;
+    using TabW = typename F::W::template table<T>;
     const int64_t nr = nhwc_gemm::panel_cols(p), panels = nhwc_gemm::panel_count(p);
     const int64_t cp = tap_stride(p, taps), kc = reduction(p, taps);
     for (int64_t c = c0; c < c1; ++c)
         for (int64_t t = 0; t < taps; ++t)
             for (int64_t k = 0; k < panels * nr; ++k) {
-                T u[a][a] = {};
+                T u[ah][aw] = {};
                 if (k < p.k) {
-                    T gf[3][3], t1[a][3];
-                    const T* g = w + ((k * p.c + c) * taps + (p.flip ? taps - 1 - t : t)) * 9;
-                    for (int i = 0; i < 3; ++i)
-                        for (int j = 0; j < 3; ++j) gf[i][j] = g[(p.flip ? 2 - i : i) * 3 + (p.flip ? 2 - j : j)];
-                    for (int i = 0; i < a; ++i)
-                        for (int j = 0; j < 3; ++j)
-                            t1[i][j] = Tab::G[i][0] * gf[0][j] + Tab::G[i][1] * gf[1][j] + Tab::G[i][2] * gf[2][j];
-                    for (int i = 0; i < a; ++i)
-                        for (int j = 0; j < a; ++j)
-                            u[i][j] = t1[i][0] * Tab::G[j][0] + t1[i][1] * Tab::G[j][1] + t1[i][2] * Tab::G[j][2];
+                    T gf[rh][rw], t1[ah][rw];
+                    const T* g = w + ((k * p.c + c) * taps + (p.flip ? taps - 1 - t : t)) * rh * rw;
+                    for (int i = 0; i < rh; ++i)
+                        for (int j = 0; j < rw; ++j)
+                            gf[i][j] = g[(p.flip ? rh - 1 - i : i) * rw + (p.flip ? rw - 1 - j : j)];
+                    for (int i = 0; i < ah; ++i)
+                        for (int j = 0; j < rw; ++j) {
+                            t1[i][j] = T(0);
+                            for (int l = 0; l < rh; ++l) t1[i][j] += TabH::G[i][l] * gf[l][j];
+                        }
+                    for (int i = 0; i < ah; ++i)
+                        for (int j = 0; j < aw; ++j)
+                            for (int l = 0; l < rw; ++l) u[i][j] += t1[i][l] * TabW::G[j][l];
                 }
-                for (int xi = 0; xi < a * a; ++xi)
-                    U[((xi * panels + k / nr) * kc + t * cp + c) * nr + k % nr] = u[xi / a][xi % a];
+                for (int xi = 0; xi < ah * aw; ++xi)
+                    U[((xi * panels + k / nr) * kc + t * cp + c) * nr + k % nr] = u[xi / aw][xi % aw];
             }
 }
 
 template <typename T, class F>
 void prepare_u(const ConvProblem& p, const T* w, T* U, int threads, int64_t taps = 1) {
     if (tap_stride(p, taps) != p.c)  // the rows between taps
-        std::memset(U, 0, size_t(u_elems(p, F::m, taps)) * sizeof(T));
+        std::memset(U, 0, size_t(u_elems(p, std::max(F::H::m, F::W::m), taps)) * sizeof(T));
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t c = 0; c < p.c; ++c) make_u<T, F>(p, w, U, c, c + 1, taps);
 }
@@ -231,8 +268,9 @@ template <typename T, int VB, class F>
 CONVCORE_GEMM_INLINE void input_block(const ConvProblem& p, const Geometry& g, const T* x, int64_t t0, int64_t nt,
                                       T* V) {
     typedef T Vec __attribute__((vector_size(VB)));
-    constexpr int L = VB / sizeof(T), a = F::alpha, m = F::m;
-    using Tab = typename F::template table<T>;
+    constexpr int L = VB / sizeof(T), ah = F::H::alpha, aw = F::W::alpha, mh = F::H::m, mw = F::W::m;
+    using TabH = typename F::H::template table<T>;
+    using TabW = typename F::W::template table<T>;
     const Depth& dd = g.depth;
     for (int64_t tt = 0; tt < nt; ++tt) {
         const int64_t tile = t0 + tt, plane = tile / (g.th * g.tw), ty = tile / g.tw % g.th, tx = tile % g.tw;
@@ -242,22 +280,22 @@ CONVCORE_GEMM_INLINE void input_block(const ConvProblem& p, const Geometry& g, c
             if (id < 0 || id >= dd.d_in) {  // a tap in the depth padding: its part of the row is zero
                 const Vec zero = Vec{};
                 for (int64_t c0 = 0; c0 < p.c; c0 += L)
-                    for (int xi = 0; xi < a * a; ++xi)
+                    for (int xi = 0; xi < ah * aw; ++xi)
                         __builtin_memcpy(V + tt * g.ldv + t * g.cp + c0 + xi * g.tb * g.ldv, &zero, VB);
                 continue;
             }
             const T* x_plane = x + (n * dd.d_in + id) * p.h * p.w * p.c;
-            const T* px[a][a];  // the input pixels of the tile, null in the padding
-            for (int i = 0; i < a; ++i)
-                for (int j = 0; j < a; ++j) {
-                    const int64_t ih = ty * m - p.pad_h + i, iw = tx * m - p.pad_w + j;
+            const T* px[ah][aw];  // the input pixels of the tile, null in the padding
+            for (int i = 0; i < ah; ++i)
+                for (int j = 0; j < aw; ++j) {
+                    const int64_t ih = ty * mh - p.pad_h + i, iw = tx * mw - p.pad_w + j;
                     px[i][j] = ih < 0 || ih >= p.h || iw < 0 || iw >= p.w ? nullptr : x_plane + (ih * p.w + iw) * p.c;
                 }
             for (int64_t c0 = 0; c0 < p.c; c0 += L) {
                 const int64_t nl = std::min<int64_t>(L, p.c - c0);
-                Vec d[a][a], t1[a][a], v[a][a];
-                for (int i = 0; i < a; ++i)
-                    for (int j = 0; j < a; ++j) {
+                Vec d[ah][aw], t1[ah][aw], v[ah][aw];
+                for (int i = 0; i < ah; ++i)
+                    for (int j = 0; j < aw; ++j) {
                         d[i][j] = Vec{};
                         if (!px[i][j]) continue;
                         if (nl == L)
@@ -265,11 +303,12 @@ CONVCORE_GEMM_INLINE void input_block(const ConvProblem& p, const Geometry& g, c
                         else
                             for (int64_t l = 0; l < nl; ++l) d[i][j][l] = px[i][j][c0 + l];
                     }
-                left<a, a, a>(Tab::BT, d, t1);
-                right<a, a, a>(Tab::BT, t1, v);
+                left<ah, ah, aw>(TabH::BT, d, t1);
+                right<ah, aw, aw>(TabW::BT, t1, v);
                 T* dst = V + tt * g.ldv + t * g.cp + c0;
-                for (int xi = 0; xi < a; ++xi)
-                    for (int nu = 0; nu < a; ++nu) __builtin_memcpy(dst + (xi * a + nu) * g.tb * g.ldv, &v[xi][nu], VB);
+                for (int xi = 0; xi < ah; ++xi)
+                    for (int nu = 0; nu < aw; ++nu)
+                        __builtin_memcpy(dst + (xi * aw + nu) * g.tb * g.ldv, &v[xi][nu], VB);
             }
         }
     }
@@ -284,22 +323,24 @@ template <typename T, int VB, class F>
 CONVCORE_GEMM_INLINE void output_block(const ConvProblem& p, const Geometry& g, const T* M, int64_t t0, int64_t nt,
                                        int64_t k_base, int64_t k_begin, int64_t k_end, T* y, const Out<T>& e) {
     typedef T Vec __attribute__((vector_size(VB)));
-    constexpr int L = VB / sizeof(T), a = F::alpha, m = F::m;
-    using Tab = typename F::template table<T>;
+    constexpr int L = VB / sizeof(T), ah = F::H::alpha, aw = F::W::alpha, mh = F::H::m, mw = F::W::m;
+    using TabH = typename F::H::template table<T>;
+    using TabW = typename F::W::template table<T>;
     for (int64_t tt = 0; tt < nt; ++tt) {
         const int64_t tile = t0 + tt, plane = tile / (g.th * g.tw), ty = tile / g.tw % g.th, tx = tile % g.tw;
-        const int64_t rows = std::min<int64_t>(m, p.p - ty * m), cols = std::min<int64_t>(m, p.q - tx * m);
+        const int64_t rows = std::min<int64_t>(mh, p.p - ty * mh), cols = std::min<int64_t>(mw, p.q - tx * mw);
         for (int64_t k0 = k_begin; k0 < k_end; k0 += L) {
-            Vec mm[a][a], t1[m][a], o[m][m];
+            Vec mm[ah][aw], t1[mh][aw], o[mh][mw];
             const T* src = M + tt * g.ldm + (k0 - k_base);
-            for (int xi = 0; xi < a; ++xi)
-                for (int nu = 0; nu < a; ++nu) __builtin_memcpy(&mm[xi][nu], src + (xi * a + nu) * g.tb * g.ldm, VB);
-            left<m, a, a>(Tab::AT, mm, t1);
-            right<m, a, m>(Tab::AT, t1, o);
+            for (int xi = 0; xi < ah; ++xi)
+                for (int nu = 0; nu < aw; ++nu)
+                    __builtin_memcpy(&mm[xi][nu], src + (xi * aw + nu) * g.tb * g.ldm, VB);
+            left<mh, ah, aw>(TabH::AT, mm, t1);
+            right<mh, aw, mw>(TabW::AT, t1, o);
             const int64_t kl = std::min<int64_t>(L, k_end - k0);
             for (int64_t i = 0; i < rows; ++i)
                 for (int64_t j = 0; j < cols; ++j)
-                    store<T, VB>(e, o[i][j], y, ((plane * p.p + ty * m + i) * p.q + tx * m + j) * p.k + k0, k0, kl);
+                    store<T, VB>(e, o[i][j], y, ((plane * p.p + ty * mh + i) * p.q + tx * mw + j) * p.k + k0, k0, kl);
         }
     }
 }
@@ -379,7 +420,7 @@ void run(const ConvArgs& args, const T* U, T* u_space, TaskFn<T> task_fn, const 
         prepare_u<T, F>(p, static_cast<const T*>(args.w), u_space, threads, depth.taps);
         U = u_space;
     }
-    const Geometry g = geometry(p, F::m, threads, depth);
+    const Geometry g = geometry(p, std::max(F::H::m, F::W::m), threads, depth);
     const Out<T> e = epilogue_store::out_of<T>(args);
     const size_t per_thread = size_t(scratch_elems(g));
     std::vector<T>& buffers = scratch<T>();

@@ -156,6 +156,13 @@ TEST(Epilogue, Every3x3AlgorithmMatchesTheReference) {
     check_all_algorithms({1, 20, 9, 10, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, false}, 19, 11);
 }
 
+// The fused NHWC Winograd's 1-D tiles (1x3 and 3x1 filters) fuse the epilogue too.
+TEST(Epilogue, RowAndColumnWinogradMatchTheReference) {
+    const std::vector<int> winograd = {CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3, CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3};
+    check_all_algorithms({1, 20, 9, 10, 40, 3, 1, 0, 0, 1, 1, 1, 1, 1, false}, 43, 2, winograd);
+    check_all_algorithms({2, 17, 5, 11, 21, 1, 3, 0, 0, 1, 1, 1, 1, 1, true}, 47, 2, winograd);
+}
+
 TEST(Epilogue, StridedGroupedAndPointwiseMatchTheReference) {
     check_all_algorithms({1, 4, 11, 10, 6, 3, 3, 2, 2, 2, 2, 1, 1, 2, true}, 11);
     check_all_algorithms({2, 8, 7, 5, 6, 1, 1, 0, 0, 1, 1, 1, 1, 1, false}, 13, 4);  // POINTWISE too

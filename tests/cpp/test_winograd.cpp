@@ -286,6 +286,41 @@ TEST_P(Winograd, RowFiltersRunTheOneDimensionalAlgorithm) {
     }
 }
 
+// 1x3 and 3x1 filters on NHWC memory with one group and at least a vector of channels run the
+// fused schedule (cpu/winograd_nhwc.hpp) with tiles of 1 x m / m x 1 outputs: channels over and
+// between whole vectors, lengths down to 1 along the tiles, padding 0-2 there, rows across,
+// true convolution, alpha/beta, a strided y, one to three threads, float32 and float64.
+TEST_P(Winograd, RowAndColumnFiltersOnNhwcRunTheFusedSchedule) {
+    const auto algo = GetParam();
+    std::mt19937 rng(7 + int(algo));
+    std::uniform_int_distribution<int> u(0, 1 << 20);
+    auto pick = [&](int lo, int hi) { return int64_t(lo + u(rng) % (hi - lo + 1)); };
+    for (int trial = 0; trial < 16; ++trial) {
+        Shape p{};
+        p.groups = 1;
+        p.n = pick(1, 2);
+        p.c = pick(16, 40);
+        p.k = pick(1, 37);
+        p.r = 1;
+        p.s = 3;
+        p.pad_h = 0;
+        p.pad_w = pick(0, 2);
+        p.stride_h = p.stride_w = p.dil_h = p.dil_w = 1;
+        p.flip = trial % 3 == 1;
+        p.h = pick(1, 6);
+        p.w = pick(int(std::max<int64_t>(3 - 2 * p.pad_w, 1)), 29);
+        if (trial % 2 == 1) {  // the column filter
+            std::swap(p.h, p.w);
+            std::swap(p.r, p.s);
+            std::swap(p.pad_h, p.pad_w);
+        }
+        const ForwardCase tc{p, trial % 3 == 0 ? 1.0 : -0.75, trial % 4 == 1 ? 0.5 : 0.0, trial % 5 == 2,
+                             1 + trial % 3, 0, true};
+        EXPECT_LT(run_forward_case<float>(algo, tc, rng), bound(algo, false)) << name(algo) << " float32 " << describe(p);
+        EXPECT_LT(run_forward_case<double>(algo, tc, rng), bound(algo, true)) << name(algo) << " float64 " << describe(p);
+    }
+}
+
 TEST_P(Winograd, RowFiltersNameTheirLimits) {
     const auto algo = GetParam();
     convcore::Handle h;
