@@ -1,7 +1,8 @@
 // WINOGRAD_2X2_3X3 and WINOGRAD_4X4_3X3 on a 1x3 or 3x1 filter (CPU): the 1-D minimal filtering
 // algorithms F(2,3) and F(4,3) along W or H (Lavin & Gray, Sec. 4, the 1-D algorithm the 2-D one
 // nests), for 1-D convolutions (stored as 2-D with H = 1) and 2-D layers with 1x3 filters, by
-// cpu/bilinear_1d.hpp. winograd.cpp's solvers call these when the filter is 1x3.
+// cpu/bilinear_1d.hpp. winograd.cpp's solvers call these for a 1x3 or 3x1 filter that the fused
+// NHWC schedule does not take (NCHW, groups, fewer channels than a vector, a stride across).
 #pragma once
 #include <cstddef>
 #include <string>
