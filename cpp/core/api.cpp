@@ -856,8 +856,8 @@ convcoreStatus_t convcoreGetConvolutionForwardAlgorithm(
         *returnedAlgoCount = 0;
         if (requestedAlgoCount < 1)
             throw_bad_param("requestedAlgoCount=" + std::to_string(requestedAlgoCount) + " must be >= 1");
-        const ConvProblem prob = forward_problem(handle, xDesc, wDesc, convDesc, yDesc);
-        const std::vector<Ranked> ranked = forward_ranking(prob);
+        const std::vector<Ranked> ranked =
+            descriptor_ranking(handle, CONVCORE_PASS_FORWARD, xDesc, wDesc, convDesc, yDesc);
         const int count = std::min<int>(requestedAlgoCount, int(ranked.size()));
         for (int i = 0; i < count; ++i) {
             convcoreConvolutionFwdAlgoPerf_t perf{};

@@ -322,8 +322,8 @@ convcoreStatus_t convcoreGetConvolutionBackwardDataAlgorithm(
         *returnedAlgoCount = 0;
         if (requestedAlgoCount < 1)
             throw_bad_param("requestedAlgoCount=" + std::to_string(requestedAlgoCount) + " must be >= 1");
-        const ConvProblem prob = backward_problem(handle, dxDesc, wDesc, convDesc, dyDesc, true);
-        const std::vector<Ranked> ranked = bwd_data_ranking(prob);
+        const std::vector<Ranked> ranked =
+            descriptor_ranking(handle, CONVCORE_PASS_BACKWARD_DATA, dxDesc, wDesc, convDesc, dyDesc);
         const int count = std::min<int>(requestedAlgoCount, int(ranked.size()));
         for (int i = 0; i < count; ++i) {
             convcoreConvolutionBwdDataAlgoPerf_t perf{};
@@ -348,8 +348,8 @@ convcoreStatus_t convcoreGetConvolutionBackwardFilterAlgorithm(
         *returnedAlgoCount = 0;
         if (requestedAlgoCount < 1)
             throw_bad_param("requestedAlgoCount=" + std::to_string(requestedAlgoCount) + " must be >= 1");
-        const ConvProblem prob = backward_problem(handle, xDesc, dwDesc, convDesc, dyDesc, false);
-        const std::vector<Ranked> ranked = bwd_filter_ranking(prob);
+        const std::vector<Ranked> ranked =
+            descriptor_ranking(handle, CONVCORE_PASS_BACKWARD_FILTER, xDesc, dwDesc, convDesc, dyDesc);
         const int count = std::min<int>(requestedAlgoCount, int(ranked.size()));
         for (int i = 0; i < count; ++i) {
             convcoreConvolutionBwdFilterAlgoPerf_t perf{};

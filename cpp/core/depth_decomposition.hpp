@@ -21,9 +21,10 @@
 // plane transformed once per tap it serves and each output once, the taps summed by the GEMMs.
 // Such a plan prepares its filters (convcorePrepareConvolutionPlanFilters).
 //
-// Selection and queries: a 3-D problem's 2-D problems differ only in their batch; Get, Select,
-// Find and the find-db answer for the one with the largest batch (the find-db key is that 2-D
-// problem's key), the workspace is the largest of theirs.
+// Selection and queries: a 3-D problem's 2-D problems differ only in their batch; Get ranks the
+// algorithms on the one with the largest batch (representative()), and Get, Find and Select
+// answer with the 3-D plans' workspaces and times (core/selection.hpp). A decomposed plan's
+// workspace is the largest of its 2-D plans'.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -33,6 +33,7 @@
 #include "core/algo_filter.hpp"
 #include "core/algorithms.hpp"
 #include "core/api_util.hpp"
+#include "core/depth_decomposition.hpp"
 #include "core/descriptors.hpp"
 #include "core/find_db.hpp"
 #include "core/plan.hpp"
@@ -95,12 +96,37 @@ struct Scalars {
     const void* beta() const { return f64 ? static_cast<const void*>(&zero) : &zero_f; }
 };
 
-// What Find needs to know of a pass, on one problem: its Get ranking and its plans.
+// The pass's Get ranking; a 3-D problem's (depth) with its 3-D plans' workspaces.
+std::vector<Ranked> pass_ranking(convcoreHandle_t handle, convcoreConvolutionPass_t kind, const ConvProblem& prob,
+                                 const depth::DepthProblem* depth) {
+    std::vector<Ranked> rows = ranking(kind, prob);
+    if (!depth) return rows;
+    for (Ranked& r : rows) {
+        if (r.status != CONVCORE_STATUS_SUCCESS) continue;
+        try {
+            r.memory = depth::make_plan(handle, kind, *depth, r.algo).workspace_bytes();
+        } catch (const Error& e) {
+            r.status = e.status();
+            r.memory = 0;
+        }
+    }
+    return rows;
+}
+
+// What Find needs to know of a pass, on one problem: its Get ranking and its plans. A 3-D
+// problem (depth) is ranked on its representative 2-D problem `prob` but timed, sized and keyed
+// as itself: its own plans (the decomposition, or the native 3-D Winograd), their workspaces,
+// and a find-db key with its depth axis.
 class Pass {
 public:
-    Pass(convcoreHandle_t handle, convcoreConvolutionPass_t kind, const ConvProblem& prob)
-        : handle_(handle), kind_(kind), prob_(prob), scalars_(prob), ranking_(ranking(kind, prob)) {
-        const int64_t x = x_extent(prob), w = w_extent(prob), y = y_extent(prob);
+    Pass(convcoreHandle_t handle, convcoreConvolutionPass_t kind, const ConvProblem& prob,
+         const depth::DepthProblem* depth = nullptr)
+        : handle_(handle), kind_(kind), prob_(prob), scalars_(prob), ranking_(pass_ranking(handle, kind, prob, depth)) {
+        int64_t x = x_extent(prob), w = w_extent(prob), y = y_extent(prob);
+        if (depth) {
+            depth_ = std::make_unique<depth::DepthProblem>(*depth);
+            x = depth->x_bytes, w = depth->w_bytes, y = depth->y_bytes;
+        }
         // Extents of in0, in1 and out, for Find's own buffers.
         if (kind == CONVCORE_PASS_FORWARD) bytes_[0] = x, bytes_[1] = w, bytes_[2] = y;
         if (kind == CONVCORE_PASS_BACKWARD_DATA) bytes_[0] = w, bytes_[1] = y, bytes_[2] = x;
@@ -113,6 +139,17 @@ public:
     const ConvProblem& prob() const { return prob_; }
     const std::vector<Ranked>& ranking_rows() const { return ranking_; }
     int64_t bytes(int i) const { return bytes_[i]; }
+    // The find-db key: the 2-D problem's, and a 3-D problem's depth axis and strides.
+    std::string db_key() const {
+        std::string key = find_db::make_key(*handle_, direction(), prob_);
+        if (!depth_) return key;
+        const depth::DepthProblem& d = *depth_;
+        return key + "_3d" + std::to_string(d.n) + "x" + std::to_string(d.d_in) + "o" + std::to_string(d.d_out) +
+               "t" + std::to_string(d.taps) + "p" + std::to_string(d.pad) + "s" + std::to_string(d.stride) + "l" +
+               std::to_string(d.dil) + "_xs" + std::to_string(d.x_n_stride) + "." + std::to_string(d.x_d_stride) +
+               "_ys" + std::to_string(d.y_n_stride) + "." + std::to_string(d.y_d_stride) + "_wt" +
+               std::to_string(d.w_t_stride);
+    }
 
     // Whether prepared filters change algo's run (then it is timed both ways).
     bool prepares(int algo) {
@@ -138,13 +175,16 @@ public:
 private:
     convcoreConvolutionPlanStruct& plan(int algo, bool prepared) {
         auto& slot = plans_[{algo, prepared}];
-        if (!slot) slot = std::make_unique<convcoreConvolutionPlanStruct>(make_plan(handle_, kind_, prob_, algo));
+        if (!slot)
+            slot = std::make_unique<convcoreConvolutionPlanStruct>(
+                depth_ ? depth::make_plan(handle_, kind_, *depth_, algo) : make_plan(handle_, kind_, prob_, algo));
         return *slot;
     }
 
     convcoreHandle_t handle_;
     convcoreConvolutionPass_t kind_;
     ConvProblem prob_;
+    std::unique_ptr<depth::DepthProblem> depth_;
     Scalars scalars_;
     std::vector<Ranked> ranking_;
     int64_t bytes_[3] = {0, 0, 0};
@@ -279,7 +319,7 @@ std::vector<FindResult> find(Pass& pass, TimingBuffers buf, size_t candidates = 
     }
 
     // The find-db first (the in-process cache, then the file); time only what it lacks.
-    const std::string key = find_db::make_key(ctx, pass.direction(), pass.prob());
+    const std::string key = pass.db_key();
     const auto missing_from = [&](const find_db::Records& known) {
         std::vector<size_t> missing;
         for (size_t i = 0; i < perf.size(); ++i)
@@ -386,7 +426,7 @@ uint64_t disabled_mask(convcoreConvolutionPass_t pass) {
 // strides of x, w and y, data type, mode), the filter protocol (forward), the device and its
 // threads, the handle's Find settings, the select mode and the disabled algorithms.
 struct DecisionKey {
-    static constexpr int kFields = 37;
+    static constexpr int kFields = 46;
     std::array<int64_t, kFields> f{};
     bool operator==(const DecisionKey& o) const { return f == o.f; }
 };
@@ -399,16 +439,19 @@ struct DecisionKeyHash {
     }
 };
 
-DecisionKey decision_key(const Context& ctx, const ConvProblem& p, convcoreConvolutionPass_t pass, SelectMode mode) {
+DecisionKey decision_key(const Context& ctx, const ConvProblem& p, convcoreConvolutionPass_t pass, SelectMode mode,
+                         const depth::DepthProblem* depth) {
     DecisionKey key;
     const bool prepared = pass == CONVCORE_PASS_FORWARD && p.prepared_filters;
+    const depth::DepthProblem d = depth ? *depth : depth::DepthProblem{};  // 2-D: zeros
     const int64_t fields[] = {
         int64_t(pass), int64_t(mode), int64_t(prepared), int64_t(p.device), ctx.device_index, ctx.threads(),
         int64_t(p.dtype), p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.groups, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
         p.dil_h, p.dil_w, int64_t(p.flip), int64_t(ctx.deterministic_only),
         int64_t(std::min<size_t>(ctx.find_workspace_limit, INT64_MAX)), int64_t(disabled_mask(pass)),
         p.x_strides[0], p.x_strides[1], p.x_strides[2], p.x_strides[3], p.y_strides[0], p.y_strides[1],
-        p.y_strides[2], p.y_strides[3], p.w_strides[0], p.w_strides[1], p.w_strides[2], p.w_strides[3]};
+        p.y_strides[2], p.y_strides[3], p.w_strides[0], p.w_strides[1], p.w_strides[2], p.w_strides[3],
+        d.n, d.d_in, d.d_out, d.taps, d.pad, d.stride, d.dil, d.x_d_stride, d.y_d_stride};
     static_assert(sizeof(fields) / sizeof(fields[0]) == DecisionKey::kFields, "every field of the key");
     std::copy(std::begin(fields), std::end(fields), key.f.begin());
     return key;
@@ -499,21 +542,22 @@ std::vector<Ranked> ranking(convcoreConvolutionPass_t pass, const ConvProblem& p
 }
 
 std::vector<FindResult> find_algorithms(convcoreHandle_t handle, convcoreConvolutionPass_t kind,
-                                        const ConvProblem& prob, const TimingBuffers& buf) {
+                                        const ConvProblem& prob, const TimingBuffers& buf,
+                                        const depth::DepthProblem* depth) {
     require(handle, "handle");
-    Pass pass(handle, kind, prob);
+    Pass pass(handle, kind, prob, depth);
     return find(pass, buf);
 }
 
 int select_algorithm(convcoreHandle_t handle, convcoreConvolutionPass_t kind, const ConvProblem& prob,
-                     SelectMode requested, const TimingBuffers& buf) {
+                     SelectMode requested, const TimingBuffers& buf, const depth::DepthProblem* depth) {
     require(handle, "handle");
     const SelectMode mode = effective_mode(requested);
-    const DecisionKey key = decision_key(*handle, prob, kind, mode);
+    const DecisionKey key = decision_key(*handle, prob, kind, mode, depth);
     DecisionCache& cache = decisions();
     int chosen = -1;
     if (cache.get(key, &chosen)) return chosen;
-    Pass pass(handle, kind, prob);  // its Get ranking costs microseconds: only when nothing is cached
+    Pass pass(handle, kind, prob, depth);  // its Get ranking costs microseconds: only when nothing is cached
     if (mode == SelectMode::Heuristic) {
         for (const Ranked& r : pass.ranking_rows()) {
             if (r.status == CONVCORE_STATUS_SUCCESS &&
@@ -599,22 +643,50 @@ TimingBuffers select_buffers(const void* in0, const void* in1, void* out) {
 }
 
 // The problems of the entry points, from their descriptors (validated once per call).
-ConvProblem fwd_problem(convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wDesc,
-                        convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t yDesc) {
+// The problem Find and Select search: a 2-D problem, or a 3-D one (depth) with its
+// representative 2-D problem (core/depth_decomposition.hpp).
+struct Searched {
+    ConvProblem prob;
+    std::unique_ptr<depth::DepthProblem> depth_problem;
+    const depth::DepthProblem* depth() const { return depth_problem.get(); }
+};
+
+// From a pass's descriptors in plan order (x, w, y; dx, w, dy; x, dw, dy).
+Searched searched(convcoreHandle_t handle, convcoreConvolutionPass_t pass, convcoreTensorDescriptor_t xDesc,
+                  convcoreFilterDescriptor_t wDesc, convcoreConvolutionDescriptor_t convDesc,
+                  convcoreTensorDescriptor_t yDesc) {
     require(handle, "handle");
-    require(yDesc, "yDesc");
-    return forward_problem(handle, xDesc, wDesc, convDesc, yDesc);
+    if (pass == CONVCORE_PASS_FORWARD) require(yDesc, "yDesc");
+    Searched s;
+    depth::DepthProblem depth;
+    s.prob = pass_problem(handle, pass, xDesc, wDesc, convDesc, yDesc, &depth);
+    if (depth::is_3d(xDesc)) s.depth_problem = std::make_unique<depth::DepthProblem>(std::move(depth));
+    return s;
 }
-ConvProblem data_problem(convcoreHandle_t handle, convcoreFilterDescriptor_t wDesc, convcoreTensorDescriptor_t dyDesc,
-                         convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t dxDesc) {
-    require(handle, "handle");
-    return backward_problem(handle, dxDesc, wDesc, convDesc, dyDesc, true);
+Searched fwd_problem(convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wDesc,
+                     convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t yDesc) {
+    return searched(handle, CONVCORE_PASS_FORWARD, xDesc, wDesc, convDesc, yDesc);
 }
-ConvProblem filter_problem(convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreTensorDescriptor_t dyDesc,
-                           convcoreConvolutionDescriptor_t convDesc, convcoreFilterDescriptor_t dwDesc) {
-    require(handle, "handle");
-    return backward_problem(handle, xDesc, dwDesc, convDesc, dyDesc, false);
+Searched data_problem(convcoreHandle_t handle, convcoreFilterDescriptor_t wDesc, convcoreTensorDescriptor_t dyDesc,
+                      convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t dxDesc) {
+    return searched(handle, CONVCORE_PASS_BACKWARD_DATA, dxDesc, wDesc, convDesc, dyDesc);
 }
+Searched filter_problem(convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreTensorDescriptor_t dyDesc,
+                        convcoreConvolutionDescriptor_t convDesc, convcoreFilterDescriptor_t dwDesc) {
+    return searched(handle, CONVCORE_PASS_BACKWARD_FILTER, xDesc, dwDesc, convDesc, dyDesc);
+}
+
+}  // namespace
+
+std::vector<Ranked> convcore::descriptor_ranking(convcoreHandle_t handle, convcoreConvolutionPass_t pass,
+                                                 convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wDesc,
+                                                 convcoreConvolutionDescriptor_t convDesc,
+                                                 convcoreTensorDescriptor_t yDesc) {
+    const Searched s = searched(handle, pass, xDesc, wDesc, convDesc, yDesc);
+    return pass_ranking(handle, pass, s.prob, s.depth());
+}
+
+namespace {
 
 }  // namespace
 
@@ -640,9 +712,9 @@ convcoreStatus_t convcoreFindConvolutionForwardAlgorithm(
     int* returnedAlgoCount, convcoreConvolutionFwdAlgoPerf_t* perfResults) {
     return guard([&] {
         check_counts(requestedAlgoCount, returnedAlgoCount, perfResults);
-        const ConvProblem prob = fwd_problem(handle, xDesc, wDesc, convDesc, yDesc);
-        const auto results = find_algorithms(handle, CONVCORE_PASS_FORWARD, prob, TimingBuffers{});
-        copy_results(results, prob.prepared_filters, requestedAlgoCount, returnedAlgoCount, perfResults);
+        const Searched s = fwd_problem(handle, xDesc, wDesc, convDesc, yDesc);
+        const auto results = find_algorithms(handle, CONVCORE_PASS_FORWARD, s.prob, TimingBuffers{}, s.depth());
+        copy_results(results, s.prob.prepared_filters, requestedAlgoCount, returnedAlgoCount, perfResults);
     });
 }
 
@@ -654,9 +726,9 @@ convcoreStatus_t convcoreFindConvolutionForwardAlgorithmEx(
     return guard([&] {
         check_counts(requestedAlgoCount, returnedAlgoCount, perfResults);
         const TimingBuffers buf = callers_buffers(x, "x", w, "w", y, "y", workspace, workspaceSizeInBytes);
-        const ConvProblem prob = fwd_problem(handle, xDesc, wDesc, convDesc, yDesc);
-        const auto results = find_algorithms(handle, CONVCORE_PASS_FORWARD, prob, buf);
-        copy_results(results, prob.prepared_filters, requestedAlgoCount, returnedAlgoCount, perfResults);
+        const Searched s = fwd_problem(handle, xDesc, wDesc, convDesc, yDesc);
+        const auto results = find_algorithms(handle, CONVCORE_PASS_FORWARD, s.prob, buf, s.depth());
+        copy_results(results, s.prob.prepared_filters, requestedAlgoCount, returnedAlgoCount, perfResults);
     });
 }
 
@@ -666,8 +738,8 @@ convcoreStatus_t convcoreFindConvolutionBackwardDataAlgorithm(
     int* returnedAlgoCount, convcoreConvolutionBwdDataAlgoPerf_t* perfResults) {
     return guard([&] {
         check_counts(requestedAlgoCount, returnedAlgoCount, perfResults);
-        const ConvProblem prob = data_problem(handle, wDesc, dyDesc, convDesc, dxDesc);
-        const auto results = find_algorithms(handle, CONVCORE_PASS_BACKWARD_DATA, prob, TimingBuffers{});
+        const Searched s = data_problem(handle, wDesc, dyDesc, convDesc, dxDesc);
+        const auto results = find_algorithms(handle, CONVCORE_PASS_BACKWARD_DATA, s.prob, TimingBuffers{}, s.depth());
         copy_results(results, false, requestedAlgoCount, returnedAlgoCount, perfResults);
     });
 }
@@ -680,8 +752,8 @@ convcoreStatus_t convcoreFindConvolutionBackwardDataAlgorithmEx(
     return guard([&] {
         check_counts(requestedAlgoCount, returnedAlgoCount, perfResults);
         const TimingBuffers buf = callers_buffers(w, "w", dy, "dy", dx, "dx", workspace, workspaceSizeInBytes);
-        const ConvProblem prob = data_problem(handle, wDesc, dyDesc, convDesc, dxDesc);
-        const auto results = find_algorithms(handle, CONVCORE_PASS_BACKWARD_DATA, prob, buf);
+        const Searched s = data_problem(handle, wDesc, dyDesc, convDesc, dxDesc);
+        const auto results = find_algorithms(handle, CONVCORE_PASS_BACKWARD_DATA, s.prob, buf, s.depth());
         copy_results(results, false, requestedAlgoCount, returnedAlgoCount, perfResults);
     });
 }
@@ -692,8 +764,8 @@ convcoreStatus_t convcoreFindConvolutionBackwardFilterAlgorithm(
     int* returnedAlgoCount, convcoreConvolutionBwdFilterAlgoPerf_t* perfResults) {
     return guard([&] {
         check_counts(requestedAlgoCount, returnedAlgoCount, perfResults);
-        const ConvProblem prob = filter_problem(handle, xDesc, dyDesc, convDesc, dwDesc);
-        const auto results = find_algorithms(handle, CONVCORE_PASS_BACKWARD_FILTER, prob, TimingBuffers{});
+        const Searched s = filter_problem(handle, xDesc, dyDesc, convDesc, dwDesc);
+        const auto results = find_algorithms(handle, CONVCORE_PASS_BACKWARD_FILTER, s.prob, TimingBuffers{}, s.depth());
         copy_results(results, false, requestedAlgoCount, returnedAlgoCount, perfResults);
     });
 }
@@ -706,8 +778,8 @@ convcoreStatus_t convcoreFindConvolutionBackwardFilterAlgorithmEx(
     return guard([&] {
         check_counts(requestedAlgoCount, returnedAlgoCount, perfResults);
         const TimingBuffers buf = callers_buffers(x, "x", dy, "dy", dw, "dw", workspace, workspaceSizeInBytes);
-        const ConvProblem prob = filter_problem(handle, xDesc, dyDesc, convDesc, dwDesc);
-        const auto results = find_algorithms(handle, CONVCORE_PASS_BACKWARD_FILTER, prob, buf);
+        const Searched s = filter_problem(handle, xDesc, dyDesc, convDesc, dwDesc);
+        const auto results = find_algorithms(handle, CONVCORE_PASS_BACKWARD_FILTER, s.prob, buf, s.depth());
         copy_results(results, false, requestedAlgoCount, returnedAlgoCount, perfResults);
     });
 }
@@ -719,9 +791,9 @@ convcoreStatus_t convcoreSelectConvolutionForwardAlgorithm(
     return guard([&] {
         require(algo, "algo");
         const SelectMode m = select_mode_of(enum_int(mode));
-        const ConvProblem prob = fwd_problem(handle, xDesc, wDesc, convDesc, yDesc);
+        const Searched s = fwd_problem(handle, xDesc, wDesc, convDesc, yDesc);
         *algo = convcoreConvolutionFwdAlgo_t(
-            select_algorithm(handle, CONVCORE_PASS_FORWARD, prob, m, select_buffers(x, w, y)));
+            select_algorithm(handle, CONVCORE_PASS_FORWARD, s.prob, m, select_buffers(x, w, y), s.depth()));
     });
 }
 
@@ -732,9 +804,9 @@ convcoreStatus_t convcoreSelectConvolutionBackwardDataAlgorithm(
     return guard([&] {
         require(algo, "algo");
         const SelectMode m = select_mode_of(enum_int(mode));
-        const ConvProblem prob = data_problem(handle, wDesc, dyDesc, convDesc, dxDesc);
+        const Searched s = data_problem(handle, wDesc, dyDesc, convDesc, dxDesc);
         *algo = convcoreConvolutionBwdDataAlgo_t(
-            select_algorithm(handle, CONVCORE_PASS_BACKWARD_DATA, prob, m, select_buffers(w, dy, dx)));
+            select_algorithm(handle, CONVCORE_PASS_BACKWARD_DATA, s.prob, m, select_buffers(w, dy, dx), s.depth()));
     });
 }
 
@@ -745,9 +817,9 @@ convcoreStatus_t convcoreSelectConvolutionBackwardFilterAlgorithm(
     return guard([&] {
         require(algo, "algo");
         const SelectMode m = select_mode_of(enum_int(mode));
-        const ConvProblem prob = filter_problem(handle, xDesc, dyDesc, convDesc, dwDesc);
+        const Searched s = filter_problem(handle, xDesc, dyDesc, convDesc, dwDesc);
         *algo = convcoreConvolutionBwdFilterAlgo_t(
-            select_algorithm(handle, CONVCORE_PASS_BACKWARD_FILTER, prob, m, select_buffers(x, dy, dw)));
+            select_algorithm(handle, CONVCORE_PASS_BACKWARD_FILTER, s.prob, m, select_buffers(x, dy, dw), s.depth()));
     });
 }
 

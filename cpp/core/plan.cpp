@@ -431,12 +431,16 @@ convcoreStatus_t convcoreCreateConvolutionPlan(convcoreHandle_t handle, convcore
             throw_bad_param("pass " + std::to_string(pass_value) + " is not a convcoreConvolutionPass_t");
         // One validated problem; a CONVCORE_PLAN_SELECT_* value is mapped to the core's select
         // mode and chosen on it (Select's decision cache, on the library's own buffers).
-        // A 3-D problem is chosen on its representative 2-D problem (core/depth_decomposition.hpp).
+        // A 3-D problem is ranked on its representative 2-D problem and timed as itself
+        // (core/selection.hpp).
         depth::DepthProblem depth_prob;
         const ConvProblem prob = pass_problem(handle, pass, xDesc, wDesc, convDesc, yDesc, &depth_prob);
-        if (algo < 0) algo = select_algorithm(handle, pass, prob, plan_select_mode_of(algo), TimingBuffers{});
+        const bool is_3d = depth::is_3d(xDesc);
+        if (algo < 0)
+            algo = select_algorithm(handle, pass, prob, plan_select_mode_of(algo), TimingBuffers{},
+                                    is_3d ? &depth_prob : nullptr);
         auto made = std::make_unique<convcoreConvolutionPlanStruct>(
-            depth::is_3d(xDesc) ? depth::make_plan(handle, pass, depth_prob, algo) : make_plan(handle, pass, prob, algo));
+            is_3d ? depth::make_plan(handle, pass, depth_prob, algo) : make_plan(handle, pass, prob, algo));
         *plan = made.release();
     });
 }

@@ -11,6 +11,9 @@
 #include "core/problem.hpp"
 
 namespace convcore {
+namespace depth {
+struct DepthProblem;  // core/depth_decomposition.hpp
+}
 
 // The one internal encoding of how an algorithm is chosen. The public encodings
 // (convcoreSelectMode_t, and the CONVCORE_PLAN_SELECT_* values of a plan's algo) are mapped to
@@ -48,6 +51,13 @@ std::vector<Ranked> ranked_rows(const std::vector<Row>& rows, const ConvProblem&
 }
 // `prob` is the pass's forward problem (x is dx in backward data, w is dw in backward filter).
 std::vector<Ranked> ranking(convcoreConvolutionPass_t pass, const ConvProblem& prob);
+// The Get ranking of a pass from its descriptors in plan order (x, w, y; dx, w, dy; x, dw, dy).
+// A 3-D problem is ranked on its representative 2-D problem, each algorithm that can run it
+// with its 3-D plan's workspace (or that plan's status: the native 3-D Winograd and the
+// decomposition need other workspaces than the 2-D problem).
+std::vector<Ranked> descriptor_ranking(convcoreHandle_t handle, convcoreConvolutionPass_t pass,
+                                       convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wDesc,
+                                       convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t yDesc);
 // The same per pass (core/api.cpp, core/api_backward.cpp).
 std::vector<Ranked> forward_ranking(const ConvProblem& prob);
 std::vector<Ranked> bwd_data_ranking(const ConvProblem& prob);
@@ -82,12 +92,15 @@ struct FindResult {
 
 // Every algorithm of the pass: those that ran, fastest first by the time of the problem's filter
 // protocol (ConvProblem::prepared_filters), then the others in enum order (convcore.h, Find).
+// A 3-D problem passes its DepthProblem as `depth` and its representative 2-D problem as `prob`:
+// it is ranked on prob, and timed, sized, stored in the find-db and cached as itself.
 std::vector<FindResult> find_algorithms(convcoreHandle_t handle, convcoreConvolutionPass_t pass,
-                                        const ConvProblem& prob, const TimingBuffers& buf);
+                                        const ConvProblem& prob, const TimingBuffers& buf,
+                                        const depth::DepthProblem* depth = nullptr);
 
 // The algorithm to run (convcore.h, Select): the cached decision, else the mode's choice.
 int select_algorithm(convcoreHandle_t handle, convcoreConvolutionPass_t pass, const ConvProblem& prob,
-                     SelectMode mode, const TimingBuffers& buf);
+                     SelectMode mode, const TimingBuffers& buf, const depth::DepthProblem* depth = nullptr);
 
 // The decision cache of select_algorithm: least recently used decisions are dropped beyond
 // kDecisionCacheCapacity entries.

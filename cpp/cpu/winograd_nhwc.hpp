@@ -186,7 +186,8 @@ inline std::pair<int64_t, int64_t> reduction_range(const Geometry& g, int64_t t0
 
 // U's elements: [xi][panel][t * cp + c][nr], columns past K and the rows between taps zero.
 inline int64_t u_elems(const ConvProblem& p, int64_t m, int64_t taps = 1) {
-    return tile_points(p.r, m) * tile_points(p.s, m) * nhwc_gemm::panel_count(p) * nhwc_gemm::panel_cols(p) * reduction(p, taps);
+    return tile_points(p.r, m) * tile_points(p.s, m) * nhwc_gemm::panel_count(p) * nhwc_gemm::panel_cols(p) *
+           reduction(p, taps);
 }
 // A thread's buffers: V's block, M's group, and a sink for the rows of a partial block.
 inline int64_t scratch_elems(const Geometry& g) { return g.aa * g.tb * (g.ldv + g.ldm) + g.nr; }

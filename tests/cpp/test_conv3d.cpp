@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -686,6 +687,78 @@ TEST(Conv3d, NativeWinogradOnlyWhereItApplies) {
         EXPECT_LE(error_of(from_memory(y, d.yd, cl), data.y_ref),
                   declared_bound(CONVCORE_PASS_FORWARD, CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3, false));
     }
+}
+
+// Get, Find and Select answer for the 3-D problem itself, not only its representative 2-D one:
+// Get's and Find's memory is each algorithm's 3-D workspace (the native Winograd's U holds T
+// taps: more than the 2-D problem's), Find times 3-D runs under a find-db key of its own (a 2-D
+// problem of the representative's shape is timed anew), and Select's choice runs correctly.
+TEST(Conv3d, GetFindSelectAnswerForThe3dProblem) {
+    const char* db = std::getenv("CONVCORE_FIND_DB");
+    const std::string saved = db ? db : "";
+    setenv("CONVCORE_FIND_DB", "off", 1);  // the process's records only, none from earlier runs
+    ASSERT_OK(convcoreClearFindCache());
+    convcore::Handle handle;
+    std::mt19937 rng(43);
+    const auto w4 = CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3;
+    convcoreConvolutionFwdAlgoPerf_t perf[CONVCORE_FWD_ALGO_COUNT];
+    int returned = 0;
+    {  // T = 3: the native Winograd's U holds three taps
+        const Descs3d d(kNativeCases[0], true, CONVCORE_DATA_FLOAT, /*filter_cl=*/false);
+        for (int find = 0; find < 2; ++find) {
+            SCOPED_TRACE(find ? "Find" : "Get");
+            ASSERT_OK(find ? convcoreFindConvolutionForwardAlgorithm(handle, d.x, d.w, d.conv, d.y,
+                                                                     CONVCORE_FWD_ALGO_COUNT, &returned, perf)
+                           : convcoreGetConvolutionForwardAlgorithm(handle, d.x, d.w, d.conv, d.y,
+                                                                    CONVCORE_FWD_ALGO_COUNT, &returned, perf));
+            int checked = 0;
+            for (int i = 0; i < returned; ++i) {
+                if (perf[i].status != CONVCORE_STATUS_SUCCESS) continue;
+                size_t bytes = 0;
+                ASSERT_OK(
+                    convcoreGetConvolutionForwardWorkspaceSize(handle, d.x, d.w, d.conv, d.y, perf[i].algo, &bytes));
+                EXPECT_EQ(perf[i].memory, bytes) << convcoreGetFwdAlgoName(perf[i].algo);
+                checked += perf[i].algo == w4;
+            }
+            EXPECT_EQ(checked, 1);
+        }
+    }
+    // T = 1 and depth stride 1: the representative 2-D problem is a packed NHWC batch of one
+    // image's output depths with a packed filter, which a 2-D problem states exactly (the same
+    // find-db key but for the depth axis).
+    const Case3d p{2, 16, 4, 6, 5, 5, 1, 3, 3, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, false};
+    const Descs3d d(p, true, CONVCORE_DATA_FLOAT, /*filter_cl=*/false);
+    const Data3d<float> data(p, d, true, rng);
+    ASSERT_OK(convcoreFindConvolutionForwardAlgorithm(handle, d.x, d.w, d.conv, d.y, CONVCORE_FWD_ALGO_COUNT,
+                                                      &returned, perf));
+    // That 2-D problem's own Find times it.
+    const int64_t xd[4] = {p.od(), p.c, p.h, p.w}, wd[4] = {p.k, p.c, p.r, p.s}, yd[4] = {p.od(), p.k, p.oh(), p.ow()};
+    convcore::TensorDesc x2, y2;
+    convcore::FilterDesc w2;
+    ASSERT_OK(convcoreSetTensorNdDescriptorEx(x2, NHWC, CONVCORE_DATA_FLOAT, 4, xd));
+    ASSERT_OK(convcoreSetTensorNdDescriptorEx(y2, NHWC, CONVCORE_DATA_FLOAT, 4, yd));
+    ASSERT_OK(convcoreSetFilterNdDescriptor(w2, CONVCORE_DATA_FLOAT, NCHW, 4, wd));
+    convcore::ConvDesc conv2;
+    const int64_t pad[2] = {p.pad_h, p.pad_w}, one[2] = {1, 1};
+    ASSERT_OK(convcoreSetConvolutionNdDescriptor(conv2, 2, pad, one, one, CONVCORE_CROSS_CORRELATION));
+    int64_t timed_before = 0, timed_after = 0;
+    ASSERT_OK(convcoreGetFindStats(&timed_before, nullptr));
+    ASSERT_OK(convcoreFindConvolutionForwardAlgorithm(handle, x2, w2, conv2, y2, CONVCORE_FWD_ALGO_COUNT, &returned,
+                                                      perf));
+    ASSERT_OK(convcoreGetFindStats(&timed_after, nullptr));
+    EXPECT_GT(timed_after, timed_before) << "the 2-D problem read the 3-D problem's find-db records";
+
+    convcoreConvolutionFwdAlgo_t chosen;
+    ASSERT_OK(convcoreSelectConvolutionForwardAlgorithm(handle, d.x, data.xm.data(), d.w, data.wm.data(), d.conv, d.y,
+                                                        nullptr, CONVCORE_SELECT_FIND, &chosen));
+    size_t bytes = 0;
+    ASSERT_OK(convcoreGetConvolutionForwardWorkspaceSize(handle, d.x, d.w, d.conv, d.y, chosen, &bytes));
+    std::vector<char> ws(bytes);
+    std::vector<float> y(p.y_size(), kNaN);
+    ASSERT_OK(convcoreConvolutionForward(handle, &kOne, d.x, data.xm.data(), d.w, data.wm.data(), d.conv, chosen,
+                                         ws.data(), bytes, &kZero, d.y, y.data()));
+    EXPECT_LE(error_of(from_memory(y, d.yd, true), data.y_ref), declared_bound(CONVCORE_PASS_FORWARD, chosen, false));
+    db ? setenv("CONVCORE_FIND_DB", saved.c_str(), 1) : unsetenv("CONVCORE_FIND_DB");
 }
 
 // ---- the fused epilogue and the bias gradient --------------------------------------------------
