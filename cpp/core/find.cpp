@@ -656,7 +656,6 @@ Searched searched(convcoreHandle_t handle, convcoreConvolutionPass_t pass, convc
                   convcoreFilterDescriptor_t wDesc, convcoreConvolutionDescriptor_t convDesc,
                   convcoreTensorDescriptor_t yDesc) {
     require(handle, "handle");
-    if (pass == CONVCORE_PASS_FORWARD) require(yDesc, "yDesc");
     Searched s;
     depth::DepthProblem depth;
     s.prob = pass_problem(handle, pass, xDesc, wDesc, convDesc, yDesc, &depth);
@@ -665,6 +664,8 @@ Searched searched(convcoreHandle_t handle, convcoreConvolutionPass_t pass, convc
 }
 Searched fwd_problem(convcoreHandle_t handle, convcoreTensorDescriptor_t xDesc, convcoreFilterDescriptor_t wDesc,
                      convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t yDesc) {
+    require(handle, "handle");
+    require(yDesc, "yDesc");  // Find and Select write y (Get takes no y: descriptor_ranking)
     return searched(handle, CONVCORE_PASS_FORWARD, xDesc, wDesc, convDesc, yDesc);
 }
 Searched data_problem(convcoreHandle_t handle, convcoreFilterDescriptor_t wDesc, convcoreTensorDescriptor_t dyDesc,
