@@ -463,6 +463,19 @@ TEST(Conv3d, WorkspaceQueries) {
 
 // Get ranks algorithms for the 3-D problem; its best, Find's best and Select's choice each run it
 // correctly in every pass.
+// A forward call with `algo` on its queried workspace matches the float64 reference.
+void expect_forward_matches(convcoreHandle_t handle, const Case3d& p, const Descs3d& d, const Data3d<float>& data,
+                            bool cl, convcoreConvolutionFwdAlgo_t algo) {
+    SCOPED_TRACE(convcoreGetFwdAlgoName(algo));
+    size_t bytes = 0;
+    ASSERT_OK(convcoreGetConvolutionForwardWorkspaceSize(handle, d.x, d.w, d.conv, d.y, algo, &bytes));
+    std::vector<char> ws(bytes);
+    std::vector<float> y(p.y_size(), kNaN);
+    ASSERT_OK(convcoreConvolutionForward(handle, &kOne, d.x, data.xm.data(), d.w, data.wm.data(), d.conv, algo,
+                                         ws.data(), bytes, &kZero, d.y, y.data()));
+    EXPECT_LE(error_of(from_memory(y, d.yd, cl), data.y_ref), declared_bound(CONVCORE_PASS_FORWARD, algo, false));
+}
+
 TEST(Conv3d, GetFindSelect) {
     convcore::Handle handle;
     std::mt19937 rng(37);
@@ -472,14 +485,7 @@ TEST(Conv3d, GetFindSelect) {
         const Descs3d d(p, cl);
         const Data3d<float> data(p, d, cl, rng);
         const auto forward_ok = [&](convcoreConvolutionFwdAlgo_t algo) {
-            SCOPED_TRACE(convcoreGetFwdAlgoName(algo));
-            size_t bytes = 0;
-            ASSERT_OK(convcoreGetConvolutionForwardWorkspaceSize(handle, d.x, d.w, d.conv, d.y, algo, &bytes));
-            std::vector<char> ws(bytes);
-            std::vector<float> y(p.y_size(), kNaN);
-            ASSERT_OK(convcoreConvolutionForward(handle, &kOne, d.x, data.xm.data(), d.w, data.wm.data(), d.conv, algo,
-                                                 ws.data(), bytes, &kZero, d.y, y.data()));
-            EXPECT_LE(error_of(from_memory(y, d.yd, cl), data.y_ref), declared_bound(CONVCORE_PASS_FORWARD, algo, false));
+            expect_forward_matches(handle, p, d, data, cl, algo);
         };
         convcoreConvolutionFwdAlgoPerf_t perf[CONVCORE_FWD_ALGO_COUNT];
         int returned = 0;
@@ -751,13 +757,7 @@ TEST(Conv3d, GetFindSelectAnswerForThe3dProblem) {
     convcoreConvolutionFwdAlgo_t chosen;
     ASSERT_OK(convcoreSelectConvolutionForwardAlgorithm(handle, d.x, data.xm.data(), d.w, data.wm.data(), d.conv, d.y,
                                                         nullptr, CONVCORE_SELECT_FIND, &chosen));
-    size_t bytes = 0;
-    ASSERT_OK(convcoreGetConvolutionForwardWorkspaceSize(handle, d.x, d.w, d.conv, d.y, chosen, &bytes));
-    std::vector<char> ws(bytes);
-    std::vector<float> y(p.y_size(), kNaN);
-    ASSERT_OK(convcoreConvolutionForward(handle, &kOne, d.x, data.xm.data(), d.w, data.wm.data(), d.conv, chosen,
-                                         ws.data(), bytes, &kZero, d.y, y.data()));
-    EXPECT_LE(error_of(from_memory(y, d.yd, true), data.y_ref), declared_bound(CONVCORE_PASS_FORWARD, chosen, false));
+    expect_forward_matches(handle, p, d, data, true, chosen);
     db ? setenv("CONVCORE_FIND_DB", saved.c_str(), 1) : unsetenv("CONVCORE_FIND_DB");
 }
 
