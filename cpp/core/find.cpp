@@ -423,10 +423,11 @@ uint64_t disabled_mask(convcoreConvolutionPass_t pass) {
 }
 
 // What a decision depends on, as one key: the pass and the problem as the run sees it (sizes,
-// strides of x, w and y, data type, mode), the filter protocol (forward), the device and its
-// threads, the handle's Find settings, the select mode and the disabled algorithms.
+// strides of x, w and y, data type, mode; a 3-D problem's depth axis and strides), the filter
+// protocol (forward), the device and its threads, the handle's Find settings, the select mode and
+// the disabled algorithms.
 struct DecisionKey {
-    static constexpr int kFields = 46;
+    static constexpr int kFields = 49;
     std::array<int64_t, kFields> f{};
     bool operator==(const DecisionKey& o) const { return f == o.f; }
 };
@@ -443,7 +444,8 @@ DecisionKey decision_key(const Context& ctx, const ConvProblem& p, convcoreConvo
                          const depth::DepthProblem* depth) {
     DecisionKey key;
     const bool prepared = pass == CONVCORE_PASS_FORWARD && p.prepared_filters;
-    const depth::DepthProblem d = depth ? *depth : depth::DepthProblem{};  // 2-D: zeros
+    const auto d = [depth](int64_t depth::DepthProblem::*field) { return depth ? depth->*field : 0; };  // 2-D: 0
+    using D = depth::DepthProblem;
     const int64_t fields[] = {
         int64_t(pass), int64_t(mode), int64_t(prepared), int64_t(p.device), ctx.device_index, ctx.threads(),
         int64_t(p.dtype), p.n, p.c, p.h, p.w, p.k, p.r, p.s, p.groups, p.pad_h, p.pad_w, p.stride_h, p.stride_w,
@@ -451,7 +453,8 @@ DecisionKey decision_key(const Context& ctx, const ConvProblem& p, convcoreConvo
         int64_t(std::min<size_t>(ctx.find_workspace_limit, INT64_MAX)), int64_t(disabled_mask(pass)),
         p.x_strides[0], p.x_strides[1], p.x_strides[2], p.x_strides[3], p.y_strides[0], p.y_strides[1],
         p.y_strides[2], p.y_strides[3], p.w_strides[0], p.w_strides[1], p.w_strides[2], p.w_strides[3],
-        d.n, d.d_in, d.d_out, d.taps, d.pad, d.stride, d.dil, d.x_d_stride, d.y_d_stride};
+        d(&D::n), d(&D::d_in), d(&D::d_out), d(&D::taps), d(&D::pad), d(&D::stride), d(&D::dil),
+        d(&D::x_n_stride), d(&D::x_d_stride), d(&D::y_n_stride), d(&D::y_d_stride), d(&D::w_t_stride)};
     static_assert(sizeof(fields) / sizeof(fields[0]) == DecisionKey::kFields, "every field of the key");
     std::copy(std::begin(fields), std::end(fields), key.f.begin());
     return key;
