@@ -464,16 +464,19 @@ TEST(Conv3d, WorkspaceQueries) {
 // Get ranks algorithms for the 3-D problem; its best, Find's best and Select's choice each run it
 // correctly in every pass.
 // A forward call with `algo` on its queried workspace matches the float64 reference.
-void expect_forward_matches(convcoreHandle_t handle, const Case3d& p, const Descs3d& d, const Data3d<float>& data,
+template <typename T>
+void expect_forward_matches(convcoreHandle_t handle, const Case3d& p, const Descs3d& d, const Data3d<T>& data,
                             bool cl, convcoreConvolutionFwdAlgo_t algo) {
     SCOPED_TRACE(convcoreGetFwdAlgoName(algo));
+    const T one = 1, zero = 0;
     size_t bytes = 0;
     ASSERT_OK(convcoreGetConvolutionForwardWorkspaceSize(handle, d.x, d.w, d.conv, d.y, algo, &bytes));
     std::vector<char> ws(bytes);
-    std::vector<float> y(p.y_size(), kNaN);
-    ASSERT_OK(convcoreConvolutionForward(handle, &kOne, d.x, data.xm.data(), d.w, data.wm.data(), d.conv, algo,
-                                         ws.data(), bytes, &kZero, d.y, y.data()));
-    EXPECT_LE(error_of(from_memory(y, d.yd, cl), data.y_ref), declared_bound(CONVCORE_PASS_FORWARD, algo, false));
+    std::vector<T> y(p.y_size(), std::numeric_limits<T>::quiet_NaN());
+    ASSERT_OK(convcoreConvolutionForward(handle, &one, d.x, data.xm.data(), d.w, data.wm.data(), d.conv, algo,
+                                         ws.data(), bytes, &zero, d.y, y.data()));
+    EXPECT_LE(error_of(from_memory(y, d.yd, cl), data.y_ref),
+              declared_bound(CONVCORE_PASS_FORWARD, algo, sizeof(T) == sizeof(double)));
 }
 
 TEST(Conv3d, GetFindSelect) {
@@ -631,16 +634,13 @@ void check_native(convcoreHandle_t handle, const Case3d& p, convcoreConvolutionF
     const Data3d<T> data(p, d, true, rng);
     const double bound = declared_bound(CONVCORE_PASS_FORWARD, algo, f64);
     const T one = 1, zero = 0, alpha = T(1.5), beta = T(0.5), nan = std::numeric_limits<T>::quiet_NaN();
+    expect_forward_matches(handle, p, d, data, true, algo);  // a call (y NaN, beta 0)
     size_t bytes = 0;
     ASSERT_OK(convcoreGetConvolutionForwardWorkspaceSize(handle, d.x, d.w, d.conv, d.y, algo, &bytes));
     std::vector<char> ws(bytes);
-    std::vector<T> y(p.y_size(), nan);
-    ASSERT_OK(convcoreConvolutionForward(handle, &one, d.x, data.xm.data(), d.w, data.wm.data(), d.conv, algo,
-                                         ws.data(), bytes, &zero, d.y, y.data()));
-    EXPECT_LE(error_of(from_memory(y, d.yd, true), data.y_ref), bound);
 
     const auto y0 = rounded<T>(random_vector(p.y_size(), rng));
-    y = to_memory<T>(y0, d.yd, true);
+    std::vector<T> y = to_memory<T>(y0, d.yd, true);
     ASSERT_OK(convcoreConvolutionForward(handle, &alpha, d.x, data.xm.data(), d.w, data.wm.data(), d.conv, algo,
                                          ws.data(), bytes, &beta, d.y, y.data()));
     EXPECT_LE(error_of(from_memory(y, d.yd, true), blend(1.5, data.y_ref, 0.5, y0)), bound);
