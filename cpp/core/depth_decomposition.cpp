@@ -170,6 +170,10 @@ int64_t native_winograd_m(const DepthProblem& p, const ConvProblem& plane, convc
     return cpu::winograd_3d::why_not(plane, m).empty() ? m : 0;
 }
 
+cpu::winograd_3d::Depth native_axis(const DepthProblem& p) {
+    return cpu::winograd_3d::Depth{p.taps, p.d_in, p.d_out, p.pad, p.stride, p.dil};
+}
+
 }  // namespace
 
 convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolutionPass_t pass,
@@ -182,7 +186,13 @@ convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolu
     depth->native_plane.nhwc = true;
     depth->native_m = native_winograd_m(prob, depth->native_plane, pass, algo);
     if (depth->native_m > 0) {
-        depth->workspace = cpu::winograd_3d::filter_bytes(depth->native_plane, depth->native_m, prob.taps);
+        const ConvProblem& plane = depth->native_plane;
+        const int64_t m = depth->native_m;
+        depth->native_nested = cpu::winograd_3d::nests(native_axis(prob), m);
+        depth->prepared_bytes = depth->native_nested ? cpu::winograd_3d::nested_filter_bytes(plane, m)
+                                                     : cpu::winograd_3d::filter_bytes(plane, m, prob.taps);
+        depth->workspace = depth->native_nested ? cpu::winograd_3d::nested_workspace_bytes(plane, m, native_axis(prob))
+                                                : depth->prepared_bytes;
         plan.depth = std::move(depth);
         return plan;
     }
@@ -258,10 +268,10 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
         api::check_aligned(in1, elem, names.in1);
         api::check_aligned(out, elem, names.out);
         const double alpha_value = f64 ? *static_cast<const double*>(alpha) : double(*static_cast<const float*>(alpha));
-        const cpu::winograd_3d::Depth axis{p.taps, p.d_in, p.d_out, p.pad, p.stride, p.dil};
-        cpu::winograd_3d::forward(depth.native_plane, ctx, depth.native_m, axis, in0, in1,
-                                  plan.prepared_for == in1 ? plan.prepared.get() : nullptr, out, alpha_value,
-                                  beta_value, workspace);
+        const void* U = plan.prepared_for == in1 ? plan.prepared.get() : nullptr;
+        const auto run_native = depth.native_nested ? cpu::winograd_3d::nested_forward : cpu::winograd_3d::forward;
+        run_native(depth.native_plane, ctx, depth.native_m, native_axis(p), in0, in1, U, out, alpha_value, beta_value,
+                   workspace);
         return;
     }
     switch (plan.pass) {

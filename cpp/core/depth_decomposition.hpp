@@ -19,7 +19,10 @@
 // WINOGRAD_2X2_3X3 and WINOGRAD_4X4_3X3 run natively instead where they can (cpu/winograd_3d.hpp:
 // the forward pass on the CPU, T x 3 x 3 filters, x and y packed NDHWC, w packed): each input
 // plane transformed once per tap it serves and each output once, the taps summed by the GEMMs.
-// Such a plan prepares its filters (convcorePrepareConvolutionPlanFilters).
+// With 3x3x3 filters, depth stride and dilation 1 and enough output depths, they run as the
+// nested F(2x2x2,3x3x3) / F(4x4x4,3x3x3) instead (F(m,3) along the depth too: fewer
+// multiplications, winograd_3d::nests). Such a plan prepares its filters
+// (convcorePrepareConvolutionPlanFilters).
 //
 // Selection and queries: a 3-D problem's 2-D problems differ only in their batch; Get ranks the
 // algorithms on the one with the largest batch (representative()), and Get, Find and Select
@@ -92,8 +95,10 @@ struct DepthPlan {
     DepthProblem prob;
     std::vector<std::pair<int64_t, convcoreConvolutionPlanStruct>> plans;  // (batch, plan)
     int64_t native_m = 0;  // > 0: cpu/winograd_3d.hpp's F(m x m, 3x3) runs the whole problem
+    bool native_nested = false;  // ... as the nested F(m x m x m, 3x3x3) (winograd_3d::nests)
     ConvProblem native_plane;  // its plane problem (N images, packed NHWC)
-    size_t workspace = 0;  // the largest of the plans' workspaces (native: the filters' transform)
+    size_t prepared_bytes = 0;  // native: the transformed filters' bytes
+    size_t workspace = 0;  // the largest of the plans' workspaces (native: its own)
     const convcoreConvolutionPlanStruct& plan_for(int64_t count) const;
 };
 

@@ -147,16 +147,20 @@ bool prepares_filters(const convcoreConvolutionPlanStruct& plan) {
 
 namespace {
 
-// The native 3-D Winograd's U (packed K x C x T x 3 x 3 w: the plan took no other layout).
+// The native 3-D Winograd's U (packed K x C x T x 3 x 3 w: the plan took no other layout), per
+// tap or nested.
 void prepare_native_3d(convcoreConvolutionPlanStruct& plan, const void* w, size_t* preparedBytes) {
     check_aligned(w, plan.prob.elem_size(), "w");
     const depth::DepthPlan& depth = *plan.depth;
-    const size_t bytes = depth.workspace;
+    const size_t bytes = depth.prepared_bytes;
     void* storage = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (!storage) throw Error(CONVCORE_STATUS_ALLOC_FAILED, "could not allocate " + std::to_string(bytes) +
                                                                 " bytes for the prepared filters");
     std::shared_ptr<void> prepared(storage, std::free);
-    cpu::winograd_3d::prepare(depth.native_plane, *plan.handle, depth.native_m, depth.prob.taps, w, prepared.get());
+    if (depth.native_nested)
+        cpu::winograd_3d::nested_prepare(depth.native_plane, *plan.handle, depth.native_m, w, prepared.get());
+    else
+        cpu::winograd_3d::prepare(depth.native_plane, *plan.handle, depth.native_m, depth.prob.taps, w, prepared.get());
     plan.prepared = std::move(prepared);
     plan.prepared_bytes = bytes;
     plan.prepared_for = w;

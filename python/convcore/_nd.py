@@ -16,7 +16,8 @@ spatial dimensions), on the 2-D one:
   A third, "native", makes the forward pass one C API call on the 5-D arrays: with T x 3 x 3
   filters (stride and dilation 1 in H and W, one group, CPU) that is the C API's native 3-D
   Winograd F(4x4,3x3) (cpu/winograd_3d.hpp), which transforms each input plane and each output
-  tile once and sums the depth taps in its GEMMs; "auto" times it beside the other two there.
+  tile once and sums the depth taps in its GEMMs (with 3x3x3 filters and depth stride 1: the
+  nested F(4x4x4,3x3x3)); "auto" times it beside the other two there.
   A fourth, "merged", serves T x 1 x 1 filters with stride 1 and padding 0 in H and W (the
   temporal convolutions of (2+1)-D networks) in every pass: in N x D x H x W x C memory H and W
   merge into one axis of H*W pixels, so the problem is the 2-D one on N x C x D x (H*W) with the

@@ -615,13 +615,18 @@ TEST(Conv3d, Plans) {
 // WINOGRAD_2X2_3X3 / 4X4_3X3 run a 3-D problem with T x 3 x 3 filters natively (cpu/winograd_3d.hpp)
 // when x and y are NDHWC, the filter packed KCTRS and C at least a vector: odd channel counts (the
 // taps' rows padded to whole vectors), depth padding, stride and dilation, taps in the depth
-// padding, T = 1, true convolution.
+// padding, T = 1, true convolution. 3x3x3 filters with depth stride 1 over enough output depths
+// run the nested F(m x m x m, 3x3x3) (winograd_3d::nests): the first case and the last three,
+// with output depths that are not whole tiles and depth padding 0 to 2.
 const Case3d kNativeCases[] = {
     // n   c  d  h  w   k  t  r  s  pd ph pw sd sh sw dd dh dw  g  flip
     {2, 17, 5, 7, 6, 19, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, false},
     {1, 16, 6, 5, 9, 8, 2, 3, 3, 2, 0, 1, 2, 1, 1, 2, 1, 1, 1, true},
     {1, 24, 1, 4, 4, 33, 3, 3, 3, 1, 0, 2, 1, 1, 1, 1, 1, 1, 1, false},
     {2, 16, 3, 6, 5, 5, 1, 3, 3, 0, 1, 1, 3, 1, 1, 1, 1, 1, 1, true},
+    {2, 17, 9, 7, 6, 19, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, true},
+    {1, 16, 10, 5, 8, 8, 3, 3, 3, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, false},
+    {1, 24, 6, 4, 5, 33, 3, 3, 3, 2, 0, 2, 1, 1, 1, 1, 1, 1, 1, false},
 };
 
 // One case in one precision and tile size: a call (y NaN, beta 0); alpha 1.5 and beta 0.5 on earlier
