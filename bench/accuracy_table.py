@@ -8,7 +8,8 @@ from [-1, 1]) against a float64 convolution of the same float32 inputs.
 --dims 3 measures r3d_18's 3x3x3 layers (H and W of the first halved) the same way: each 2-D
 algorithm through the "taps" schedule (one 2-D call per depth tap, summed), and the 3-D
 Winograd that runs the whole volume in one call ("native": F(m x m, 3x3) on the planes, the
-depth taps summed in the transformed domain), x and y channels-last.
+depth taps summed in the transformed domain, or the nested F(m x m x m, 3x3x3) where it applies),
+x and y channels-last.
 
 The float64 reference is NumPy's (im2col + a float64 matmul: independent of convcore). Each
 cell is "max abs error (relative L2 error)"; an algorithm that cannot run the layer shows why.
@@ -125,7 +126,12 @@ def table_3d(rng, seed):
         "inputs; relative L2 error in brackets. r3d_18's 3x3x3 stride-1 layers (layer1 at half",
         "its H and W), batch 1, padding 1, data and filters uniform in [-1, 1]. Each 2-D algorithm",
         "runs through the \"taps\" schedule (a 2-D call per depth tap, accumulated in the output);",
-        "\"native\" is the 3-D Winograd in one call, x and y channels-last (docs/c_api.md).",
+        "\"native\" is the 3-D Winograd in one call, x and y channels-last (docs/c_api.md): the",
+        "nested F(m x m x m, 3x3x3) on layer1-3 (16, 8 and 4 output depths), the per-tap",
+        "F(m x m, 3x3) on layer4 (2 output depths: the nested form would make more products).",
+        "The bound this project states for the nested F(4x4x4,3x3x3) (docs/c_api.md): a relative",
+        "L2 error at most 4x the 2-D F(4x4,3x3)'s on the same layer (the winograd_4x4_3x3 column:",
+        "one more transformed axis) and inside WINOGRAD_4X4_3X3's declared bound (5e-4).",
         "",
     ] + markdown_table(["layer"], [[name] for name, *_ in LAYERS_3D], columns,
                        lambda i, a: rows[LAYERS_3D[i][0]][a])
