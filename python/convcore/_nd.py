@@ -17,7 +17,10 @@ spatial dimensions), on the 2-D one:
   filters (stride and dilation 1 in H and W, one group, CPU) that is the C API's native 3-D
   Winograd F(4x4,3x3) (cpu/winograd_3d.hpp), which transforms each input plane and each output
   tile once and sums the depth taps in its GEMMs (with 3x3x3 filters and depth stride 1: the
-  nested F(4x4x4,3x3x3)); "auto" times it beside the other two there.
+  nested F(4x4x4,3x3x3)); "auto" times it beside the other two there. It serves backward data
+  too where the stride and dilation are 1 in every axis: dx is then the forward convolution of
+  dy by the filter transposed (C x K) and mirrored (the other mode), with padding T-1-pd,
+  R-1-ph, S-1-pw.
   A fourth, "merged", serves T x 1 x 1 filters with stride 1 and padding 0 in H and W (the
   temporal convolutions of (2+1)-D networks) in every pass: in N x D x H x W x C memory H and W
   merge into one axis of H*W pixels, so the problem is the 2-D one on N x C x D x (H*W) with the
@@ -234,6 +237,7 @@ class NdConvolution:
         self._kept: Dict[str, Any] = {}  # the forward pass's prepared filters (_kept_filters)
         self.last_plane = plane  # the 2-D Convolution of the last forward call (its last_algo)
         self._merged: Optional[Any] = None  # the "merged" schedule's 2-D Convolution
+        self._transposed: Optional[Tuple[Any, Any]] = None  # backward data's "native" one
 
     # ---- shapes ----
 
@@ -307,9 +311,11 @@ class NdConvolution:
         if tuple(dy.shape) != y_shape:
             raise BadParamError(f"dy: expected shape {y_shape} (the output for an input of "
                                 f"shape {x_shape}), got {tuple(dy.shape)}")
+        schedules = self._schedules(w.shape) + (
+            ("native",) if self._native_backward_data_algo(dy, w, algo) is not None else ())
         return self._scheduled("backward_data", (x_shape, w.shape, _kind(dy), algo), lambda schedule, out, beta:
                                self._backward_data_3d(dy, w, x_shape, algo, out, alpha, beta,
-                                                      schedule), out, beta, None, self._schedules(w.shape))
+                                                      schedule), out, beta, None, schedules)
 
     def backward_filter(self, x: Any, dy: Any, w_shape: Any, algo: Any = "auto",
                         out: Optional[Any] = None, alpha: float = 1.0, beta: float = 0.0) -> Any:
@@ -360,6 +366,29 @@ class NdConvolution:
                 or "16" in str(x.dtype)):
             return None
         return self._NATIVE_ALGOS.get(str(algo).upper())
+
+    def _native_backward_data_algo(self, dy: Any, w: Any, algo: Any) -> Optional[str]:
+        """The algorithm of the "native" schedule in backward data, None when it does not apply:
+        with stride and dilation 1 in every axis and padding at most the filter's reach, dx is the
+        forward convolution of dy by the filter transposed (C x K) and mirrored, with padding
+        T-1-pd, R-1-ph, S-1-pw (so the forward's native 3-D Winograd serves it)."""
+        if (any(s != 1 for s in self.desc.stride) or any(d != 1 for d in self.desc.dilation)
+                or any(p > k - 1 for p, k in zip(self.desc.padding, w.shape[2:]))):
+            return None
+        return self._native_algo(dy, w, algo)
+
+    def _transposed_plane(self, w_shape: Tuple[int, ...]) -> Any:
+        """The 2-D Convolution of backward data's "native" schedule: the forward convolution
+        that computes dx from dy (padding R-1-ph, S-1-pw; the mirror of the filter is the other
+        mode's)."""
+        d = self.desc
+        key = tuple(w_shape[3:])
+        if self._transposed is None or self._transposed[0] != key:
+            mode = "cross_correlation" if d.mode == "convolution" else "convolution"
+            desc = type(self.plane.desc)(padding=(w_shape[3] - 1 - d.padding[1], w_shape[4] - 1 - d.padding[2]),
+                                         groups=d.groups, mode=mode)
+            self._transposed = (key, type(self.plane)(desc))
+        return self._transposed[1]
 
     def _scheduled(self, pass_name: str, problem: Tuple[Any, ...], run: Any, out: Optional[Any],
                    beta: float, kept: Optional[Dict[str, Any]] = None,
@@ -490,6 +519,12 @@ class NdConvolution:
         dy_run = ndhwc(dy)
 
         def accumulate(dx, beta_dx):
+            if schedule == "native":  # the forward 3-D Winograd of dy by w transposed, mirrored
+                depth = (w.shape[2] - 1 - self.desc.padding[0], 1, 1)
+                self._transposed_plane(w.shape)._forward_3d_one_call(
+                    dy_run, _packed_copy(w.swapaxes(0, 1)), dx, depth,
+                    self._native_backward_data_algo(dy, w, algo), alpha, beta_dx, None)
+                return
             if schedule == "merged":
                 merged_dx = _merge_hw(dx)
                 self._merged_plane().backward_data(_merge_hw(dy_run), w[..., 0], merged_dx.shape, algo,

@@ -94,6 +94,7 @@ NATIVE_PROBLEMS = [
     ((2, 17, 5, 7, 6), (19, 17, 3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1)),
     ((1, 17, 6, 5, 9), (8, 17, 2, 3, 3), (2, 0, 1), (2, 1, 1), (2, 1, 1)),
     ((1, 3, 4, 5, 5), (4, 3, 3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1)),
+    ((1, 16, 7, 6, 5), (17, 16, 3, 3, 3), (2, 0, 2), (1, 1, 1), (1, 1, 1)),
 ]
 
 
@@ -122,6 +123,20 @@ def test_native_schedule_matches_the_reference(problem, mode):
         conv.forward(channels_last, kept, filter_version="check")
         kept *= -1
         assert relative_error(conv.forward(channels_last, kept, filter_version="check"), -y_ref) <= tol
+        if stride != (1, 1, 1):
+            continue
+        # backward data, stride 1: the forward Winograd of dy by w transposed (C x K), mirrored
+        dy = rng.uniform(-1, 1, y_ref.shape)
+        dx_ref = convnd_reference(x, w, padding, stride, dilation, 1, mode)[1](dy)
+        dyd = dy.astype(dtype)
+        dy_last = np.ascontiguousarray(dyd.transpose(0, 2, 3, 4, 1)).transpose(0, 4, 1, 2, 3)
+        for algo in ("auto", "winograd_4x4_3x3", "winograd_2x2_3x3"):
+            for grad in (dyd, dy_last):
+                assert relative_error(conv.backward_data(grad, wd, x_shape, algo=algo), dx_ref) <= tol
+        dx = rng.uniform(-1, 1, x_shape).astype(dtype)
+        expected = 2.0 * dx_ref - dx
+        conv.backward_data(dy_last, wd, x_shape, out=dx, alpha=2.0, beta=-1.0)
+        assert relative_error(dx, expected) <= tol
 
 
 # The "merged" schedule: T x 1 x 1 filters, stride 1 and padding 0 in H and W, as the 2-D problem
@@ -175,10 +190,14 @@ def test_native_schedule_only_where_it_applies():
     x, w = arrays(PROBLEMS[4])
     conv = with_schedule(convcore.Convolution(padding=1, spatial_dims=3), "native")
     dy = np.ones(conv.output_shape(x.shape, w.shape))
-    with pytest.raises(convcore.NotSupportedError, match="native"):  # a forward schedule only
-        conv.backward_data(dy, w, x.shape)
+    with pytest.raises(convcore.NotSupportedError, match="native"):  # forward and backward data
+        conv.backward_filter(x, dy, w.shape)
     with pytest.raises(convcore.NotSupportedError, match="native"):
         conv.forward(x, w, algo="im2col_gemm")
+    strided = with_schedule(convcore.Convolution(padding=1, stride=(2, 1, 1)), "native")
+    dy = np.ones(strided.output_shape(x.shape, w.shape))
+    with pytest.raises(convcore.NotSupportedError, match="native"):  # backward data: stride 1 only
+        strided.backward_data(dy, w, x.shape)
 
 
 def test_minimal_algorithms_serve_3x3x3_and_1d_with_3_taps():
