@@ -4,6 +4,7 @@
 #include "core/depth_decomposition.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <type_traits>
 
@@ -154,24 +155,54 @@ bool packed_ndhwc(const int64_t dims[5], const int64_t strides[5]) {
     return true;
 }
 
-// The tile size m of the native F(m x m, 3x3) (cpu/winograd_3d.hpp) for this plan, 0 when the
-// problem goes through the decomposition.
-int64_t native_winograd_m(const DepthProblem& p, const ConvProblem& plane, convcoreConvolutionPass_t pass, int algo) {
-    const int64_t m = algo == CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3 ? 2 : algo == CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3 ? 4 : 0;
-    if (m == 0 || pass != CONVCORE_PASS_FORWARD || p.device != CONVCORE_DEVICE_CPU || !p.has_y) return 0;
+cpu::winograd_3d::Depth forward_axis(const DepthProblem& p) {
+    return cpu::winograd_3d::Depth{p.taps, p.d_in, p.d_out, p.pad, p.stride, p.dil};
+}
+
+// How the native F(m x m, 3x3) (cpu/winograd_3d.hpp) runs this plan, m = 0 when the problem goes
+// through the decomposition: its forward problem's planes and depth axis. `rep` is the
+// representative 2-D problem.
+struct Native {
+    int64_t m = 0;
+    ConvProblem plane;
+    cpu::winograd_3d::Depth axis;
+};
+Native native_form(const DepthProblem& p, const ConvProblem& rep, convcoreConvolutionPass_t pass, int algo) {
+    const bool forward = pass == CONVCORE_PASS_FORWARD, backward_data = pass == CONVCORE_PASS_BACKWARD_DATA;
+    int64_t m = 0;
+    if (forward) m = algo == CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3 ? 2 : algo == CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3 ? 4 : 0;
+    if (backward_data)
+        m = algo == CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3 ? 2 : algo == CONVCORE_BWD_DATA_ALGO_WINOGRAD_4X4_3X3 ? 4 : 0;
+    if (m == 0 || p.device != CONVCORE_DEVICE_CPU || !p.has_y) return {};
     const int64_t w_dims[5] = {p.w_dims[0], p.w_dims[1], p.taps, p.w_dims[2], p.w_dims[3]};
     const int64_t w_strides[5] = {p.w_strides[0], p.w_strides[1], p.w_t_stride, p.w_strides[2], p.w_strides[3]};
     int64_t expected = 1;
     for (int axis : {4, 3, 2, 1, 0}) {  // packed K x C x T x R x S
-        if (w_dims[axis] != 1 && w_strides[axis] != expected) return 0;
+        if (w_dims[axis] != 1 && w_strides[axis] != expected) return {};
         expected *= w_dims[axis];
     }
-    if (!packed_ndhwc(p.x_dims, p.x_strides) || !packed_ndhwc(p.y_dims, p.y_strides)) return 0;
-    return cpu::winograd_3d::why_not(plane, m).empty() ? m : 0;
-}
-
-cpu::winograd_3d::Depth native_axis(const DepthProblem& p) {
-    return cpu::winograd_3d::Depth{p.taps, p.d_in, p.d_out, p.pad, p.stride, p.dil};
+    if (!packed_ndhwc(p.x_dims, p.x_strides) || !packed_ndhwc(p.y_dims, p.y_strides)) return {};
+    Native n;
+    n.m = m;
+    n.plane = rep.packed();
+    n.plane.n = p.n;
+    n.axis = forward_axis(p);
+    if (backward_data) {  // dx = the forward convolution of dy by w transposed and mirrored
+        const bool unit = p.stride == 1 && p.dil == 1 && rep.unit_stride() && rep.unit_dilation();
+        if (!unit || p.pad > p.taps - 1 || rep.pad_h > rep.r - 1 || rep.pad_w > rep.s - 1) return {};
+        ConvProblem& t = n.plane;
+        std::swap(t.c, t.k);
+        std::swap(t.h, t.p);
+        std::swap(t.w, t.q);
+        t.pad_h = rep.r - 1 - rep.pad_h;
+        t.pad_w = rep.s - 1 - rep.pad_w;
+        t.flip = !rep.flip;
+        t = t.packed();
+        n.axis = cpu::winograd_3d::Depth{p.taps, p.d_out, p.d_in, p.taps - 1 - p.pad, 1, 1};
+    }
+    n.plane.nhwc = true;
+    if (!cpu::winograd_3d::why_not(n.plane, m).empty()) return {};
+    return n;
 }
 
 }  // namespace
@@ -181,18 +212,22 @@ convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolu
     convcoreConvolutionPlanStruct plan = api::make_plan(handle, pass, prob.representative(), algo);
     auto depth = std::make_shared<DepthPlan>();
     depth->prob = prob;
-    depth->native_plane = plan.prob.packed();
-    depth->native_plane.n = prob.n;
-    depth->native_plane.nhwc = true;
-    depth->native_m = native_winograd_m(prob, depth->native_plane, pass, algo);
-    if (depth->native_m > 0) {
-        const ConvProblem& plane = depth->native_plane;
-        const int64_t m = depth->native_m;
-        depth->native_nested = cpu::winograd_3d::nests(native_axis(prob), m);
-        depth->prepared_bytes = depth->native_nested ? cpu::winograd_3d::nested_filter_bytes(plane, m)
-                                                     : cpu::winograd_3d::filter_bytes(plane, m, prob.taps);
-        depth->workspace = depth->native_nested ? cpu::winograd_3d::nested_workspace_bytes(plane, m, native_axis(prob))
-                                                : depth->prepared_bytes;
+    const Native native = native_form(prob, plan.prob, pass, algo);
+    depth->native_m = native.m;
+    if (native.m > 0) {
+        const ConvProblem& plane = depth->native_plane = native.plane;
+        const cpu::winograd_3d::Depth& axis = depth->native_axis = native.axis;
+        const int64_t m = native.m;
+        depth->native_nested = cpu::winograd_3d::nests(axis, m);
+        const size_t u_bytes = depth->native_nested ? cpu::winograd_3d::nested_filter_bytes(plane, m)
+                                                    : cpu::winograd_3d::filter_bytes(plane, m, prob.taps);
+        depth->workspace = depth->native_nested ? cpu::winograd_3d::nested_workspace_bytes(plane, m, axis) : u_bytes;
+        if (pass == CONVCORE_PASS_FORWARD) {
+            depth->prepared_bytes = u_bytes;
+        } else {  // w transposed first, on a 64-byte line of its own
+            depth->transposed_bytes = (size_t(prob.w_bytes) + 63) / 64 * 64;
+            depth->workspace += depth->transposed_bytes;
+        }
         plan.depth = std::move(depth);
         return plan;
     }
@@ -219,6 +254,17 @@ template <typename T>
 T* at(T* base, int64_t elements, size_t elem) {
     using Byte = std::conditional_t<std::is_const<T>::value, const char, char>;
     return reinterpret_cast<T*>(reinterpret_cast<Byte*>(base) + elements * int64_t(elem));
+}
+
+// w (packed K x C x T x R x S) transposed into `out`: C x K x T x R x S.
+void transpose_filter(const Context& ctx, const DepthProblem& p, size_t elem, const void* w, void* out) {
+    const int64_t k = p.w_dims[0], c = p.w_dims[1], block = p.taps * p.w_dims[2] * p.w_dims[3];
+    const auto* src = static_cast<const char*>(w);
+    auto* dst = static_cast<char*>(out);
+    const size_t bytes = size_t(block) * elem;
+#pragma omp parallel for num_threads(ctx.threads()) schedule(static)
+    for (int64_t ci = 0; ci < c; ++ci)
+        for (int64_t ki = 0; ki < k; ++ki) std::memcpy(dst + (ci * k + ki) * bytes, src + (ki * c + ci) * bytes, bytes);
 }
 
 }  // namespace
@@ -268,10 +314,17 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
         api::check_aligned(in1, elem, names.in1);
         api::check_aligned(out, elem, names.out);
         const double alpha_value = f64 ? *static_cast<const double*>(alpha) : double(*static_cast<const float*>(alpha));
+        const void* w = in1;
         const void* U = plan.prepared_for == in1 ? plan.prepared.get() : nullptr;
+        void* scratch = workspace;
+        if (plan.pass == CONVCORE_PASS_BACKWARD_DATA) {  // w (K x C x T x R x S) as C x K x T x R x S
+            transpose_filter(ctx, p, elem, in1, workspace);
+            w = workspace;
+            scratch = at(workspace, int64_t(depth.transposed_bytes / elem), elem);
+        }
         const auto run_native = depth.native_nested ? cpu::winograd_3d::nested_forward : cpu::winograd_3d::forward;
-        run_native(depth.native_plane, ctx, depth.native_m, native_axis(p), in0, in1, U, out, alpha_value, beta_value,
-                   workspace);
+        run_native(depth.native_plane, ctx, depth.native_m, depth.native_axis, in0, w, U, out, alpha_value,
+                   beta_value, scratch);
         return;
     }
     switch (plan.pass) {

@@ -17,7 +17,9 @@
 // gets beta * dw[:, :, t]).
 //
 // WINOGRAD_2X2_3X3 and WINOGRAD_4X4_3X3 run natively instead where they can (cpu/winograd_3d.hpp:
-// the forward pass on the CPU, T x 3 x 3 filters, x and y packed NDHWC, w packed): each input
+// on the CPU, T x 3 x 3 filters, x and y packed NDHWC, w packed; the forward pass, and backward
+// data where every stride and dilation is 1, as the forward convolution of dy by w transposed
+// (C x K) and mirrored, with padding T-1-pd, R-1-ph, S-1-pw): each input
 // plane transformed once per tap it serves and each output once, the taps summed by the GEMMs.
 // With 3x3x3 filters, depth stride and dilation 1 and enough output depths, they run as the
 // nested F(2x2x2,3x3x3) / F(4x4x4,3x3x3) instead (F(m,3) along the depth too: fewer
@@ -37,6 +39,7 @@
 #include "core/descriptors.hpp"
 #include "core/plan.hpp"
 #include "core/problem.hpp"
+#include "cpu/winograd_3d.hpp"
 
 namespace convcore {
 namespace depth {
@@ -96,8 +99,12 @@ struct DepthPlan {
     std::vector<std::pair<int64_t, convcoreConvolutionPlanStruct>> plans;  // (batch, plan)
     int64_t native_m = 0;  // > 0: cpu/winograd_3d.hpp's F(m x m, 3x3) runs the whole problem
     bool native_nested = false;  // ... as the nested F(m x m x m, 3x3x3) (winograd_3d::nests)
-    ConvProblem native_plane;  // its plane problem (N images, packed NHWC)
-    size_t prepared_bytes = 0;  // native: the transformed filters' bytes
+    // The forward problem it runs: its planes (N images, packed NHWC) and depth axis; for
+    // backward data the one that makes dx from dy (by w transposed and mirrored)
+    ConvProblem native_plane;
+    cpu::winograd_3d::Depth native_axis;
+    size_t prepared_bytes = 0;  // native forward: the transformed filters' bytes
+    size_t transposed_bytes = 0;  // native backward data: w transposed, at the workspace's start
     size_t workspace = 0;  // the largest of the plans' workspaces (native: its own)
     const convcoreConvolutionPlanStruct& plan_for(int64_t count) const;
 };

@@ -139,7 +139,7 @@ const Solver& solver_for(convcoreConvolutionPass_t pass, const ConvProblem& prob
 bool prepares_filters(const convcoreConvolutionPlanStruct& plan) {
     // A 3-D plan runs one filter slice per depth tap: it prepares nothing (each call transforms),
     // unless its Winograd runs natively (core/depth_decomposition.hpp).
-    if (plan.depth) return plan.depth->native_m > 0;
+    if (plan.depth) return plan.depth->native_m > 0 && plan.pass == CONVCORE_PASS_FORWARD;
     const Solver* solver = plan.pass == CONVCORE_PASS_FORWARD ? plan.solver : nullptr;
     return solver && solver->prepare_filter && solver->prepared_filter_bytes &&
            plan.handle->device == CONVCORE_DEVICE_CPU && solver->prepared_filter_bytes(plan.run_prob) > 0;
@@ -176,7 +176,8 @@ void prepare_filters(convcoreConvolutionPlanStruct& plan, const void* w, size_t*
     plan.prepared_bytes = 0;
     plan.prepared_for = nullptr;
     const Solver* solver = plan.solver;
-    if (plan.depth && plan.depth->native_m > 0) return prepare_native_3d(plan, w, preparedBytes);
+    if (plan.depth && plan.depth->native_m > 0 && plan.pass == CONVCORE_PASS_FORWARD)
+        return prepare_native_3d(plan, w, preparedBytes);
     if (plan.depth || !solver->prepare_filter || plan.handle->device != CONVCORE_DEVICE_CPU) return;
     check_aligned(w, plan.prob.elem_size(), "w");
     const ConvProblem& run = plan.run_prob;

@@ -14,7 +14,8 @@
 // (n, oh, ow) and one column per (fr, fs, c), so its rows are runs of C/g contiguous channels:
 //   backward data:   col (M x L) = alpha * dY_g (M x Kg) * Wt[g] (Kg x L), then each dx pixel
 //                    gathers its (fr, fs) windows' entries (one task per dx row, no atomics);
-//   backward filter: dWt[g] (Kg x L) = dY_g^T (Kg x M) * col (M x L), summed over the chunks, then
+//   backward filter: dWt[g] (Kg x L) = dY_g^T (Kg x M) * col (M x L), summed over L2-sized blocks of
+//                    rows (per thread, then over the threads), then
 //                    transposed into dw's K x C/g x R x S order with alpha and beta.
 // Wt / dWt are the filters in K x (R*S*C/g) order, in the workspace; M counts the output pixels
 // of a chunk of images. 1x1 filters with stride 1 and no padding need no unfolding in NHWC
@@ -25,12 +26,14 @@
 #include <climits>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/conv_index.hpp"
 #include "core/error.hpp"
 #include "core/solver.hpp"
 #include "cpu/blas_gemm.hpp"
 #include "cpu/blas_threads.hpp"
+#include "cpu/nhwc_gemm.hpp"
 
 namespace convcore {
 namespace cpu {
@@ -66,7 +69,7 @@ size_t round64(size_t b) { return (b + 63) / 64 * 64; }
 size_t workspace_bytes(const ConvProblem& p) {
     const size_t l = size_t(p.c_per_group() * p.r * p.s);
     if (p.nhwc && direct_1x1(p)) return 0;
-    if (p.nhwc)  // the filters in K x (R*S*C/g) order, and one chunk of col
+    if (p.nhwc)  // the filters in K x (R*S*C/g) order, and one chunk of col (backward data)
         return round64(size_t(p.k) * l * p.elem_size()) + size_t(nhwc_chunk_images(p) * p.p * p.q) * l * p.elem_size();
     return direct_1x1(p) ? 0 : l * size_t(p.p * p.q) * p.elem_size();
 }
@@ -187,39 +190,35 @@ void filter_t(const BwdFilterArgs& a) {
 
 // im2col: col rows for images [n0, n0 + images) of group g, columns (fr, fs, c).
 template <typename T>
-void nhwc_unfold(const ConvProblem& p, const T* x, T* col, int64_t n0, int64_t images, int64_t g, int threads) {
+void nhwc_unfold(const ConvProblem& p, const T* x, T* col, int64_t m0, int64_t m1, int64_t g) {
     const int64_t cg = p.c_per_group(), l = p.r * p.s * cg;
     // Without groups, dilation or mirroring, the taps of a filter row read consecutive pixels,
     // whose channels are one contiguous run of x (the few-channel stem: one copy, not S).
     const bool row_runs = p.groups == 1 && p.dil_w == 1 && !p.flip;
-#pragma omp parallel for num_threads(threads) schedule(static) collapse(2)
-    for (int64_t n = 0; n < images; ++n)
-        for (int64_t oh = 0; oh < p.p; ++oh)
-            for (int64_t ow = 0; ow < p.q; ++ow) {
-                T* d = col + ((n * p.p + oh) * p.q + ow) * l;
-                for (int64_t fr = 0; fr < p.r; ++fr) {
-                    const int64_t ih = conv_input_coord(oh, conv_filter_tap(fr, p.r, p.flip), p.pad_h, p.stride_h, p.dil_h);
-                    if (row_runs) {
-                        const int64_t iw0 = ow * p.stride_w - p.pad_w;  // tap fs reads iw0 + fs
-                        const int64_t lo = std::clamp<int64_t>(-iw0, 0, p.s);
-                        const int64_t hi = ih < 0 || ih >= p.h ? lo : std::clamp<int64_t>(p.w - iw0, lo, p.s);
-                        std::fill_n(d, lo * cg, T(0));
-                        if (hi > lo)
-                            std::copy_n(x + (((n0 + n) * p.h + ih) * p.w + iw0 + lo) * p.c, (hi - lo) * cg, d + lo * cg);
-                        std::fill_n(d + hi * cg, (p.s - hi) * cg, T(0));
-                        d += p.s * cg;
-                        continue;
-                    }
-                    for (int64_t fs = 0; fs < p.s; ++fs, d += cg) {
-                        const int64_t iw =
-                            conv_input_coord(ow, conv_filter_tap(fs, p.s, p.flip), p.pad_w, p.stride_w, p.dil_w);
-                        if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w)
-                            std::fill_n(d, cg, T(0));
-                        else
-                            std::copy_n(x + (((n0 + n) * p.h + ih) * p.w + iw) * p.c + g * cg, cg, d);
-                    }
-                }
+    for (int64_t m = m0; m < m1; ++m) {
+        const int64_t n = m / (p.p * p.q), oh = m / p.q % p.p, ow = m % p.q;
+        T* d = col + (m - m0) * l;
+        for (int64_t fr = 0; fr < p.r; ++fr) {
+            const int64_t ih = conv_input_coord(oh, conv_filter_tap(fr, p.r, p.flip), p.pad_h, p.stride_h, p.dil_h);
+            if (row_runs) {
+                const int64_t iw0 = ow * p.stride_w - p.pad_w;  // tap fs reads iw0 + fs
+                const int64_t lo = std::clamp<int64_t>(-iw0, 0, p.s);
+                const int64_t hi = ih < 0 || ih >= p.h ? lo : std::clamp<int64_t>(p.w - iw0, lo, p.s);
+                std::fill_n(d, lo * cg, T(0));
+                if (hi > lo) std::copy_n(x + ((n * p.h + ih) * p.w + iw0 + lo) * p.c, (hi - lo) * cg, d + lo * cg);
+                std::fill_n(d + hi * cg, (p.s - hi) * cg, T(0));
+                d += p.s * cg;
+                continue;
             }
+            for (int64_t fs = 0; fs < p.s; ++fs, d += cg) {
+                const int64_t iw = conv_input_coord(ow, conv_filter_tap(fs, p.s, p.flip), p.pad_w, p.stride_w, p.dil_w);
+                if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w)
+                    std::fill_n(d, cg, T(0));
+                else
+                    std::copy_n(x + ((n * p.h + ih) * p.w + iw) * p.c + g * cg, cg, d);
+            }
+        }
+    }
 }
 
 // col2im: dx pixels of images [n0, n0 + images), group g's channels, = beta * dx + the col
@@ -302,6 +301,22 @@ void data_nhwc(const BwdDataArgs& a) {
         }
 }
 
+// Backward filter, NHWC: the reduction over the N*P*Q output pixels in blocks of rows whose col
+// block fills half of L2; each thread unfolds its own blocks and reduces them with a
+// single-threaded GEMM into a partial dWt of its own (the unfolded rows are read back from L2,
+// not memory), and the partials are summed at the end.
+template <typename T>
+int64_t filter_block_rows(const ConvProblem& p) {
+    const int64_t row = p.c_per_group() * p.r * p.s * int64_t(sizeof(T));
+    return std::max<int64_t>(16, nhwc_gemm::cache_bytes(2, 512 << 10) / 2 / std::max<int64_t>(row, 1));
+}
+
+template <typename T>
+std::vector<T>& filter_scratch() {
+    thread_local std::vector<T> buffer;
+    return buffer;
+}
+
 template <typename T>
 void filter_nhwc(const BwdFilterArgs& a) {
     const ConvProblem& p = a.prob;
@@ -315,16 +330,38 @@ void filter_nhwc(const BwdFilterArgs& a) {
                                      T(a.beta));
     }
     T* dwt = static_cast<T*>(a.workspace);
-    T* col = dwt + round64(size_t(p.k * l) * sizeof(T)) / sizeof(T);
-    const int64_t chunk = nhwc_chunk_images(p);
-    BlasThreads blas_threads(threads);
-    for (int64_t g = 0; g < p.groups; ++g)
-        for (int64_t n0 = 0; n0 < p.n; n0 += chunk) {
-            const int64_t images = std::min(chunk, p.n - n0);
-            nhwc_unfold(p, x, col, n0, images, g, threads);
-            gemm(true, false, int(kg), int(l), int(images * pq), T(1), dy + n0 * pq * p.k + g * kg, int(p.k), col,
-                 int(l), n0 == 0 ? T(0) : T(1), dwt + g * kg * l, int(l));
+    const int64_t rows = p.n * pq, block = filter_block_rows<T>(p), blocks = (rows + block - 1) / block;
+    const int teams = int(std::min<int64_t>(threads, blocks));
+    const size_t partial = size_t(kg * l), col_elems = size_t(block * l);
+    for (int64_t g = 0; g < p.groups; ++g) {
+        std::vector<T*> partials(static_cast<size_t>(teams));
+#pragma omp parallel num_threads(teams)
+        {
+            const int t = omp_get_thread_num();
+            std::vector<T>& mine = filter_scratch<T>();
+            if (mine.size() < partial + col_elems) mine.resize(partial + col_elems);
+            T* sum = mine.data();
+            T* col = sum + partial;
+            partials[size_t(t)] = sum;
+            bool first = true;
+            for (int64_t b = t; b < blocks; b += teams) {  // dWt_t += dY_block^T (Kg x rows) * col (rows x L)
+                const int64_t m0 = b * block, m1 = std::min(rows, m0 + block);
+                nhwc_unfold(p, x, col, m0, m1, g);
+                gemm(true, false, int(kg), int(l), int(m1 - m0), T(1), dy + m0 * p.k + g * kg, int(p.k), col, int(l),
+                     first ? T(0) : T(1), sum, int(l));
+                first = false;
+            }
+#pragma omp barrier
+            // dWt[g] = the sum of the partials, each thread a range of its elements
+            const size_t lo = partial * size_t(t) / size_t(teams), hi = partial * size_t(t + 1) / size_t(teams);
+            T* out = dwt + g * kg * l;
+            for (size_t i = lo; i < hi; ++i) {
+                T acc = T(0);
+                for (int u = 0; u < teams; ++u) acc += partials[size_t(u)][i];
+                out[i] = acc;
+            }
         }
+    }
     filters_from_krsc(p, dwt, static_cast<T*>(a.dw), T(a.alpha), T(a.beta), threads);
 }
 

@@ -678,6 +678,45 @@ TEST(Conv3d, NativeWinograd) {
         }
 }
 
+// Backward data where every stride and dilation is 1 runs natively too, as the forward Winograd of
+// dy by w transposed and mirrored (per tap, or nested): the cases of kNativeCases with unit
+// strides, both precisions, beta 0 on a NaN dx and alpha/beta on earlier values. Nothing is
+// prepared for it.
+template <typename T>
+void check_native_backward_data(convcoreHandle_t handle, const Case3d& p, convcoreConvolutionBwdDataAlgo_t algo,
+                                std::mt19937& rng) {
+    const bool f64 = std::is_same<T, double>::value;
+    const Descs3d d(p, true, f64 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT, /*filter_cl=*/false);
+    const Data3d<T> data(p, d, true, rng);
+    const double bound = declared_bound(CONVCORE_PASS_BACKWARD_DATA, algo, f64);
+    const T one = 1, zero = 0, alpha = T(1.5), beta = T(0.5);
+    convcore::Plan plan(handle, CONVCORE_PASS_BACKWARD_DATA, d.x, d.w, d.conv, d.y, algo);
+    size_t prepared = 99;
+    ASSERT_OK(convcorePrepareConvolutionPlanFilters(plan, data.wm.data(), &prepared));
+    EXPECT_EQ(prepared, 0u);
+    std::vector<char> ws(plan.workspace_size());
+    std::vector<T> dx(p.x_size(), std::numeric_limits<T>::quiet_NaN());
+    plan.execute(&one, data.dym.data(), data.wm.data(), &zero, dx.data(), ws.data(), ws.size());
+    EXPECT_LE(error_of(from_memory(dx, d.xd, true), data.dx_ref), bound);
+    const auto dx0 = rounded<T>(random_vector(p.x_size(), rng));
+    dx = to_memory<T>(dx0, d.xd, true);
+    plan.execute(&alpha, data.dym.data(), data.wm.data(), &beta, dx.data(), ws.data(), ws.size());
+    EXPECT_LE(error_of(from_memory(dx, d.xd, true), blend(1.5, data.dx_ref, 0.5, dx0)), bound);
+}
+
+TEST(Conv3d, NativeWinogradBackwardData) {
+    convcore::Handle handle;
+    std::mt19937 rng(43);
+    for (const Case3d& p : kNativeCases) {
+        if (p.stride_d != 1 || p.dil_d != 1) continue;
+        for (auto algo : {CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3, CONVCORE_BWD_DATA_ALGO_WINOGRAD_4X4_3X3}) {
+            SCOPED_TRACE(case_name(p, true) + " " + convcoreGetBwdDataAlgoName(algo));
+            check_native_backward_data<float>(handle, p, algo, rng);
+            check_native_backward_data<double>(handle, p, algo, rng);
+        }
+    }
+}
+
 // The decomposition still serves what the native path does not take: a KTRSC filter, NCDHW
 // tensors. Its plans prepare nothing.
 TEST(Conv3d, NativeWinogradOnlyWhereItApplies) {
