@@ -387,7 +387,9 @@ bool runs_nhwc(const ConvProblem& p) { return nhwc_gemm::sizes_fit(p); }
 // The NHWC GEMM applies the epilogue in its stores (nhwc_gemm::Stores).
 bool fuses_epilogue(const ConvProblem& p) { return p.nhwc; }
 size_t prepared_filter_bytes(const ConvProblem& p) { return p.nhwc ? nhwc_gemm::wt_bytes(p) : 0; }
-void prepare_filter(const ConvProblem& p, const Context&, const void* w, void* out) { nhwc_gemm::prepare_wt(p, w, out); }
+void prepare_filter(const ConvProblem& p, const Context& ctx, const void* w, void* out) {
+    nhwc_gemm::prepare_wt(p, w, out, ctx.threads());
+}
 
 template <typename T>
 void run_nhwc(const ConvArgs& a) {
@@ -395,7 +397,7 @@ void run_nhwc(const ConvArgs& a) {
     char* ws = static_cast<char*>(a.workspace);
     const T* wt = static_cast<const T*>(a.prepared_filter);
     if (!wt) {
-        nhwc_gemm::make_wt(p, static_cast<const T*>(a.w), reinterpret_cast<T*>(ws));
+        nhwc_gemm::make_wt(p, static_cast<const T*>(a.w), reinterpret_cast<T*>(ws), a.ctx.threads());
         wt = reinterpret_cast<const T*>(ws);
     }
     T* zeros = reinterpret_cast<T*>(ws + round64(nhwc_gemm::wt_bytes(p)));

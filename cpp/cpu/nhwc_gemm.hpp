@@ -97,22 +97,29 @@ inline int64_t packed_groups(const ConvProblem& p, int64_t gv) { return gv ? p.g
 // output channel j of group gl and d the rotation: the weight of input channel (j + d) % KC (a
 // kernel multiplies it by the input vector rotated by d within each group's KC lanes); after them, and for every group otherwise, [group][tap][c][k]
 // with rows of wt_row values.
-// On the panel path: [panel][tap][c][column], columns past K zero.
+// On the panel path: [panel][tap][c][column], columns past K zero. A task makes one panel's
+// rows of a block of cb channels: what it reads of w (nr filters' runs of cb x R x S values)
+// stays in L1 while its rows gather from it, not streamed from memory once per tap.
 template <typename T>
-void make_wt(const ConvProblem& p, const T* w, T* wt) {
+void make_wt(const ConvProblem& p, const T* w, T* wt, int threads = 1) {
     if (panel_path(p)) {
-        const int64_t nr = panel_cols(p), taps = p.r * p.s;
+        const int64_t nr = panel_cols(p), taps = p.r * p.s, cb = 16, blocks = (p.c + cb - 1) / cb;
+#pragma omp parallel for num_threads(threads) schedule(static) collapse(2)
         for (int64_t jp = 0; jp < panel_count(p); ++jp)
-            for (int64_t r = 0; r < p.r; ++r)
-                for (int64_t s = 0; s < p.s; ++s)
-                    for (int64_t c = 0; c < p.c; ++c) {
-                        T* d = wt + ((jp * taps + r * p.s + s) * p.c + c) * nr;
-                        const int64_t fr = conv_filter_tap(r, p.r, p.flip), fs = conv_filter_tap(s, p.s, p.flip);
-                        for (int64_t j = 0; j < nr; ++j) {
-                            const int64_t k = jp * nr + j;
-                            d[j] = k < p.k ? w[((k * p.c + c) * p.r + fr) * p.s + fs] : T(0);
+            for (int64_t b = 0; b < blocks; ++b) {
+                T* panel = wt + jp * taps * p.c * nr;
+                const int64_t c0 = b * cb, c1 = std::min(p.c, c0 + cb);
+                const int64_t columns = std::min(nr, p.k - jp * nr);
+                for (int64_t c = c0; c < c1; ++c)
+                    for (int64_t fr = 0; fr < p.r; ++fr)
+                        for (int64_t fs = 0; fs < p.s; ++fs) {
+                            const int64_t r = conv_filter_tap(fr, p.r, p.flip), s = conv_filter_tap(fs, p.s, p.flip);
+                            const T* src = w + ((jp * nr * p.c + c) * p.r + fr) * p.s + fs;  // filter jp * nr
+                            T* d = panel + ((r * p.s + s) * p.c + c) * nr;
+                            for (int64_t j = 0; j < columns; ++j) d[j] = src[j * p.c * taps];
+                            for (int64_t j = columns; j < nr; ++j) d[j] = T(0);
                         }
-                    }
+            }
         return;
     }
     const int64_t cg = p.c_per_group(), kg = p.k_per_group(), row = wt_row(p);
@@ -876,11 +883,11 @@ void run(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, co
 }
 
 // The solvers' prepared filter (Wt) by dtype.
-inline void prepare_wt(const ConvProblem& p, const void* w, void* out) {
+inline void prepare_wt(const ConvProblem& p, const void* w, void* out, int threads = 1) {
     if (p.dtype == CONVCORE_DATA_DOUBLE)
-        make_wt(p, static_cast<const double*>(w), static_cast<double*>(out));
+        make_wt(p, static_cast<const double*>(w), static_cast<double*>(out), threads);
     else
-        make_wt(p, static_cast<const float*>(w), static_cast<float*>(out));
+        make_wt(p, static_cast<const float*>(w), static_cast<float*>(out), threads);
 }
 
 }  // namespace nhwc_gemm

@@ -127,7 +127,7 @@ void run_t(const ConvArgs& a) {
     if (p.nhwc) {
         const T* wt = static_cast<const T*>(a.prepared_filter);
         if (!wt) {
-            nhwc_gemm::make_wt(p, w, reinterpret_cast<T*>(ws));
+            nhwc_gemm::make_wt(p, w, reinterpret_cast<T*>(ws), a.ctx.threads());
             wt = reinterpret_cast<const T*>(ws);
         }
         T* zeros = reinterpret_cast<T*>(ws + round64(nhwc_gemm::wt_bytes(p)));
