@@ -23,6 +23,29 @@ TEST(ImplicitGemm, MatchesTheReferenceOnAnyGeometry) {
     }
 }
 
+// NHWC's panel path (one group, K at least two vectors; 1x1 filters, few input channels, or
+// filter rows too long for L1): its filters packed per call into panels of two vectors of output
+// channels, K past a whole panel, C past a block of 16, both modes (true convolution mirrors the
+// taps while packing), R != S.
+TEST(ImplicitGemm, NhwcPanelPathMatchesReference) {
+    std::mt19937 rng(78);
+    const Shape shapes[] = {
+        make_shape(2, 3, 11, 13, 33, 3, 5, 1),            // a stem: C below a vector
+        make_shape(1, 40, 6, 7, 70, 3, 3, 1, 1, 1, 1, true),
+        make_shape(1, 300, 5, 4, 40, 3, 2, 1, 2, 1, 1, true),  // long filter rows (past L1 / 2)
+        make_shape(1, 21, 5, 6, 64, 1, 1, 0, 1, 1, 1, true),
+    };
+    for (const Shape& p : shapes) {
+        ForwardCase tc;
+        tc.shape = p;
+        tc.nhwc = true;
+        tc.alpha = 0.75;
+        SCOPED_TRACE(describe(p));
+        EXPECT_LT(run_forward_case<float>(CONVCORE_FWD_ALGO_IMPLICIT_GEMM, tc, rng), 1e-5);
+        EXPECT_LT(run_forward_case<double>(CONVCORE_FWD_ALGO_IMPLICIT_GEMM, tc, rng), 1e-12);
+    }
+}
+
 // IMPLICIT_GEMM has two paths: the row path (K/g <= 4 and unit stride along the rows; rows
 // wider than a vector, so several chunks and a partial last one) and the unfolded-GEMM path,
 // forced on the same shapes by CONVCORE_IMPLICIT_GEMM_NO_ROWS.
