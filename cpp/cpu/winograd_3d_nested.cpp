@@ -56,6 +56,18 @@ void combine(const T (&coef)[A], const T* const (&in)[A], T* out, int64_t len, b
 
 constexpr int64_t kChunk = 2048;  // plane elements per task: its alpha + (m+2) rows stay in L2
 
+// f(tile, image, tile * images + image, e0, len) for every depth tile, image and chunk
+// [e0, e0 + len) of a plane of `plane` elements, in parallel.
+template <class F>
+void for_each_chunk(int64_t tiles, int64_t images, int64_t plane, int threads, const F& f) {
+    const int64_t chunks = ceil_div(plane, kChunk);
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t task = 0; task < tiles * images * chunks; ++task) {
+        const int64_t e0 = task % chunks * kChunk, tn = task / chunks;
+        f(tn / images, tn % images, tn, e0, std::min(kChunk, plane - e0));
+    }
+}
+
 template <typename T, class D>
 void prepare_t(const ConvProblem& plane, const Context& ctx, const T* w, T* U, T* wd) {
     using Tab = typename D::template table<T>;
@@ -93,18 +105,14 @@ void forward_t(const ConvProblem& plane, const Context& ctx, const Depth& depth,
     const int threads = ctx.threads();
 
     // X_i[tile][n] = sum_j B^T[i][j] x[n, tile * m + j - pad]
-    const int64_t x_chunks = ceil_div(hwc, kChunk);
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t task = 0; task < s.tiles * images * x_chunks; ++task) {
-        const int64_t e0 = task % x_chunks * kChunk, tn = task / x_chunks;
-        const int64_t len = std::min(kChunk, hwc - e0), n = tn % images, tile = tn / images;
+    for_each_chunk(s.tiles, images, hwc, threads, [&](int64_t tile, int64_t n, int64_t tn, int64_t e0, int64_t len) {
         const T* in[A];
         for (int j = 0; j < A; ++j) {
             const int64_t d = tile * M + j - depth.pad;
             in[j] = d >= 0 && d < depth.d_in ? x + (n * depth.d_in + d) * hwc + e0 : nullptr;
         }
         for (int i = 0; i < A; ++i) combine(Tab::BT[i], in, xd + (i * s.tiles * images + tn) * hwc + e0, len, false, T(0));
-    }
+    });
 
     // Z_i = conv2d(X_i, W_i) over tiles x images planes
     ConvProblem batch = plane;
@@ -114,11 +122,7 @@ void forward_t(const ConvProblem& plane, const Context& ctx, const Depth& depth,
                 z + i * s.tiles * images * pqk, 1.0, 0.0, nullptr);
 
     // y[n, tile * m + o] = alpha * sum_i A^T[o][i] Z_i[tile][n] + beta * y
-    const int64_t y_chunks = ceil_div(pqk, kChunk);
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t task = 0; task < s.tiles * images * y_chunks; ++task) {
-        const int64_t e0 = task % y_chunks * kChunk, tn = task / y_chunks;
-        const int64_t len = std::min(kChunk, pqk - e0), n = tn % images, tile = tn / images;
+    for_each_chunk(s.tiles, images, pqk, threads, [&](int64_t tile, int64_t n, int64_t tn, int64_t e0, int64_t len) {
         const T* in[A];
         for (int i = 0; i < A; ++i) in[i] = z + (i * s.tiles * images + tn) * pqk + e0;
         for (int o = 0; o < M && tile * M + o < depth.d_out; ++o) {
@@ -126,7 +130,7 @@ void forward_t(const ConvProblem& plane, const Context& ctx, const Depth& depth,
             for (int i = 0; i < A; ++i) coef[i] = T(alpha) * Tab::AT[o][i];
             combine(coef, in, y + (n * depth.d_out + tile * M + o) * pqk + e0, len, beta != 0.0, T(beta));
         }
-    }
+    });
 }
 
 }  // namespace
