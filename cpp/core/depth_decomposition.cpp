@@ -11,6 +11,7 @@
 #include "core/algorithms.hpp"
 #include "core/api_util.hpp"
 #include "core/error.hpp"
+#include "cpu/fft_3d.hpp"
 #include "cpu/winograd_3d.hpp"
 
 namespace convcore {
@@ -159,21 +160,31 @@ cpu::winograd_3d::Depth forward_axis(const DepthProblem& p) {
     return cpu::winograd_3d::Depth{p.taps, p.d_in, p.d_out, p.pad, p.stride, p.dil};
 }
 
-// How the native F(m x m, 3x3) (cpu/winograd_3d.hpp) runs this plan, m = 0 when the problem goes
-// through the decomposition: its forward problem's planes and depth axis. `rep` is the
-// representative 2-D problem.
+// How a native 3-D algorithm runs this plan, or none (the decomposition runs it): the
+// F(m x m, 3x3) of cpu/winograd_3d.hpp (m > 0) or the 3-D FFT of cpu/fft_3d.hpp (fft), and
+// the forward problem it runs: its planes and depth axis. `rep` is the representative 2-D problem.
 struct Native {
     int64_t m = 0;
+    bool fft = false;
     ConvProblem plane;
     cpu::winograd_3d::Depth axis;
+    bool any() const { return m > 0 || fft; }
 };
 Native native_form(const DepthProblem& p, const ConvProblem& rep, convcoreConvolutionPass_t pass, int algo) {
     const bool forward = pass == CONVCORE_PASS_FORWARD, backward_data = pass == CONVCORE_PASS_BACKWARD_DATA;
-    int64_t m = 0;
-    if (forward) m = algo == CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3 ? 2 : algo == CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3 ? 4 : 0;
-    if (backward_data)
-        m = algo == CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3 ? 2 : algo == CONVCORE_BWD_DATA_ALGO_WINOGRAD_4X4_3X3 ? 4 : 0;
-    if (m == 0 || p.device != CONVCORE_DEVICE_CPU || !p.has_y) return {};
+    Native n;
+    if (forward) {
+        n.m = algo == CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3 ? 2 : algo == CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3 ? 4 : 0;
+        n.fft = algo == CONVCORE_FWD_ALGO_FFT;
+    }
+    if (backward_data) {
+        n.m = algo == CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3 ? 2 : algo == CONVCORE_BWD_DATA_ALGO_WINOGRAD_4X4_3X3 ? 4 : 0;
+        n.fft = algo == CONVCORE_BWD_DATA_ALGO_FFT;
+    }
+    // The 3-D FFT runs where more than one depth tap reaches the output: with one, the
+    // decomposition's 2-D FFT over the output planes is the same work without the depth transform.
+    if (n.fft && p.reached.size() < 2) n.fft = false;
+    if (!n.any() || p.device != CONVCORE_DEVICE_CPU || !p.has_y) return {};
     const int64_t w_dims[5] = {p.w_dims[0], p.w_dims[1], p.taps, p.w_dims[2], p.w_dims[3]};
     const int64_t w_strides[5] = {p.w_strides[0], p.w_strides[1], p.w_t_stride, p.w_strides[2], p.w_strides[3]};
     int64_t expected = 1;
@@ -181,27 +192,28 @@ Native native_form(const DepthProblem& p, const ConvProblem& rep, convcoreConvol
         if (w_dims[axis] != 1 && w_strides[axis] != expected) return {};
         expected *= w_dims[axis];
     }
-    if (!packed_ndhwc(p.x_dims, p.x_strides) || !packed_ndhwc(p.y_dims, p.y_strides)) return {};
-    Native n;
-    n.m = m;
+    // The Winograd needs NDHWC; the FFT reads and writes any strides.
+    if (n.m > 0 && (!packed_ndhwc(p.x_dims, p.x_strides) || !packed_ndhwc(p.y_dims, p.y_strides))) return {};
     n.plane = rep.packed();
     n.plane.n = p.n;
     n.axis = forward_axis(p);
     if (backward_data) {  // dx = the forward convolution of dy by w transposed and mirrored
-        const bool unit = p.stride == 1 && p.dil == 1 && rep.unit_stride() && rep.unit_dilation();
-        if (!unit || p.pad > p.taps - 1 || rep.pad_h > rep.r - 1 || rep.pad_w > rep.s - 1) return {};
+        const bool unit = p.stride == 1 && rep.unit_stride() && (n.fft || (p.dil == 1 && rep.unit_dilation()));
+        const int64_t reach_d = p.dil * (p.taps - 1), reach_h = rep.dil_h * (rep.r - 1), reach_w = rep.dil_w * (rep.s - 1);
+        if (!unit || rep.groups != 1 || p.pad > reach_d || rep.pad_h > reach_h || rep.pad_w > reach_w) return {};
         ConvProblem& t = n.plane;
         std::swap(t.c, t.k);
         std::swap(t.h, t.p);
         std::swap(t.w, t.q);
-        t.pad_h = rep.r - 1 - rep.pad_h;
-        t.pad_w = rep.s - 1 - rep.pad_w;
+        t.pad_h = reach_h - rep.pad_h;
+        t.pad_w = reach_w - rep.pad_w;
         t.flip = !rep.flip;
         t = t.packed();
-        n.axis = cpu::winograd_3d::Depth{p.taps, p.d_out, p.d_in, p.taps - 1 - p.pad, 1, 1};
+        n.axis = cpu::winograd_3d::Depth{p.taps, p.d_out, p.d_in, reach_d - p.pad, 1, p.dil};
     }
+    if (n.fft) return cpu::fft_3d::why_not(n.plane, n.axis).empty() ? n : Native{};
     n.plane.nhwc = true;
-    if (!cpu::winograd_3d::why_not(n.plane, m).empty()) return {};
+    if (!cpu::winograd_3d::why_not(n.plane, n.m).empty()) return {};
     return n;
 }
 
@@ -214,17 +226,21 @@ convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolu
     depth->prob = prob;
     const Native native = native_form(prob, plan.prob, pass, algo);
     depth->native_m = native.m;
-    if (native.m > 0) {
+    depth->native_fft = native.fft;
+    if (native.any()) {
         const ConvProblem& plane = depth->native_plane = native.plane;
         const cpu::winograd_3d::Depth& axis = depth->native_axis = native.axis;
         const int64_t m = native.m;
-        depth->native_nested = cpu::winograd_3d::nests(axis, m);
-        const size_t u_bytes = depth->native_nested ? cpu::winograd_3d::nested_filter_bytes(plane, m)
-                                                    : cpu::winograd_3d::filter_bytes(plane, m, prob.taps);
-        depth->workspace = depth->native_nested ? cpu::winograd_3d::nested_workspace_bytes(plane, m, axis) : u_bytes;
-        if (pass == CONVCORE_PASS_FORWARD) {
-            depth->prepared_bytes = u_bytes;
-        } else {  // w transposed first, on a 64-byte line of its own
+        if (native.fft) {
+            depth->workspace = cpu::fft_3d::workspace_bytes(plane, axis);
+        } else {
+            depth->native_nested = cpu::winograd_3d::nests(axis, m);
+            const size_t u_bytes = depth->native_nested ? cpu::winograd_3d::nested_filter_bytes(plane, m)
+                                                        : cpu::winograd_3d::filter_bytes(plane, m, prob.taps);
+            depth->workspace = depth->native_nested ? cpu::winograd_3d::nested_workspace_bytes(plane, m, axis) : u_bytes;
+            if (pass == CONVCORE_PASS_FORWARD) depth->prepared_bytes = u_bytes;
+        }
+        if (pass == CONVCORE_PASS_BACKWARD_DATA) {  // w transposed first, on a 64-byte line of its own
             depth->transposed_bytes = (size_t(prob.w_bytes) + 63) / 64 * 64;
             depth->workspace += depth->transposed_bytes;
         }
@@ -309,7 +325,7 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
         api::execute(depth.plan_for(tap.count), alpha, a, b, beta_call, o, workspace, workspace_size);
     };
 
-    if (depth.native_m > 0) {  // y = alpha * conv3d(x, w) + beta * y in one call
+    if (depth.native()) {  // y = alpha * conv3d(x, w) + beta * y in one call
         api::check_aligned(in0, elem, names.in0);
         api::check_aligned(in1, elem, names.in1);
         api::check_aligned(out, elem, names.out);
@@ -317,10 +333,16 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
         const void* w = in1;
         const void* U = plan.prepared_for == in1 ? plan.prepared.get() : nullptr;
         void* scratch = workspace;
-        if (plan.pass == CONVCORE_PASS_BACKWARD_DATA) {  // w (K x C x T x R x S) as C x K x T x R x S
+        const bool backward_data = plan.pass == CONVCORE_PASS_BACKWARD_DATA;
+        if (backward_data) {  // w (K x C x T x R x S) as C x K x T x R x S
             transpose_filter(ctx, p, elem, in1, workspace);
             w = workspace;
             scratch = at(workspace, int64_t(depth.transposed_bytes / elem), elem);
+        }
+        if (depth.native_fft) {
+            cpu::fft_3d::forward(depth.native_plane, ctx, depth.native_axis, in0, backward_data ? p.y_strides : p.x_strides,
+                                 w, out, backward_data ? p.x_strides : p.y_strides, alpha_value, beta_value, scratch);
+            return;
         }
         const auto run_native = depth.native_nested ? cpu::winograd_3d::nested_forward : cpu::winograd_3d::forward;
         run_native(depth.native_plane, ctx, depth.native_m, depth.native_axis, in0, w, U, out, alpha_value,

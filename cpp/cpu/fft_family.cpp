@@ -119,14 +119,22 @@ void Plan<T>::backward(T* data) const {
     Api<T>::bwd(impl_->bwd, data);
 }
 
+namespace {
+
+// `howmany` in-place real transforms of rank 1-3 (sizes n[0 .. rank)), consecutive ones `dist`
+// complex numbers apart; cached per shape.
 template <typename T>
-Plan<T> get_plan(int64_t n0, int64_t n1, int64_t howmany, int64_t dist) {
-    using Key = std::tuple<int64_t, int64_t, int64_t, int64_t>;
+Plan<T> plan_of(int rank, const int64_t (&n)[3], int64_t howmany, int64_t dist) {
+    using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t>;
     static std::map<Key, std::shared_ptr<typename Plan<T>::Impl>> cache;
-    const Key key{n0, n1, howmany, dist};
-    const int64_t half = (n1 > 0 ? n0 * (n1 / 2 + 1) : n0 / 2 + 1);
-    if (n0 < 1 || n1 < 0 || howmany < 1 || dist < half || n0 * std::max<int64_t>(n1, 1) > INT32_MAX ||
-        2 * dist * howmany > INT32_MAX)
+    const Key key{rank, n[0], n[1], n[2], howmany, dist};
+    int64_t points = 1, half = 1;  // real points; complex numbers of the half spectrum
+    for (int i = 0; i < rank; ++i) {
+        points *= n[i];
+        half *= i == rank - 1 ? n[i] / 2 + 1 : n[i];
+    }
+    if (std::any_of(n, n + rank, [](int64_t v) { return v < 1; }) || howmany < 1 || dist < half ||
+        points > INT32_MAX || 2 * dist * howmany > INT32_MAX)
         throw Error(CONVCORE_STATUS_NOT_SUPPORTED, "FFT size out of FFTW's 32-bit range");
     // Declared before the lock: plans released here (evicted, or on an error) are destroyed
     // after it is unlocked (~Impl takes the planner mutex).
@@ -143,21 +151,14 @@ Plan<T> get_plan(int64_t n0, int64_t n1, int64_t howmany, int64_t dist) {
     if (!buf) throw Error(CONVCORE_STATUS_ALLOC_FAILED, "FFTW plan scratch allocation failed");
     auto* cbuf = reinterpret_cast<typename Api<T>::cpx*>(buf);
     const unsigned flags = planner_flags();
-    if (n1 > 0) {
-        const int n[2] = {int(n0), int(n1)};
-        const int rembed[2] = {int(n0), int(2 * (n1 / 2 + 1))};
-        const int cembed[2] = {int(n0), int(n1 / 2 + 1)};
-        impl->fwd = Api<T>::r2c(2, n, int(howmany), buf, rembed, int(2 * dist), cbuf, cembed,
-                                int(dist), flags);
-        impl->bwd = Api<T>::c2r(2, n, int(howmany), cbuf, cembed, int(dist), buf, rembed,
-                                int(2 * dist), flags | FFTW_DESTROY_INPUT);
-    } else {
-        const int n[1] = {int(n0)};
-        impl->fwd = Api<T>::r2c(1, n, int(howmany), buf, nullptr, int(2 * dist), cbuf, nullptr,
-                                int(dist), flags);
-        impl->bwd = Api<T>::c2r(1, n, int(howmany), cbuf, nullptr, int(dist), buf, nullptr,
-                                int(2 * dist), flags | FFTW_DESTROY_INPUT);
-    }
+    // In place: the real rows are padded to 2 * (n/2 + 1) along the last axis.
+    int sizes[3], rembed[3], cembed[3];
+    for (int i = 0; i < rank; ++i) sizes[i] = rembed[i] = cembed[i] = int(n[i]);
+    rembed[rank - 1] = int(2 * (n[rank - 1] / 2 + 1));
+    cembed[rank - 1] = int(n[rank - 1] / 2 + 1);
+    impl->fwd = Api<T>::r2c(rank, sizes, int(howmany), buf, rembed, int(2 * dist), cbuf, cembed, int(dist), flags);
+    impl->bwd = Api<T>::c2r(rank, sizes, int(howmany), cbuf, cembed, int(dist), buf, rembed, int(2 * dist),
+                            flags | FFTW_DESTROY_INPUT);
     Api<T>::release(buf);
     if (!impl->fwd || !impl->bwd)
         throw Error(CONVCORE_STATUS_INTERNAL_ERROR, "FFTW could not plan a transform");
@@ -165,10 +166,27 @@ Plan<T> get_plan(int64_t n0, int64_t n1, int64_t howmany, int64_t dist) {
     return Plan<T>(impl);
 }
 
+}  // namespace
+
+template <typename T>
+Plan<T> get_plan(int64_t n0, int64_t n1, int64_t howmany, int64_t dist) {
+    if (n1 < 0) throw Error(CONVCORE_STATUS_NOT_SUPPORTED, "FFT size out of FFTW's 32-bit range");
+    const int64_t n[3] = {n0, n1, 0};
+    return plan_of<T>(n1 > 0 ? 2 : 1, n, howmany, dist);
+}
+
+template <typename T>
+Plan<T> get_plan_3d(int64_t n0, int64_t n1, int64_t n2) {
+    const int64_t n[3] = {n0, n1, n2};
+    return plan_of<T>(3, n, 1, n0 * n1 * (n2 / 2 + 1));
+}
+
 template class Plan<float>;
 template class Plan<double>;
 template Plan<float> get_plan<float>(int64_t, int64_t, int64_t, int64_t);
 template Plan<double> get_plan<double>(int64_t, int64_t, int64_t, int64_t);
+template Plan<float> get_plan_3d<float>(int64_t, int64_t, int64_t);
+template Plan<double> get_plan_3d<double>(int64_t, int64_t, int64_t);
 
 // ---- scratch ------------------------------------------------------------------------------
 
@@ -201,6 +219,12 @@ template float* scratch<float>(size_t, int);
 template double* scratch<double>(size_t, int);
 
 // ---- layout conversion --------------------------------------------------------------------
+
+// The shuffles below are always inlined into their instruction set's kernels: the "vector
+// passed without AVX changes the ABI" note does not apply.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
 
 namespace {
 

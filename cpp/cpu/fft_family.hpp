@@ -141,6 +141,9 @@ class Plan {
 };
 template <typename T>
 Plan<T> get_plan(int64_t n0, int64_t n1, int64_t howmany, int64_t dist);
+// One in-place real transform of rank 3 (n0 x n1 x n2, rows padded to 2 * (n2/2 + 1) reals).
+template <typename T>
+Plan<T> get_plan_3d(int64_t n0, int64_t n1, int64_t n2);
 
 // ---- layout conversion --------------------------------------------------------------------
 

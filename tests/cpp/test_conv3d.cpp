@@ -739,6 +739,71 @@ TEST(Conv3d, NativeWinogradOnlyWhereItApplies) {
     }
 }
 
+// FFT runs a 3-D problem whose output more than one depth tap reaches natively (cpu/fft_3d.hpp):
+// FFTW's rank-3 transforms, x and y in any strides (NCDHW and NDHWC), w packed KCTRS. Odd sizes,
+// T = 2 to 5 with R and S of 1 to 5, depth and plane padding, stride 2 and 3, dilation 2, groups
+// 2 and 3, true convolution. Forward and (unit strides, one group) backward data, in both
+// precisions and layouts: beta 0 on a NaN output, then alpha 1.5 and beta 0.5 on earlier values,
+// through a plan (which prepares nothing) and a call.
+const Case3d kFftCases[] = {
+    // n  c  d  h  w  k  t  r  s  pd ph pw sd sh sw dd dh dw  g  flip
+    {2, 3, 7, 6, 5, 4, 5, 3, 5, 2, 1, 2, 1, 1, 1, 1, 1, 1, 1, false},
+    {1, 4, 9, 7, 8, 6, 3, 3, 3, 1, 1, 1, 2, 1, 3, 2, 1, 1, 2, true},
+    {2, 5, 6, 5, 7, 3, 2, 1, 4, 0, 0, 3, 1, 2, 1, 3, 1, 2, 1, false},
+    {1, 6, 5, 9, 6, 3, 3, 5, 1, 2, 2, 0, 3, 1, 1, 1, 2, 1, 3, true},
+    {1, 2, 6, 5, 4, 3, 3, 2, 3, 4, 1, 2, 1, 1, 1, 2, 2, 1, 1, true},
+};
+
+template <typename T>
+void check_native_fft(convcoreHandle_t handle, const Case3d& p, bool cl, convcoreConvolutionPass_t pass,
+                      std::mt19937& rng) {
+    const bool f64 = std::is_same<T, double>::value, forward = pass == CONVCORE_PASS_FORWARD;
+    const Descs3d d(p, cl, f64 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT, /*filter_cl=*/false);
+    const Data3d<T> data(p, d, cl, rng);
+    const int algo = forward ? int(CONVCORE_FWD_ALGO_FFT) : int(CONVCORE_BWD_DATA_ALGO_FFT);
+    const double bound = declared_bound(pass, algo, f64);
+    const std::vector<double>& ref = forward ? data.y_ref : data.dx_ref;
+    const int64_t* dims = forward ? d.yd : d.xd;
+    const T* in0 = forward ? data.xm.data() : data.dym.data();
+    const T one = 1, zero = 0, alpha = T(1.5), beta = T(0.5);
+    convcore::Plan plan(handle, pass, d.x, d.w, d.conv, d.y, algo);
+    size_t prepared = 99;
+    ASSERT_OK(convcorePrepareConvolutionPlanFilters(plan, data.wm.data(), &prepared));
+    EXPECT_EQ(prepared, 0u);
+    std::vector<char> ws(plan.workspace_size());
+    std::vector<T> out(ref.size(), std::numeric_limits<T>::quiet_NaN());
+    plan.execute(&one, in0, data.wm.data(), &zero, out.data(), ws.data(), ws.size());
+    EXPECT_LE(error_of(from_memory(out, dims, cl), ref), bound);
+    const auto out0 = rounded<T>(random_vector(ref.size(), rng));
+    out = to_memory<T>(out0, dims, cl);
+    if (forward)
+        ASSERT_OK(convcoreConvolutionForward(handle, &alpha, d.x, data.xm.data(), d.w, data.wm.data(), d.conv,
+                                             CONVCORE_FWD_ALGO_FFT, ws.data(), ws.size(), &beta, d.y, out.data()));
+    else
+        ASSERT_OK(convcoreConvolutionBackwardData(handle, &alpha, d.w, data.wm.data(), d.y, data.dym.data(), d.conv,
+                                                  CONVCORE_BWD_DATA_ALGO_FFT, ws.data(), ws.size(), &beta, d.x,
+                                                  out.data()));
+    EXPECT_LE(error_of(from_memory(out, dims, cl), blend(1.5, ref, 0.5, out0)), bound);
+}
+
+TEST(Conv3d, NativeFft) {
+    convcore::Handle handle;
+    std::mt19937 rng(44);
+    int backward = 0;
+    for (const Case3d& p : kFftCases)
+        for (bool cl : {false, true}) {
+            SCOPED_TRACE(case_name(p, cl));
+            check_native_fft<float>(handle, p, cl, CONVCORE_PASS_FORWARD, rng);
+            check_native_fft<double>(handle, p, cl, CONVCORE_PASS_FORWARD, rng);
+            if (p.stride_d * p.stride_h * p.stride_w != 1 || p.groups != 1) continue;
+            SCOPED_TRACE("backward data");
+            check_native_fft<float>(handle, p, cl, CONVCORE_PASS_BACKWARD_DATA, rng);
+            check_native_fft<double>(handle, p, cl, CONVCORE_PASS_BACKWARD_DATA, rng);
+            ++backward;
+        }
+    EXPECT_EQ(backward, 4);
+}
+
 // Get, Find and Select answer for the 3-D problem itself, not only its representative 2-D one:
 // Get's and Find's memory is each algorithm's 3-D workspace (the native Winograd's U holds T
 // taps: more than the 2-D problem's), Find times 3-D runs under a find-db key of its own (a 2-D
