@@ -17,10 +17,12 @@ spatial dimensions), on the 2-D one:
   filters (stride and dilation 1 in H and W, one group, CPU) that is the C API's native 3-D
   Winograd F(4x4,3x3) (cpu/winograd_3d.hpp), which transforms each input plane and each output
   tile once and sums the depth taps in its GEMMs (with 3x3x3 filters and depth stride 1: the
-  nested F(4x4x4,3x3x3)); "auto" times it beside the other two there. It serves backward data
-  too where the stride and dilation are 1 in every axis: dx is then the forward convolution of
-  dy by the filter transposed (C x K) and mirrored (the other mode), with padding T-1-pd,
-  R-1-ph, S-1-pw.
+  nested F(4x4x4,3x3x3)); "auto" times it beside the other two there. With algo "fft" and more
+  than one depth tap it is the C API's 3-D FFT (cpu/fft_3d.hpp: FFTW's rank-3 transforms, each
+  input volume transformed once). It serves backward data too where the stride is 1 in every
+  axis and there is one group (the Winograd: dilation 1 too): dx is then the forward convolution
+  of dy by the filter transposed (C x K) and mirrored (the other mode), with padding
+  dil*(k-1)-pad per axis.
   A fourth, "merged", serves T x 1 x 1 filters with stride 1 and padding 0 in H and W (the
   temporal convolutions of (2+1)-D networks) in every pass: in N x D x H x W x C memory H and W
   merge into one axis of H*W pixels, so the problem is the 2-D one on N x C x D x (H*W) with the
@@ -354,39 +356,47 @@ class NdConvolution:
         return self._merged
 
     _NATIVE_ALGOS = {"AUTO": "WINOGRAD_4X4_3X3", "WINOGRAD_4X4_3X3": "WINOGRAD_4X4_3X3",
-                     "WINOGRAD_2X2_3X3": "WINOGRAD_2X2_3X3"}
+                     "WINOGRAD_2X2_3X3": "WINOGRAD_2X2_3X3", "FFT": "FFT"}
 
     def _native_algo(self, x: Any, w: Any, algo: Any) -> Optional[str]:
-        """The algorithm the "native" schedule runs for this forward problem (the C API's 3-D
-        Winograd), None when it does not apply: T x 3 x 3 filters, stride and dilation 1 in H and
-        W, one group, float32/float64 on the CPU."""
-        if (self.dims != 3 or tuple(w.shape[3:]) != (3, 3) or self.desc.groups != 1
-                or tuple(self.desc.stride[1:]) != (1, 1) or tuple(self.desc.dilation[1:]) != (1, 1)
-                or not _kind(x).endswith("@cpu") or "float" not in str(x.dtype)
-                or "16" in str(x.dtype)):
+        """The algorithm the "native" schedule runs for this forward problem, None when it does
+        not apply (float32/float64 on the CPU): the C API's 3-D Winograd for T x 3 x 3 filters
+        with stride and dilation 1 in H and W and one group; its 3-D FFT (algo "fft") for filters
+        of more than one depth tap."""
+        name = self._NATIVE_ALGOS.get(str(algo).upper())
+        if (self.dims != 3 or name is None or not _kind(x).endswith("@cpu")
+                or "float" not in str(x.dtype) or "16" in str(x.dtype)):
             return None
-        return self._NATIVE_ALGOS.get(str(algo).upper())
+        if name == "FFT":
+            return name if w.shape[2] > 1 else None
+        winograd = (tuple(w.shape[3:]) == (3, 3) and self.desc.groups == 1
+                    and tuple(self.desc.stride[1:]) == (1, 1) and tuple(self.desc.dilation[1:]) == (1, 1))
+        return name if winograd else None
 
     def _native_backward_data_algo(self, dy: Any, w: Any, algo: Any) -> Optional[str]:
         """The algorithm of the "native" schedule in backward data, None when it does not apply:
-        with stride and dilation 1 in every axis and padding at most the filter's reach, dx is the
-        forward convolution of dy by the filter transposed (C x K) and mirrored, with padding
-        T-1-pd, R-1-ph, S-1-pw (so the forward's native 3-D Winograd serves it)."""
-        if (any(s != 1 for s in self.desc.stride) or any(d != 1 for d in self.desc.dilation)
-                or any(p > k - 1 for p, k in zip(self.desc.padding, w.shape[2:]))):
+        with stride 1 in every axis, one group and padding at most the dilated filter's reach, dx
+        is the forward convolution of dy by the filter transposed (C x K) and mirrored, with
+        padding dil*(k-1)-pad per axis (so the forward's native 3-D Winograd, where the dilation
+        is 1, or FFT serves it)."""
+        d = self.desc
+        if (any(s != 1 for s in d.stride) or d.groups != 1
+                or any(p > dil * (k - 1) for p, dil, k in zip(d.padding, d.dilation, w.shape[2:]))):
             return None
-        return self._native_algo(dy, w, algo)
+        name = self._native_algo(dy, w, algo)
+        return name if name == "FFT" or all(dil == 1 for dil in d.dilation) else None
 
     def _transposed_plane(self, w_shape: Tuple[int, ...]) -> Any:
         """The 2-D Convolution of backward data's "native" schedule: the forward convolution
-        that computes dx from dy (padding R-1-ph, S-1-pw; the mirror of the filter is the other
-        mode's)."""
+        that computes dx from dy (padding dil*(R-1)-ph, dil*(S-1)-pw; the mirror of the filter is
+        the other mode's)."""
         d = self.desc
         key = tuple(w_shape[3:])
         if self._transposed is None or self._transposed[0] != key:
             mode = "cross_correlation" if d.mode == "convolution" else "convolution"
-            desc = type(self.plane.desc)(padding=(w_shape[3] - 1 - d.padding[1], w_shape[4] - 1 - d.padding[2]),
-                                         groups=d.groups, mode=mode)
+            desc = type(self.plane.desc)(
+                padding=tuple(dil * (k - 1) - p for p, dil, k in zip(d.padding[1:], d.dilation[1:], w_shape[3:])),
+                dilation=tuple(d.dilation[1:]), groups=d.groups, mode=mode)
             self._transposed = (key, type(self.plane)(desc))
         return self._transposed[1]
 
@@ -520,7 +530,8 @@ class NdConvolution:
 
         def accumulate(dx, beta_dx):
             if schedule == "native":  # the forward 3-D Winograd of dy by w transposed, mirrored
-                depth = (w.shape[2] - 1 - self.desc.padding[0], 1, 1)
+                dd = self.desc.dilation[0]
+                depth = (dd * (w.shape[2] - 1) - self.desc.padding[0], 1, dd)
                 self._transposed_plane(w.shape)._forward_3d_one_call(
                     dy_run, _packed_copy(w.swapaxes(0, 1)), dx, depth,
                     self._native_backward_data_algo(dy, w, algo), alpha, beta_dx, None)

@@ -139,6 +139,43 @@ def test_native_schedule_matches_the_reference(problem, mode):
         assert relative_error(dx, expected) <= tol
 
 
+# The "native" schedule with algo "fft": the C API's 3-D FFT (cpu/fft_3d.hpp) on 5-D arrays in
+# either memory order; any plane filter, padding, stride, dilation and groups forward, backward
+# data with stride 1 and one group (dilation too).
+FFT_PROBLEMS = [
+    ((2, 3, 7, 6, 5), (4, 3, 5, 3, 5), (2, 1, 2), (1, 1, 1), (1, 1, 1), 1),
+    ((1, 4, 9, 7, 8), (6, 2, 3, 3, 3), (1, 1, 1), (2, 1, 3), (2, 1, 1), 2),
+    ((1, 2, 6, 5, 4), (3, 2, 3, 2, 3), (4, 1, 2), (1, 1, 1), (2, 2, 1), 1),
+]
+
+
+@pytest.mark.parametrize("mode", ["cross_correlation", "convolution"])
+@pytest.mark.parametrize("problem", FFT_PROBLEMS, ids=ids)
+def test_native_fft_matches_the_reference(problem, mode):
+    x, w = arrays(problem)
+    _, _, padding, stride, dilation, groups = problem
+    y_ref, backward_data, _ = convnd_reference(x, w, padding, stride, dilation, groups, mode)
+    dy = np.random.default_rng(5).uniform(-1, 1, y_ref.shape)
+    for dtype, tol in ((np.float64, 1e-10), (np.float32, 1e-4)):
+        conv = with_schedule(convcore.Convolution(padding=padding, stride=stride, dilation=dilation,
+                                                  groups=groups, mode=mode), "native")
+        xd, wd, dyd = x.astype(dtype), w.astype(dtype), dy.astype(dtype)
+        for a in (xd, np.ascontiguousarray(xd.transpose(0, 2, 3, 4, 1)).transpose(0, 4, 1, 2, 3)):
+            assert relative_error(conv.forward(a, wd, algo="fft"), y_ref) <= tol
+        out = np.random.default_rng(6).uniform(-1, 1, y_ref.shape).astype(dtype)
+        expected = 0.5 * y_ref + 2.0 * out
+        conv.forward(xd, wd, algo="fft", out=out, alpha=0.5, beta=2.0)
+        assert relative_error(out, expected) <= tol
+        if stride != (1, 1, 1) or groups != 1:
+            with pytest.raises(convcore.NotSupportedError, match="native"):
+                conv.backward_data(dyd, wd, x.shape, algo="fft")
+            continue
+        dy_last = np.ascontiguousarray(dyd.transpose(0, 2, 3, 4, 1)).transpose(0, 4, 1, 2, 3)
+        for grad in (dyd, dy_last):
+            assert relative_error(conv.backward_data(grad, wd, x.shape, algo="fft"),
+                                  backward_data(dy)) <= tol
+
+
 # The "merged" schedule: T x 1 x 1 filters, stride 1 and padding 0 in H and W, as the 2-D problem
 # on N x C x D x (H*W) (every pass).
 MERGED_PROBLEMS = [
