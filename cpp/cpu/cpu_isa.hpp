@@ -5,6 +5,9 @@
 // family's products, DEPTHWISE forward, POINTWISE); Winograd's transforms are compiled per width by GCC's target_clones, which
 // picks by the CPU alone.
 #pragma once
+#include <unistd.h>
+
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -41,6 +44,14 @@ const K& for_cpu_isa(const K& avx512, const K& avx2, const K& baseline) {
         case CpuIsa::avx2: return avx2;
         default: return baseline;
     }
+}
+
+// This machine's data cache of `level` (1 or 2) in bytes, or `fallback` where the system does
+// not say.
+inline int64_t cache_bytes(int level, int64_t fallback) {
+    static const long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
+    const long v = level == 1 ? l1 : l2;
+    return v > 0 ? int64_t(v) : fallback;
 }
 
 }  // namespace cpu

@@ -1,9 +1,17 @@
-// The 3-D FFT convolution: see fft_3d.hpp (and cpu/fft.cpp, its 2-D form, for the block layout,
-// the task split and why the filter spectra are made per call by the direct DFT).
+// The 3-D FFT convolution: see fft_3d.hpp (and cpu/fft.cpp, its 2-D form, for the block layout
+// and the direct filter DFT).
+//
+// Schedule. (1) The input spectra X(n, c), one rank-3 r2c per volume. (2) Each depth tap's 2-D
+// filter spectra W_t(k, c) (FilterDft). (3) Per task (a block of filters and a panel of the 2-D
+// frequencies, the block's T tap panels held in L2), a few depth frequencies at a time: their
+// panels of W(fd) = sum_t tw[fd][t] W_t in a per-thread buffer, then at once the products
+// Y(fd)(n, k) = sum_c X(fd)(n, c) conj(W(fd)(k, c)): the full filter spectra (Ld/T times W_t's
+// size) are never stored, and each is made once per call and used by every image. (4) One c2r
+// per (image, filter), cropped and subsampled at the strides.
 //
 // Workspace (bytes, T = float or double, F2 = Lh*(Lw/2+1) rounded up to 64 bytes / sizeof(T)
-// complex numbers): 64 + 2*sizeof(T)*Ld*F2*N*C (the input spectra) + FilterDft's tables + the
-// depth twiddles (2*Ld*T elements).
+// complex numbers): 64 + 2*sizeof(T)*F2*(Ld*N*C + T*K*C/g + Ld*N*K) (X, W_t and Y) + FilterDft's
+// tables + the depth twiddles (2*Ld*T elements).
 #include "cpu/fft_3d.hpp"
 
 #include <omp.h>
@@ -13,6 +21,7 @@
 #include <cstring>
 
 #include "common/fft_geometry.hpp"
+#include "cpu/cpu_isa.hpp"
 #include "cpu/fft_family.hpp"
 
 namespace convcore {
@@ -23,8 +32,8 @@ namespace {
 
 using namespace fftc;
 
-constexpr double kFilterBlockBytes = 2.0 * (1 << 20);  // a task's filter spectra (per thread)
-constexpr double kOutputBlockBytes = 2.0 * (1 << 20);  // a task's output spectra (per thread)
+constexpr int64_t kDepthBatch = 4;  // depth frequencies whose W(fd) one pass over the tap spectra makes
+
 
 struct Geometry {
     int64_t du, hu, wu;  // padded-input depths / rows / columns the outputs read
@@ -32,7 +41,7 @@ struct Geometry {
     int64_t f2;          // complex numbers per 2-D slice of a spectrum
     int64_t m;           // the filter DFT's split (Layout)
     Carver ws;
-    size_t x_off = 0, t_off = 0, z_off = 0;
+    size_t x_off = 0, w_off = 0, y_off = 0, t_off = 0, z_off = 0;
 };
 
 template <typename T>
@@ -54,6 +63,8 @@ Geometry geometry(const ConvProblem& p, const Depth& dp) {
     g.m = dft.split();
     const Layout<T> lay(g.f2, g.m);
     g.x_off = g.ws.add(double(g.ld) * lay.set_elems(double(p.n) * double(p.c)), sizeof(T));
+    g.w_off = g.ws.add(double(dp.taps) * lay.set_elems(double(p.k) * double(p.c_per_group())), sizeof(T));
+    g.y_off = g.ws.add(double(g.ld) * lay.set_elems(double(p.n) * double(p.k)), sizeof(T));
     g.t_off = g.ws.add(dft.table_elems(), sizeof(T));
     g.z_off = g.ws.add(2.0 * double(g.ld) * double(dp.taps), sizeof(T));
     return g;
@@ -63,28 +74,46 @@ Geometry geometry_of(const ConvProblem& p, const Depth& dp) {
     return p.dtype == CONVCORE_DATA_DOUBLE ? geometry<double>(p, dp) : geometry<float>(p, dp);
 }
 
-// Elements [0, len) of each panel of a set of 2-D spectra (panels `pstride` apart), block by
-// block: out = sum_t tw_t * in_t, the T tap sets `tstride` apart (complex: blocks of B real parts,
-// then B imaginary parts).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+#define CONVCORE_FFT3D_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define CONVCORE_FFT3D_CLONES
+#endif
+
+// The DFT along the depth of T tap sets of 2-D spectra (`tstride` apart) into Ld sets (`ostride`
+// apart): out_fd = sum_t tw[fd][t] * in_t, over elements [0, len) of each of `panels` panels
+// (`pstride` apart), block by block (B real parts, then B imaginary parts: one 64-byte vector
+// each; the sets are 64-byte aligned). A block's T inputs stay in cache while its Ld outputs are
+// made.
 template <typename T>
-void depth_dft(const T* in, int64_t tstride, int64_t taps, const T* tw, T* out, int64_t panels, int64_t pstride,
-               int64_t len) {
+inline __attribute__((always_inline)) void depth_dft_body(const T* in, int64_t tstride, int64_t taps, const T* tw,
+                                                          int64_t ld, T* out, int64_t ostride, int64_t panels,
+                                                          int64_t pstride, int64_t len) {
     constexpr int64_t B = block<T>();
+    typedef T V __attribute__((vector_size(64)));  // one block's real (or imaginary) parts
+    static_assert(sizeof(V) == B * sizeof(T), "a block is 64 bytes");
     for (int64_t ch = 0; ch < panels; ++ch)
-        for (int64_t e = ch * pstride; e < ch * pstride + len; e += 2 * B) {
-            T re[B], im[B];
-            for (int64_t j = 0; j < B; ++j) re[j] = im[j] = T(0);
-            for (int64_t t = 0; t < taps; ++t) {
-                const T c = tw[2 * t], s = tw[2 * t + 1];
-                const T* a = in + t * tstride + e;
-                for (int64_t j = 0; j < B; ++j) {
-                    re[j] += c * a[j] - s * a[B + j];
-                    im[j] += c * a[B + j] + s * a[j];
+        for (int64_t e = ch * pstride; e < ch * pstride + len; e += 2 * B)
+            for (int64_t fd = 0; fd < ld; ++fd) {
+                const T* z = tw + 2 * fd * taps;
+                V re = {}, im = {};
+                for (int64_t t = 0; t < taps; ++t) {
+                    const V* a = reinterpret_cast<const V*>(in + t * tstride + e);  // 64-byte aligned
+                    re += z[2 * t] * a[0] - z[2 * t + 1] * a[1];
+                    im += z[2 * t] * a[1] + z[2 * t + 1] * a[0];
                 }
+                V* o = reinterpret_cast<V*>(out + fd * ostride + e);
+                o[0] = re;
+                o[1] = im;
             }
-            std::memcpy(out + e, re, sizeof(re));
-            std::memcpy(out + e + B, im, sizeof(im));
-        }
+}
+CONVCORE_FFT3D_CLONES void depth_dft(const float* in, int64_t tstride, int64_t taps, const float* tw, int64_t ld,
+                                     float* out, int64_t ostride, int64_t panels, int64_t pstride, int64_t len) {
+    depth_dft_body(in, tstride, taps, tw, ld, out, ostride, panels, pstride, len);
+}
+CONVCORE_FFT3D_CLONES void depth_dft(const double* in, int64_t tstride, int64_t taps, const double* tw, int64_t ld,
+                                     double* out, int64_t ostride, int64_t panels, int64_t pstride, int64_t len) {
+    depth_dft_body(in, tstride, taps, tw, ld, out, ostride, panels, pstride, len);
 }
 
 template <typename T>
@@ -99,8 +128,14 @@ void run_typed(const ConvProblem& p, const Context& ctx, const Depth& dp, const 
     const int64_t rs = 2 * (g.lw / 2 + 1);  // row stride of a real volume (in place)
     const int64_t slice = 2 * g.f2;         // elements of T per depth slice (= g.lh * rs)
     char* base = aligned_base(workspace);
-    T* xsp = reinterpret_cast<T*>(base + g.x_off);  // Ld 2-D sets of [n][c]
+    // Sets of 2-D spectra (fft_family.hpp's Layout): X Ld sets of [n][c], W_t T sets of [k][c],
+    // Y Ld sets of [n][k]; each a panel stride (..p) and a set size (..set) apart.
+    T* xsp = reinterpret_cast<T*>(base + g.x_off);
+    T* wsp = reinterpret_cast<T*>(base + g.w_off);
+    T* ysp = reinterpret_cast<T*>(base + g.y_off);
     const int64_t xp = p.n * p.c * PU, xset = lay.np * xp;
+    const int64_t wp = p.k * cg * PU, wset = lay.np * wp;
+    const int64_t yp = p.n * p.k * PU, yset = lay.np * yp;
     FilterDft<T> dft(g.lh, g.lw, p.r, p.s, p.dil_h, p.dil_w);
     dft.init(reinterpret_cast<T*>(base + g.t_off));
     // tw[fd][t] = exp(-2 pi i fd t dil_d / Ld): tap t sits at depth t * dil_d of the volume
@@ -115,19 +150,20 @@ void run_typed(const ConvProblem& p, const Context& ctx, const Depth& dp, const 
     const T scale = T(alpha) / T(double(g.ld) * double(g.lh) * double(g.lw));
     const T beta = T(beta_d);
     const int64_t d_in = dp.d_in, j0 = std::min(p.pad_w, g.wu), j1 = std::min(g.wu, p.pad_w + p.w);
-    // Tasks as in cpu/fft.cpp: KB filters of a group, then NB images at a time.
-    const double spec = double(g.ld) * lay.set_elems(1.0) * sizeof(T);
+    constexpr int64_t kDftFilters = 16;  // filters per FilterDft call
+    const int64_t dft_chunks = (p.k * cg + kDftFilters - 1) / kDftFilters;
+    // filters per task of (3): their panels of the T tap spectra and of kDepthBatch W(fd) in half
+    // of L2 (the tap panels are read Ld / kDepthBatch times), at most a group
+    const double panel_bytes = double(cache_bytes(2, 512 << 10)) / 2;
     const int64_t kb = std::max<int64_t>(
-        1, std::min({kg, int64_t(kFilterBlockBytes / (double(cg) * spec)),
-                     (kg * p.groups + 2 * threads - 1) / (2 * threads)}));
+        1, std::min<int64_t>(kg, int64_t(panel_bytes / (double((taps + kDepthBatch) * cg * PU) * sizeof(T)))));
     const int64_t nkb = (kg + kb - 1) / kb;
-    const int64_t nb = std::max<int64_t>(1, std::min<int64_t>(p.n, int64_t(kOutputBlockBytes / (double(kb) * spec))));
 
 #pragma omp parallel num_threads(threads)
     {
         T* d = scratch<T>(size_t(g.ld * slice));
         // 1. input spectra X(n, c)
-#pragma omp for schedule(dynamic, 1)
+#pragma omp for schedule(dynamic, 1) nowait
         for (int64_t nc = 0; nc < p.n * p.c; ++nc) {
             const T* src = x + nc / p.c * xs[0] + nc % p.c * xs[1];
             for (int64_t i = 0; i < g.ld * g.lh; ++i) {
@@ -140,69 +176,66 @@ void run_typed(const ConvProblem& p, const Context& ctx, const Depth& dp, const 
                 }
                 const T* in = src + sd * xs[2] + sh * xs[3] - p.pad_w * xs[4];
                 std::memset(row, 0, size_t(j0) * sizeof(T));
-                for (int64_t j = j0; j < j1; ++j) row[j] = in[j * xs[4]];
+                if (xs[4] == 1)
+                    std::memcpy(row + j0, in + j0, size_t(j1 - j0) * sizeof(T));
+                else
+                    for (int64_t j = j0; j < j1; ++j) row[j] = in[j * xs[4]];
                 std::memset(row + j1, 0, size_t(rs - j1) * sizeof(T));
             }
             plan.forward(d);
             for (int64_t fd = 0; fd < g.ld; ++fd) scatter_blocks(d + fd * slice, lay, xsp + fd * xset + nc * PU, xp);
         }
-
-        // 2. per task (group, KB filters), no barrier until the end:
-        const int64_t wp = kb * cg * PU, wset = lay.np * wp;  // a block's 2-D set: panel stride, size
-        const int64_t yp = nb * kb * PU, yset = lay.np * yp;
-        // the Ld depth slices of the block's spectra, then each tap's 2-D spectra, then one tap's
-        // filters gathered for FilterDft
-        T* wsp = scratch<T>(size_t((g.ld + taps) * wset + kb * cg * rs_taps), 2);
-        T* tap_spectra = wsp + g.ld * wset;
-        T* tap_filters = tap_spectra + taps * wset;
-        T* ysp = scratch<T>(size_t(g.ld * yset), 3);
+        // 2. each depth tap's 2-D filter spectra W_t(k, c) (position t holds tap T-1-t in true
+        // convolution; FilterDft mirrors R and S)
+        T* gathered = scratch<T>(size_t(kDftFilters * rs_taps), 2);
 #pragma omp for schedule(dynamic, 1)
-        for (int64_t task = 0; task < p.groups * nkb; ++task) {
-            const int64_t grp = task / nkb, k0 = task % nkb * kb, kt = std::min(kb, kg - k0);
-            const int64_t kbase = grp * kg + k0;
-            // the filter spectra W(k, c): each depth tap's 2-D spectra (position t holds tap
-            // T-1-t in true convolution), then the DFT along the depth
-            for (int64_t t = 0; t < taps; ++t) {
-                const int64_t tap = p.flip ? taps - 1 - t : t;
-                for (int64_t i = 0; i < kt * cg; ++i)
-                    std::memcpy(tap_filters + i * rs_taps, w + ((kbase * cg + i) * taps + tap) * rs_taps,
-                                size_t(rs_taps) * sizeof(T));
-                dft.run(tap_filters, kt * cg, p.flip, lay, tap_spectra + t * wset, PU, wp);
-            }
-            for (int64_t fd = 0; fd < g.ld; ++fd)
-                depth_dft(tap_spectra, wset, taps, tw + 2 * fd * taps, wsp + fd * wset, lay.np, wp, kt * cg * PU);
-            for (int64_t n0 = 0; n0 < p.n; n0 += nb) {
-                const int64_t nt = std::min(nb, p.n - n0);
-                // Y(n, k) = sum_c X(n, c) conj(W(k, c)), slice by slice, panel by panel
-                for (int64_t fd = 0; fd < g.ld; ++fd)
-                    for (int64_t ch = 0; ch < lay.np; ++ch) {
-                        const Product<T> prod{xsp + fd * xset + ch * xp + (n0 * p.c + grp * cg) * PU, p.c * PU, PU, 0, BL,
-                                              wsp + fd * wset + ch * wp, cg * PU, PU, 0, BL,
-                                              ysp + fd * yset + ch * yp, kb * PU, PU, BL,
-                                              nt, kt, cg, 1, true};
-                        product(prod, 0, lay.panel_blocks(ch));
-                    }
-                // inverse, crop (and subsample at the strides), blend
-                for (int64_t nk = 0; nk < nt * kt; ++nk) {
-                    const int64_t n = nk / kt, kk = nk % kt;
-                    for (int64_t fd = 0; fd < g.ld; ++fd) gather_blocks(ysp + fd * yset + (n * kb + kk) * PU, lay, yp, d + fd * slice);
-                    plan.backward(d);
-                    T* out = y + (n0 + n) * ys[0] + (kbase + kk) * ys[1];
-                    for (int64_t od = 0; od < dp.d_out; ++od)
-                        for (int64_t i = 0; i < p.p; ++i) {
-                            const T* row = d + (od * dp.stride * g.lh + i * p.stride_h) * rs;
-                            T* o = out + od * ys[2] + i * ys[3];
-                            if (ys[4] == 1) {
-                                store_row(o, row, p.q, p.stride_w, scale, beta);
-                            } else if (beta == T(0)) {
-                                for (int64_t j = 0; j < p.q; ++j) o[j * ys[4]] = scale * row[j * p.stride_w];
-                            } else {
-                                for (int64_t j = 0; j < p.q; ++j)
-                                    o[j * ys[4]] = scale * row[j * p.stride_w] + beta * o[j * ys[4]];
-                            }
-                        }
+        for (int64_t task = 0; task < taps * dft_chunks; ++task) {
+            const int64_t t = task / dft_chunks, i0 = task % dft_chunks * kDftFilters;
+            const int64_t count = std::min(kDftFilters, p.k * cg - i0), tap = p.flip ? taps - 1 - t : t;
+            for (int64_t i = 0; i < count; ++i)
+                std::memcpy(gathered + i * rs_taps, w + ((i0 + i) * taps + tap) * rs_taps, size_t(rs_taps) * sizeof(T));
+            dft.run(gathered, count, p.flip, lay, wsp + t * wset + i0 * PU, PU, wp);
+        }
+        // 3. per (group, filter block, panel), kDepthBatch depth frequencies at a time: their
+        // W(fd) of the block's panel (each block of the T tap panels read once for all of them),
+        // then Y(fd)(n, k) = sum_c X(fd)(n, c) conj(W(fd)(k, c)) on each
+        const int64_t wb = kb * cg * PU;  // one W(fd) panel of a block
+        T* wfd = scratch<T>(size_t(kDepthBatch * wb), 3);
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t task = 0; task < p.groups * nkb * lay.np; ++task) {
+            const int64_t ch = task % lay.np, grp = task / lay.np / nkb, k0 = task / lay.np % nkb * kb;
+            const int64_t kt = std::min(kb, kg - k0), kbase = grp * kg + k0;
+            for (int64_t fd0 = 0; fd0 < g.ld; fd0 += kDepthBatch) {
+                const int64_t nf = std::min(kDepthBatch, g.ld - fd0);
+                depth_dft(wsp + ch * wp + kbase * cg * PU, wset, taps, tw + 2 * fd0 * taps, nf, wfd, wb, 1, 0,
+                          kt * cg * PU);
+                for (int64_t fd = fd0; fd < fd0 + nf; ++fd) {
+                    const Product<T> prod{xsp + fd * xset + ch * xp + grp * cg * PU, p.c * PU, PU, 0, BL,
+                                          wfd + (fd - fd0) * wb, cg * PU, PU, 0, BL,
+                                          ysp + fd * yset + ch * yp + kbase * PU, p.k * PU, PU, BL,
+                                          p.n, kt, cg, 1, true};
+                    product(prod, 0, lay.panel_blocks(ch));
                 }
             }
+        }
+        // 4. inverse, crop (and subsample at the strides), blend
+#pragma omp for schedule(dynamic, 1)
+        for (int64_t nk = 0; nk < p.n * p.k; ++nk) {
+            for (int64_t fd = 0; fd < g.ld; ++fd) gather_blocks(ysp + fd * yset + nk * PU, lay, yp, d + fd * slice);
+            plan.backward(d);
+            T* out = y + nk / p.k * ys[0] + nk % p.k * ys[1];
+            for (int64_t od = 0; od < dp.d_out; ++od)
+                for (int64_t i = 0; i < p.p; ++i) {
+                    const T* row = d + (od * dp.stride * g.lh + i * p.stride_h) * rs;
+                    T* o = out + od * ys[2] + i * ys[3];
+                    if (ys[4] == 1) {
+                        store_row(o, row, p.q, p.stride_w, scale, beta);
+                    } else if (beta == T(0)) {
+                        for (int64_t j = 0; j < p.q; ++j) o[j * ys[4]] = scale * row[j * p.stride_w];
+                    } else {
+                        for (int64_t j = 0; j < p.q; ++j) o[j * ys[4]] = scale * row[j * p.stride_w] + beta * o[j * ys[4]];
+                    }
+                }
         }
     }
 }

@@ -40,13 +40,7 @@ inline int64_t isa_lanes(size_t elem) {
     }
 }
 
-// This machine's data cache of `level` (1 or 2) in bytes, or `fallback` where the system does
-// not say.
-inline int64_t cache_bytes(int level, int64_t fallback) {
-    static const long l1 = sysconf(_SC_LEVEL1_DCACHE_SIZE), l2 = sysconf(_SC_LEVEL2_CACHE_SIZE);
-    const long v = level == 1 ? l1 : l2;
-    return v > 0 ? int64_t(v) : fallback;
-}
+using cpu::cache_bytes;
 
 // The panel path: one group with at least a panel of output channels, and either a 1x1 filter
 // (the copy of A is a plain copy of its rows), a reduction (taps x C) so long that a register

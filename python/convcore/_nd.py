@@ -489,7 +489,8 @@ class NdConvolution:
         y_shape = self.output_shape(x.shape, w.shape)
         sd = self.desc.stride[0]
         taps = self._depth_geometry(x.shape[2], y_shape[2], w.shape[2])
-        x_run = ndhwc(x)
+        native_fft = schedule == "native" and self._native_algo(x, w, algo) == "FFT"
+        x_run = x if native_fft else ndhwc(x)  # the 3-D FFT reads any strides
 
         def accumulate(y, beta_y):
             if schedule == "merged":
