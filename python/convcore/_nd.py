@@ -12,7 +12,8 @@ spatial dimensions), on the 2-D one:
   (N*OD x T*C x H x W: the depth part of an im2col) and runs one 2-D convolution with the
   K x T*C/g x R x S filter: one call and no accumulation, for a copy of T times the input. It
   wins where the planes are small or the depth stride is not 1 (the taps' slices are then not
-  packed); "auto" times both once per problem and pass and keeps the faster.
+  packed); "auto" times both on first sight of a problem and pass (the best of three
+  interleaved runs each) and keeps the faster.
   A third, "native", makes the forward pass one C API call on the 5-D arrays: with T x 3 x 3
   filters (stride and dilation 1 in H and W, one group, CPU) that is the C API's native 3-D
   Winograd F(4x4,3x3) (cpu/winograd_3d.hpp), which transforms each input plane and each output
@@ -337,7 +338,8 @@ class NdConvolution:
 
     # ---- 3-D: the schedules ----
 
-    schedule = "auto"  # "taps", "stacked", "native", "merged" or "auto": each that applies timed once
+    schedule = "auto"  # "taps", "stacked", "native", "merged" or "auto": each that applies timed
+    _SCHEDULE_TIMINGS = 3  # auto's timed runs of each schedule, interleaved
 
     def _schedules(self, w_shape: Tuple[int, ...]) -> Tuple[str, ...]:
         """The schedules that run this filter shape in every pass: "merged" too for T x 1 x 1
@@ -405,8 +407,9 @@ class NdConvolution:
                    schedules: Tuple[str, ...] = ("taps", "stacked")) -> Any:
         """run(schedule, out, beta) with this pass's schedule: the fixed one (any of
         ``schedules``), or (auto) the one of them that was fastest on this problem, timed on first
-        sight (each schedule run twice into a new output, the second run timed, so that none pays
-        the 2-D selections it makes)."""
+        sight (each schedule run once into a new output, so that none pays the 2-D selections it
+        makes, then timed in _SCHEDULE_TIMINGS rounds over the schedules, the fastest run of each
+        kept: one timed run let a machine's noise keep a slower schedule)."""
         if self.schedule != "auto":
             if self.schedule not in schedules:
                 raise NotSupportedError(f"schedule {self.schedule!r} does not run this {pass_name} "
@@ -418,9 +421,12 @@ class NdConvolution:
             times = {}
             for schedule in schedules:
                 run(schedule, None, 0.0)
-                start = time.perf_counter()
-                run(schedule, None, 0.0)
-                times[schedule] = time.perf_counter() - start
+                times[schedule] = float("inf")
+            for _ in range(self._SCHEDULE_TIMINGS):  # rounds over the schedules: min of each
+                for schedule in schedules:
+                    start = time.perf_counter()
+                    run(schedule, None, 0.0)
+                    times[schedule] = min(times[schedule], time.perf_counter() - start)
             chosen = self._chosen[key] = min(times, key=lambda k: times[k])
             if kept is not None:  # what only the other schedules use goes
                 for other in schedules:
