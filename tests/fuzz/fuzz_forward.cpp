@@ -16,6 +16,9 @@
 // kMaxElems elements and kMaxMacs multiply-adds are run, bigger ones only go through the
 // validation and query calls.
 //
+// After the 2-D case, the bytes it left decode to a 3-D one through the Nd descriptors
+// (run_case_3d): its own model, every layout and algorithm against a float64 3-D reference.
+//
 // Built twice: with clang -fsanitize=fuzzer,address,undefined (make fuzz), and without
 // libFuzzer as tests/cpp/test_fuzz_corpus.cpp, which replays tests/fuzz/corpus in ctest.
 #include <algorithm>
@@ -397,13 +400,18 @@ void compare(int algo, const std::vector<double>& ref, const std::vector<double>
     }
 }
 
-void run_case(Data& d) {
-    ++stats.cases;
+convcoreHandle_t fuzz_handle() {
     static convcoreHandle_t handle = [] {
         convcoreHandle_t h = nullptr;
         if (convcoreCreate(&h) != CONVCORE_STATUS_SUCCESS) fail("convcoreCreate", "");
         return h;
     }();
+    return handle;
+}
+
+void run_case(Data& d) {
+    ++stats.cases;
+    convcoreHandle_t handle = fuzz_handle();
     CALL(convcoreSetNumThreads(handle, d.pick(3)));
     const bool null_handle = d.pick(40) == 0;
     convcoreHandle_t h = null_handle ? nullptr : handle;
@@ -725,10 +733,223 @@ void run_case(Data& d) {
     }
 }
 
+
+// ---- a 3-D case (the Nd descriptors), from the bytes the 2-D case left ----------------------
+// Sizes are small and the odd values are plainly invalid ones (0, -1, 2^40 + 1 for a parameter),
+// so the model is exact: a valid problem must run with DIRECT, IM2COL_GEMM and IMPLICIT_GEMM
+// and every SUCCESS of any algorithm must match the float64 reference (x and y packed NCDHW or
+// NDHWC, or strided with gaps; the filter KCTRS or KTRSC); an invalid one never succeeds.
+
+int64_t small_or_invalid(Data& d, int64_t lo, int64_t span) {
+    switch (d.pick(20)) {
+        case 0: return 0;
+        case 1: return -1;
+        default: return lo + d.pick(int(span));
+    }
+}
+
+void run_case_3d(Data& d) {
+    ++stats.cases;
+    convcoreHandle_t h = fuzz_handle();
+    CALL(convcoreSetNumThreads(h, d.pick(3)));
+    const int dtype = d.pick(24) == 0 ? 2 + d.pick(3) : d.pick(4) == 0 ? 1 : 0;
+    const size_t elem = dtype == 1 ? 8 : 4;
+    int64_t xd[5] = {1 + d.pick(2), small_or_invalid(d, 1, 6), small_or_invalid(d, 1, 6),
+                     small_or_invalid(d, 1, 7), small_or_invalid(d, 1, 7)};
+    int64_t groups = 1;
+    if (xd[1] >= 1) {
+        groups = d.pick(3) == 0 ? 1 + d.pick(int(xd[1])) : 1;
+        if (d.pick(10) != 0) while (xd[1] % groups) --groups;
+    }
+    if (d.pick(30) == 0) groups = small_or_invalid(d, 1, 3);
+    const bool filter_cl = d.pick(2) == 1;
+    int64_t wd[5] = {groups >= 1 ? groups * (1 + d.pick(3)) : 1,
+                     groups >= 1 && xd[1] >= 1 && d.pick(20) != 0 ? xd[1] / groups : small_or_invalid(d, 1, 4),
+                     small_or_invalid(d, 1, 4), small_or_invalid(d, 1, 4), small_or_invalid(d, 1, 4)};
+    int64_t pad[3], stride[3], dil[3];
+    for (int i = 0; i < 3; ++i) {
+        pad[i] = d.pick(20) == 0 ? (d.pick(2) ? -1 : kMaxParam + 1) : d.pick(4);
+        stride[i] = d.pick(20) == 0 ? (d.pick(2) ? 0 : kMaxParam + 1) : 1 + d.pick(3);
+        dil[i] = d.pick(20) == 0 ? 0 : 1 + (d.pick(4) == 0);
+    }
+    const int mode = d.pick(30) == 0 ? 2 + d.pick(3) : d.pick(2);
+    // x's memory: packed NCDHW (0) or NDHWC (1) by the Ex call, or those orders with gaps (2, 3)
+    const int x_layout = d.pick(4);
+
+    // the model
+    const bool dtype_ok = dtype == 0 || dtype == 1;
+    const bool x_ok = dtype_ok && std::all_of(xd, xd + 5, [](int64_t v) { return v >= 1; });
+    const bool w_ok = dtype_ok && std::all_of(wd, wd + 5, [](int64_t v) { return v >= 1; });
+    bool conv_ok = mode == 0 || mode == 1;
+    for (int i = 0; i < 3; ++i)
+        conv_ok = conv_ok && pad[i] >= 0 && pad[i] <= kMaxParam && stride[i] >= 1 && stride[i] <= kMaxParam &&
+                  dil[i] >= 1;
+    int64_t yd[5] = {xd[0], wd[0], 0, 0, 0};
+    bool dims_ok = x_ok && w_ok && conv_ok && groups >= 1 && xd[1] % groups == 0 && wd[1] == xd[1] / groups &&
+                   wd[0] % groups == 0;
+    for (int i = 0; i < 3 && dims_ok; ++i) {
+        yd[2 + i] = int64_t(out_size(xd[2 + i], pad[i], wd[2 + i], stride[i], dil[i]));
+        dims_ok = yd[2 + i] >= 1;
+    }
+
+    // strides of a 5-D tensor in NCDHW (cl false) or NDHWC order, with `gap` extra elements per axis
+    const auto strides_of = [](const int64_t dims[5], bool cl, int64_t gap, int64_t st[5]) {
+        const int order[5] = {4, 3, 2, 1, 0}, order_cl[5] = {1, 4, 3, 2, 0};  // innermost first
+        int64_t s = 1;
+        for (int i = 0; i < 5; ++i) {
+            const int a = cl ? order_cl[i] : order[i];
+            st[a] = s;
+            s = s * std::max<int64_t>(dims[a], 1) + gap;
+        }
+    };
+    Descs D;
+    int64_t xs[5], ys[5];
+    const bool x_cl = x_layout % 2 == 1;
+    const int64_t x_gap = x_layout >= 2 ? 1 + d.pick(2) : 0;
+    strides_of(xd, x_cl, x_gap, xs);
+    const convcoreTensorFormat_t x_format = x_cl ? CONVCORE_TENSOR_NHWC : CONVCORE_TENSOR_NCHW;
+    const convcoreStatus_t xs_st =
+        x_layout < 2 ? CALL(convcoreSetTensorNdDescriptorEx(D.x, x_format, convcoreDataType_t(dtype), 5, xd))
+                     : CALL(convcoreSetTensorNdDescriptor(D.x, convcoreDataType_t(dtype), 5, xd, xs));
+    if ((xs_st == CONVCORE_STATUS_SUCCESS) != x_ok) fail("3-D tensor descriptor disagrees with the model", "");
+    const convcoreStatus_t ws_st = CALL(convcoreSetFilterNdDescriptor(
+        D.w, convcoreDataType_t(dtype), filter_cl ? CONVCORE_TENSOR_NHWC : CONVCORE_TENSOR_NCHW, 5, wd));
+    if ((ws_st == CONVCORE_STATUS_SUCCESS) != w_ok) fail("3-D filter descriptor disagrees with the model", "");
+    const convcoreStatus_t cs_st =
+        CALL(convcoreSetConvolutionNdDescriptor(D.conv, 3, pad, stride, dil, convcoreConvolutionMode_t(mode)));
+    if ((cs_st == CONVCORE_STATUS_SUCCESS) != conv_ok) fail("3-D convolution descriptor disagrees with the model", "");
+    if ((CALL(convcoreSetConvolutionGroupCount(D.conv, groups)) == CONVCORE_STATUS_SUCCESS) != (groups >= 1))
+        fail("group count validation disagrees with the model", "");
+    if (groups < 1) {  // the descriptor keeps one group
+        groups = 1;
+        dims_ok = x_ok && w_ok && conv_ok && wd[1] == xd[1];
+        for (int i = 0; i < 3 && dims_ok; ++i) {
+            yd[2 + i] = int64_t(out_size(xd[2 + i], pad[i], wd[2 + i], stride[i], dil[i]));
+            dims_ok = yd[2 + i] >= 1;
+        }
+    }
+    {
+        int64_t o[5] = {-7, -7, -7, -7, -7};
+        const convcoreStatus_t st = CALL(convcoreGetConvolutionNdForwardOutputDim(D.conv, D.x, D.w, 5, o));
+        if ((st == CONVCORE_STATUS_SUCCESS) != dims_ok) fail("3-D output dims disagree with the model", "");
+        if (dims_ok && !std::equal(o, o + 5, yd)) fail("3-D output dims differ from the model", "");
+    }
+    if (!dims_ok) return;
+    // y: the output (usually in x's layout), or a wrong shape
+    const bool y_right = d.pick(12) != 0;
+    int64_t y_dims[5];
+    std::copy(yd, yd + 5, y_dims);
+    if (!y_right) y_dims[1 + d.pick(4)] += 1;
+    const bool y_cl = d.pick(4) == 0 ? !x_cl : x_cl;
+    strides_of(y_dims, y_cl, x_layout >= 2 ? d.pick(2) : 0, ys);
+    if (CALL(convcoreSetTensorNdDescriptor(D.y, convcoreDataType_t(dtype), 5, y_dims, ys)) != CONVCORE_STATUS_SUCCESS)
+        fail("3-D output descriptor rejected", "");
+
+    const int algo = d.pick(CONVCORE_FWD_ALGO_COUNT);
+    const bool classic = algo == CONVCORE_FWD_ALGO_DIRECT || algo == CONVCORE_FWD_ALGO_IM2COL_GEMM ||
+                         algo == CONVCORE_FWD_ALGO_IMPLICIT_GEMM;
+    size_t ws_bytes = 0;
+    const convcoreStatus_t qs = CALL(convcoreGetConvolutionForwardWorkspaceSize(
+        h, D.x, D.w, D.conv, D.y, convcoreConvolutionFwdAlgo_t(algo), &ws_bytes));
+    if (qs == CONVCORE_STATUS_SUCCESS && !y_right) fail("3-D workspace query accepted a wrong y", "");
+    if (!y_right) return;
+    if (qs != CONVCORE_STATUS_SUCCESS && qs != CONVCORE_STATUS_NOT_SUPPORTED)
+        fail("3-D workspace query of a valid problem", convcoreGetStatusName(qs));
+    if (classic && qs != CONVCORE_STATUS_SUCCESS) fail("a classic algorithm said NOT_SUPPORTED in 3-D", "");
+    if (qs != CONVCORE_STATUS_SUCCESS || ws_bytes > kMaxWorkspace) return;
+
+    // run it
+    const auto extent5 = [](const int64_t dims[5], const int64_t st[5]) {
+        int64_t e = 1;
+        for (int i = 0; i < 5; ++i) e += (dims[i] - 1) * st[i];
+        return e;
+    };
+    const int64_t cg = wd[1], kg = wd[0] / groups, x_ext = extent5(xd, xs), y_ext = extent5(yd, ys);
+    const int64_t w_elems = wd[0] * wd[1] * wd[2] * wd[3] * wd[4];
+    Buffer bx, bw, by, bws;
+    bx.alloc(size_t(x_ext) * elem, 0);
+    bw.alloc(size_t(w_elems) * elem, 0);
+    by.alloc(size_t(y_ext) * elem, 0);
+    bws.alloc(ws_bytes, 0);
+    bool finite = true;
+    const double alpha = d.pick(3) == 0 ? -1.5 : 1.0, beta = d.pick(3) == 0 ? 0.5 : 0.0;
+    std::vector<double> y0(size_t(y_ext), 0.0), ref(size_t(y_ext), 0.0), bound(size_t(y_ext), 0.0);
+    std::vector<char> is_output(size_t(y_ext), 0);
+    const auto run = [&](auto* tag) {
+        using T = std::remove_pointer_t<decltype(tag)>;
+        T* x = static_cast<T*>(bx.ptr);
+        T* w = static_cast<T*>(bw.ptr);
+        T* y = static_cast<T*>(by.ptr);
+        fill(d, x, x_ext, &finite);
+        fill(d, w, w_elems, &finite);
+        if (beta == 0)
+            std::fill(y, y + y_ext, std::numeric_limits<T>::quiet_NaN());
+        else
+            fill(d, y, y_ext, &finite);
+        for (int64_t i = 0; i < y_ext; ++i) y0[size_t(i)] = double(y[i]);
+        const T a = T(alpha), b = T(beta);
+        ++stats.ran;
+        const convcoreStatus_t st = CALL(convcoreConvolutionForward(h, &a, D.x, x, D.w, w, D.conv,
+                                                                    convcoreConvolutionFwdAlgo_t(algo), bws.ptr,
+                                                                    ws_bytes, &b, D.y, y));
+        if (st != CONVCORE_STATUS_SUCCESS) fail("3-D forward rejected a valid call", convcoreGetStatusName(st));
+        ++stats.success;
+        if (!finite) return;
+        // the float64 reference: w packed K x C/g x T x R x S, or K x T x R x S x C/g
+        double max_x = 0, max_w = 0;
+        for (int64_t i = 0; i < x_ext; ++i) max_x = std::max(max_x, std::fabs(double(x[i])));
+        for (int64_t i = 0; i < w_elems; ++i) max_w = std::max(max_w, std::fabs(double(w[i])));
+        int64_t o[5];
+        for (o[0] = 0; o[0] < yd[0]; ++o[0])
+            for (o[1] = 0; o[1] < yd[1]; ++o[1])
+                for (o[2] = 0; o[2] < yd[2]; ++o[2])
+                    for (o[3] = 0; o[3] < yd[3]; ++o[3])
+                        for (o[4] = 0; o[4] < yd[4]; ++o[4]) {
+                            double acc = 0, mag = 0;
+                            for (int64_t ci = 0; ci < cg; ++ci)
+                                for (int64_t t = 0; t < wd[2]; ++t)
+                                    for (int64_t r = 0; r < wd[3]; ++r)
+                                        for (int64_t s = 0; s < wd[4]; ++s) {
+                                            const int64_t tap[3] = {t, r, s};
+                                            int64_t at = o[0] * xs[0] + ((o[1] / kg) * cg + ci) * xs[1];
+                                            bool inside = true;
+                                            for (int i = 0; i < 3; ++i) {
+                                                const int64_t v = o[2 + i] * stride[i] - pad[i] + tap[i] * dil[i];
+                                                inside = inside && v >= 0 && v < xd[2 + i];
+                                                at += v * xs[2 + i];
+                                            }
+                                            if (!inside) continue;
+                                            const int64_t ft = mode ? wd[2] - 1 - t : t, fr = mode ? wd[3] - 1 - r : r,
+                                                          fs = mode ? wd[4] - 1 - s : s;
+                                            const int64_t wi = filter_cl
+                                                                   ? (((o[1] * wd[2] + ft) * wd[3] + fr) * wd[4] + fs) * cg + ci
+                                                                   : (((o[1] * cg + ci) * wd[2] + ft) * wd[3] + fr) * wd[4] + fs;
+                                            acc += double(x[at]) * double(w[wi]);
+                                            mag += std::fabs(double(x[at]) * double(w[wi]));
+                                        }
+                            int64_t yi = 0;
+                            for (int i = 0; i < 5; ++i) yi += o[i] * ys[i];
+                            const double prev = beta == 0 ? 0.0 : double(b) * y0[size_t(yi)];
+                            ref[size_t(yi)] = double(a) * acc + prev;
+                            bound[size_t(yi)] = std::fabs(double(a)) * mag + std::fabs(prev);
+                            is_output[size_t(yi)] = 1;
+                        }
+        compare(algo, ref, bound, std::fabs(alpha) * double(cg * wd[2] * wd[3] * wd[4]) * max_x * max_w, y,
+                is_output);
+    };
+    const double macs = double(yd[0] * yd[1] * yd[2] * yd[3] * yd[4]) * double(cg * wd[2] * wd[3] * wd[4]);
+    if (x_ext > kMaxElems || y_ext > kMaxElems || macs > kMaxMacs) return;
+    if (elem == 8)
+        run(static_cast<double*>(nullptr));
+    else
+        run(static_cast<float*>(nullptr));
+}
+
 }  // namespace convcore_fuzz
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     convcore_fuzz::Data d(data, size);
     convcore_fuzz::run_case(d);
+    convcore_fuzz::run_case_3d(d);  // from the bytes the 2-D case left (zeros past the end)
     return 0;
 }
