@@ -452,24 +452,25 @@ struct DeviceBuffer {
 
 // ---- forward --------------------------------------------------------------------------------
 
-// Dtype and device checks of x and w of any rank, with the user's argument names. Returns the
-// dtype.
-inline std::string check_input_types(const DLPackTensor& x, const DLPackTensor& w) {
+// Dtype and device checks of x and w of any rank, with the user's argument names (x_name: the
+// first input's, e.g. "dy"). Returns the dtype.
+inline std::string check_input_types(const DLPackTensor& x, const DLPackTensor& w, const std::string& x_name = "x") {
     const char* supported = "; convcore supports float32 and float64";
+    const std::string& xn = x_name;
     if (!x.is_float(32) && !x.is_float(64))
-        bad_param("x: dtype " + x.dtype() + " is not supported" + supported);
+        bad_param(xn + ": dtype " + x.dtype() + " is not supported" + supported);
     if (!w.is_float(32) && !w.is_float(64))
         bad_param("w: dtype " + w.dtype() + " is not supported" + supported);
     if (x.dtype() != w.dtype())
-        bad_param("w: dtype " + w.dtype() + " does not match x: dtype " + x.dtype() +
-                  " (x and w must have the same dtype)");
+        bad_param("w: dtype " + w.dtype() + " does not match " + xn + ": dtype " + x.dtype() + " (" + xn +
+                  " and w must have the same dtype)");
     if (x.device_type() != w.device_type() || x.device_id() != w.device_id())
-        bad_param("x and w are on different devices (x: device type " +
+        bad_param(xn + " and w are on different devices (" + xn + ": device type " +
                   std::to_string(x.device_type()) + " index " + std::to_string(x.device_id()) +
                   ", w: device type " + std::to_string(w.device_type()) + " index " +
                   std::to_string(w.device_id()) + ")");
     if (x.device_type() != kDLCPU && x.device_type() != kDLCUDA)
-        not_supported("x: DLPack device type " + std::to_string(x.device_type()) +
+        not_supported(xn + ": DLPack device type " + std::to_string(x.device_type()) +
                       " is not supported (convcore runs on kDLCPU and kDLCUDA memory)");
     return x.dtype();
 }
@@ -481,15 +482,17 @@ inline std::string check_inputs(const DLPackTensor& x, const DLPackTensor& w) {
     return check_input_types(x, w);
 }
 
-// The checks of a forward call's x, w and out (y) of any rank but the ranks'. Returns the dtype.
-inline convcoreDataType_t check_forward_tensors(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y) {
-    const std::string dtype = check_input_types(x, w);
+// The checks of a forward call's x, w and out (y) of any rank but the ranks' (x_name: the first
+// input's name: "dy" for a backward-data call, whose out is dx). Returns the dtype.
+inline convcoreDataType_t check_forward_tensors(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
+                                                const std::string& x_name = "x") {
+    const std::string dtype = check_input_types(x, w, x_name);
     if (y.dtype() != dtype)
-        bad_param("out: dtype " + y.dtype() + " does not match x: dtype " + dtype);
+        bad_param("out: dtype " + y.dtype() + " does not match " + x_name + ": dtype " + dtype);
     if (y.device_type() != x.device_type() || y.device_id() != x.device_id())
-        bad_param("out is not on the device of x");
+        bad_param("out is not on the device of " + x_name);
     if (y.read_only()) bad_param("out: the array is read-only");
-    if (!x.has_positive_strides()) bad_param("x: strides must be positive");
+    if (!x.has_positive_strides()) bad_param(x_name + ": strides must be positive");
     if (!w.has_positive_strides()) bad_param("w: strides must be positive");
     if (!y.has_positive_strides() || !y.has_distinct_elements())
         bad_param("out: strides must be positive and must not make elements overlap");

@@ -309,37 +309,59 @@ int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
                     filter_version, describe, check_algo_call, &epilogue);
 }
 
-// The 3-D forward pass in one C API call on 5-D descriptors (N x C x D x H x W tensors, a packed
-// K x C/g x T x R x S filter): what runs the C API's native 3-D Winograd (cpu/winograd_3d.hpp),
-// whose plan keeps its transformed filters as a 2-D plan does (filter_version as in run_plan).
-// p's depth fields hold the depth axis; algo >= 0: convcore/_nd.py chooses.
+// The descriptors of a 3-D call on 5-D arrays whose dtypes and devices were checked: `in_` (x, or
+// dx for backward data) and out_ (y, or dy) any strides, w packed K x C/groups x T x R x S; out_
+// must be the convolution's output shape (named `out_name`). p's depth fields hold the depth axis.
+void describe_3d(Descriptors& d, const DLPackTensor& in_, const char* in_name, const DLPackTensor& w,
+                 const DLPackTensor& out_, const char* out_name, const ConvParams& p) {
+    for (const auto& [t, name] : {std::pair<const DLPackTensor*, const char*>{&in_, in_name}, {&w, "w"}, {&out_, out_name}})
+        if (t->ndim() != 5) bad_param(std::string(name) + ": expected a 5-D array, got shape " + shape_str(t->shape()));
+    if (!w.is_packed()) bad_param("w: must be packed K x C/groups x T x R x S");
+    const convcoreDataType_t t = data_type_of(w.dtype());
+    const auto is = in_.shape(), ist = in_.strides_for_c(), ws = w.shape(), os = out_.shape(), ost = out_.strides_for_c();
+    check(convcoreSetTensorNdDescriptor(d.x, t, 5, is.data(), ist.data()), std::string(in_name) + ": ");
+    check(convcoreSetFilterNdDescriptor(d.w, t, CONVCORE_TENSOR_NCHW, 5, ws.data()), "w: ");
+    const int64_t pads[3] = {p.pad_d, p.pad_h, p.pad_w}, strides[3] = {p.stride_d, p.stride_h, p.stride_w},
+                  dils[3] = {p.dil_d, p.dil_h, p.dil_w};
+    check(convcoreSetConvolutionNdDescriptor(d.conv, 3, pads, strides, dils, convcoreConvolutionMode_t(p.mode)));
+    wrapped("groups: ", [&] { d.conv.set_groups(p.groups); });
+    std::vector<int64_t> expect(5);
+    check(convcoreGetConvolutionNdForwardOutputDim(d.conv, d.x, d.w, 5, expect.data()));
+    if (os != expect)
+        bad_param(std::string(out_name) + ": expected shape " + shape_str(expect) + " (the output of this convolution), got " +
+                  shape_str(os));
+    check(convcoreSetTensorNdDescriptor(d.y, t, 5, os.data(), ost.data()), std::string(out_name) + ": ");
+}
+
+// The 3-D forward pass in one C API call on 5-D descriptors: what runs the C API's native 3-D
+// Winograd (cpu/winograd_3d.hpp), whose plan keeps its transformed filters as a 2-D plan does
+// (filter_version as in run_plan), and its 3-D FFT; algo >= 0: convcore/_nd.py chooses.
 int forward_3d(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y, const ConvParams& p,
                int algo, double alpha, double beta, PlanCache& cache, int64_t filter_version) {
     if (algo < 0) bad_param("algo: a 3-D call through one plan names its algorithm");
     auto describe = [&](Descriptors& d, convcoreHandle_t) {
-        for (const auto& [t, name] : {std::pair<const DLPackTensor*, const char*>{&x, "x"}, {&w, "w"}, {&y, "out"}})
-            if (t->ndim() != 5) bad_param(std::string(name) + ": expected a 5-D array, got shape " + shape_str(t->shape()));
-        const convcoreDataType_t t = check_forward_tensors(x, w, y);
-        if (!w.is_packed()) bad_param("w: must be packed K x C/groups x T x R x S");
-        const auto xs = x.shape(), xst = x.strides_for_c(), ws = w.shape(), ys = y.shape(), yst = y.strides_for_c();
-        check(convcoreSetTensorNdDescriptor(d.x, t, 5, xs.data(), xst.data()), "x: ");
-        check(convcoreSetFilterNdDescriptor(d.w, t, CONVCORE_TENSOR_NCHW, 5, ws.data()), "w: ");
-        const int64_t pads[3] = {p.pad_d, p.pad_h, p.pad_w}, strides[3] = {p.stride_d, p.stride_h, p.stride_w},
-                      dils[3] = {p.dil_d, p.dil_h, p.dil_w};
-        check(convcoreSetConvolutionNdDescriptor(d.conv, 3, pads, strides, dils, convcoreConvolutionMode_t(p.mode)));
-        wrapped("groups: ", [&] { d.conv.set_groups(p.groups); });
+        check_forward_tensors(x, w, y);
+        describe_3d(d, x, "x", w, y, "out", p);
         if (filter_version != kFiltersPerCall)
             check(convcoreSetConvolutionFilterProtocol(d.conv, CONVCORE_FILTERS_PREPARED));
-        std::vector<int64_t> expect(5);
-        check(convcoreGetConvolutionNdForwardOutputDim(d.conv, d.x, d.w, 5, expect.data()));
-        if (ys != expect)
-            bad_param("out: expected shape " + shape_str(expect) + " (the output of this convolution), got " +
-                      shape_str(ys));
-        check(convcoreSetTensorNdDescriptor(d.y, t, 5, ys.data(), yst.data()), "out: ");
         return algo;
     };
     return run_plan(CONVCORE_PASS_FORWARD, x, "x", w, "w", y, p, algo, alpha, beta, cache, 0, filter_version,
                     describe, check_algo_call);
+}
+
+// dx = alpha * grad_x(dy, w) + beta * dx on 5-D arrays in one C API call, with backward-data
+// algorithm `algo` (convcore/_nd.py's "native" schedule: the C API's native 3-D Winograd or FFT).
+int backward_data_3d(const DLPackTensor& dy, const DLPackTensor& w, const DLPackTensor& dx, const ConvParams& p,
+                     int algo, double alpha, double beta, PlanCache& cache) {
+    if (algo < 0) bad_param("algo: a 3-D call through one plan names its algorithm");
+    auto describe = [&](Descriptors& d, convcoreHandle_t) {
+        check_forward_tensors(dy, w, dx, "dy");
+        describe_3d(d, dx, "out", w, dy, "dy", p);
+        return algo;
+    };
+    return run_plan(CONVCORE_PASS_BACKWARD_DATA, dy, "dy", w, "w", dx, p, algo, alpha, beta, cache, 0, -1, describe,
+                    [](convcoreStatus_t status, int a) { check_bwd(status, BACKWARD_DATA, a); });
 }
 
 // convcore.torch's inference and training forward, kept short: forward() on DLPack capsules
@@ -656,6 +678,18 @@ void register_plans(py::module_& m) {
           py::arg("alpha"), py::arg("beta"), py::arg("cache"), py::arg("filter_version"),
           "y = alpha * conv3d(x, w) + beta * y on 5-D arrays in one C API call; depth = (padding, stride, "
           "dilation) of the depth axis; w packed; algo >= 0.");
+    m.def("backward_data_3d",
+          [](const DLPackTensor& dy, const DLPackTensor& w, const DLPackTensor& dx, const ConvParams& p,
+             const std::vector<int64_t>& depth, int algo, double alpha, double beta, PlanCache& cache) {
+              if (depth.size() != 3) bad_param("depth: expected (padding, stride, dilation)");
+              ConvParams p3 = p;
+              p3.pad_d = depth[0], p3.stride_d = depth[1], p3.dil_d = depth[2];
+              return backward_data_3d(dy, w, dx, p3, algo, alpha, beta, cache);
+          },
+          py::arg("dy"), py::arg("w"), py::arg("dx"), py::arg("params"), py::arg("depth"), py::arg("algo"),
+          py::arg("alpha"), py::arg("beta"), py::arg("cache"),
+          "dx = alpha * conv3d_backward_data(dy, w) + beta * dx on 5-D arrays in one C API call; depth = "
+          "(padding, stride, dilation) of the depth axis; w packed; algo >= 0 (a backward-data algorithm).");
     m.def("forward_capsules", &forward_capsules, py::arg("x"), py::arg("w"), py::arg("y"), py::arg("bias"),
           py::arg("params"), py::arg("algo"), py::arg("plans"), py::arg("filter_version"), py::arg("activation"),
           py::arg("residual") = py::none(),

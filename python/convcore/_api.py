@@ -865,6 +865,19 @@ class Convolution:
                                               self._plans(), _filter_version_arg(filter_version))
         return self._local.last_algo
 
+    def _backward_data_3d_one_call(self, dy, w, out, depth, algo, alpha, beta):
+        """out = alpha * conv3d_backward_data(dy, w) + beta * out in one C API call on 5-D arrays
+        (convcore/_nd.py's "native" schedule): this Convolution's parameters for H and W,
+        ``depth`` the depth axis's (padding, stride, dilation), w packed, ``algo`` a
+        backward-data algorithm's name. Returns the algorithm that ran."""
+        dyt = _import_input(dy, "dy", None)
+        wt = _import_input(w, "w", None)
+        dxt = _import_output(out, None)
+        self._local.last_algo = _C.backward_data_3d(dyt, wt, dxt, self.desc._params, list(depth),
+                                                    _enum_algo_id(algo, BwdDataAlgo), float(alpha),
+                                                    float(beta), self._plans())
+        return self._local.last_algo
+
     def _forward_torch_cpu(self, x, w, algo, filter_version=_C.FILTERS_PER_CALL, bias=None,
                            activation=0, residual=None):
         """The common case of convcore.torch in inference, kept short (a layer pays it per call):

@@ -21,9 +21,9 @@ spatial dimensions), on the 2-D one:
   nested F(4x4x4,3x3x3)); "auto" times it beside the other two there. With algo "fft" and more
   than one depth tap it is the C API's 3-D FFT (cpu/fft_3d.hpp: FFTW's rank-3 transforms, each
   input volume transformed once). It serves backward data too where the stride is 1 in every
-  axis and there is one group (the Winograd: dilation 1 too): dx is then the forward convolution
-  of dy by the filter transposed (C x K) and mirrored (the other mode), with padding
-  dil*(k-1)-pad per axis.
+  axis and there is one group (the Winograd: dilation 1 too), as one call of the C API's 3-D
+  backward data: dx is then the forward convolution of dy by the filter transposed (C x K) and
+  mirrored, with padding dil*(k-1)-pad per axis, which the same native algorithms run.
   A fourth, "merged", serves T x 1 x 1 filters with stride 1 and padding 0 in H and W (the
   temporal convolutions of (2+1)-D networks) in every pass: in N x D x H x W x C memory H and W
   merge into one axis of H*W pixels, so the problem is the 2-D one on N x C x D x (H*W) with the
@@ -240,7 +240,6 @@ class NdConvolution:
         self._kept: Dict[str, Any] = {}  # the forward pass's prepared filters (_kept_filters)
         self.last_plane = plane  # the 2-D Convolution of the last forward call (its last_algo)
         self._merged: Optional[Any] = None  # the "merged" schedule's 2-D Convolution
-        self._transposed: Optional[Tuple[Any, Any]] = None  # backward data's "native" one
 
     # ---- shapes ----
 
@@ -376,31 +375,17 @@ class NdConvolution:
         return name if winograd else None
 
     def _native_backward_data_algo(self, dy: Any, w: Any, algo: Any) -> Optional[str]:
-        """The algorithm of the "native" schedule in backward data, None when it does not apply:
-        with stride 1 in every axis, one group and padding at most the dilated filter's reach, dx
-        is the forward convolution of dy by the filter transposed (C x K) and mirrored, with
-        padding dil*(k-1)-pad per axis (so the forward's native 3-D Winograd, where the dilation
-        is 1, or FFT serves it)."""
+        """The algorithm of the "native" schedule in backward data (the C API's 3-D backward
+        data), None when it does not apply: with stride 1 in every axis, one group and padding at
+        most the dilated filter's reach, dx is the forward convolution of dy by the filter
+        transposed (C x K) and mirrored, with padding dil*(k-1)-pad per axis, which the C API's
+        native 3-D Winograd (dilation 1) or FFT runs."""
         d = self.desc
         if (any(s != 1 for s in d.stride) or d.groups != 1
                 or any(p > dil * (k - 1) for p, dil, k in zip(d.padding, d.dilation, w.shape[2:]))):
             return None
         name = self._native_algo(dy, w, algo)
         return name if name == "FFT" or all(dil == 1 for dil in d.dilation) else None
-
-    def _transposed_plane(self, w_shape: Tuple[int, ...]) -> Any:
-        """The 2-D Convolution of backward data's "native" schedule: the forward convolution
-        that computes dx from dy (padding dil*(R-1)-ph, dil*(S-1)-pw; the mirror of the filter is
-        the other mode's)."""
-        d = self.desc
-        key = tuple(w_shape[3:])
-        if self._transposed is None or self._transposed[0] != key:
-            mode = "cross_correlation" if d.mode == "convolution" else "convolution"
-            desc = type(self.plane.desc)(
-                padding=tuple(dil * (k - 1) - p for p, dil, k in zip(d.padding[1:], d.dilation[1:], w_shape[3:])),
-                dilation=tuple(d.dilation[1:]), groups=d.groups, mode=mode)
-            self._transposed = (key, type(self.plane)(desc))
-        return self._transposed[1]
 
     def _scheduled(self, pass_name: str, problem: Tuple[Any, ...], run: Any, out: Optional[Any],
                    beta: float, kept: Optional[Dict[str, Any]] = None,
@@ -536,12 +521,11 @@ class NdConvolution:
         dy_run = ndhwc(dy)
 
         def accumulate(dx, beta_dx):
-            if schedule == "native":  # the forward 3-D Winograd of dy by w transposed, mirrored
-                dd = self.desc.dilation[0]
-                depth = (dd * (w.shape[2] - 1) - self.desc.padding[0], 1, dd)
-                self._transposed_plane(w.shape)._forward_3d_one_call(
-                    dy_run, _packed_copy(w.swapaxes(0, 1)), dx, depth,
-                    self._native_backward_data_algo(dy, w, algo), alpha, beta_dx, None)
+            if schedule == "native":  # the C API's 3-D backward data (its native Winograd or FFT)
+                d = self.desc
+                self.plane._backward_data_3d_one_call(
+                    dy_run, _packed(w), dx, (d.padding[0], d.stride[0], d.dilation[0]),
+                    self._native_backward_data_algo(dy, w, algo), alpha, beta_dx)
                 return
             if schedule == "merged":
                 merged_dx = _merge_hw(dx)
