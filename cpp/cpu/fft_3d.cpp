@@ -80,40 +80,37 @@ Geometry geometry_of(const ConvProblem& p, const Depth& dp) {
 #define CONVCORE_FFT3D_CLONES
 #endif
 
-// The DFT along the depth of T tap sets of 2-D spectra (`tstride` apart) into Ld sets (`ostride`
-// apart): out_fd = sum_t tw[fd][t] * in_t, over elements [0, len) of each of `panels` panels
-// (`pstride` apart), block by block (B real parts, then B imaginary parts: one 64-byte vector
-// each; the sets are 64-byte aligned). A block's T inputs stay in cache while its Ld outputs are
-// made.
+// The DFT along the depth of T tap runs of 2-D spectra (`tstride` apart) into Ld runs (`ostride`
+// apart): out_fd = sum_t tw[fd][t] * in_t over elements [0, len), block by block (B real parts,
+// then B imaginary parts: one 64-byte vector each; the runs are 64-byte aligned). A block's T
+// inputs stay in cache while its Ld outputs are made.
 template <typename T>
 inline __attribute__((always_inline)) void depth_dft_body(const T* in, int64_t tstride, int64_t taps, const T* tw,
-                                                          int64_t ld, T* out, int64_t ostride, int64_t panels,
-                                                          int64_t pstride, int64_t len) {
+                                                          int64_t ld, T* out, int64_t ostride, int64_t len) {
     constexpr int64_t B = block<T>();
     typedef T V __attribute__((vector_size(64)));  // one block's real (or imaginary) parts
     static_assert(sizeof(V) == B * sizeof(T), "a block is 64 bytes");
-    for (int64_t ch = 0; ch < panels; ++ch)
-        for (int64_t e = ch * pstride; e < ch * pstride + len; e += 2 * B)
-            for (int64_t fd = 0; fd < ld; ++fd) {
-                const T* z = tw + 2 * fd * taps;
-                V re = {}, im = {};
-                for (int64_t t = 0; t < taps; ++t) {
-                    const V* a = reinterpret_cast<const V*>(in + t * tstride + e);  // 64-byte aligned
-                    re += z[2 * t] * a[0] - z[2 * t + 1] * a[1];
-                    im += z[2 * t] * a[1] + z[2 * t + 1] * a[0];
-                }
-                V* o = reinterpret_cast<V*>(out + fd * ostride + e);
-                o[0] = re;
-                o[1] = im;
+    for (int64_t e = 0; e < len; e += 2 * B)
+        for (int64_t fd = 0; fd < ld; ++fd) {
+            const T* z = tw + 2 * fd * taps;
+            V re = {}, im = {};
+            for (int64_t t = 0; t < taps; ++t) {
+                const V* a = reinterpret_cast<const V*>(in + t * tstride + e);  // 64-byte aligned
+                re += z[2 * t] * a[0] - z[2 * t + 1] * a[1];
+                im += z[2 * t] * a[1] + z[2 * t + 1] * a[0];
             }
+            V* o = reinterpret_cast<V*>(out + fd * ostride + e);
+            o[0] = re;
+            o[1] = im;
+        }
 }
 CONVCORE_FFT3D_CLONES void depth_dft(const float* in, int64_t tstride, int64_t taps, const float* tw, int64_t ld,
-                                     float* out, int64_t ostride, int64_t panels, int64_t pstride, int64_t len) {
-    depth_dft_body(in, tstride, taps, tw, ld, out, ostride, panels, pstride, len);
+                                     float* out, int64_t ostride, int64_t len) {
+    depth_dft_body(in, tstride, taps, tw, ld, out, ostride, len);
 }
 CONVCORE_FFT3D_CLONES void depth_dft(const double* in, int64_t tstride, int64_t taps, const double* tw, int64_t ld,
-                                     double* out, int64_t ostride, int64_t panels, int64_t pstride, int64_t len) {
-    depth_dft_body(in, tstride, taps, tw, ld, out, ostride, panels, pstride, len);
+                                     double* out, int64_t ostride, int64_t len) {
+    depth_dft_body(in, tstride, taps, tw, ld, out, ostride, len);
 }
 
 template <typename T>
@@ -207,8 +204,7 @@ void run_typed(const ConvProblem& p, const Context& ctx, const Depth& dp, const 
             const int64_t kt = std::min(kb, kg - k0), kbase = grp * kg + k0;
             for (int64_t fd0 = 0; fd0 < g.ld; fd0 += kDepthBatch) {
                 const int64_t nf = std::min(kDepthBatch, g.ld - fd0);
-                depth_dft(wsp + ch * wp + kbase * cg * PU, wset, taps, tw + 2 * fd0 * taps, nf, wfd, wb, 1, 0,
-                          kt * cg * PU);
+                depth_dft(wsp + ch * wp + kbase * cg * PU, wset, taps, tw + 2 * fd0 * taps, nf, wfd, wb, kt * cg * PU);
                 for (int64_t fd = fd0; fd < fd0 + nf; ++fd) {
                     const Product<T> prod{xsp + fd * xset + ch * xp + grp * cg * PU, p.c * PU, PU, 0, BL,
                                           wfd + (fd - fd0) * wb, cg * PU, PU, 0, BL,
