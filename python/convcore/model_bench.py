@@ -158,8 +158,46 @@ def build_model(name: str, seed: int = 0) -> nn.Module:
         return models.get_model(name, weights=None).float().eval()
 
 
-def _conv_modules(model):
-    return [(name, m) for name, m in model.named_modules() if isinstance(m, nn.Conv2d)]
+# The conv modules that BenchProblem (a 2-D convolution) does not describe: their per-layer rows
+# in inference are NdLayers.
+_ND_CONVS = (nn.Conv1d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
+
+
+def _conv_modules(model, types=(nn.Conv2d,) + _ND_CONVS):
+    return [(name, m) for name, m in model.named_modules() if isinstance(m, types)]
+
+
+class NdLayer:
+    """A 1-D or 3-D convolution, or a transposed one, as a per-layer row describes it: its
+    benchdnn-style descriptor (depth fields id/kd/pd/sd/dd; a transposed layer starts with
+    "deconv:", its ic/id/ih/iw those of its input) and its FLOPs."""
+
+    def __init__(self, module: nn.Module, x_shape: Tuple[int, ...], y_shape: Tuple[int, ...]):
+        self.transposed = isinstance(module, (nn.ConvTranspose1d, nn.ConvTranspose2d,
+                                              nn.ConvTranspose3d))
+        self.x_shape, self.y_shape = tuple(x_shape), tuple(y_shape)
+        self.kernel, self.stride = tuple(module.kernel_size), tuple(module.stride)
+        self.padding, self.dilation = _padding(module), tuple(module.dilation)
+        self.oc, self.groups = module.out_channels, module.groups
+
+    def descriptor(self) -> str:
+        axes = "dhw"[3 - len(self.kernel):]
+        fields = [f"mb{self.x_shape[0]}ic{self.x_shape[1]}"]
+        fields += [f"i{a}{n}" for a, n in zip(axes, self.x_shape[2:])]
+        fields.append(f"oc{self.oc}")
+        for prefix, values in (("k", self.kernel), ("p", self.padding), ("s", self.stride),
+                               ("d", self.dilation)):
+            fields += [f"{prefix}{a}{n}" for a, n in zip(axes, values)]
+        return ("deconv:" if self.transposed else "") + "".join(fields) + f"g{self.groups}"
+
+    def flops(self) -> float:
+        # every (input, output, tap) product of the convolution: a transposed one's taps meet
+        # each input point, a convolution's each output point
+        points = self.x_shape[2:] if self.transposed else self.y_shape[2:]
+        taps = 1
+        for n in tuple(self.kernel) + tuple(points):
+            taps *= n
+        return 2.0 * self.x_shape[0] * self.oc * (self.x_shape[1] // self.groups) * taps
 
 
 def _padding(conv):
@@ -173,7 +211,7 @@ def _padding(conv):
 def conv_problems(model: nn.Module, x: torch.Tensor) -> List[Tuple[str, BenchProblem]]:
     """[(module name, BenchProblem)] for every conv module that a forward pass on x runs, in
     the order of model.named_modules()."""
-    convs = _conv_modules(model)
+    convs = _conv_modules(model, (nn.Conv2d,))
     shapes: Dict[str, Tuple[int, ...]] = {}
 
     def recorder(name):
@@ -201,6 +239,26 @@ def conv_problems(model: nn.Module, x: torch.Tensor) -> List[Tuple[str, BenchPro
             sh=m.stride[0], sw=m.stride[1], ph=ph, pw=pw, dh=m.dilation[0], dw=m.dilation[1],
             g=m.groups, name=name)))
     return problems
+
+
+def nd_layers(model: nn.Module, x: torch.Tensor) -> List[Tuple[str, NdLayer]]:
+    """[(module name, NdLayer)] for every 1-D, 3-D or transposed conv module that a forward pass
+    on x runs (their first call), in the order of model.named_modules()."""
+    convs = _conv_modules(model, _ND_CONVS)
+    shapes: Dict[str, Tuple[Tuple[int, ...], Tuple[int, ...]]] = {}
+
+    def recorder(name):
+        def hook(module, args, output):
+            shapes.setdefault(name, (tuple(args[0].shape), tuple(output.shape)))
+        return hook
+    handles = [m.register_forward_hook(recorder(name)) for name, m in convs]
+    try:
+        with torch.inference_mode():
+            model(x)
+    finally:
+        for h in handles:
+            h.remove()
+    return [(name, NdLayer(m, *shapes[name])) for name, m in convs if name in shapes]
 
 
 def _input(batch, size, seed, name=None):
@@ -490,6 +548,7 @@ def bench_model(name: str, batch: int = 1, size: int = 224, train: bool = False,
     model = build_model(name, seed)
     x = _input(batch, size, seed, name)
     problems = conv_problems(model, x)
+    others = nd_layers(model, x)  # timed per layer in inference only
     models = {
         "pytorch nchw": model,
         # channels_last_3d for 5-D inputs, N x L x C memory for 1-D ones (bench_networks)
@@ -504,7 +563,7 @@ def bench_model(name: str, batch: int = 1, size: int = 224, train: bool = False,
               "input_shape": list(x.shape), "algo": algo, "fuse": fuse,
               "freeze": freeze,
               "parameters": sum(p.numel() for p in model.parameters()),
-              "conv_layers": len(problems), "warmup": warmup, "algo_fallback": fallback,
+              "conv_layers": len(problems) + len(others), "warmup": warmup, "algo_fallback": fallback,
               "failed": {}}
 
     if train:
@@ -599,7 +658,8 @@ def bench_model(name: str, batch: int = 1, size: int = 224, train: bool = False,
                                               _layout(best_cc), _layout(best_torch), layer_reps,
                                               time_limit / 2, status, seed))
         elif layer_reps > 0:
-            result.update(_bench_layers(name, problems, models[best_cc], inputs[best_cc],
+            result.update(_bench_layers(name, problems + others, models[best_cc],
+                                        inputs[best_cc],
                                         models[best_torch], inputs[best_torch], layer_reps,
                                         time_limit / 2, status))
     status.clear()
@@ -653,6 +713,8 @@ def _bench_layers(name, problems, cc_model, cc_input, torch_model, torch_input, 
         if isinstance(module, convcore_torch.Conv2d):
             algo = getattr(module, "last_algo", None) or "?"
             algo = algo.name.lower() if hasattr(algo, "name") else str(algo)
+        elif isinstance(problem, NdLayer) and hasattr(module, "algo"):
+            algo = f"{module.algo} (nd)"  # the layer's setting: what auto chose is not exposed
         else:
             algo = "pytorch"  # a Conv2d subclass that convert() leaves alone
         rows.append({"layer": layer, "problem": problem.descriptor(), "algo": algo,

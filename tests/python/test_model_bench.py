@@ -285,13 +285,40 @@ def test_model_options_need_model(capsys):
 def test_nd_network_end_to_end_and_training():
     """A bench_networks model (wav2vec 2.0's Conv1d feature extractor: its own input, no class
     scores) runs as the four contenders, in inference and in training (the output's mean square)."""
+    rows = None
     for train in (False, True):
-        (result,) = model_bench.run(["wav2vec2_fe"], batch=1, reps=2, layer_reps=0, time_limit=5,
-                                    train=train, engines=(), log=quiet)["models"]
+        (result,) = model_bench.run(["wav2vec2_fe"], batch=1, reps=2, layer_reps=0 if train else 2,
+                                    time_limit=5, train=train, engines=(), log=quiet)["models"]
         check_end_to_end(result, reps=2)
         assert result["correct"] and result["input_shape"] == [1, 1, 16000]
+        assert result["conv_layers"] == 7
         assert "input 1x16000" in model_bench.format_model(result)
+        rows = rows or {r["layer"]: r for r in result.get("layers", [])}
+    # inference's per-layer rows: one per Conv1d, described as an NdLayer
+    assert sorted(rows) == sorted(f"layers.{i}" for i in (0, 3, 5, 7, 9, 11, 13))
+    first = rows["layers.0"]
+    assert first["problem"] == "mb1ic1iw16000oc512kw10pw0sw5dw1g1"
+    assert first["gflops"] == pytest.approx(2 * 512 * 10 * 3199 / (first["convcore_ms"] * 1e6))
+    assert all(r["convcore_ms"] > 0 and r["pytorch_ms"] > 0 for r in rows.values())
     assert {"r3d_18", "mc3_18", "r2plus1d_18", "unet3d", "wav2vec2_fe"} <= set(model_bench.model_names())
+
+
+def test_nd_layer_descriptors_and_flops(torch):
+    """NdLayer: 3-D and transposed layers' benchdnn-style descriptors (depth fields first, a
+    transposed layer's sizes those of its input) and FLOPs (a transposed layer's taps meet each
+    input point)."""
+    from convcore.bench_networks import UNet3d
+    model = UNet3d(widths=(4, 8)).eval()
+    layers = dict(model_bench.nd_layers(model, torch.randn(1, 1, 8, 8, 8)))
+    assert len(layers) == len([m for m in model.modules()
+                               if isinstance(m, (nn.Conv3d, nn.ConvTranspose3d))])
+    first, up = layers["down.0.0"], layers["up.0"]
+    assert first.descriptor() == ("mb1ic1id8ih8iw8oc4kd3kh3kw3pd1ph1pw1sd1sh1sw1dd1dh1dw1g1")
+    assert first.flops() == 2 * 4 * 1 * 27 * 8 ** 3
+    assert up.descriptor() == ("deconv:mb1ic8id4ih4iw4oc4kd2kh2kw2pd0ph0pw0sd2sh2sw2dd1dh1dw1g1")
+    assert up.flops() == 2 * 4 * 8 * 8 * 4 ** 3
+    # no 2-D BenchProblem for them: conv_problems describes Conv2d layers only
+    assert model_bench.conv_problems(model, torch.randn(1, 1, 8, 8, 8)) == []
 
 
 def test_unet3d_converts_and_matches(torch):
