@@ -12,6 +12,7 @@
 #include "core/api_util.hpp"
 #include "core/error.hpp"
 #include "cpu/fft_3d.hpp"
+#include "cpu/cyclic_minimal_3d.hpp"
 #include "cpu/winograd_3d.hpp"
 
 namespace convcore {
@@ -161,14 +162,15 @@ cpu::winograd_3d::Depth forward_axis(const DepthProblem& p) {
 }
 
 // How a native 3-D algorithm runs this plan, or none (the decomposition runs it): the
-// F(m x m, 3x3) of cpu/winograd_3d.hpp (m > 0) or the 3-D FFT of cpu/fft_3d.hpp (fft), and
-// the forward problem it runs: its planes and depth axis. `rep` is the representative 2-D problem.
+// F(m x m, 3x3) of cpu/winograd_3d.hpp (m > 0), the 3-D FFT of cpu/fft_3d.hpp (fft) or the nested
+// CYCLIC_MINIMAL of cpu/cyclic_minimal_3d.hpp (cyclic), and the forward problem it runs: its
+// planes and depth axis. `rep` is the representative 2-D problem.
 struct Native {
     int64_t m = 0;
-    bool fft = false;
+    bool fft = false, cyclic = false;
     ConvProblem plane;
     cpu::winograd_3d::Depth axis;
-    bool any() const { return m > 0 || fft; }
+    bool any() const { return m > 0 || fft || cyclic; }
 };
 Native native_form(const DepthProblem& p, const ConvProblem& rep, convcoreConvolutionPass_t pass, int algo) {
     const bool forward = pass == CONVCORE_PASS_FORWARD, backward_data = pass == CONVCORE_PASS_BACKWARD_DATA;
@@ -176,6 +178,8 @@ Native native_form(const DepthProblem& p, const ConvProblem& rep, convcoreConvol
     if (forward) {
         n.m = algo == CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3 ? 2 : algo == CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3 ? 4 : 0;
         n.fft = algo == CONVCORE_FWD_ALGO_FFT;
+        // The nested cyclic runs where it makes fewer 2-D convolutions than the per-tap form.
+        n.cyclic = algo == CONVCORE_FWD_ALGO_CYCLIC_MINIMAL && cpu::cyclic_3d::nests(forward_axis(p));
     }
     if (backward_data) {
         n.m = algo == CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3 ? 2 : algo == CONVCORE_BWD_DATA_ALGO_WINOGRAD_4X4_3X3 ? 4 : 0;
@@ -212,6 +216,7 @@ Native native_form(const DepthProblem& p, const ConvProblem& rep, convcoreConvol
         n.axis = cpu::winograd_3d::Depth{p.taps, p.d_out, p.d_in, reach_d - p.pad, 1, p.dil};
     }
     if (n.fft) return cpu::fft_3d::why_not(n.plane, n.axis).empty() ? n : Native{};
+    if (n.cyclic) return cpu::cyclic_3d::why_not(n.plane, n.axis).empty() ? n : Native{};
     n.plane.nhwc = true;
     if (!cpu::winograd_3d::why_not(n.plane, n.m).empty()) return {};
     return n;
@@ -227,12 +232,15 @@ convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolu
     const Native native = native_form(prob, plan.prob, pass, algo);
     depth->native_m = native.m;
     depth->native_fft = native.fft;
+    depth->native_cyclic = native.cyclic;
     if (native.any()) {
         const ConvProblem& plane = depth->native_plane = native.plane;
         const cpu::winograd_3d::Depth& axis = depth->native_axis = native.axis;
         const int64_t m = native.m;
         if (native.fft) {
             depth->workspace = cpu::fft_3d::workspace_bytes(plane, axis);
+        } else if (native.cyclic) {
+            depth->workspace = cpu::cyclic_3d::workspace_bytes(plane, axis);
         } else {
             depth->native_nested = cpu::winograd_3d::nests(axis, m);
             const size_t u_bytes = depth->native_nested ? cpu::winograd_3d::nested_filter_bytes(plane, m)
@@ -342,6 +350,11 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
         if (depth.native_fft) {
             cpu::fft_3d::forward(depth.native_plane, ctx, depth.native_axis, in0, backward_data ? p.y_strides : p.x_strides,
                                  w, out, backward_data ? p.x_strides : p.y_strides, alpha_value, beta_value, scratch);
+            return;
+        }
+        if (depth.native_cyclic) {
+            cpu::cyclic_3d::forward(depth.native_plane, ctx, depth.native_axis, in0, p.x_strides, w, out, p.y_strides,
+                                    alpha_value, beta_value, scratch);
             return;
         }
         const auto run_native = depth.native_nested ? cpu::winograd_3d::nested_forward : cpu::winograd_3d::forward;

@@ -30,6 +30,11 @@
 // pass, and backward data where every stride is 1 and one group, as above) where more than one
 // depth tap reaches the output: FFTW's rank-3 transforms, each input volume transformed once.
 //
+// CYCLIC_MINIMAL runs natively in the forward pass (cpu/cyclic_minimal_3d.hpp: on the CPU, w
+// packed, any x and y strides, 2 or 3 depth taps with stride and dilation 1) where its nesting
+// makes fewer 2-D convolutions than the per-tap form (cyclic_3d::nests): the 4-point cyclic
+// convolution along the depth around the 2-D CYCLIC_MINIMAL.
+//
 // Selection and queries: a 3-D problem's 2-D problems differ only in their batch; Get ranks the
 // algorithms on the one with the largest batch (representative()), and Get, Find and Select
 // answer with the 3-D plans' workspaces and times (core/selection.hpp). A decomposed plan's
@@ -104,6 +109,7 @@ struct DepthPlan {
     int64_t native_m = 0;  // > 0: cpu/winograd_3d.hpp's F(m x m, 3x3) runs the whole problem
     bool native_nested = false;  // ... as the nested F(m x m x m, 3x3x3) (winograd_3d::nests)
     bool native_fft = false;  // cpu/fft_3d.hpp's 3-D FFT runs the whole problem
+    bool native_cyclic = false;  // cpu/cyclic_minimal_3d.hpp's nested CYCLIC_MINIMAL runs it
     // The forward problem it runs: its planes (N images, packed NHWC) and depth axis; for
     // backward data the one that makes dx from dy (by w transposed and mirrored)
     ConvProblem native_plane;
@@ -112,7 +118,7 @@ struct DepthPlan {
     size_t transposed_bytes = 0;  // native backward data: w transposed, at the workspace's start
     size_t workspace = 0;  // the largest of the plans' workspaces (native: its own)
     const convcoreConvolutionPlanStruct& plan_for(int64_t count) const;
-    bool native() const { return native_m > 0 || native_fft; }
+    bool native() const { return native_m > 0 || native_fft || native_cyclic; }
 };
 
 // A 3-D plan for `algo`: the representative 2-D plan (its algorithm, solver, checks), with the

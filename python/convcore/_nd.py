@@ -357,19 +357,32 @@ class NdConvolution:
         return self._merged
 
     _NATIVE_ALGOS = {"AUTO": "WINOGRAD_4X4_3X3", "WINOGRAD_4X4_3X3": "WINOGRAD_4X4_3X3",
-                     "WINOGRAD_2X2_3X3": "WINOGRAD_2X2_3X3", "FFT": "FFT"}
+                     "WINOGRAD_2X2_3X3": "WINOGRAD_2X2_3X3", "FFT": "FFT",
+                     "CYCLIC_MINIMAL": "CYCLIC_MINIMAL"}
 
     def _native_algo(self, x: Any, w: Any, algo: Any) -> Optional[str]:
         """The algorithm the "native" schedule runs for this forward problem, None when it does
         not apply (float32/float64 on the CPU): the C API's 3-D Winograd for T x 3 x 3 filters
         with stride and dilation 1 in H and W and one group; its 3-D FFT (algo "fft") for filters
-        of more than one depth tap."""
+        of more than one depth tap; its nested CYCLIC_MINIMAL for 2 or 3 depth taps with depth
+        stride and dilation 1 where that makes fewer 2-D convolutions than the taps (5 per tile of
+        5 - T output depths; cpu/cyclic_minimal_3d.hpp)."""
         name = self._NATIVE_ALGOS.get(str(algo).upper())
         if (self.dims != 3 or name is None or not _kind(x).endswith("@cpu")
                 or "float" not in str(x.dtype) or "16" in str(x.dtype)):
             return None
         if name == "FFT":
             return name if w.shape[2] > 1 else None
+        if name == "CYCLIC_MINIMAL":
+            taps, d = w.shape[2], self.desc
+            plane_filter = tuple(w.shape[3:]) in ((3, 3), (2, 2), (1, 3), (1, 2), (3, 1), (2, 1))
+            if (taps not in (2, 3) or not plane_filter or any(v != 1 for v in d.stride)
+                    or any(v != 1 for v in d.dilation)):
+                return None
+            d_out = self.output_shape(x.shape, w.shape)[2]
+            per_tap = sum(max(0, min(d_out, x.shape[2] - (t - d.padding[0])) - max(0, d.padding[0] - t))
+                          for t in range(taps))
+            return name if -(-d_out // (5 - taps)) * 5 < per_tap else None
         winograd = (tuple(w.shape[3:]) == (3, 3) and self.desc.groups == 1
                     and tuple(self.desc.stride[1:]) == (1, 1) and tuple(self.desc.dilation[1:]) == (1, 1))
         return name if winograd else None
@@ -383,6 +396,8 @@ class NdConvolution:
         d = self.desc
         if (any(s != 1 for s in d.stride) or d.groups != 1
                 or any(p > dil * (k - 1) for p, dil, k in zip(d.padding, d.dilation, w.shape[2:]))):
+            return None
+        if self._NATIVE_ALGOS.get(str(algo).upper()) == "CYCLIC_MINIMAL":  # a forward algorithm only
             return None
         name = self._native_algo(dy, w, algo)
         return name if name == "FFT" or all(dil == 1 for dil in d.dilation) else None
@@ -480,8 +495,8 @@ class NdConvolution:
         y_shape = self.output_shape(x.shape, w.shape)
         sd = self.desc.stride[0]
         taps = self._depth_geometry(x.shape[2], y_shape[2], w.shape[2])
-        native_fft = schedule == "native" and self._native_algo(x, w, algo) == "FFT"
-        x_run = x if native_fft else ndhwc(x)  # the 3-D FFT reads any strides
+        reads_any = schedule == "native" and self._native_algo(x, w, algo) in ("FFT", "CYCLIC_MINIMAL")
+        x_run = x if reads_any else ndhwc(x)  # the 3-D FFT and cyclic read any strides
 
         def accumulate(y, beta_y):
             if schedule == "merged":

@@ -804,6 +804,79 @@ TEST(Conv3d, NativeFft) {
     EXPECT_EQ(backward, 4);
 }
 
+// CYCLIC_MINIMAL runs a 3-D forward problem natively, nested over the depth
+// (cpu/cyclic_minimal_3d.hpp), where its 5 products per tile of 4 - T + 1 output planes are fewer
+// 2-D convolutions than the per-tap form's: 2 and 3 depth taps with depth padding 0 to 1, the
+// plane filters the 2-D CYCLIC_MINIMAL takes (3x3, 2x2, 1x3, 3x1; its fused path at C/g <= 4 and its
+// GEMM path above), groups, true convolution, odd sizes and output depths that are not whole
+// tiles. Both layouts and precisions: beta 0 on a NaN y, alpha 1.5 / beta 0.5 on earlier values,
+// through a plan and a call. The workspace says the nested form ran: 5 depth-transformed filters,
+// input planes and output planes, then the 2-D CYCLIC_MINIMAL's own for the batch of (tile, image)
+// planes (asked of the C API as a 2-D problem).
+const Case3d kCyclicCases[] = {
+    // n  c  d  h  w  k  t  r  s  pd ph pw sd sh sw dd dh dw  g  flip
+    {2, 3, 8, 6, 5, 4, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, false},
+    {1, 6, 11, 5, 7, 4, 3, 2, 2, 0, 1, 0, 1, 1, 1, 1, 1, 1, 2, true},
+    {1, 4, 9, 7, 6, 6, 2, 3, 3, 0, 2, 1, 1, 1, 1, 1, 1, 1, 1, true},
+    {2, 5, 10, 1, 9, 3, 3, 1, 3, 1, 0, 1, 1, 1, 1, 1, 1, 1, 1, false},
+    {1, 3, 8, 7, 4, 5, 3, 3, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1, true},
+    {1, 9, 8, 6, 6, 7, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, false},
+};
+
+// The nested form's workspace for p (cyclic_minimal_3d.cpp's Sizes), in bytes.
+size_t nested_cyclic_workspace(convcoreHandle_t handle, const Case3d& p, convcoreDataType_t dt) {
+    const size_t elem = dt == CONVCORE_DATA_DOUBLE ? 8 : 4;
+    const int64_t outputs = 4 - p.t + 1, batch = p.n * ((p.od() + outputs - 1) / outputs);
+    const auto lines = [&](int64_t elems) { return (size_t(elems) * elem + 63) / 64 * 64; };
+    convcore::TensorDesc x, y;
+    convcore::FilterDesc w;
+    convcore::ConvDesc conv;
+    convcore::check(convcoreSetTensor4dDescriptor(x, dt, batch, p.c, p.h, p.w));
+    convcore::check(convcoreSetTensor4dDescriptor(y, dt, batch, p.k, p.oh(), p.ow()));
+    convcore::check(convcoreSetFilter4dDescriptor(w, dt, p.k, p.cg(), p.r, p.s));
+    convcore::check(convcoreSetConvolution2dDescriptor(conv, p.pad_h, p.pad_w, 1, 1, 1, 1,
+                                                       p.flip ? CONVCORE_CONVOLUTION : CONVCORE_CROSS_CORRELATION));
+    conv.set_groups(p.groups);
+    size_t plane_bytes = 0;
+    convcore::check(convcoreGetConvolutionForwardWorkspaceSize(handle, x, w, conv, y, CONVCORE_FWD_ALGO_CYCLIC_MINIMAL,
+                                                               &plane_bytes));
+    return 5 * (lines(p.k * p.cg() * p.r * p.s) + lines(batch * p.c * p.h * p.w) +
+                lines(batch * p.k * p.oh() * p.ow())) + lines(int64_t((plane_bytes + elem - 1) / elem));
+}
+
+template <typename T>
+void check_native_cyclic(convcoreHandle_t handle, const Case3d& p, bool cl, std::mt19937& rng) {
+    const bool f64 = std::is_same<T, double>::value;
+    const convcoreDataType_t dt = f64 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT;
+    const Descs3d d(p, cl, dt, /*filter_cl=*/false);
+    const Data3d<T> data(p, d, cl, rng);
+    const auto algo = CONVCORE_FWD_ALGO_CYCLIC_MINIMAL;
+    const double bound = declared_bound(CONVCORE_PASS_FORWARD, algo, f64);
+    const T one = 1, zero = 0, alpha = T(1.5), beta = T(0.5);
+    convcore::Plan plan(handle, CONVCORE_PASS_FORWARD, d.x, d.w, d.conv, d.y, algo);
+    EXPECT_EQ(plan.workspace_size(), nested_cyclic_workspace(handle, p, dt)) << "the nested form runs it";
+    std::vector<char> ws(plan.workspace_size());
+    std::vector<T> y(p.y_size(), std::numeric_limits<T>::quiet_NaN());
+    plan.execute(&one, data.xm.data(), data.wm.data(), &zero, y.data(), ws.data(), ws.size());
+    EXPECT_LE(error_of(from_memory(y, d.yd, cl), data.y_ref), bound);
+    const auto y0 = rounded<T>(random_vector(p.y_size(), rng));
+    y = to_memory<T>(y0, d.yd, cl);
+    ASSERT_OK(convcoreConvolutionForward(handle, &alpha, d.x, data.xm.data(), d.w, data.wm.data(), d.conv, algo,
+                                         ws.data(), ws.size(), &beta, d.y, y.data()));
+    EXPECT_LE(error_of(from_memory(y, d.yd, cl), blend(1.5, data.y_ref, 0.5, y0)), bound);
+}
+
+TEST(Conv3d, NativeCyclic) {
+    convcore::Handle handle;
+    std::mt19937 rng(45);
+    for (const Case3d& p : kCyclicCases)
+        for (bool cl : {false, true}) {
+            SCOPED_TRACE(case_name(p, cl));
+            check_native_cyclic<float>(handle, p, cl, rng);
+            check_native_cyclic<double>(handle, p, cl, rng);
+        }
+}
+
 // Get, Find and Select answer for the 3-D problem itself, not only its representative 2-D one:
 // Get's and Find's memory is each algorithm's 3-D workspace (the native Winograd's U holds T
 // taps: more than the 2-D problem's), Find times 3-D runs under a find-db key of its own (a 2-D

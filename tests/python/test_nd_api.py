@@ -176,6 +176,35 @@ def test_native_fft_matches_the_reference(problem, mode):
                                   backward_data(dy)) <= tol
 
 
+# The "native" schedule with algo "cyclic_minimal": the C API's CYCLIC_MINIMAL nested over the
+# depth (cpu/cyclic_minimal_3d.hpp), 2 or 3 depth taps over enough output depths, on 5-D arrays in
+# either memory order; groups. It is a forward algorithm: backward data has no native schedule.
+CYCLIC_PROBLEMS = [
+    ((1, 3, 8, 6, 5), (4, 3, 3, 3, 3), (1, 1, 1), (1, 1, 1), (1, 1, 1), 1),
+    ((2, 4, 9, 5, 7), (6, 2, 2, 2, 2), (0, 1, 0), (1, 1, 1), (1, 1, 1), 2),
+]
+
+
+@pytest.mark.parametrize("mode", ["cross_correlation", "convolution"])
+@pytest.mark.parametrize("problem", CYCLIC_PROBLEMS, ids=ids)
+def test_native_cyclic_matches_the_reference(problem, mode):
+    x, w = arrays(problem)
+    _, _, padding, stride, dilation, groups = problem
+    y_ref, _, _ = convnd_reference(x, w, padding, stride, dilation, groups, mode)
+    for dtype, tol in ((np.float64, 1e-10), (np.float32, 1e-4)):
+        conv = with_schedule(convcore.Convolution(padding=padding, stride=stride, dilation=dilation,
+                                                  groups=groups, mode=mode), "native")
+        xd, wd = x.astype(dtype), w.astype(dtype)
+        for a in (xd, np.ascontiguousarray(xd.transpose(0, 2, 3, 4, 1)).transpose(0, 4, 1, 2, 3)):
+            assert relative_error(conv.forward(a, wd, algo="cyclic_minimal"), y_ref) <= tol
+        out = np.random.default_rng(6).uniform(-1, 1, y_ref.shape).astype(dtype)
+        expected = 0.5 * y_ref + 2.0 * out
+        conv.forward(xd, wd, algo="cyclic_minimal", out=out, alpha=0.5, beta=2.0)
+        assert relative_error(out, expected) <= tol
+        with pytest.raises(convcore.NotSupportedError, match="native"):
+            conv.backward_data(y_ref.astype(dtype), wd, x.shape, algo="cyclic_minimal")
+
+
 # The "merged" schedule: T x 1 x 1 filters, stride 1 and padding 0 in H and W, as the 2-D problem
 # on N x C x D x (H*W) (every pass).
 MERGED_PROBLEMS = [
