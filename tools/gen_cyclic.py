@@ -440,6 +440,57 @@ def additions(mat):
     return sum(max(0, sum(1 for v in mat.row(i) if v != 0) - 1) for i in range(mat.rows))
 
 
+# ---- 3-D: the 1-D algorithm along the depth nested around the 2-D one ------------------------
+
+# (depth variant, plane variant): CYCLIC_MINIMAL's native 3-D form (cpp/cpu/cyclic_minimal_3d.cpp)
+VARIANTS_3D = [("C4F3Row", "C4F3"), ("C4F2Row", "C4F2")]
+
+
+def verify_nested_3d(v1, v2):
+    """The nested 3-D overlap-save algorithm, flat: A3 = A1 (x) A2, B3 = B1 (x) B2,
+    C3 = C1 (x) C2 (depth index major), out = C3 (A3 vec(d) .* B3 vec(g)), for a (F1 x F2 x F2)
+    filter on (N x N x N) tiles. Verified exactly: the algorithm is bilinear, so it equals the
+    direct 3-D cross-correlation iff every (input element, filter element) pair gives exactly the
+    correlation's coefficient at every output (rational arithmetic on each of the pairs).
+    Returns (multiplications, outputs per tile)."""
+    from fractions import Fraction
+    n, f1, o1, f2, o2 = v1["n"], v1["f"], v1["o"], v2["f"], v2["o"]
+    A3, B3, C3 = (kron(v1["A"], v2["A"]), kron(v1["B"], v2["B"]), kron(v1["C"], v2["C"]))
+    A3, C3 = [[int(v) for v in A3.row(i)] for i in range(A3.rows)], [[int(v) for v in C3.row(i)] for i in range(C3.rows)]
+    B3 = [[Fraction(int(Rational(v).p), int(Rational(v).q)) for v in B3.row(i)] for i in range(B3.rows)]
+    m = len(A3)
+    for a in range(n ** 3):
+        ad, ah, aw = a // (n * n), a // n % n, a % n
+        for b in range(f1 * f2 * f2):
+            bt, bu, bv = b // (f2 * f2), b // f2 % f2, b % f2
+            prod = [A3[i][a] * B3[i][b] for i in range(m)]
+            for o in range(o1 * o2 * o2):
+                od, oh, ow = o // (o2 * o2), o // o2 % o2, o % o2
+                want = 1 if (ad, ah, aw) == (od + bt, oh + bu, ow + bv) else 0
+                if sum(C3[o][i] * prod[i] for i in range(m) if prod[i]) != want:
+                    raise SystemExit(f"3-D nested ({f1}x{f2}x{f2} filter): wrong at output {o}, input {a}, "
+                                     f"filter {b}")
+    return m, o1 * o2 * o2
+
+
+def split_count(n, dims):
+    """Multiplications of Pitas' construction in `dims` variables with every block split into
+    fields (Eq. 21 applied to every pair of factors): each combination of cyclotomic factors
+    Phi_d1 .. Phi_dk is the tensor product of the fields Q(zeta_di), which is
+    Q(zeta_lcm)^(copies) (copies = prod phi(di) / phi(lcm), folded pairwise); a product in a field
+    of degree k takes 2k - 1 multiplications. N = 4: 5 (1-D), 22 (2-D), 92 (3-D)."""
+    from itertools import product
+    total = 0
+    for ds in product(sympy.divisors(n), repeat=dims):
+        order, copies = 1, 1
+        for d in ds:
+            lcm = sympy.ilcm(order, d)
+            copies = copies * sympy.totient(order) * sympy.totient(d) // sympy.totient(lcm)
+            order = lcm
+        total += copies * (2 * sympy.totient(order) - 1)
+    return int(total)
+
+
 # ---- the paper's own 3x3 matrices (Eqs. 33, 34) ----------------------------------------------
 
 PAPER_A = [
@@ -621,11 +672,24 @@ namespace cyclic {
         body += emit_cyclic(n, cyclic[n])
     for cname, purpose, v in variants:
         body += emit_variant(cname, purpose, v)
+    built_1d = {}
     for cname, n, f, purpose in VARIANTS_1D:
         v = build_variant_1d(n, f)
         print(f"{cname}: 1-D N={n} F={f}: {v['M']} multiplications per tile, {v['o']} outputs; "
               f"verified exactly (cyclic convolution, overlap-save correlation)")
         body += emit_variant_1d(cname, purpose, v)
+        built_1d[cname] = v
+    for depth_name, plane_name in VARIANTS_3D:
+        v1, v2 = built_1d[depth_name], next(v for c, _, v in variants if c == plane_name)
+        m, outs = verify_nested_3d(v1, v2)
+        f, n = v1["f"], v1["n"]
+        per_tap = Rational(f * v2["M"], v2["o"] ** 2)
+        print(f"3-D nested {depth_name} x {plane_name}: {f}x{v2['f']}x{v2['f']} filter, {m} multiplications per "
+              f"{n}x{n}x{n} tile, {outs} outputs ({Rational(m, outs)} per output; per-tap 2-D: {per_tap}, "
+              f"direct: {f * v2['f'] ** 2}); verified exactly (3-D cross-correlation)")
+    print(f"3-D N=4 cyclic: nested 1-D x 2-D {5 * 22} multiplications; Pitas' construction with every "
+          f"factor pair split: {split_count(4, 3)} (1-D {split_count(4, 1)}, 2-D {split_count(4, 2)}; "
+          f"N=3: {split_count(3, 2)} in 2-D, {split_count(3, 3)} in 3-D)")
     tail = "}  // namespace cyclic\n}  // namespace convcore\n"
     return head + body + tail
 

@@ -27,6 +27,12 @@ def test_generated_cyclic_tables_are_up_to_date(tmp_path):
     assert "C4F3: N=4 F=3: 22 multiplications per tile, 2x2 outputs; verified exactly" in run.stdout
     assert "C3F2: N=3 F=2: 13 multiplications" in run.stdout
     assert "9 of 9 outputs equal the cyclic convolution" in run.stdout  # the paper's Eqs. 33-34
+    # CYCLIC_MINIMAL's 3-D form (cpu/cyclic_minimal_3d.cpp): the nesting, checked exactly, and
+    # the count of the fully split construction it is compared with
+    assert ("3-D nested C4F3Row x C4F3: 3x3x3 filter, 110 multiplications per 4x4x4 tile, 8 outputs"
+            in run.stdout)
+    assert "3-D nested C4F2Row x C4F2: 2x2x2 filter, 110 multiplications" in run.stdout
+    assert "every factor pair split: 92 (1-D 5, 2-D 22; N=3: 13 in 2-D, 40 in 3-D)" in run.stdout
     with open(COMMITTED) as fh:
         committed = fh.read()
     assert out.read_text() == committed, (
