@@ -45,6 +45,13 @@ bool is_packed_nhwc(const int64_t dims[4], const int64_t strides[4]) {
     return same_layout(dims, strides, expect);
 }
 
+// Each image packed NHWC (H x W x C), the images at any distance: a batch of depth planes read
+// with a depth stride, or images taken from a larger batch.
+static bool images_packed_nhwc(const int64_t dims[4], const int64_t strides[4]) {
+    const int64_t image[4] = {1, dims[1], dims[2], dims[3]};
+    return is_packed_nhwc(image, strides);
+}
+
 bool ConvProblem::x_packed() const {
     const int64_t dims[4] = {n, c, h, w};
     return is_packed(dims, x_strides);
@@ -94,7 +101,11 @@ ConvProblem run_problem(const ConvProblem& prob, bool (*runs_nhwc)(const ConvPro
     // image's output is one pixel (a squeeze-excitation's 1x1 on a 1x1 map): NCHW's output planes
     // would be one value wide, while NHWC's pixel rows are the channels, a matrix-vector product.
     const bool both_ways = prob.x_packed() && prob.y_packed();
-    if (!runs_nhwc || (both_ways && prob.p * prob.q != 1) || !prob.activations_nhwc() || !runs_nhwc(out))
+    // Images packed NHWC at any distance run NHWC too: staging them is a copy of whole pixels,
+    // where an NCHW run would transpose x in and y out.
+    const int64_t xd[4] = {prob.n, prob.c, prob.h, prob.w}, yd[4] = {prob.n, prob.k, prob.p, prob.q};
+    const bool nhwc_images = images_packed_nhwc(xd, prob.x_strides) && images_packed_nhwc(yd, prob.y_strides);
+    if (!runs_nhwc || (both_ways && prob.p * prob.q != 1) || !nhwc_images || !runs_nhwc(out))
         return out;
     packed_nhwc_strides(out.n, out.c, out.h, out.w, out.x_strides);
     packed_nhwc_strides(out.n, out.k, out.p, out.q, out.y_strides);

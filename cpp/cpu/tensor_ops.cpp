@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <type_traits>
 #include <vector>
 
@@ -16,15 +17,26 @@ namespace convcore {
 namespace cpu {
 namespace {
 
-// Calls f(src_offset, dst_offset) for every element, parallel over the three outer axes.
+// Calls f(src_offset, dst_offset) for every element, parallel over the three outer axes. The
+// innermost loop runs along the axis where the destination's stride is smallest (W for NCHW, C
+// for NHWC), so each thread walks the destination's contiguous runs.
 template <typename F>
 void for_each_element(const Context& ctx, const Strided4d& s, const Strided4d& d, F f) {
-    const int64_t outer = s.dims[0] * s.dims[1] * s.dims[2];
+    int inner = 3;
+    for (int axis = 0; axis < 4; ++axis)
+        if (s.dims[axis] > 1 && (s.dims[inner] == 1 || std::abs(d.strides[axis]) < std::abs(d.strides[inner])))
+            inner = axis;
+    int outer_axes[3], count = 0;
+    for (int axis = 0; axis < 4; ++axis)
+        if (axis != inner) outer_axes[count++] = axis;
+    const int64_t d0 = s.dims[outer_axes[0]], d1 = s.dims[outer_axes[1]], d2 = s.dims[outer_axes[2]];
+    const int64_t s_in = s.strides[inner], d_in = d.strides[inner], len = s.dims[inner];
 #pragma omp parallel for num_threads(ctx.threads()) schedule(static)
-    for (int64_t i = 0; i < outer; ++i) {
-        const int64_t h = i % s.dims[2], c = (i / s.dims[2]) % s.dims[1], n = i / (s.dims[2] * s.dims[1]);
-        const int64_t so = offset4(n, c, h, 0, s.strides), dof = offset4(n, c, h, 0, d.strides);
-        for (int64_t w = 0; w < s.dims[3]; ++w) f(so + w * s.strides[3], dof + w * d.strides[3]);
+    for (int64_t i = 0; i < d0 * d1 * d2; ++i) {
+        const int64_t i2 = i % d2, i1 = i / d2 % d1, i0 = i / (d2 * d1);
+        const int64_t so = i0 * s.strides[outer_axes[0]] + i1 * s.strides[outer_axes[1]] + i2 * s.strides[outer_axes[2]];
+        const int64_t dof = i0 * d.strides[outer_axes[0]] + i1 * d.strides[outer_axes[1]] + i2 * d.strides[outer_axes[2]];
+        for (int64_t e = 0; e < len; ++e) f(so + e * s_in, dof + e * d_in);
     }
 }
 

@@ -3,6 +3,7 @@
 // filters in KRSC; bad formats and strides named.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <random>
 #include <string>
 #include <vector>
@@ -131,4 +132,53 @@ TEST(Layouts, Im2colGemmRunsNhwcNatively) {
     CC_ASSERT_OK(convcoreGetConvolutionForwardWorkspaceSize(h, x, w3, pad1, y, CONVCORE_FWD_ALGO_IM2COL_GEMM, &bytes));
     const size_t filter = (size_t(k * c * 9) * f + 63) / 64 * 64, col = size_t(hw * hw * c * 9) * f;
     EXPECT_EQ(bytes, filter + col);
+}
+
+// x as NHWC images with gaps between them (a batch of depth planes read with a depth stride, as
+// the 3-D decomposition does) and y packed NHWC: an algorithm that runs NHWC runs this problem in
+// NHWC, staging only x by whole pixels (its workspace is the packed problem's plus x's copy; an
+// NCHW run would stage y too); every applicable algorithm matches the reference.
+TEST(Layouts, NhwcImagesWithGapsRunNhwc) {
+    convcore::Handle h;
+    const Shape s{3, 16, 9, 7, 12, 3, 3, 1, 1, 2, 2, 1, 1, 1, false};
+    const int64_t P = s.out_h(), Q = s.out_w(), image = s.h * s.w * s.c, gap = 5;
+    std::mt19937 rng(7);
+    const auto xr = rounded<float>(random_vector(size_t(s.n * s.c * s.h * s.w), rng));
+    const auto wr = rounded<float>(random_vector(size_t(s.k * s.c * s.r * s.s), rng));
+    const auto ref = reference_conv(s, xr, wr);
+    std::vector<float> xm(size_t(s.n * (image + gap)), 0.0f), w(wr.begin(), wr.end());
+    for (int64_t n = 0; n < s.n; ++n)
+        for (int64_t c = 0; c < s.c; ++c)
+            for (int64_t i = 0; i < s.h * s.w; ++i)
+                xm[size_t(n * (image + gap) + i * s.c + c)] = float(xr[size_t((n * s.c + c) * s.h * s.w + i)]);
+    convcore::TensorDesc x, packed_x(CONVCORE_TENSOR_NHWC, CONVCORE_DATA_FLOAT, s.n, s.c, s.h, s.w);
+    CC_ASSERT_OK(convcoreSetTensor4dDescriptorEx(x, CONVCORE_DATA_FLOAT, s.n, s.c, s.h, s.w, image + gap, 1,
+                                                 s.w * s.c, s.c));
+    convcore::TensorDesc y(CONVCORE_TENSOR_NHWC, CONVCORE_DATA_FLOAT, s.n, s.k, P, Q);
+    convcore::FilterDesc wd(CONVCORE_DATA_FLOAT, s.k, s.c, s.r, s.s);
+    convcore::ConvDesc conv(1, 2, 1);  // padding 1, stride 2 (H and W)
+    int ran = 0;
+    for (int a = 0; a < CONVCORE_FWD_ALGO_COUNT; ++a) {
+        const auto algo = convcoreConvolutionFwdAlgo_t(a);
+        size_t bytes = 0, packed_bytes = 0;
+        if (convcoreGetConvolutionForwardWorkspaceSize(h, x, wd, conv, y, algo, &bytes) != CONVCORE_STATUS_SUCCESS)
+            continue;
+        SCOPED_TRACE(convcoreGetFwdAlgoName(algo));
+        CC_ASSERT_OK(convcoreGetConvolutionForwardWorkspaceSize(h, packed_x, wd, conv, y, algo, &packed_bytes));
+        if (algo == CONVCORE_FWD_ALGO_IMPLICIT_GEMM || algo == CONVCORE_FWD_ALGO_IM2COL_GEMM)  // both run NHWC
+            EXPECT_EQ(bytes, packed_bytes + (size_t(s.n * image) * sizeof(float) + 63) / 64 * 64);
+        std::vector<char> ws(bytes);
+        std::vector<float> out(size_t(s.n * s.k * P * Q), std::nanf(""));
+        const float one = 1, zero = 0;
+        CC_ASSERT_OK(convcoreConvolutionForward(h, &one, x, xm.data(), wd, w.data(), conv, algo, ws.data(), bytes,
+                                                &zero, y, out.data()));
+        std::vector<double> got(out.size());
+        for (int64_t n = 0; n < s.n; ++n)
+            for (int64_t k = 0; k < s.k; ++k)
+                for (int64_t i = 0; i < P * Q; ++i)
+                    got[size_t((n * s.k + k) * P * Q + i)] = out[size_t((n * P * Q + i) * s.k + k)];
+        EXPECT_LE(relative_error(got, ref), declared_bound(CONVCORE_PASS_FORWARD, algo, false));
+        ++ran;
+    }
+    EXPECT_GE(ran, 4);
 }
