@@ -156,8 +156,6 @@ std::string why_not(const ConvProblem& plane, const Depth& depth) {
     if (depth.stride != 1 || depth.dil != 1)
         return name + " needs depth stride and dilation 1, got " + std::to_string(depth.stride) + " and " +
                std::to_string(depth.dil);
-    ConvProblem b = plane.packed();
-    b.nhwc = false;
     const int64_t tiles = ceil_div(depth.d_out, outputs(depth));
     if (product_or_minus1({kProducts, plane.n, tiles, std::max(plane.c * plane.h * plane.w, plane.k * plane.p * plane.q),
                            int64_t(plane.elem_size())}) < 0)
