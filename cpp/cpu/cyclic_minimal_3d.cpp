@@ -55,18 +55,17 @@ struct Sizes {
     int64_t total() const { return kProducts * (w + x + z) + solver; }
 };
 
-// The depth tables of T taps as T values: A (5 x 4), B (5 x T), C (O x 5).
+// The depth tables of T taps as T values: A (5 x 4), B (5 x T), C (O x 5); zero past T and O.
 template <typename T>
 struct DepthTables {
-    T a[kProducts][kInputs], b[kProducts][3], c[3][kProducts];
-    explicit DepthTables(int64_t taps) {
+    T a[kProducts][kInputs] = {}, b[kProducts][3] = {}, c[3][kProducts] = {};
+    explicit DepthTables(int64_t taps) { taps == 3 ? fill<cyclic::C4F3Row>() : fill<cyclic::C4F2Row>(); }
+    template <class Tab>
+    void fill() {
         for (int i = 0; i < kProducts; ++i) {
-            for (int j = 0; j < kInputs; ++j)
-                a[i][j] = T(taps == 3 ? cyclic::C4F3Row::A[i][j] : cyclic::C4F2Row::A[i][j]);
-            for (int t = 0; t < 3; ++t)
-                b[i][t] = t >= taps ? T(0) : taps == 3 ? cyclic::C4F3Row::b<T>(i, t) : cyclic::C4F2Row::b<T>(i, t);
-            for (int o = 0; o < 3; ++o)
-                c[o][i] = o >= kInputs - taps + 1 ? T(0) : T(taps == 3 ? cyclic::C4F3Row::C[o][i] : cyclic::C4F2Row::C[o][i]);
+            for (int j = 0; j < kInputs; ++j) a[i][j] = T(Tab::A[i][j]);
+            for (int t = 0; t < Tab::F; ++t) b[i][t] = Tab::template b<T>(i, t);
+            for (int o = 0; o < Tab::O; ++o) c[o][i] = T(Tab::C[o][i]);
         }
     }
 };
