@@ -208,17 +208,22 @@ def _padding(conv):
     return tuple(conv.padding)
 
 
-def conv_problems(model: nn.Module, x: torch.Tensor) -> List[Tuple[str, BenchProblem]]:
-    """[(module name, BenchProblem)] for every conv module that a forward pass on x runs, in
-    the order of model.named_modules()."""
-    convs = _conv_modules(model, (nn.Conv2d,))
-    shapes: Dict[str, Tuple[int, ...]] = {}
+# {module name: (input shape, output shape)}
+_Shapes = Dict[str, Tuple[Tuple[int, ...], Tuple[int, ...]]]
+
+
+def _conv_shapes(model: nn.Module, x: torch.Tensor,
+                 types: Tuple[type, ...]) -> Tuple[List[Tuple[str, nn.Module]], _Shapes]:
+    """(the conv modules of `types`, the shapes of the first call of each that a forward pass
+    on x runs)."""
+    convs = _conv_modules(model, types)
+    shapes: _Shapes = {}
 
     def recorder(name):
-        def hook(module, args):
-            shapes.setdefault(name, tuple(args[0].shape))
+        def hook(module, args, output):
+            shapes.setdefault(name, (tuple(args[0].shape), tuple(output.shape)))
         return hook
-    handles = [m.register_forward_pre_hook(recorder(name)) for name, m in convs]
+    handles = [m.register_forward_hook(recorder(name)) for name, m in convs]
     try:
         with torch.inference_mode():
             model(x)
@@ -228,11 +233,18 @@ def conv_problems(model: nn.Module, x: torch.Tensor) -> List[Tuple[str, BenchPro
     finally:
         for h in handles:
             h.remove()
+    return convs, shapes
+
+
+def conv_problems(model: nn.Module, x: torch.Tensor) -> List[Tuple[str, BenchProblem]]:
+    """[(module name, BenchProblem)] for every conv module that a forward pass on x runs, in
+    the order of model.named_modules()."""
+    convs, shapes = _conv_shapes(model, x, (nn.Conv2d,))
     problems = []
     for name, m in convs:
-        if name not in shapes or len(shapes[name]) != 4:
+        if name not in shapes or len(shapes[name][0]) != 4:
             continue
-        n, c, h, w = shapes[name]
+        n, c, h, w = shapes[name][0]
         ph, pw = _padding(m)
         problems.append((name, BenchProblem(
             mb=n, ic=c, ih=h, iw=w, oc=m.out_channels, kh=m.kernel_size[0], kw=m.kernel_size[1],
@@ -244,20 +256,7 @@ def conv_problems(model: nn.Module, x: torch.Tensor) -> List[Tuple[str, BenchPro
 def nd_layers(model: nn.Module, x: torch.Tensor) -> List[Tuple[str, NdLayer]]:
     """[(module name, NdLayer)] for every 1-D, 3-D or transposed conv module that a forward pass
     on x runs (their first call), in the order of model.named_modules()."""
-    convs = _conv_modules(model, _ND_CONVS)
-    shapes: Dict[str, Tuple[Tuple[int, ...], Tuple[int, ...]]] = {}
-
-    def recorder(name):
-        def hook(module, args, output):
-            shapes.setdefault(name, (tuple(args[0].shape), tuple(output.shape)))
-        return hook
-    handles = [m.register_forward_hook(recorder(name)) for name, m in convs]
-    try:
-        with torch.inference_mode():
-            model(x)
-    finally:
-        for h in handles:
-            h.remove()
+    convs, shapes = _conv_shapes(model, x, _ND_CONVS)
     return [(name, NdLayer(m, *shapes[name])) for name, m in convs if name in shapes]
 
 
