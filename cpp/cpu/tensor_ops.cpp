@@ -18,14 +18,15 @@ namespace cpu {
 namespace {
 
 // Calls f(src_offset, dst_offset) for every element, parallel over the three outer axes. The
-// innermost loop runs along the axis where the destination's stride is smallest (W for NCHW, C
-// for NHWC), so each thread walks the destination's contiguous runs.
+// innermost loop runs along the axis whose source and destination strides add up least: W
+// between NCHW tensors, C between NHWC ones (where W would step over whole pixels), W between
+// NCHW and NHWC when C < H*W (one side contiguous, the other C apart, not a plane apart).
 template <typename F>
 void for_each_element(const Context& ctx, const Strided4d& s, const Strided4d& d, F f) {
+    const auto step = [&](int axis) { return std::abs(s.strides[axis]) + std::abs(d.strides[axis]); };
     int inner = 3;
     for (int axis = 0; axis < 4; ++axis)
-        if (s.dims[axis] > 1 && (s.dims[inner] == 1 || std::abs(d.strides[axis]) < std::abs(d.strides[inner])))
-            inner = axis;
+        if (s.dims[axis] > 1 && (s.dims[inner] == 1 || step(axis) < step(inner))) inner = axis;
     int outer_axes[3], count = 0;
     for (int axis = 0; axis < 4; ++axis)
         if (axis != inner) outer_axes[count++] = axis;
