@@ -172,7 +172,7 @@ class NdLayer:
     benchdnn-style descriptor (depth fields id/kd/pd/sd/dd; a transposed layer starts with
     "deconv:", its ic/id/ih/iw those of its input) and its FLOPs."""
 
-    def __init__(self, module: nn.Module, x_shape: Tuple[int, ...], y_shape: Tuple[int, ...]):
+    def __init__(self, module: Any, x_shape: Tuple[int, ...], y_shape: Tuple[int, ...]):
         self.transposed = isinstance(module, (nn.ConvTranspose1d, nn.ConvTranspose2d,
                                               nn.ConvTranspose3d))
         self.x_shape, self.y_shape = tuple(x_shape), tuple(y_shape)
@@ -213,7 +213,7 @@ _Shapes = Dict[str, Tuple[Tuple[int, ...], Tuple[int, ...]]]
 
 
 def _conv_shapes(model: nn.Module, x: torch.Tensor,
-                 types: Tuple[type, ...]) -> Tuple[List[Tuple[str, nn.Module]], _Shapes]:
+                 types: Tuple[type, ...]) -> Tuple[List[Tuple[str, Any]], _Shapes]:
     """(the conv modules of `types`, the shapes of the first call of each that a forward pass
     on x runs)."""
     convs = _conv_modules(model, types)
@@ -547,7 +547,7 @@ def bench_model(name: str, batch: int = 1, size: int = 224, train: bool = False,
     model = build_model(name, seed)
     x = _input(batch, size, seed, name)
     problems = conv_problems(model, x)
-    others = nd_layers(model, x)  # timed per layer in inference only
+    nd_problems = nd_layers(model, x)  # timed per layer in inference only
     models = {
         "pytorch nchw": model,
         # channels_last_3d for 5-D inputs, N x L x C memory for 1-D ones (bench_networks)
@@ -562,7 +562,7 @@ def bench_model(name: str, batch: int = 1, size: int = 224, train: bool = False,
               "input_shape": list(x.shape), "algo": algo, "fuse": fuse,
               "freeze": freeze,
               "parameters": sum(p.numel() for p in model.parameters()),
-              "conv_layers": len(problems) + len(others), "warmup": warmup, "algo_fallback": fallback,
+              "conv_layers": len(problems) + len(nd_problems), "warmup": warmup, "algo_fallback": fallback,
               "failed": {}}
 
     if train:
@@ -657,7 +657,7 @@ def bench_model(name: str, batch: int = 1, size: int = 224, train: bool = False,
                                               _layout(best_cc), _layout(best_torch), layer_reps,
                                               time_limit / 2, status, seed))
         elif layer_reps > 0:
-            result.update(_bench_layers(name, problems + others, models[best_cc],
+            result.update(_bench_layers(name, problems + nd_problems, models[best_cc],
                                         inputs[best_cc],
                                         models[best_torch], inputs[best_torch], layer_reps,
                                         time_limit / 2, status))
@@ -713,7 +713,8 @@ def _bench_layers(name, problems, cc_model, cc_input, torch_model, torch_input, 
             algo = getattr(module, "last_algo", None) or "?"
             algo = algo.name.lower() if hasattr(algo, "name") else str(algo)
         elif isinstance(problem, NdLayer) and hasattr(module, "algo"):
-            algo = f"{module.algo} (nd)"  # the layer's setting: what auto chose is not exposed
+            # the layer's setting: what auto chose is not exposed
+            algo = f"{getattr(module, 'algo')} (nd)"
         else:
             algo = "pytorch"  # a Conv2d subclass that convert() leaves alone
         rows.append({"layer": layer, "problem": problem.descriptor(), "algo": algo,

@@ -244,10 +244,12 @@ def test_engines(monkeypatch):
     engines = model_bench.engine_names("all")
     assert engines == list(model_bench.ENGINES)
     monkeypatch.setitem(sys.modules, "openvino", None)  # import openvino -> ImportError
-    report = model_bench.run("resnet18", batch=1, size=32, reps=2, layer_reps=0, time_limit=5,
+    # layer_reps=1: the per-layer rows come after the engines' timing in the same run
+    report = model_bench.run("resnet18", batch=1, size=32, reps=2, layer_reps=1, time_limit=5,
                              log=quiet, engines=engines)
     (result,) = report["models"]
     assert "error" not in result, result.get("error")
+    assert len(result["layers"]) == RESNET18_CONVS
     assert result["contender_names"][-len(engines):] == engines
     assert result["failed"] == {"openvino": "missing: openvino is not installed (pip install openvino)"}
     timed = [n for n in engines if n != "openvino"]
