@@ -11,8 +11,9 @@
 #include "core/algorithms.hpp"
 #include "core/api_util.hpp"
 #include "core/error.hpp"
-#include "cpu/fft_3d.hpp"
 #include "cpu/cyclic_minimal_3d.hpp"
+#include "cpu/fft_3d.hpp"
+#include "cpu/im2col_gemm_disjoint.hpp"
 #include "cpu/winograd_3d.hpp"
 
 namespace convcore {
@@ -163,14 +164,15 @@ cpu::winograd_3d::Depth forward_axis(const DepthProblem& p) {
 
 // How a native 3-D algorithm runs this plan, or none (the decomposition runs it): the
 // F(m x m, 3x3) of cpu/winograd_3d.hpp (m > 0), the 3-D FFT of cpu/fft_3d.hpp (fft) or the nested
-// CYCLIC_MINIMAL of cpu/cyclic_minimal_3d.hpp (cyclic), and the forward problem it runs: its
-// planes and depth axis. `rep` is the representative 2-D problem.
+// CYCLIC_MINIMAL of cpu/cyclic_minimal_3d.hpp (cyclic) or IM2COL_GEMM's backward data over
+// disjoint windows (disjoint), and the forward problem it runs: its planes and depth axis (the
+// disjoint form: the problem itself). `rep` is the representative 2-D problem.
 struct Native {
     int64_t m = 0;
-    bool fft = false, cyclic = false;
+    bool fft = false, cyclic = false, disjoint = false;
     ConvProblem plane;
     cpu::winograd_3d::Depth axis;
-    bool any() const { return m > 0 || fft || cyclic; }
+    bool any() const { return m > 0 || fft || cyclic || disjoint; }
 };
 Native native_form(const DepthProblem& p, const ConvProblem& rep, convcoreConvolutionPass_t pass, int algo) {
     const bool forward = pass == CONVCORE_PASS_FORWARD, backward_data = pass == CONVCORE_PASS_BACKWARD_DATA;
@@ -184,6 +186,7 @@ Native native_form(const DepthProblem& p, const ConvProblem& rep, convcoreConvol
     if (backward_data) {
         n.m = algo == CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3 ? 2 : algo == CONVCORE_BWD_DATA_ALGO_WINOGRAD_4X4_3X3 ? 4 : 0;
         n.fft = algo == CONVCORE_BWD_DATA_ALGO_FFT;
+        n.disjoint = algo == CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM && cpu::im2col_disjoint::applies(rep, forward_axis(p));
     }
     // The 3-D FFT runs where more than one depth tap reaches the output: with one, the
     // decomposition's 2-D FFT over the output planes is the same work without the depth transform.
@@ -201,6 +204,7 @@ Native native_form(const DepthProblem& p, const ConvProblem& rep, convcoreConvol
     n.plane = rep.packed();
     n.plane.n = p.n;
     n.axis = forward_axis(p);
+    if (n.disjoint) return cpu::im2col_disjoint::why_not(n.plane, n.axis, p.y_strides).empty() ? n : Native{};
     if (backward_data) {  // dx = the forward convolution of dy by w transposed and mirrored
         const bool unit = p.stride == 1 && rep.unit_stride() && (n.fft || (p.dil == 1 && rep.unit_dilation()));
         const int64_t reach_d = p.dil * (p.taps - 1), reach_h = rep.dil_h * (rep.r - 1), reach_w = rep.dil_w * (rep.s - 1);
@@ -233,6 +237,14 @@ convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolu
     depth->native_m = native.m;
     depth->native_fft = native.fft;
     depth->native_cyclic = native.cyclic;
+    depth->native_disjoint = native.disjoint;
+    if (native.disjoint) {
+        depth->native_plane = native.plane;
+        depth->native_axis = native.axis;
+        depth->workspace = cpu::im2col_disjoint::workspace_bytes(native.plane, native.axis);
+        plan.depth = std::move(depth);
+        return plan;
+    }
     if (native.any()) {
         const ConvProblem& plane = depth->native_plane = native.plane;
         const cpu::winograd_3d::Depth& axis = depth->native_axis = native.axis;
@@ -338,6 +350,11 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
         api::check_aligned(in1, elem, names.in1);
         api::check_aligned(out, elem, names.out);
         const double alpha_value = f64 ? *static_cast<const double*>(alpha) : double(*static_cast<const float*>(alpha));
+        if (depth.native_disjoint) {
+            cpu::im2col_disjoint::backward_data(depth.native_plane, ctx, depth.native_axis, in0, p.y_strides, in1, out,
+                                                p.x_strides, alpha_value, beta_value, workspace);
+            return;
+        }
         const void* w = in1;
         const void* U = plan.prepared_for == in1 ? plan.prepared.get() : nullptr;
         void* scratch = workspace;

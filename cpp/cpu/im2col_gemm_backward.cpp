@@ -20,6 +20,9 @@
 // Wt / dWt are the filters in K x (R*S*C/g) order, in the workspace; M counts the output pixels
 // of a chunk of images. 1x1 filters with stride 1 and no padding need no unfolding in NHWC
 // either: dx = alpha * dY * W[g] and dw = alpha * dY^T * x, on the tensors in place.
+// NHWC backward data where the outputs' windows are disjoint (a stride of at least the filter
+// size: ConvTranspose2d(k=2, s=2), 1x1 stride-2 downsamples) is cpu/im2col_gemm_disjoint.hpp's:
+// col2im is then a scatter, done per L2-sized block of col as each thread's GEMM makes it.
 #include <omp.h>
 
 #include <algorithm>
@@ -33,6 +36,7 @@
 #include "core/solver.hpp"
 #include "cpu/blas_gemm.hpp"
 #include "cpu/blas_threads.hpp"
+#include "cpu/im2col_gemm_disjoint.hpp"
 #include "cpu/nhwc_gemm.hpp"
 
 namespace convcore {
@@ -66,6 +70,17 @@ int64_t nhwc_chunk_images(const ConvProblem& p) {
 
 size_t round64(size_t b) { return (b + 63) / 64 * 64; }
 
+// NHWC backward data through cpu/im2col_gemm_disjoint.hpp (windows disjoint, not 1x1 in place).
+bool data_scatters(const ConvProblem& p) {
+    return p.nhwc && im2col_disjoint::applies(p, im2col_disjoint::Depth{});
+}
+
+// A packed NHWC tensor's element strides in N, C, D, H, W order (one depth plane).
+void nhwc_strides(int64_t c, int64_t h, int64_t w, int64_t out[5]) {
+    const int64_t s[5] = {h * w * c, 1, h * w * c, w * c, c};
+    std::copy(s, s + 5, out);
+}
+
 size_t workspace_bytes(const ConvProblem& p) {
     const size_t l = size_t(p.c_per_group() * p.r * p.s);
     if (p.nhwc && direct_1x1(p)) return 0;
@@ -76,6 +91,10 @@ size_t workspace_bytes(const ConvProblem& p) {
 
 // NHWC runs every problem: x, dx and dy as N*H*W (N*P*Q) rows of channels.
 bool runs_nhwc(const ConvProblem&) { return true; }
+
+size_t data_workspace_bytes(const ConvProblem& p) {
+    return data_scatters(p) ? im2col_disjoint::workspace_bytes(p, im2col_disjoint::Depth{}) : workspace_bytes(p);
+}
 
 // For row (c, fr, fs) of col: calls f(col_row_pointer_for_outputs_of_row_oh, x_row, q range,
 // input column offset) for each output row oh whose input row is inside the image.
@@ -287,6 +306,13 @@ void data_nhwc(const BwdDataArgs& a) {
         return nhwc_1x1_data_gemms(p.n * pq, p.c, p.k, p.groups, static_cast<const T*>(a.w), dy, dx, T(a.alpha),
                                    T(a.beta));
     }
+    if (data_scatters(p)) {
+        int64_t dy_strides[5], dx_strides[5];
+        nhwc_strides(p.k, p.p, p.q, dy_strides);
+        nhwc_strides(p.c, p.h, p.w, dx_strides);
+        return im2col_disjoint::backward_data(p, a.ctx, im2col_disjoint::Depth{}, dy, dy_strides, a.w, dx, dx_strides,
+                                              a.alpha, a.beta, a.workspace);
+    }
     T* wt = static_cast<T*>(a.workspace);
     T* col = wt + round64(size_t(p.k * l) * sizeof(T)) / sizeof(T);
     const int64_t chunk = nhwc_chunk_images(p);
@@ -399,7 +425,7 @@ void run_filter(const BwdFilterArgs& a) {
 
 extern const Solver im2col_gemm_bwd_data_solver;
 const Solver im2col_gemm_bwd_data_solver = {.algo = CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM,
-    .device = CONVCORE_DEVICE_CPU, .why_not = why_not, .workspace_bytes = workspace_bytes,
+    .device = CONVCORE_DEVICE_CPU, .why_not = why_not, .workspace_bytes = data_workspace_bytes,
     .backward_data = run_data, .runs_nhwc = runs_nhwc};
 extern const Solver im2col_gemm_bwd_filter_solver;
 const Solver im2col_gemm_bwd_filter_solver = {.algo = CONVCORE_BWD_FILTER_ALGO_IM2COL_GEMM,

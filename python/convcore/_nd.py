@@ -23,7 +23,10 @@ spatial dimensions), on the 2-D one:
   input volume transformed once). It serves backward data too where the stride is 1 in every
   axis and there is one group (the Winograd: dilation 1 too), as one call of the C API's 3-D
   backward data: dx is then the forward convolution of dy by the filter transposed (C x K) and
-  mirrored, with padding dil*(k-1)-pad per axis, which the same native algorithms run.
+  mirrored, with padding dil*(k-1)-pad per axis, which the same native algorithms run. Where the
+  outputs' windows are disjoint (in every axis a stride of at least the filter size, dilation 1:
+  ConvTranspose3d(k=2, s=2), 1x1x1 stride-2 downsamples), backward data is instead IM2COL_GEMM's
+  one GEMM and scatter (cpu/im2col_gemm_disjoint.hpp), for algo "auto" and "im2col_gemm".
   A fourth, "merged", serves T x 1 x 1 filters with stride 1 and padding 0 in H and W (the
   temporal convolutions of (2+1)-D networks) in every pass: in N x D x H x W x C memory H and W
   merge into one axis of H*W pixels, so the problem is the 2-D one on N x C x D x (H*W) with the
@@ -392,8 +395,17 @@ class NdConvolution:
         data), None when it does not apply: with stride 1 in every axis, one group and padding at
         most the dilated filter's reach, dx is the forward convolution of dy by the filter
         transposed (C x K) and mirrored, with padding dil*(k-1)-pad per axis, which the C API's
-        native 3-D Winograd (dilation 1) or FFT runs."""
+        native 3-D Winograd (dilation 1) or FFT runs. Where the outputs' windows are disjoint (in
+        every axis a stride of at least the filter size, dilation 1: ConvTranspose3d(k=2, s=2)),
+        IM2COL_GEMM's scatter form (cpu/im2col_gemm_disjoint.hpp) runs it, for "auto" too."""
         d = self.desc
+        if (str(algo).upper() in ("AUTO", "IM2COL_GEMM") and _kind(dy).endswith("@cpu")
+                and "float" in str(dy.dtype) and "16" not in str(dy.dtype)
+                and all(s >= k and (k == 1 or dil == 1)
+                        for s, k, dil in zip(d.stride, w.shape[2:], d.dilation))
+                and not (all(k == 1 for k in w.shape[2:]) and all(s == 1 for s in d.stride)
+                         and all(p == 0 for p in d.padding))):  # 1x1x1 in place: the taps
+            return "IM2COL_GEMM"  # disjoint windows: one GEMM and a scatter
         if (any(s != 1 for s in d.stride) or d.groups != 1
                 or any(p > dil * (k - 1) for p, dil, k in zip(d.padding, d.dilation, w.shape[2:]))):
             return None
@@ -536,7 +548,7 @@ class NdConvolution:
         dy_run = ndhwc(dy)
 
         def accumulate(dx, beta_dx):
-            if schedule == "native":  # the C API's 3-D backward data (its native Winograd or FFT)
+            if schedule == "native":  # the C API's 3-D backward data (its native Winograd, FFT or scatter)
                 d = self.desc
                 self.plane._backward_data_3d_one_call(
                     dy_run, _packed(w), dx, (d.padding[0], d.stride[0], d.dilation[0]),

@@ -339,6 +339,10 @@ std::vector<Case> named_cases() {
         {S(2, 12, 13, 11, 16, 3, 3, 1, 2, 1, 4, true), 2, 1, CHANNELS_LAST, CHANNELS_LAST},
         {S(1, 3, 23, 21, 8, 7, 7, 3, 2, 1, 1, false), 1, 0, CHANNELS_LAST, CHANNELS_LAST},
         {S(2, 8, 10, 12, 8, 3, 3, 2, 1, 2, 1, false), 1, 0, CHANNELS_LAST, CHANNELS_LAST},
+        // Disjoint windows (IM2COL_GEMM's scatter form): ConvTranspose2d(k=2, s=2)'s with odd
+        // sizes (a last row and column no window covers) and groups, and 3x3 stride 3 with padding.
+        {S(2, 6, 9, 8, 10, 2, 2, 0, 2, 1, 2, true), -0.5, 1.5, CHANNELS_LAST, CHANNELS_LAST},
+        {S(1, 5, 11, 10, 4, 3, 3, 1, 3, 1, 1, false), 1, 0, CHANNELS_LAST, CHANNELS_LAST},
     };
 }
 

@@ -877,6 +877,54 @@ TEST(Conv3d, NativeCyclic) {
         }
 }
 
+// IM2COL_GEMM runs 3-D backward data natively where the outputs' windows are disjoint
+// (cpu/im2col_gemm_disjoint.hpp): one GEMM and a scatter. ConvTranspose3d(k=2, s=2)'s problem with
+// every element covered; odd sizes whose last plane, row and column no window covers, with groups
+// and true convolution; 1x1x1 stride 2 (gaps between the windows); a stride above the filter with
+// padding, and a 1-tap depth with dilation. Both layouts and precisions, beta 0 on a NaN dx,
+// alpha 1.5 / beta 0.5 on earlier values, a plan and a call. The workspace says the scatter form
+// ran: the filters in K x (T*R*S*C/g) order and nothing else.
+const Case3d kDisjointCases[] = {
+    // n  c  d  h  w  k  t  r  s  pd ph pw sd sh sw dd dh dw  g  flip
+    {2, 4, 6, 8, 6, 6, 2, 2, 2, 0, 0, 0, 2, 2, 2, 1, 1, 1, 1, false},
+    {1, 6, 7, 9, 8, 4, 2, 2, 2, 0, 0, 0, 2, 2, 2, 1, 1, 1, 2, true},
+    {2, 4, 5, 7, 9, 3, 1, 1, 1, 0, 0, 0, 2, 2, 2, 1, 1, 1, 1, false},
+    {1, 3, 7, 8, 9, 5, 1, 2, 3, 1, 0, 2, 3, 2, 3, 2, 1, 1, 1, true},
+    {1, 5, 6, 7, 6, 4, 3, 2, 1, 1, 1, 0, 3, 3, 2, 1, 1, 3, 1, false},
+};
+
+template <typename T>
+void check_native_disjoint(convcoreHandle_t handle, const Case3d& p, bool cl, std::mt19937& rng) {
+    const bool f64 = std::is_same<T, double>::value;
+    const Descs3d d(p, cl, f64 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT, /*filter_cl=*/false);
+    const Data3d<T> data(p, d, cl, rng);
+    const auto algo = CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM;
+    const double bound = declared_bound(CONVCORE_PASS_BACKWARD_DATA, algo, f64);
+    const T one = 1, zero = 0, alpha = T(1.5), beta = T(0.5);
+    convcore::Plan plan(handle, CONVCORE_PASS_BACKWARD_DATA, d.x, d.w, d.conv, d.y, algo);
+    EXPECT_EQ(plan.workspace_size(), p.w_size() * sizeof(T)) << "the scatter form runs it";
+    std::vector<char> ws(plan.workspace_size());
+    std::vector<T> dx(p.x_size(), std::numeric_limits<T>::quiet_NaN());
+    plan.execute(&one, data.dym.data(), data.wm.data(), &zero, dx.data(), ws.data(), ws.size());
+    EXPECT_LE(error_of(from_memory(dx, d.xd, cl), data.dx_ref), bound);
+    const auto dx0 = rounded<T>(random_vector(p.x_size(), rng));
+    dx = to_memory<T>(dx0, d.xd, cl);
+    ASSERT_OK(convcoreConvolutionBackwardData(handle, &alpha, d.w, data.wm.data(), d.y, data.dym.data(), d.conv, algo,
+                                              ws.data(), ws.size(), &beta, d.x, dx.data()));
+    EXPECT_LE(error_of(from_memory(dx, d.xd, cl), blend(1.5, data.dx_ref, 0.5, dx0)), bound);
+}
+
+TEST(Conv3d, NativeDisjointBackwardData) {
+    convcore::Handle handle;
+    std::mt19937 rng(46);
+    for (const Case3d& p : kDisjointCases)
+        for (bool cl : {false, true}) {
+            SCOPED_TRACE(case_name(p, cl));
+            check_native_disjoint<float>(handle, p, cl, rng);
+            check_native_disjoint<double>(handle, p, cl, rng);
+        }
+}
+
 // Get, Find and Select answer for the 3-D problem itself, not only its representative 2-D one:
 // Get's and Find's memory is each algorithm's 3-D workspace (the native Winograd's U holds T
 // taps: more than the 2-D problem's), Find times 3-D runs under a find-db key of its own (a 2-D

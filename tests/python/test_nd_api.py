@@ -205,6 +205,40 @@ def test_native_cyclic_matches_the_reference(problem, mode):
             conv.backward_data(y_ref.astype(dtype), wd, x.shape, algo="cyclic_minimal")
 
 
+# The "native" schedule's backward data where the outputs' windows are disjoint (in every axis a
+# stride of at least the filter size): IM2COL_GEMM's GEMM and scatter (cpu/im2col_gemm_disjoint.hpp),
+# for algo "auto" and "im2col_gemm". ConvTranspose3d(k=2, s=2)'s problem with an uncovered last
+# plane, row and column; 1x1x1 stride 2 with groups; a stride above the filter with padding.
+DISJOINT_PROBLEMS = [
+    ((2, 3, 7, 6, 5), (4, 3, 2, 2, 2), (0, 0, 0), (2, 2, 2), (1, 1, 1), 1),
+    ((1, 4, 5, 7, 6), (6, 2, 1, 1, 1), (0, 0, 0), (2, 2, 2), (1, 1, 1), 2),
+    ((1, 2, 8, 7, 9), (3, 2, 2, 3, 1), (1, 1, 0), (3, 3, 2), (1, 1, 2), 1),
+]
+
+
+@pytest.mark.parametrize("mode", ["cross_correlation", "convolution"])
+@pytest.mark.parametrize("problem", DISJOINT_PROBLEMS, ids=ids)
+def test_native_disjoint_backward_data_matches_the_reference(problem, mode):
+    x, w = arrays(problem)
+    _, _, padding, stride, dilation, groups = problem
+    y_ref, backward_data, _ = convnd_reference(x, w, padding, stride, dilation, groups, mode)
+    dy = np.random.default_rng(5).uniform(-1, 1, y_ref.shape)
+    dx_ref = backward_data(dy)
+    for dtype, tol in ((np.float64, 1e-12), (np.float32, 1e-5)):
+        conv = with_schedule(convcore.Convolution(padding=padding, stride=stride, dilation=dilation,
+                                                  groups=groups, mode=mode), "native")
+        wd, dyd = w.astype(dtype), dy.astype(dtype)
+        for algo in ("auto", "im2col_gemm"):
+            for a in (dyd, np.ascontiguousarray(dyd.transpose(0, 2, 3, 4, 1)).transpose(0, 4, 1, 2, 3)):
+                assert relative_error(conv.backward_data(a, wd, x.shape, algo=algo), dx_ref) <= tol
+        out = np.random.default_rng(6).uniform(-1, 1, x.shape).astype(dtype)
+        expected = 0.5 * dx_ref + 2.0 * out
+        conv.backward_data(dyd, wd, x.shape, algo="im2col_gemm", out=out, alpha=0.5, beta=2.0)
+        assert relative_error(out, expected) <= tol
+        with pytest.raises(convcore.NotSupportedError, match="native"):
+            conv.backward_data(dyd, wd, x.shape, algo="direct")
+
+
 # The "merged" schedule: T x 1 x 1 filters, stride 1 and padding 0 in H and W, as the 2-D problem
 # on N x C x D x (H*W) (every pass).
 MERGED_PROBLEMS = [

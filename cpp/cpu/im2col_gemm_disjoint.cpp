@@ -1,0 +1,227 @@
+// IM2COL_GEMM's backward data over disjoint windows (cpu/im2col_gemm_disjoint.hpp has the math).
+#include "cpu/im2col_gemm_disjoint.hpp"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <climits>
+#include <vector>
+
+#include "common/conv_index.hpp"
+#include "cpu/blas_gemm.hpp"
+#include "cpu/blas_threads.hpp"
+#include "cpu/cpu_isa.hpp"
+
+namespace convcore {
+namespace cpu {
+namespace im2col_disjoint {
+
+namespace {
+
+// One spatial axis: input and output sizes, window size, padding, stride.
+struct Axis {
+    int64_t in, out, k, pad, stride;
+    // Whether a window covers input index i (at most one does: stride >= k).
+    bool covered(int64_t i) const {
+        const int64_t u = i + pad;
+        return u >= 0 && u / stride < out && u % stride < k;
+    }
+};
+
+struct Axes {
+    Axis d, h, w;
+};
+
+Axes axes_of(const ConvProblem& p, const Depth& depth) {
+    return Axes{{depth.d_in, depth.d_out, depth.taps, depth.pad, depth.stride},
+                {p.h, p.p, p.r, p.pad_h, p.stride_h},
+                {p.w, p.q, p.s, p.pad_w, p.stride_w}};
+}
+
+bool disjoint_axis(int64_t k, int64_t stride, int64_t dil) { return stride >= k && (k == 1 || dil == 1); }
+
+int64_t window_elems(const ConvProblem& p, const Depth& depth) { return depth.taps * p.r * p.s * p.c_per_group(); }
+
+// How dY's rows (output pixels of one image) are read as a GEMM operand: rows `pixel` elements
+// apart with channels contiguous (A, lda = pixel), or channels `channel` apart with pixels
+// contiguous (A^T, lda = channel). lda 0: neither.
+struct Operand {
+    bool transposed = false;
+    int64_t lda = 0;
+};
+
+Operand operand_of(const ConvProblem& p, const Depth& depth, const int64_t s[5]) {
+    // the stride between consecutive pixels (od, oh, ow) in row-major order, -1 if not uniform
+    int64_t pixel = -1;
+    if (p.q > 1) pixel = s[4];
+    else if (p.p > 1) pixel = s[3];
+    else if (depth.d_out > 1) pixel = s[2];
+    if (pixel >= 0 && ((p.p > 1 && s[3] != p.q * pixel) || (depth.d_out > 1 && s[2] != p.p * p.q * pixel))) return {};
+    const int64_t kg = p.k_per_group(), rows = depth.d_out * p.p * p.q;
+    if (pixel < 0) pixel = s[1] == 1 ? std::max<int64_t>(kg, 1) : 1;  // one pixel: either reading works
+    if ((s[1] == 1 || kg == 1) && pixel >= kg) return Operand{false, std::max<int64_t>(pixel, 1)};
+    if (pixel == 1 && s[1] >= rows) return Operand{true, std::max<int64_t>(s[1], 1)};
+    return {};
+}
+
+// The rows of a col block: half of L2, at least 16 and at most one image's pixels.
+int64_t block_rows(const ConvProblem& p, const Depth& depth) {
+    const int64_t row_bytes = window_elems(p, depth) * int64_t(p.elem_size());
+    const int64_t rows = cache_bytes(2, 512 << 10) / 2 / std::max<int64_t>(row_bytes, 1);
+    return std::clamp<int64_t>(rows, 16, std::max<int64_t>(depth.d_out * p.p * p.q, 1));
+}
+
+template <typename T>
+std::vector<T>& col_scratch() {
+    thread_local std::vector<T> buffer;
+    return buffer;
+}
+
+// wt[k][((t * R + r) * S + s) * Cg + c] = the filter element at window position (t, r, s).
+template <typename T>
+void filters_by_position(const ConvProblem& p, const Depth& depth, const T* w, T* wt, int threads) {
+    const int64_t cg = p.c_per_group(), taps = depth.taps, l = window_elems(p, depth);
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t k = 0; k < p.k; ++k)
+        for (int64_t t = 0; t < taps; ++t)
+            for (int64_t r = 0; r < p.r; ++r)
+                for (int64_t s = 0; s < p.s; ++s) {
+                    const int64_t ft = conv_filter_tap(t, taps, p.flip), fr = conv_filter_tap(r, p.r, p.flip),
+                                  fs = conv_filter_tap(s, p.s, p.flip);
+                    T* dst = wt + k * l + ((t * p.r + r) * p.s + s) * cg;
+                    for (int64_t c = 0; c < cg; ++c) dst[c] = w[(((k * cg + c) * taps + ft) * p.r + fr) * p.s + fs];
+                }
+}
+
+// dx = beta * dx on the elements no window covers.
+template <typename T>
+void scale_uncovered(const ConvProblem& p, const Axes& a, const int64_t xs[5], T* dx, T beta, int threads) {
+    const auto coverage = [](const Axis& axis) {
+        std::vector<char> out(size_t(axis.in));
+        for (int64_t i = 0; i < axis.in; ++i) out[size_t(i)] = axis.covered(i);
+        return out;
+    };
+    const std::vector<char> cd = coverage(a.d), ch = coverage(a.h), cw = coverage(a.w);
+    const auto all = [](const std::vector<char>& v) { return std::all_of(v.begin(), v.end(), [](char c) { return c != 0; }); };
+    if (all(cd) && all(ch) && all(cw)) return;
+#pragma omp parallel for num_threads(threads) schedule(static) collapse(2)
+    for (int64_t n = 0; n < p.n; ++n)
+        for (int64_t id = 0; id < a.d.in; ++id)
+            for (int64_t ih = 0; ih < a.h.in; ++ih)
+                for (int64_t iw = 0; iw < a.w.in; ++iw) {
+                    if (cd[size_t(id)] && ch[size_t(ih)] && cw[size_t(iw)]) continue;
+                    T* d = dx + n * xs[0] + id * xs[2] + ih * xs[3] + iw * xs[4];
+                    for (int64_t c = 0; c < p.c; ++c) d[c * xs[1]] = beta == T(0) ? T(0) : beta * d[c * xs[1]];
+                }
+}
+
+// dx's elements of rows [j0, j1) of image n, group g, from their col block (rows x L).
+template <typename T>
+void scatter(const ConvProblem& p, const Axes& a, const T* col, int64_t n, int64_t g, int64_t j0, int64_t j1, T* dx,
+             const int64_t xs[5], T beta) {
+    const int64_t cg = p.c_per_group(), l = a.d.k * a.h.k * a.w.k * cg;
+    for (int64_t j = j0; j < j1; ++j) {
+        const int64_t od = j / (a.h.out * a.w.out), oh = j / a.w.out % a.h.out, ow = j % a.w.out;
+        const T* row = col + (j - j0) * l;
+        for (int64_t t = 0; t < a.d.k; ++t) {
+            const int64_t id = od * a.d.stride - a.d.pad + t;
+            if (id < 0 || id >= a.d.in) continue;
+            for (int64_t r = 0; r < a.h.k; ++r) {
+                const int64_t ih = oh * a.h.stride - a.h.pad + r;
+                if (ih < 0 || ih >= a.h.in) continue;
+                for (int64_t s = 0; s < a.w.k; ++s) {
+                    const int64_t iw = ow * a.w.stride - a.w.pad + s;
+                    if (iw < 0 || iw >= a.w.in) continue;
+                    const T* src = row + ((t * a.h.k + r) * a.w.k + s) * cg;
+                    T* d = dx + n * xs[0] + g * cg * xs[1] + id * xs[2] + ih * xs[3] + iw * xs[4];
+                    if (xs[1] == 1) {
+                        if (beta == T(0))
+                            std::copy_n(src, cg, d);
+                        else
+#pragma omp simd
+                            for (int64_t c = 0; c < cg; ++c) d[c] = src[c] + beta * d[c];
+                    } else {
+                        for (int64_t c = 0; c < cg; ++c) {
+                            T& v = d[c * xs[1]];
+                            v = beta == T(0) ? src[c] : src[c] + beta * v;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+template <typename T>
+void backward_data_t(const ConvProblem& p, const Context& ctx, const Depth& depth, const T* dy, const int64_t ys[5],
+                     const T* w, T* dx, const int64_t xs[5], T alpha, T beta, T* wt) {
+    const int threads = ctx.threads();
+    const Axes a = axes_of(p, depth);
+    const Operand op = operand_of(p, depth, ys);
+    const int64_t kg = p.k_per_group(), l = window_elems(p, depth), per_image = depth.d_out * p.p * p.q;
+    const int64_t pixel = op.transposed ? 1 : op.lda;
+    filters_by_position(p, depth, w, wt, threads);
+    scale_uncovered(p, a, xs, dx, beta, threads);
+    const int64_t block = block_rows(p, depth), blocks = (per_image + block - 1) / block, tasks = p.n * blocks;
+    const int teams = int(std::clamp<int64_t>(tasks, 1, threads));
+    BlasThreads blas_threads(1);  // one single-threaded GEMM per block and thread
+#pragma omp parallel num_threads(teams)
+    {
+        std::vector<T>& col = col_scratch<T>();
+        if (col.size() < size_t(block * l)) col.resize(size_t(block * l));
+        for (int64_t task = omp_get_thread_num(); task < tasks; task += teams) {
+            const int64_t n = task / blocks, j0 = task % blocks * block, j1 = std::min(per_image, j0 + block);
+            for (int64_t g = 0; g < p.groups; ++g) {
+                const T* rows = dy + n * ys[0] + g * kg * ys[1] + j0 * pixel;
+                gemm(op.transposed, false, int(j1 - j0), int(l), int(kg), alpha, rows, int(op.lda), wt + g * kg * l,
+                     int(l), T(0), col.data(), int(l));
+                scatter(p, a, col.data(), n, g, j0, j1, dx, xs, beta);
+            }
+        }
+    }
+}
+
+}  // namespace
+
+bool applies(const ConvProblem& p, const Depth& depth) {
+    const bool in_place = depth.taps == 1 && depth.stride == 1 && depth.pad == 0 && p.is_1x1() && p.unit_stride() &&
+                          p.pad_h == 0 && p.pad_w == 0;
+    return !in_place && disjoint_axis(depth.taps, depth.stride, depth.dil) &&
+           disjoint_axis(p.r, p.stride_h, p.dil_h) && disjoint_axis(p.s, p.stride_w, p.dil_w);
+}
+
+std::string why_not(const ConvProblem& p, const Depth& depth, const int64_t dy_strides[5]) {
+    if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
+        return "IM2COL_GEMM's scatter form runs float32 and float64 only";
+    if (!applies(p, depth))
+        return "IM2COL_GEMM's scatter form needs disjoint windows: in every axis a stride of at least the filter "
+               "size and dilation 1";
+    const int64_t l = window_elems(p, depth), rows = depth.d_out * p.p * p.q;
+    if (p.k > INT_MAX || l > INT_MAX || rows > INT_MAX || p.k * l > INT_MAX)
+        return "IM2COL_GEMM: a GEMM dimension exceeds the 32-bit BLAS interface";
+    const Operand op = operand_of(p, depth, dy_strides);
+    if (op.lda == 0 || op.lda > INT_MAX)
+        return "IM2COL_GEMM's scatter form reads dy's output pixels one stride apart (NDHWC or NCDHW, packed per "
+               "image)";
+    return "";
+}
+
+size_t workspace_bytes(const ConvProblem& p, const Depth& depth) {
+    return size_t(p.k * window_elems(p, depth)) * p.elem_size();
+}
+
+void backward_data(const ConvProblem& p, const Context& ctx, const Depth& depth, const void* dy,
+                   const int64_t dy_strides[5], const void* w, void* dx, const int64_t dx_strides[5], double alpha,
+                   double beta, void* workspace) {
+    if (p.dtype == CONVCORE_DATA_DOUBLE)
+        backward_data_t(p, ctx, depth, static_cast<const double*>(dy), dy_strides, static_cast<const double*>(w),
+                        static_cast<double*>(dx), dx_strides, alpha, beta, static_cast<double*>(workspace));
+    else
+        backward_data_t(p, ctx, depth, static_cast<const float*>(dy), dy_strides, static_cast<const float*>(w),
+                        static_cast<float*>(dx), dx_strides, float(alpha), float(beta),
+                        static_cast<float*>(workspace));
+}
+
+}  // namespace im2col_disjoint
+}  // namespace cpu
+}  // namespace convcore
