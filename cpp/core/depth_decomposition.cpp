@@ -13,7 +13,7 @@
 #include "core/error.hpp"
 #include "cpu/cyclic_minimal_3d.hpp"
 #include "cpu/fft_3d.hpp"
-#include "cpu/im2col_gemm_disjoint.hpp"
+#include "cpu/im2col_gemm_nd.hpp"
 #include "cpu/winograd_3d.hpp"
 
 namespace convcore {
@@ -164,15 +164,15 @@ cpu::winograd_3d::Depth forward_axis(const DepthProblem& p) {
 
 // How a native 3-D algorithm runs this plan, or none (the decomposition runs it): the
 // F(m x m, 3x3) of cpu/winograd_3d.hpp (m > 0), the 3-D FFT of cpu/fft_3d.hpp (fft) or the nested
-// CYCLIC_MINIMAL of cpu/cyclic_minimal_3d.hpp (cyclic) or IM2COL_GEMM's backward data over
-// disjoint windows (disjoint), and the forward problem it runs: its planes and depth axis (the
-// disjoint form: the problem itself). `rep` is the representative 2-D problem.
+// CYCLIC_MINIMAL of cpu/cyclic_minimal_3d.hpp (cyclic) or the 3-D IM2COL_GEMM of
+// cpu/im2col_gemm_nd.hpp (im2col), and the forward problem it runs: its planes and depth axis (the
+// IM2COL_GEMM: the problem itself, either pass). `rep` is the representative 2-D problem.
 struct Native {
     int64_t m = 0;
-    bool fft = false, cyclic = false, disjoint = false;
+    bool fft = false, cyclic = false, im2col = false;
     ConvProblem plane;
     cpu::winograd_3d::Depth axis;
-    bool any() const { return m > 0 || fft || cyclic || disjoint; }
+    bool any() const { return m > 0 || fft || cyclic || im2col; }
 };
 Native native_form(const DepthProblem& p, const ConvProblem& rep, convcoreConvolutionPass_t pass, int algo) {
     const bool forward = pass == CONVCORE_PASS_FORWARD, backward_data = pass == CONVCORE_PASS_BACKWARD_DATA;
@@ -182,11 +182,13 @@ Native native_form(const DepthProblem& p, const ConvProblem& rep, convcoreConvol
         n.fft = algo == CONVCORE_FWD_ALGO_FFT;
         // The nested cyclic runs where it makes fewer 2-D convolutions than the per-tap form.
         n.cyclic = algo == CONVCORE_FWD_ALGO_CYCLIC_MINIMAL && cpu::cyclic_3d::nests(forward_axis(p));
+        // (a 1x1x1 filter at stride 1 without padding runs in place, decomposed)
+        n.im2col = algo == CONVCORE_FWD_ALGO_IM2COL_GEMM && !cpu::im2col_nd::one_to_one(rep, forward_axis(p));
     }
     if (backward_data) {
         n.m = algo == CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3 ? 2 : algo == CONVCORE_BWD_DATA_ALGO_WINOGRAD_4X4_3X3 ? 4 : 0;
         n.fft = algo == CONVCORE_BWD_DATA_ALGO_FFT;
-        n.disjoint = algo == CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM && cpu::im2col_disjoint::applies(rep, forward_axis(p));
+        n.im2col = algo == CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM && cpu::im2col_nd::disjoint(rep, forward_axis(p));
     }
     // The 3-D FFT runs where more than one depth tap reaches the output: with one, the
     // decomposition's 2-D FFT over the output planes is the same work without the depth transform.
@@ -204,7 +206,7 @@ Native native_form(const DepthProblem& p, const ConvProblem& rep, convcoreConvol
     n.plane = rep.packed();
     n.plane.n = p.n;
     n.axis = forward_axis(p);
-    if (n.disjoint) return cpu::im2col_disjoint::why_not(n.plane, n.axis, p.y_strides).empty() ? n : Native{};
+    if (n.im2col) return cpu::im2col_nd::why_not(n.plane, n.axis, forward, p.y_strides).empty() ? n : Native{};
     if (backward_data) {  // dx = the forward convolution of dy by w transposed and mirrored
         const bool unit = p.stride == 1 && rep.unit_stride() && (n.fft || (p.dil == 1 && rep.unit_dilation()));
         const int64_t reach_d = p.dil * (p.taps - 1), reach_h = rep.dil_h * (rep.r - 1), reach_w = rep.dil_w * (rep.s - 1);
@@ -237,11 +239,11 @@ convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolu
     depth->native_m = native.m;
     depth->native_fft = native.fft;
     depth->native_cyclic = native.cyclic;
-    depth->native_disjoint = native.disjoint;
-    if (native.disjoint) {
+    depth->native_im2col = native.im2col;
+    if (native.im2col) {
         depth->native_plane = native.plane;
         depth->native_axis = native.axis;
-        depth->workspace = cpu::im2col_disjoint::workspace_bytes(native.plane, native.axis);
+        depth->workspace = cpu::im2col_nd::workspace_bytes(native.plane, native.axis);
         plan.depth = std::move(depth);
         return plan;
     }
@@ -350,9 +352,13 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
         api::check_aligned(in1, elem, names.in1);
         api::check_aligned(out, elem, names.out);
         const double alpha_value = f64 ? *static_cast<const double*>(alpha) : double(*static_cast<const float*>(alpha));
-        if (depth.native_disjoint) {
-            cpu::im2col_disjoint::backward_data(depth.native_plane, ctx, depth.native_axis, in0, p.y_strides, in1, out,
-                                                p.x_strides, alpha_value, beta_value, workspace);
+        if (depth.native_im2col) {
+            if (plan.pass == CONVCORE_PASS_FORWARD)
+                cpu::im2col_nd::forward(depth.native_plane, ctx, depth.native_axis, in0, p.x_strides, in1, out,
+                                        p.y_strides, alpha_value, beta_value, workspace);
+            else
+                cpu::im2col_nd::backward_data(depth.native_plane, ctx, depth.native_axis, in0, p.y_strides, in1, out,
+                                              p.x_strides, alpha_value, beta_value, workspace);
             return;
         }
         const void* w = in1;

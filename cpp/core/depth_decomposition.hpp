@@ -35,10 +35,12 @@
 // makes fewer 2-D convolutions than the per-tap form (cyclic_3d::nests): the 4-point cyclic
 // convolution along the depth around the 2-D CYCLIC_MINIMAL.
 //
-// IM2COL_GEMM runs backward data natively where the outputs' windows are disjoint in every axis
-// (a stride of at least the filter size, dilation 1: ConvTranspose3d(k=2, s=2), 1x1x1 stride-2
-// downsamples; cpu/im2col_gemm_disjoint.hpp: on the CPU, w packed, any dx strides, dy's pixels
-// one stride apart): one GEMM over every output pixel and a scatter, no window summed twice.
+// IM2COL_GEMM runs natively (cpu/im2col_gemm_nd.hpp: on the CPU, w packed, x and dx in any
+// strides, y's and dy's pixels one stride apart): the 3-D im2col per block of output pixels and
+// one GEMM over all taps, y written once (forward, any windows but 1x1x1 stride 1 without padding,
+// which runs in place decomposed); backward data where the outputs' windows are disjoint in every
+// axis (a stride of at least the filter size, dilation 1: ConvTranspose3d(k=2, s=2), 1x1x1
+// stride-2 downsamples): one GEMM and a scatter, no window summed twice.
 //
 // Selection and queries: a 3-D problem's 2-D problems differ only in their batch; Get ranks the
 // algorithms on the one with the largest batch (representative()), and Get, Find and Select
@@ -115,17 +117,17 @@ struct DepthPlan {
     bool native_nested = false;  // ... as the nested F(m x m x m, 3x3x3) (winograd_3d::nests)
     bool native_fft = false;  // cpu/fft_3d.hpp's 3-D FFT runs the whole problem
     bool native_cyclic = false;  // cpu/cyclic_minimal_3d.hpp's nested CYCLIC_MINIMAL runs it
-    bool native_disjoint = false;  // cpu/im2col_gemm_disjoint.hpp's backward data runs it
+    bool native_im2col = false;  // cpu/im2col_gemm_nd.hpp's 3-D IM2COL_GEMM runs it
     // The forward problem it runs: its planes (N images, packed NHWC) and depth axis; for
     // backward data the one that makes dx from dy (by w transposed and mirrored), except the
-    // disjoint windows' (the problem itself)
+    // IM2COL_GEMM's (the problem itself)
     ConvProblem native_plane;
     cpu::winograd_3d::Depth native_axis;
     size_t prepared_bytes = 0;  // native forward: the transformed filters' bytes
     size_t transposed_bytes = 0;  // native backward data: w transposed, at the workspace's start
     size_t workspace = 0;  // the largest of the plans' workspaces (native: its own)
     const convcoreConvolutionPlanStruct& plan_for(int64_t count) const;
-    bool native() const { return native_m > 0 || native_fft || native_cyclic || native_disjoint; }
+    bool native() const { return native_m > 0 || native_fft || native_cyclic || native_im2col; }
 };
 
 // A 3-D plan for `algo`: the representative 2-D plan (its algorithm, solver, checks), with the

@@ -21,7 +21,7 @@
 // of a chunk of images. 1x1 filters with stride 1 and no padding need no unfolding in NHWC
 // either: dx = alpha * dY * W[g] and dw = alpha * dY^T * x, on the tensors in place.
 // NHWC backward data where the outputs' windows are disjoint (a stride of at least the filter
-// size: ConvTranspose2d(k=2, s=2), 1x1 stride-2 downsamples) is cpu/im2col_gemm_disjoint.hpp's:
+// size: ConvTranspose2d(k=2, s=2), 1x1 stride-2 downsamples) is cpu/im2col_gemm_nd.hpp's:
 // col2im is then a scatter, done per L2-sized block of col as each thread's GEMM makes it.
 #include <omp.h>
 
@@ -36,7 +36,7 @@
 #include "core/solver.hpp"
 #include "cpu/blas_gemm.hpp"
 #include "cpu/blas_threads.hpp"
-#include "cpu/im2col_gemm_disjoint.hpp"
+#include "cpu/im2col_gemm_nd.hpp"
 #include "cpu/nhwc_gemm.hpp"
 
 namespace convcore {
@@ -70,9 +70,9 @@ int64_t nhwc_chunk_images(const ConvProblem& p) {
 
 size_t round64(size_t b) { return (b + 63) / 64 * 64; }
 
-// NHWC backward data through cpu/im2col_gemm_disjoint.hpp (windows disjoint, not 1x1 in place).
+// NHWC backward data through cpu/im2col_gemm_nd.hpp: windows disjoint, not 1x1 in place.
 bool data_scatters(const ConvProblem& p) {
-    return p.nhwc && im2col_disjoint::applies(p, im2col_disjoint::Depth{});
+    return p.nhwc && im2col_nd::disjoint(p, im2col_nd::Depth{});
 }
 
 // A packed NHWC tensor's element strides in N, C, D, H, W order (one depth plane).
@@ -93,7 +93,7 @@ size_t workspace_bytes(const ConvProblem& p) {
 bool runs_nhwc(const ConvProblem&) { return true; }
 
 size_t data_workspace_bytes(const ConvProblem& p) {
-    return data_scatters(p) ? im2col_disjoint::workspace_bytes(p, im2col_disjoint::Depth{}) : workspace_bytes(p);
+    return data_scatters(p) ? im2col_nd::workspace_bytes(p, im2col_nd::Depth{}) : workspace_bytes(p);
 }
 
 // For row (c, fr, fs) of col: calls f(col_row_pointer_for_outputs_of_row_oh, x_row, q range,
@@ -310,7 +310,7 @@ void data_nhwc(const BwdDataArgs& a) {
         int64_t dy_strides[5], dx_strides[5];
         nhwc_strides(p.k, p.p, p.q, dy_strides);
         nhwc_strides(p.c, p.h, p.w, dx_strides);
-        return im2col_disjoint::backward_data(p, a.ctx, im2col_disjoint::Depth{}, dy, dy_strides, a.w, dx, dx_strides,
+        return im2col_nd::backward_data(p, a.ctx, im2col_nd::Depth{}, dy, dy_strides, a.w, dx, dx_strides,
                                               a.alpha, a.beta, a.workspace);
     }
     T* wt = static_cast<T*>(a.workspace);

@@ -20,13 +20,16 @@ spatial dimensions), on the 2-D one:
   tile once and sums the depth taps in its GEMMs (with 3x3x3 filters and depth stride 1: the
   nested F(4x4x4,3x3x3)); "auto" times it beside the other two there. With algo "fft" and more
   than one depth tap it is the C API's 3-D FFT (cpu/fft_3d.hpp: FFTW's rank-3 transforms, each
-  input volume transformed once). It serves backward data too where the stride is 1 in every
+  input volume transformed once). With algo "im2col_gemm", and with "auto" where the Winograd
+  does not apply (the stems, strided and 1 x k x k or k x 1 x 1 layers), it is the C API's 3-D
+  IM2COL_GEMM (cpu/im2col_gemm_nd.hpp: the 3-D im2col per block of output pixels and one GEMM
+  over all taps, y written once). It serves backward data too where the stride is 1 in every
   axis and there is one group (the Winograd: dilation 1 too), as one call of the C API's 3-D
   backward data: dx is then the forward convolution of dy by the filter transposed (C x K) and
   mirrored, with padding dil*(k-1)-pad per axis, which the same native algorithms run. Where the
   outputs' windows are disjoint (in every axis a stride of at least the filter size, dilation 1:
   ConvTranspose3d(k=2, s=2), 1x1x1 stride-2 downsamples), backward data is instead IM2COL_GEMM's
-  one GEMM and scatter (cpu/im2col_gemm_disjoint.hpp), for algo "auto" and "im2col_gemm".
+  one GEMM and scatter (cpu/im2col_gemm_nd.hpp), for algo "auto" and "im2col_gemm".
   A fourth, "merged", serves T x 1 x 1 filters with stride 1 and padding 0 in H and W (the
   temporal convolutions of (2+1)-D networks) in every pass: in N x D x H x W x C memory H and W
   merge into one axis of H*W pixels, so the problem is the 2-D one on N x C x D x (H*W) with the
@@ -361,7 +364,7 @@ class NdConvolution:
 
     _NATIVE_ALGOS = {"AUTO": "WINOGRAD_4X4_3X3", "WINOGRAD_4X4_3X3": "WINOGRAD_4X4_3X3",
                      "WINOGRAD_2X2_3X3": "WINOGRAD_2X2_3X3", "FFT": "FFT",
-                     "CYCLIC_MINIMAL": "CYCLIC_MINIMAL"}
+                     "CYCLIC_MINIMAL": "CYCLIC_MINIMAL", "IM2COL_GEMM": "IM2COL_GEMM"}
 
     def _native_algo(self, x: Any, w: Any, algo: Any) -> Optional[str]:
         """The algorithm the "native" schedule runs for this forward problem, None when it does
@@ -369,7 +372,10 @@ class NdConvolution:
         with stride and dilation 1 in H and W and one group; its 3-D FFT (algo "fft") for filters
         of more than one depth tap; its nested CYCLIC_MINIMAL for 2 or 3 depth taps with depth
         stride and dilation 1 where that makes fewer 2-D convolutions than the taps (5 per tile of
-        5 - T output depths; cpu/cyclic_minimal_3d.hpp)."""
+        5 - T output depths; cpu/cyclic_minimal_3d.hpp); its 3-D IM2COL_GEMM
+        (cpu/im2col_gemm_nd.hpp: the 3-D im2col per block of output pixels, one GEMM over all
+        taps) for "im2col_gemm", and for "auto" where the Winograd does not apply; neither for a
+        1x1x1 filter at stride 1 without padding, which runs in place decomposed."""
         name = self._NATIVE_ALGOS.get(str(algo).upper())
         if (self.dims != 3 or name is None or not _kind(x).endswith("@cpu")
                 or "float" not in str(x.dtype) or "16" in str(x.dtype)):
@@ -386,9 +392,15 @@ class NdConvolution:
             per_tap = sum(max(0, min(d_out, x.shape[2] - (t - d.padding[0])) - max(0, d.padding[0] - t))
                           for t in range(taps))
             return name if -(-d_out // (5 - taps)) * 5 < per_tap else None
+        one_to_one = (all(k == 1 for k in w.shape[2:]) and all(s == 1 for s in self.desc.stride)
+                      and all(p == 0 for p in self.desc.padding))
+        if name == "IM2COL_GEMM":
+            return None if one_to_one else name
         winograd = (tuple(w.shape[3:]) == (3, 3) and self.desc.groups == 1
                     and tuple(self.desc.stride[1:]) == (1, 1) and tuple(self.desc.dilation[1:]) == (1, 1))
-        return name if winograd else None
+        if winograd:
+            return name
+        return "IM2COL_GEMM" if name == "WINOGRAD_4X4_3X3" and str(algo).upper() == "AUTO" and not one_to_one else None
 
     def _native_backward_data_algo(self, dy: Any, w: Any, algo: Any) -> Optional[str]:
         """The algorithm of the "native" schedule in backward data (the C API's 3-D backward
@@ -397,7 +409,7 @@ class NdConvolution:
         transposed (C x K) and mirrored, with padding dil*(k-1)-pad per axis, which the C API's
         native 3-D Winograd (dilation 1) or FFT runs. Where the outputs' windows are disjoint (in
         every axis a stride of at least the filter size, dilation 1: ConvTranspose3d(k=2, s=2)),
-        IM2COL_GEMM's scatter form (cpu/im2col_gemm_disjoint.hpp) runs it, for "auto" too."""
+        IM2COL_GEMM's scatter form (cpu/im2col_gemm_nd.hpp) runs it, for "auto" too."""
         d = self.desc
         if (str(algo).upper() in ("AUTO", "IM2COL_GEMM") and _kind(dy).endswith("@cpu")
                 and "float" in str(dy.dtype) and "16" not in str(dy.dtype)
@@ -412,6 +424,8 @@ class NdConvolution:
         if self._NATIVE_ALGOS.get(str(algo).upper()) == "CYCLIC_MINIMAL":  # a forward algorithm only
             return None
         name = self._native_algo(dy, w, algo)
+        if name == "IM2COL_GEMM":  # a forward form only where windows overlap
+            return None
         return name if name == "FFT" or all(dil == 1 for dil in d.dilation) else None
 
     def _scheduled(self, pass_name: str, problem: Tuple[Any, ...], run: Any, out: Optional[Any],
@@ -507,8 +521,9 @@ class NdConvolution:
         y_shape = self.output_shape(x.shape, w.shape)
         sd = self.desc.stride[0]
         taps = self._depth_geometry(x.shape[2], y_shape[2], w.shape[2])
-        reads_any = schedule == "native" and self._native_algo(x, w, algo) in ("FFT", "CYCLIC_MINIMAL")
-        x_run = x if reads_any else ndhwc(x)  # the 3-D FFT and cyclic read any strides
+        reads_any = schedule == "native" and self._native_algo(x, w, algo) in ("FFT", "CYCLIC_MINIMAL",
+                                                                                "IM2COL_GEMM")
+        x_run = x if reads_any else ndhwc(x)  # the 3-D FFT, cyclic and IM2COL_GEMM read any strides
 
         def accumulate(y, beta_y):
             if schedule == "merged":

@@ -754,19 +754,24 @@ const Case3d kFftCases[] = {
     {1, 2, 6, 5, 4, 3, 3, 2, 3, 4, 1, 2, 1, 1, 1, 2, 2, 1, 1, true},
 };
 
+// A native form's pass against the reference: beta 0 on a NaN output through a plan, then alpha
+// 1.5 / beta 0.5 on earlier values through a call; w packed KCTRS; nothing prepared. `workspace`:
+// the bytes the plan must ask for (the native form's own), or 0 for no check.
 template <typename T>
-void check_native_fft(convcoreHandle_t handle, const Case3d& p, bool cl, convcoreConvolutionPass_t pass,
-                      std::mt19937& rng) {
+void check_native_pass(convcoreHandle_t handle, const Case3d& p, bool cl, convcoreConvolutionPass_t pass,
+                       convcoreConvolutionFwdAlgo_t forward_algo, convcoreConvolutionBwdDataAlgo_t data_algo,
+                       size_t workspace, std::mt19937& rng) {
     const bool f64 = std::is_same<T, double>::value, forward = pass == CONVCORE_PASS_FORWARD;
     const Descs3d d(p, cl, f64 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT, /*filter_cl=*/false);
     const Data3d<T> data(p, d, cl, rng);
-    const int algo = forward ? int(CONVCORE_FWD_ALGO_FFT) : int(CONVCORE_BWD_DATA_ALGO_FFT);
+    const int algo = forward ? int(forward_algo) : int(data_algo);
     const double bound = declared_bound(pass, algo, f64);
     const std::vector<double>& ref = forward ? data.y_ref : data.dx_ref;
     const int64_t* dims = forward ? d.yd : d.xd;
     const T* in0 = forward ? data.xm.data() : data.dym.data();
     const T one = 1, zero = 0, alpha = T(1.5), beta = T(0.5);
     convcore::Plan plan(handle, pass, d.x, d.w, d.conv, d.y, algo);
+    if (workspace > 0) EXPECT_EQ(plan.workspace_size(), workspace) << "the native form runs it";
     size_t prepared = 99;
     ASSERT_OK(convcorePrepareConvolutionPlanFilters(plan, data.wm.data(), &prepared));
     EXPECT_EQ(prepared, 0u);
@@ -778,12 +783,17 @@ void check_native_fft(convcoreHandle_t handle, const Case3d& p, bool cl, convcor
     out = to_memory<T>(out0, dims, cl);
     if (forward)
         ASSERT_OK(convcoreConvolutionForward(handle, &alpha, d.x, data.xm.data(), d.w, data.wm.data(), d.conv,
-                                             CONVCORE_FWD_ALGO_FFT, ws.data(), ws.size(), &beta, d.y, out.data()));
+                                             forward_algo, ws.data(), ws.size(), &beta, d.y, out.data()));
     else
         ASSERT_OK(convcoreConvolutionBackwardData(handle, &alpha, d.w, data.wm.data(), d.y, data.dym.data(), d.conv,
-                                                  CONVCORE_BWD_DATA_ALGO_FFT, ws.data(), ws.size(), &beta, d.x,
-                                                  out.data()));
+                                                  data_algo, ws.data(), ws.size(), &beta, d.x, out.data()));
     EXPECT_LE(error_of(from_memory(out, dims, cl), blend(1.5, ref, 0.5, out0)), bound);
+}
+
+template <typename T>
+void check_native_fft(convcoreHandle_t handle, const Case3d& p, bool cl, convcoreConvolutionPass_t pass,
+                      std::mt19937& rng) {
+    check_native_pass<T>(handle, p, cl, pass, CONVCORE_FWD_ALGO_FFT, CONVCORE_BWD_DATA_ALGO_FFT, 0, rng);
 }
 
 TEST(Conv3d, NativeFft) {
@@ -877,13 +887,16 @@ TEST(Conv3d, NativeCyclic) {
         }
 }
 
-// IM2COL_GEMM runs 3-D backward data natively where the outputs' windows are disjoint
-// (cpu/im2col_gemm_disjoint.hpp): one GEMM and a scatter. ConvTranspose3d(k=2, s=2)'s problem with
-// every element covered; odd sizes whose last plane, row and column no window covers, with groups
-// and true convolution; 1x1x1 stride 2 (gaps between the windows); a stride above the filter with
-// padding, and a 1-tap depth with dilation. Both layouts and precisions, beta 0 on a NaN dx,
-// alpha 1.5 / beta 0.5 on earlier values, a plan and a call. The workspace says the scatter form
-// ran: the filters in K x (T*R*S*C/g) order and nothing else.
+// IM2COL_GEMM runs 3-D problems natively (cpu/im2col_gemm_nd.hpp): forward on any windows (the
+// 3-D im2col per block of output pixels, one GEMM over every tap), backward data where the
+// outputs' windows are disjoint (one GEMM and a scatter). kDisjointCases: ConvTranspose3d(k=2,
+// s=2)'s problem with every element covered; odd sizes whose last plane, row and column no window
+// covers, with groups and true convolution; 1x1x1 stride 2 (gaps between the windows); a stride
+// above the filter with padding, and a 1-tap depth with dilation. The forward pass also runs
+// kCases (overlapping windows, padding beyond the filter, dilation, a depth no tap reaches). Both
+// layouts and precisions, beta 0 on a NaN output, alpha 1.5 / beta 0.5 on earlier values, a plan
+// and a call. The workspace says the native form ran: the filters in K x (T*R*S*C/g) order and
+// nothing else.
 const Case3d kDisjointCases[] = {
     // n  c  d  h  w  k  t  r  s  pd ph pw sd sh sw dd dh dw  g  flip
     {2, 4, 6, 8, 6, 6, 2, 2, 2, 0, 0, 0, 2, 2, 2, 1, 1, 1, 1, false},
@@ -894,35 +907,29 @@ const Case3d kDisjointCases[] = {
 };
 
 template <typename T>
-void check_native_disjoint(convcoreHandle_t handle, const Case3d& p, bool cl, std::mt19937& rng) {
-    const bool f64 = std::is_same<T, double>::value;
-    const Descs3d d(p, cl, f64 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT, /*filter_cl=*/false);
-    const Data3d<T> data(p, d, cl, rng);
-    const auto algo = CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM;
-    const double bound = declared_bound(CONVCORE_PASS_BACKWARD_DATA, algo, f64);
-    const T one = 1, zero = 0, alpha = T(1.5), beta = T(0.5);
-    convcore::Plan plan(handle, CONVCORE_PASS_BACKWARD_DATA, d.x, d.w, d.conv, d.y, algo);
-    EXPECT_EQ(plan.workspace_size(), p.w_size() * sizeof(T)) << "the scatter form runs it";
-    std::vector<char> ws(plan.workspace_size());
-    std::vector<T> dx(p.x_size(), std::numeric_limits<T>::quiet_NaN());
-    plan.execute(&one, data.dym.data(), data.wm.data(), &zero, dx.data(), ws.data(), ws.size());
-    EXPECT_LE(error_of(from_memory(dx, d.xd, cl), data.dx_ref), bound);
-    const auto dx0 = rounded<T>(random_vector(p.x_size(), rng));
-    dx = to_memory<T>(dx0, d.xd, cl);
-    ASSERT_OK(convcoreConvolutionBackwardData(handle, &alpha, d.w, data.wm.data(), d.y, data.dym.data(), d.conv, algo,
-                                              ws.data(), ws.size(), &beta, d.x, dx.data()));
-    EXPECT_LE(error_of(from_memory(dx, d.xd, cl), blend(1.5, data.dx_ref, 0.5, dx0)), bound);
+void check_native_im2col(convcoreHandle_t handle, const Case3d& p, bool cl, convcoreConvolutionPass_t pass,
+                         std::mt19937& rng) {
+    check_native_pass<T>(handle, p, cl, pass, CONVCORE_FWD_ALGO_IM2COL_GEMM, CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM,
+                         p.w_size() * sizeof(T), rng);
 }
 
-TEST(Conv3d, NativeDisjointBackwardData) {
+TEST(Conv3d, NativeIm2colGemm) {
     convcore::Handle handle;
     std::mt19937 rng(46);
-    for (const Case3d& p : kDisjointCases)
-        for (bool cl : {false, true}) {
+    for (bool cl : {false, true}) {
+        for (const Case3d& p : kDisjointCases) {
             SCOPED_TRACE(case_name(p, cl));
-            check_native_disjoint<float>(handle, p, cl, rng);
-            check_native_disjoint<double>(handle, p, cl, rng);
+            for (auto pass : {CONVCORE_PASS_FORWARD, CONVCORE_PASS_BACKWARD_DATA}) {
+                check_native_im2col<float>(handle, p, cl, pass, rng);
+                check_native_im2col<double>(handle, p, cl, pass, rng);
+            }
         }
+        for (const Case3d& p : kCases) {
+            SCOPED_TRACE(case_name(p, cl) + " forward");
+            check_native_im2col<float>(handle, p, cl, CONVCORE_PASS_FORWARD, rng);
+            check_native_im2col<double>(handle, p, cl, CONVCORE_PASS_FORWARD, rng);
+        }
+    }
 }
 
 // Get, Find and Select answer for the 3-D problem itself, not only its representative 2-D one:

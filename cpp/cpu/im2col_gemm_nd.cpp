@@ -1,5 +1,6 @@
-// IM2COL_GEMM's backward data over disjoint windows (cpu/im2col_gemm_disjoint.hpp has the math).
-#include "cpu/im2col_gemm_disjoint.hpp"
+// IM2COL_GEMM over 1 to 3 spatial axes in blocks of output pixels (cpu/im2col_gemm_nd.hpp has the
+// math).
+#include "cpu/im2col_gemm_nd.hpp"
 
 #include <omp.h>
 
@@ -14,14 +15,15 @@
 
 namespace convcore {
 namespace cpu {
-namespace im2col_disjoint {
+namespace im2col_nd {
 
 namespace {
 
-// One spatial axis: input and output sizes, window size, padding, stride.
+// One spatial axis: input and output sizes, window size, padding, stride, dilation.
 struct Axis {
-    int64_t in, out, k, pad, stride;
-    // Whether a window covers input index i (at most one does: stride >= k).
+    int64_t in, out, k, pad, stride, dil;
+    // Backward data: whether a window covers input index i (at most one does: stride >= k, and
+    // dilation 1 unless k is 1).
     bool covered(int64_t i) const {
         const int64_t u = i + pad;
         return u >= 0 && u / stride < out && u % stride < k;
@@ -33,16 +35,16 @@ struct Axes {
 };
 
 Axes axes_of(const ConvProblem& p, const Depth& depth) {
-    return Axes{{depth.d_in, depth.d_out, depth.taps, depth.pad, depth.stride},
-                {p.h, p.p, p.r, p.pad_h, p.stride_h},
-                {p.w, p.q, p.s, p.pad_w, p.stride_w}};
+    return Axes{{depth.d_in, depth.d_out, depth.taps, depth.pad, depth.stride, depth.dil},
+                {p.h, p.p, p.r, p.pad_h, p.stride_h, p.dil_h},
+                {p.w, p.q, p.s, p.pad_w, p.stride_w, p.dil_w}};
 }
 
 bool disjoint_axis(int64_t k, int64_t stride, int64_t dil) { return stride >= k && (k == 1 || dil == 1); }
 
 int64_t window_elems(const ConvProblem& p, const Depth& depth) { return depth.taps * p.r * p.s * p.c_per_group(); }
 
-// How dY's rows (output pixels of one image) are read as a GEMM operand: rows `pixel` elements
+// How y's or dY's rows (output pixels of one image) are a GEMM operand: rows `pixel` elements
 // apart with channels contiguous (A, lda = pixel), or channels `channel` apart with pixels
 // contiguous (A^T, lda = channel). lda 0: neither.
 struct Operand {
@@ -152,62 +154,159 @@ void scatter(const ConvProblem& p, const Axes& a, const T* col, int64_t n, int64
     }
 }
 
+// dst[0, count) = src[0, count): the runs are short (a window row's few channels), an inline loop
+// costs less than a call to memmove.
 template <typename T>
-void backward_data_t(const ConvProblem& p, const Context& ctx, const Depth& depth, const T* dy, const int64_t ys[5],
-                     const T* w, T* dx, const int64_t xs[5], T alpha, T beta, T* wt) {
-    const int threads = ctx.threads();
-    const Axes a = axes_of(p, depth);
-    const Operand op = operand_of(p, depth, ys);
-    const int64_t kg = p.k_per_group(), l = window_elems(p, depth), per_image = depth.d_out * p.p * p.q;
-    const int64_t pixel = op.transposed ? 1 : op.lda;
-    filters_by_position(p, depth, w, wt, threads);
-    scale_uncovered(p, a, xs, dx, beta, threads);
-    const int64_t block = block_rows(p, depth), blocks = (per_image + block - 1) / block, tasks = p.n * blocks;
-    const int teams = int(std::clamp<int64_t>(tasks, 1, threads));
-    BlasThreads blas_threads(1);  // one single-threaded GEMM per block and thread
-#pragma omp parallel num_threads(teams)
-    {
-        std::vector<T>& col = col_scratch<T>();
-        if (col.size() < size_t(block * l)) col.resize(size_t(block * l));
-        for (int64_t task = omp_get_thread_num(); task < tasks; task += teams) {
-            const int64_t n = task / blocks, j0 = task % blocks * block, j1 = std::min(per_image, j0 + block);
-            for (int64_t g = 0; g < p.groups; ++g) {
-                const T* rows = dy + n * ys[0] + g * kg * ys[1] + j0 * pixel;
-                gemm(op.transposed, false, int(j1 - j0), int(l), int(kg), alpha, rows, int(op.lda), wt + g * kg * l,
-                     int(l), T(0), col.data(), int(l));
-                scatter(p, a, col.data(), n, g, j0, j1, dx, xs, beta);
+inline void copy_run(const T* src, int64_t count, T* dst) {
+#pragma omp simd
+    for (int64_t i = 0; i < count; ++i) dst[i] = src[i];
+}
+
+// col block (rows [j0, j1) of image n, group g) = x's elements in the windows, zero outside x.
+template <typename T>
+void gather(const ConvProblem& p, const Axes& a, const T* x, const int64_t xs[5], int64_t n, int64_t g, int64_t j0,
+            int64_t j1, T* col) {
+    const int64_t cg = p.c_per_group(), l = a.d.k * a.h.k * a.w.k * cg, run = a.w.k * cg;
+    const T* xg = x + n * xs[0] + g * cg * xs[1];
+    // A window row's S pixels of Cg channels are one run of x where the channels are its pixels'
+    // only ones and W has no dilation (NDHWC, one group: the stems' few channels).
+    const bool runs = xs[1] == 1 && xs[4] == cg && a.w.dil == 1;
+    for (int64_t j = j0; j < j1; ++j) {
+        const int64_t od = j / (a.h.out * a.w.out), oh = j / a.w.out % a.h.out, ow = j % a.w.out;
+        T* row = col + (j - j0) * l;
+        for (int64_t t = 0; t < a.d.k; ++t) {
+            const int64_t id = od * a.d.stride - a.d.pad + t * a.d.dil;
+            for (int64_t r = 0; r < a.h.k; ++r) {
+                const int64_t ih = oh * a.h.stride - a.h.pad + r * a.h.dil;
+                if (runs) {
+                    T* dst = row + (t * a.h.k + r) * run;
+                    if (id < 0 || id >= a.d.in || ih < 0 || ih >= a.h.in) {
+                        std::fill_n(dst, run, T(0));
+                        continue;
+                    }
+                    const int64_t iw0 = ow * a.w.stride - a.w.pad;
+                    const int64_t lo = std::clamp<int64_t>(-iw0, 0, a.w.k), hi = std::clamp<int64_t>(a.w.in - iw0, lo, a.w.k);
+                    std::fill_n(dst, lo * cg, T(0));
+                    copy_run(xg + id * xs[2] + ih * xs[3] + (iw0 + lo) * cg, (hi - lo) * cg, dst + lo * cg);
+                    std::fill_n(dst + hi * cg, (a.w.k - hi) * cg, T(0));
+                    continue;
+                }
+                for (int64_t s = 0; s < a.w.k; ++s) {
+                    const int64_t iw = ow * a.w.stride - a.w.pad + s * a.w.dil;
+                    T* dst = row + ((t * a.h.k + r) * a.w.k + s) * cg;
+                    if (id < 0 || id >= a.d.in || ih < 0 || ih >= a.h.in || iw < 0 || iw >= a.w.in) {
+                        std::fill_n(dst, cg, T(0));
+                        continue;
+                    }
+                    const T* src = xg + id * xs[2] + ih * xs[3] + iw * xs[4];
+                    if (xs[1] == 1)
+                        copy_run(src, cg, dst);
+                    else
+                        for (int64_t c = 0; c < cg; ++c) dst[c] = src[c * xs[1]];
+                }
             }
         }
     }
 }
 
+// f(n, j0, j1, col) for every block of output pixels, each block one thread's, with BLAS
+// single-threaded inside; col is the thread's scratch of block * L elements.
+template <typename T, typename F>
+void for_each_block(const ConvProblem& p, const Depth& depth, int threads, F f) {
+    const int64_t l = window_elems(p, depth), per_image = depth.d_out * p.p * p.q;
+    const int64_t block = block_rows(p, depth), blocks = (per_image + block - 1) / block, tasks = p.n * blocks;
+    const int teams = int(std::clamp<int64_t>(tasks, 1, threads));
+    BlasThreads blas_threads(1);
+#pragma omp parallel num_threads(teams)
+    {
+        std::vector<T>& col = col_scratch<T>();
+        if (col.size() < size_t(block * l)) col.resize(size_t(block * l));
+        for (int64_t task = omp_get_thread_num(); task < tasks; task += teams) {
+            const int64_t n = task / blocks, j0 = task % blocks * block;
+            f(n, j0, std::min(per_image, j0 + block), col.data());
+        }
+    }
+}
+
+template <typename T>
+void forward_t(const ConvProblem& p, const Context& ctx, const Depth& depth, const T* x, const int64_t xs[5],
+               const T* w, T* y, const int64_t ys[5], T alpha, T beta, T* wt) {
+    const Axes a = axes_of(p, depth);
+    const Operand op = operand_of(p, depth, ys);
+    const int64_t kg = p.k_per_group(), l = window_elems(p, depth);
+    filters_by_position(p, depth, w, wt, ctx.threads());
+    for_each_block<T>(p, depth, ctx.threads(), [&](int64_t n, int64_t j0, int64_t j1, T* col) {
+        for (int64_t g = 0; g < p.groups; ++g) {
+            gather(p, a, x, xs, n, g, j0, j1, col);
+            const T* wg = wt + g * kg * l;
+            T* out = y + n * ys[0] + g * kg * ys[1];
+            if (op.transposed)  // y^T (Kg x rows, channels ys[1] apart) = Wt[g] * col^T
+                gemm(false, true, int(kg), int(j1 - j0), int(l), alpha, wg, int(l), col, int(l), beta, out + j0,
+                     int(op.lda));
+            else  // y (rows x Kg, pixels op.lda apart) = col * Wt[g]^T
+                gemm(false, true, int(j1 - j0), int(kg), int(l), alpha, col, int(l), wg, int(l), beta,
+                     out + j0 * op.lda, int(op.lda));
+        }
+    });
+}
+
+template <typename T>
+void backward_data_t(const ConvProblem& p, const Context& ctx, const Depth& depth, const T* dy, const int64_t ys[5],
+                     const T* w, T* dx, const int64_t xs[5], T alpha, T beta, T* wt) {
+    const Axes a = axes_of(p, depth);
+    const Operand op = operand_of(p, depth, ys);
+    const int64_t kg = p.k_per_group(), l = window_elems(p, depth), pixel = op.transposed ? 1 : op.lda;
+    filters_by_position(p, depth, w, wt, ctx.threads());
+    scale_uncovered(p, a, xs, dx, beta, ctx.threads());
+    for_each_block<T>(p, depth, ctx.threads(), [&](int64_t n, int64_t j0, int64_t j1, T* col) {
+        for (int64_t g = 0; g < p.groups; ++g) {
+            const T* rows = dy + n * ys[0] + g * kg * ys[1] + j0 * pixel;
+            gemm(op.transposed, false, int(j1 - j0), int(l), int(kg), alpha, rows, int(op.lda), wt + g * kg * l, int(l),
+                 T(0), col, int(l));
+            scatter(p, a, col, n, g, j0, j1, dx, xs, beta);
+        }
+    });
+}
+
 }  // namespace
 
-bool applies(const ConvProblem& p, const Depth& depth) {
-    const bool in_place = depth.taps == 1 && depth.stride == 1 && depth.pad == 0 && p.is_1x1() && p.unit_stride() &&
-                          p.pad_h == 0 && p.pad_w == 0;
-    return !in_place && disjoint_axis(depth.taps, depth.stride, depth.dil) &&
+bool one_to_one(const ConvProblem& p, const Depth& depth) {
+    return depth.taps == 1 && depth.stride == 1 && depth.pad == 0 && p.is_1x1() && p.unit_stride() && p.pad_h == 0 &&
+           p.pad_w == 0;
+}
+
+bool disjoint(const ConvProblem& p, const Depth& depth) {
+    return !one_to_one(p, depth) && disjoint_axis(depth.taps, depth.stride, depth.dil) &&
            disjoint_axis(p.r, p.stride_h, p.dil_h) && disjoint_axis(p.s, p.stride_w, p.dil_w);
 }
 
-std::string why_not(const ConvProblem& p, const Depth& depth, const int64_t dy_strides[5]) {
-    if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
-        return "IM2COL_GEMM's scatter form runs float32 and float64 only";
-    if (!applies(p, depth))
-        return "IM2COL_GEMM's scatter form needs disjoint windows: in every axis a stride of at least the filter "
-               "size and dilation 1";
+std::string why_not(const ConvProblem& p, const Depth& depth, bool forward, const int64_t strides[5]) {
+    if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE) return "IM2COL_GEMM runs float32 and float64 only";
+    if (!forward && !disjoint(p, depth))
+        return "IM2COL_GEMM's backward data over 1 to 3 axes needs disjoint windows: in every axis a stride of at "
+               "least the filter size and dilation 1";
     const int64_t l = window_elems(p, depth), rows = depth.d_out * p.p * p.q;
     if (p.k > INT_MAX || l > INT_MAX || rows > INT_MAX || p.k * l > INT_MAX)
         return "IM2COL_GEMM: a GEMM dimension exceeds the 32-bit BLAS interface";
-    const Operand op = operand_of(p, depth, dy_strides);
+    const Operand op = operand_of(p, depth, strides);
     if (op.lda == 0 || op.lda > INT_MAX)
-        return "IM2COL_GEMM's scatter form reads dy's output pixels one stride apart (NDHWC or NCDHW, packed per "
-               "image)";
+        return std::string("IM2COL_GEMM over 1 to 3 axes reads and writes ") + (forward ? "y" : "dy") +
+               "'s output pixels one stride apart (NDHWC or NCDHW, packed per image)";
     return "";
 }
 
 size_t workspace_bytes(const ConvProblem& p, const Depth& depth) {
     return size_t(p.k * window_elems(p, depth)) * p.elem_size();
+}
+
+void forward(const ConvProblem& p, const Context& ctx, const Depth& depth, const void* x, const int64_t x_strides[5],
+             const void* w, void* y, const int64_t y_strides[5], double alpha, double beta, void* workspace) {
+    if (p.dtype == CONVCORE_DATA_DOUBLE)
+        forward_t(p, ctx, depth, static_cast<const double*>(x), x_strides, static_cast<const double*>(w),
+                  static_cast<double*>(y), y_strides, alpha, beta, static_cast<double*>(workspace));
+    else
+        forward_t(p, ctx, depth, static_cast<const float*>(x), x_strides, static_cast<const float*>(w),
+                  static_cast<float*>(y), y_strides, float(alpha), float(beta), static_cast<float*>(workspace));
 }
 
 void backward_data(const ConvProblem& p, const Context& ctx, const Depth& depth, const void* dy,
@@ -222,6 +321,6 @@ void backward_data(const ConvProblem& p, const Context& ctx, const Depth& depth,
                         static_cast<float*>(workspace));
 }
 
-}  // namespace im2col_disjoint
+}  // namespace im2col_nd
 }  // namespace cpu
 }  // namespace convcore
