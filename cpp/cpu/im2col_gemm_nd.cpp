@@ -66,11 +66,15 @@ Operand operand_of(const ConvProblem& p, const Depth& depth, const int64_t s[5])
     return {};
 }
 
-// The rows of a col block: half of L2, at least 16 and at most one image's pixels.
-int64_t block_rows(const ConvProblem& p, const Depth& depth) {
-    const int64_t row_bytes = window_elems(p, depth) * int64_t(p.elem_size());
-    const int64_t rows = cache_bytes(2, 512 << 10) / 2 / std::max<int64_t>(row_bytes, 1);
-    return std::clamp<int64_t>(rows, 16, std::max<int64_t>(depth.d_out * p.p * p.q, 1));
+// The rows of a col block: at most half of L2 (and at least 16), in as many equal blocks per image
+// as give every thread the same number of them (two blocks of 4096 and 2176 rows would leave one
+// of two threads idle a third of the time).
+int64_t block_rows(const ConvProblem& p, const Depth& depth, int threads) {
+    const int64_t row_bytes = window_elems(p, depth) * int64_t(p.elem_size()), per_image = depth.d_out * p.p * p.q;
+    const int64_t most = std::max<int64_t>(16, cache_bytes(2, 512 << 10) / 2 / std::max<int64_t>(row_bytes, 1));
+    int64_t blocks = (per_image + most - 1) / most;
+    while ((p.n * blocks) % threads != 0 && (per_image + blocks) / (blocks + 1) >= 16) ++blocks;
+    return std::max<int64_t>((per_image + blocks - 1) / blocks, 1);
 }
 
 template <typename T>
@@ -214,7 +218,7 @@ void gather(const ConvProblem& p, const Axes& a, const T* x, const int64_t xs[5]
 template <typename T, typename F>
 void for_each_block(const ConvProblem& p, const Depth& depth, int threads, F f) {
     const int64_t l = window_elems(p, depth), per_image = depth.d_out * p.p * p.q;
-    const int64_t block = block_rows(p, depth), blocks = (per_image + block - 1) / block, tasks = p.n * blocks;
+    const int64_t block = block_rows(p, depth, threads), blocks = (per_image + block - 1) / block, tasks = p.n * blocks;
     const int teams = int(std::clamp<int64_t>(tasks, 1, threads));
     BlasThreads blas_threads(1);
 #pragma omp parallel num_threads(teams)

@@ -435,7 +435,9 @@ class NdConvolution:
         ``schedules``), or (auto) the one of them that was fastest on this problem, timed on first
         sight (each schedule run once into a new output, so that none pays the 2-D selections it
         makes, then timed in _SCHEDULE_TIMINGS rounds over the schedules, the fastest run of each
-        kept: one timed run let a machine's noise keep a slower schedule)."""
+        kept: one timed run let a machine's noise keep a slower schedule). A schedule whose 2-D
+        problems an explicit algo cannot run (NotSupportedError) is left out; if none can, the
+        first refusal is raised."""
         if self.schedule != "auto":
             if self.schedule not in schedules:
                 raise NotSupportedError(f"schedule {self.schedule!r} does not run this {pass_name} "
@@ -445,9 +447,17 @@ class NdConvolution:
         chosen = self._chosen.get(key)
         if chosen is None:
             times = {}
+            refusals = []
             for schedule in schedules:
-                run(schedule, None, 0.0)
+                try:
+                    run(schedule, None, 0.0)
+                except NotSupportedError as e:  # an explicit algo that this schedule's 2-D
+                    refusals.append(e)          # problems cannot run: the others may
+                    continue
                 times[schedule] = float("inf")
+            if not times:
+                raise refusals[0]
+            schedules = tuple(times)
             for _ in range(self._SCHEDULE_TIMINGS):  # rounds over the schedules: min of each
                 for schedule in schedules:
                     start = time.perf_counter()

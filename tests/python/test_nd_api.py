@@ -412,6 +412,21 @@ def test_3d_forward_keeps_its_filters_while_w_stays_the_same(schedule):
         assert relative_error(conv.forward(x, w, algo=algo), reference()) <= TOL  # per call
 
 
+def test_auto_leaves_out_the_schedules_an_explicit_algo_cannot_run():
+    # T x 1 x 1 filters: "taps" and "stacked" run 1 x 1 planes, which no Winograd takes; "merged"
+    # runs the T x 1 filter over N x C x D x (H*W), which the CPU Winograd takes along D
+    x, w = arrays(((1, 4, 7, 3, 5), (3, 4, 3, 1, 1)))
+    y_ref = convnd_reference(x, w, (1, 0, 0), (1, 1, 1), (1, 1, 1))[0]
+    conv = convcore.Convolution(padding=(1, 0, 0), spatial_dims=3)
+    for _ in range(2):  # on first sight (timed) and after
+        assert relative_error(conv.forward(x, w, algo="winograd_4x4_3x3"), y_ref) <= 1e-9
+    chosen = [v for k, v in conv._nd._chosen.items() if k[0] == "forward" and "WINOGRAD_4X4_3X3" in str(k).upper()]
+    assert chosen == ["merged"]
+    planes = convcore.Convolution(padding=1, spatial_dims=3)
+    with pytest.raises(convcore.NotSupportedError, match="winograd|Winograd|WINOGRAD"):  # no schedule can
+        planes.forward(np.ones((1, 2, 4, 5, 5)), np.ones((3, 2, 3, 5, 5)), algo="winograd_4x4_3x3")
+
+
 def test_auto_times_the_schedules_once_and_keeps_the_fastest():
     x, w = arrays(PROBLEMS[3])
     conv = convcore.Convolution(padding=(1, 0, 1), stride=(2, 1, 2), dilation=(1, 2, 1), groups=2)
