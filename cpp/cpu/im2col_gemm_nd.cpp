@@ -173,8 +173,8 @@ void gather(const ConvProblem& p, const Axes& a, const T* x, const int64_t xs[5]
     const int64_t cg = p.c_per_group(), l = a.d.k * a.h.k * a.w.k * cg, run = a.w.k * cg;
     const T* xg = x + n * xs[0] + g * cg * xs[1];
     // A window row's S pixels of Cg channels are one run of x where the channels are its pixels'
-    // only ones and W has no dilation (NDHWC, one group: the stems' few channels).
-    const bool runs = xs[1] == 1 && xs[4] == cg && a.w.dil == 1;
+    // only ones and W has no dilation (NDHWC with one group, or one channel: the stems).
+    const bool runs = (xs[1] == 1 || cg == 1) && xs[4] == cg && a.w.dil == 1;
     for (int64_t j = j0; j < j1; ++j) {
         const int64_t od = j / (a.h.out * a.w.out), oh = j / a.w.out % a.h.out, ow = j % a.w.out;
         T* row = col + (j - j0) * l;

@@ -924,6 +924,17 @@ TEST(Conv3d, NativeIm2colGemm) {
                 check_native_im2col<double>(handle, p, cl, pass, rng);
             }
         }
+        // ... and one input channel, and one channel per group (window rows copied as runs in NCDHW)
+        const Case3d one_channel[] = {
+            // n  c  d  h  w  k  t  r  s  pd ph pw sd sh sw dd dh dw  g  flip
+            {1, 1, 5, 6, 7, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, false},
+            {2, 4, 6, 7, 9, 8, 2, 3, 3, 0, 1, 2, 2, 2, 1, 1, 1, 1, 4, true},
+        };
+        for (const Case3d& p : one_channel) {
+            SCOPED_TRACE(case_name(p, cl) + " forward");
+            check_native_im2col<float>(handle, p, cl, CONVCORE_PASS_FORWARD, rng);
+            check_native_im2col<double>(handle, p, cl, CONVCORE_PASS_FORWARD, rng);
+        }
         for (const Case3d& p : kCases) {
             SCOPED_TRACE(case_name(p, cl) + " forward");
             check_native_im2col<float>(handle, p, cl, CONVCORE_PASS_FORWARD, rng);
