@@ -166,7 +166,7 @@ cpu::winograd_3d::Depth forward_axis(const DepthProblem& p) {
 // F(m x m, 3x3) of cpu/winograd_3d.hpp (m > 0), the 3-D FFT of cpu/fft_3d.hpp (fft) or the nested
 // CYCLIC_MINIMAL of cpu/cyclic_minimal_3d.hpp (cyclic) or the 3-D IM2COL_GEMM of
 // cpu/im2col_gemm_nd.hpp (im2col), and the forward problem it runs: its planes and depth axis (the
-// IM2COL_GEMM: the problem itself, either pass). `rep` is the representative 2-D problem.
+// IM2COL_GEMM: the problem itself, every pass). `rep` is the representative 2-D problem.
 struct Native {
     int64_t m = 0;
     bool fft = false, cyclic = false, im2col = false;
@@ -176,6 +176,7 @@ struct Native {
 };
 Native native_form(const DepthProblem& p, const ConvProblem& rep, convcoreConvolutionPass_t pass, int algo) {
     const bool forward = pass == CONVCORE_PASS_FORWARD, backward_data = pass == CONVCORE_PASS_BACKWARD_DATA;
+    const bool one_to_one = cpu::im2col_nd::one_to_one(rep, forward_axis(p));
     Native n;
     if (forward) {
         n.m = algo == CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3 ? 2 : algo == CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3 ? 4 : 0;
@@ -183,13 +184,14 @@ Native native_form(const DepthProblem& p, const ConvProblem& rep, convcoreConvol
         // The nested cyclic runs where it makes fewer 2-D convolutions than the per-tap form.
         n.cyclic = algo == CONVCORE_FWD_ALGO_CYCLIC_MINIMAL && cpu::cyclic_3d::nests(forward_axis(p));
         // (a 1x1x1 filter at stride 1 without padding runs in place, decomposed)
-        n.im2col = algo == CONVCORE_FWD_ALGO_IM2COL_GEMM && !cpu::im2col_nd::one_to_one(rep, forward_axis(p));
+        n.im2col = algo == CONVCORE_FWD_ALGO_IM2COL_GEMM && !one_to_one;
     }
     if (backward_data) {
         n.m = algo == CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3 ? 2 : algo == CONVCORE_BWD_DATA_ALGO_WINOGRAD_4X4_3X3 ? 4 : 0;
         n.fft = algo == CONVCORE_BWD_DATA_ALGO_FFT;
         n.im2col = algo == CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM && cpu::im2col_nd::disjoint(rep, forward_axis(p));
     }
+    if (pass == CONVCORE_PASS_BACKWARD_FILTER) n.im2col = algo == CONVCORE_BWD_FILTER_ALGO_IM2COL_GEMM && !one_to_one;
     // The 3-D FFT runs where more than one depth tap reaches the output: with one, the
     // decomposition's 2-D FFT over the output planes is the same work without the depth transform.
     if (n.fft && p.reached.size() < 2) n.fft = false;
@@ -206,7 +208,7 @@ Native native_form(const DepthProblem& p, const ConvProblem& rep, convcoreConvol
     n.plane = rep.packed();
     n.plane.n = p.n;
     n.axis = forward_axis(p);
-    if (n.im2col) return cpu::im2col_nd::why_not(n.plane, n.axis, forward, p.y_strides).empty() ? n : Native{};
+    if (n.im2col) return cpu::im2col_nd::why_not(n.plane, n.axis, !backward_data, p.y_strides).empty() ? n : Native{};
     if (backward_data) {  // dx = the forward convolution of dy by w transposed and mirrored
         const bool unit = p.stride == 1 && rep.unit_stride() && (n.fft || (p.dil == 1 && rep.unit_dilation()));
         const int64_t reach_d = p.dil * (p.taps - 1), reach_h = rep.dil_h * (rep.r - 1), reach_w = rep.dil_w * (rep.s - 1);
@@ -356,6 +358,9 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
             if (plan.pass == CONVCORE_PASS_FORWARD)
                 cpu::im2col_nd::forward(depth.native_plane, ctx, depth.native_axis, in0, p.x_strides, in1, out,
                                         p.y_strides, alpha_value, beta_value, workspace);
+            else if (plan.pass == CONVCORE_PASS_BACKWARD_FILTER)
+                cpu::im2col_nd::backward_filter(depth.native_plane, ctx, depth.native_axis, in0, p.x_strides, in1,
+                                                p.y_strides, out, alpha_value, beta_value, workspace);
             else
                 cpu::im2col_nd::backward_data(depth.native_plane, ctx, depth.native_axis, in0, p.y_strides, in1, out,
                                               p.x_strides, alpha_value, beta_value, workspace);

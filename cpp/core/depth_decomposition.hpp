@@ -40,7 +40,8 @@
 // one GEMM over all taps, y written once (forward, any windows but 1x1x1 stride 1 without padding,
 // which runs in place decomposed); backward data where the outputs' windows are disjoint in every
 // axis (a stride of at least the filter size, dilation 1: ConvTranspose3d(k=2, s=2), 1x1x1
-// stride-2 downsamples): one GEMM and a scatter, no window summed twice.
+// stride-2 downsamples): one GEMM and a scatter, no window summed twice; backward filter on any
+// windows but 1x1x1 stride 1 without padding: the 3-D im2col per block and dW^T += dY^T * col.
 //
 // Selection and queries: a 3-D problem's 2-D problems differ only in their batch; Get ranks the
 // algorithms on the one with the largest batch (representative()), and Get, Find and Select

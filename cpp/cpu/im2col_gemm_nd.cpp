@@ -272,6 +272,79 @@ void backward_data_t(const ConvProblem& p, const Context& ctx, const Depth& dept
     });
 }
 
+// dw[k][c][tap(t)][tap(r)][tap(s)] = alpha * dwt[k][((t * R + r) * S + s) * Cg + c] + beta * dw
+// (beta == 0: dw never read): filters_by_position's inverse.
+template <typename T>
+void filters_from_position(const ConvProblem& p, const Depth& depth, const T* dwt, T* dw, T alpha, T beta,
+                           int threads) {
+    const int64_t cg = p.c_per_group(), taps = depth.taps, l = window_elems(p, depth);
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (int64_t k = 0; k < p.k; ++k)
+        for (int64_t t = 0; t < taps; ++t)
+            for (int64_t r = 0; r < p.r; ++r)
+                for (int64_t s = 0; s < p.s; ++s) {
+                    const int64_t ft = conv_filter_tap(t, taps, p.flip), fr = conv_filter_tap(r, p.r, p.flip),
+                                  fs = conv_filter_tap(s, p.s, p.flip);
+                    const T* src = dwt + k * l + ((t * p.r + r) * p.s + s) * cg;
+                    for (int64_t c = 0; c < cg; ++c) {
+                        T& d = dw[(((k * cg + c) * taps + ft) * p.r + fr) * p.s + fs];
+                        d = beta == T(0) ? alpha * src[c] : alpha * src[c] + beta * d;
+                    }
+                }
+}
+
+template <typename T>
+std::vector<T>& partial_scratch() {
+    thread_local std::vector<T> buffer;
+    return buffer;
+}
+
+// dWt[g] (Kg x L) = the sum over every block of dY_block^T (Kg x rows) * col (rows x L): each
+// thread sums its blocks into a partial of its own (the col block read back from L2), then the
+// partials are added, each thread a range of the elements.
+template <typename T>
+void backward_filter_t(const ConvProblem& p, const Context& ctx, const Depth& depth, const T* x, const int64_t xs[5],
+                       const T* dy, const int64_t ys[5], T* dw, T alpha, T beta, T* dwt) {
+    const Axes a = axes_of(p, depth);
+    const Operand op = operand_of(p, depth, ys);
+    const int threads = ctx.threads();
+    const int64_t kg = p.k_per_group(), l = window_elems(p, depth), per_image = depth.d_out * p.p * p.q;
+    const int64_t pixel = op.transposed ? 1 : op.lda;
+    const int64_t block = block_rows(p, depth, threads), blocks = (per_image + block - 1) / block, tasks = p.n * blocks;
+    const int teams = int(std::clamp<int64_t>(tasks, 1, threads));
+    const size_t partial = size_t(kg * l);
+    BlasThreads blas_threads(1);
+    for (int64_t g = 0; g < p.groups; ++g) {
+        std::vector<T*> partials(static_cast<size_t>(teams));
+#pragma omp parallel num_threads(teams)
+        {
+            const int me = omp_get_thread_num();
+            std::vector<T>& col = col_scratch<T>();
+            if (col.size() < size_t(block * l)) col.resize(size_t(block * l));
+            std::vector<T>& sum = partial_scratch<T>();
+            if (sum.size() < partial) sum.resize(partial);
+            partials[size_t(me)] = sum.data();
+            for (int64_t task = me; task < tasks; task += teams) {  // every thread has one at least
+                const int64_t n = task / blocks, j0 = task % blocks * block, j1 = std::min(per_image, j0 + block);
+                gather(p, a, x, xs, n, g, j0, j1, col.data());
+                const T* rows = dy + n * ys[0] + g * kg * ys[1] + j0 * pixel;
+                // dY_block^T: rows x Kg with pixels lda apart (transposed), or Kg x rows as stored
+                gemm(!op.transposed, false, int(kg), int(l), int(j1 - j0), T(1), rows, int(op.lda), col.data(),
+                     int(l), task == me ? T(0) : T(1), sum.data(), int(l));
+            }
+#pragma omp barrier
+            const size_t lo = partial * size_t(me) / size_t(teams), hi = partial * size_t(me + 1) / size_t(teams);
+            T* out = dwt + g * kg * l;
+            for (size_t i = lo; i < hi; ++i) {
+                T acc = T(0);
+                for (int u = 0; u < teams; ++u) acc += partials[size_t(u)][i];
+                out[i] = acc;
+            }
+        }
+    }
+    filters_from_position(p, depth, dwt, dw, alpha, beta, threads);
+}
+
 }  // namespace
 
 bool one_to_one(const ConvProblem& p, const Depth& depth) {
@@ -284,9 +357,9 @@ bool disjoint(const ConvProblem& p, const Depth& depth) {
            disjoint_axis(p.r, p.stride_h, p.dil_h) && disjoint_axis(p.s, p.stride_w, p.dil_w);
 }
 
-std::string why_not(const ConvProblem& p, const Depth& depth, bool forward, const int64_t strides[5]) {
+std::string why_not(const ConvProblem& p, const Depth& depth, bool any_windows, const int64_t strides[5]) {
     if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE) return "IM2COL_GEMM runs float32 and float64 only";
-    if (!forward && !disjoint(p, depth))
+    if (!any_windows && !disjoint(p, depth))
         return "IM2COL_GEMM's backward data over 1 to 3 axes needs disjoint windows: in every axis a stride of at "
                "least the filter size and dilation 1";
     const int64_t l = window_elems(p, depth), rows = depth.d_out * p.p * p.q;
@@ -294,8 +367,8 @@ std::string why_not(const ConvProblem& p, const Depth& depth, bool forward, cons
         return "IM2COL_GEMM: a GEMM dimension exceeds the 32-bit BLAS interface";
     const Operand op = operand_of(p, depth, strides);
     if (op.lda == 0 || op.lda > INT_MAX)
-        return std::string("IM2COL_GEMM over 1 to 3 axes reads and writes ") + (forward ? "y" : "dy") +
-               "'s output pixels one stride apart (NDHWC or NCDHW, packed per image)";
+        return "IM2COL_GEMM over 1 to 3 axes reads and writes the output's pixels (y or dy) one stride apart "
+               "(NDHWC or NCDHW, packed per image)";
     return "";
 }
 
@@ -311,6 +384,18 @@ void forward(const ConvProblem& p, const Context& ctx, const Depth& depth, const
     else
         forward_t(p, ctx, depth, static_cast<const float*>(x), x_strides, static_cast<const float*>(w),
                   static_cast<float*>(y), y_strides, float(alpha), float(beta), static_cast<float*>(workspace));
+}
+
+void backward_filter(const ConvProblem& p, const Context& ctx, const Depth& depth, const void* x,
+                     const int64_t x_strides[5], const void* dy, const int64_t dy_strides[5], void* dw, double alpha,
+                     double beta, void* workspace) {
+    if (p.dtype == CONVCORE_DATA_DOUBLE)
+        backward_filter_t(p, ctx, depth, static_cast<const double*>(x), x_strides, static_cast<const double*>(dy),
+                          dy_strides, static_cast<double*>(dw), alpha, beta, static_cast<double*>(workspace));
+    else
+        backward_filter_t(p, ctx, depth, static_cast<const float*>(x), x_strides, static_cast<const float*>(dy),
+                          dy_strides, static_cast<float*>(dw), float(alpha), float(beta),
+                          static_cast<float*>(workspace));
 }
 
 void backward_data(const ConvProblem& p, const Context& ctx, const Depth& depth, const void* dy,

@@ -18,6 +18,9 @@
 //                  nothing: the transposed convolution whose kernel equals its stride (U-Net
 //                  decoders' ConvTranspose2d/3d(k=2, s=2)) and the backward data of 1x1 stride-2
 //                  downsamples. The dx elements no window covers get beta * dx.
+//   backward filter (any windows): dWt[g] (Kg x L) = the sum over the blocks of dY_block^T * col,
+//                  each thread summing its blocks into a partial of its own, the partials added,
+//                  then dw = alpha * dWt (in K x C/g x T x R x S order) + beta * dw.
 //
 // Tensors: x and dx in any strides (N, C, D, H, W order); y and dy with the output pixels one
 // stride apart (NDHWC and NCDHW, packed per image: the GEMM reads and writes them in place);
@@ -44,15 +47,21 @@ bool one_to_one(const ConvProblem& plane, const Depth& depth);
 // excepted.
 bool disjoint(const ConvProblem& plane, const Depth& depth);
 // Why the pass cannot run the problem, "" when it can: float32/float64, backward data's shape
-// rule, the output pixels of y (forward) or dy (backward data) one stride apart (`strides`), and
-// GEMM sizes within BLAS's int.
-std::string why_not(const ConvProblem& plane, const Depth& depth, bool forward, const int64_t strides[5]);
-// The filters in K x L order (the workspace; the col blocks are per-thread scratch).
+// rule (any_windows false), the output pixels of y or dy one stride apart (`strides`), and GEMM
+// sizes within BLAS's int.
+std::string why_not(const ConvProblem& plane, const Depth& depth, bool any_windows, const int64_t strides[5]);
+// The filters (or their gradient) in K x L order: the workspace; the col blocks and the filter
+// gradient's partial sums are per-thread scratch.
 size_t workspace_bytes(const ConvProblem& plane, const Depth& depth);
 // y = alpha * conv3d(x, w) + beta * y (beta == 0: y never read).
 void forward(const ConvProblem& plane, const Context& ctx, const Depth& depth, const void* x,
              const int64_t x_strides[5], const void* w, void* y, const int64_t y_strides[5], double alpha, double beta,
              void* workspace);
+// dw = alpha * conv3d_backward_filter(x, dy) + beta * dw (beta == 0: dw never read); dw packed
+// K x C/groups x T x R x S.
+void backward_filter(const ConvProblem& plane, const Context& ctx, const Depth& depth, const void* x,
+                     const int64_t x_strides[5], const void* dy, const int64_t dy_strides[5], void* dw, double alpha,
+                     double beta, void* workspace);
 // dx = alpha * conv3d_backward_data(dy, w) + beta * dx (beta == 0: dx never read).
 void backward_data(const ConvProblem& plane, const Context& ctx, const Depth& depth, const void* dy,
                    const int64_t dy_strides[5], const void* w, void* dx, const int64_t dx_strides[5], double alpha,

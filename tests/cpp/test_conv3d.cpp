@@ -755,45 +755,57 @@ const Case3d kFftCases[] = {
 };
 
 // A native form's pass against the reference: beta 0 on a NaN output through a plan, then alpha
-// 1.5 / beta 0.5 on earlier values through a call; w packed KCTRS; nothing prepared. `workspace`:
-// the bytes the plan must ask for (the native form's own), or 0 for no check.
+// 1.5 / beta 0.5 on earlier values through a call; w (dw) packed KCTRS; nothing prepared. `algo`:
+// the pass's algorithm; `workspace`: the bytes the plan must ask for (the native form's own), or
+// 0 for no check.
 template <typename T>
-void check_native_pass(convcoreHandle_t handle, const Case3d& p, bool cl, convcoreConvolutionPass_t pass,
-                       convcoreConvolutionFwdAlgo_t forward_algo, convcoreConvolutionBwdDataAlgo_t data_algo,
+void check_native_pass(convcoreHandle_t handle, const Case3d& p, bool cl, convcoreConvolutionPass_t pass, int algo,
                        size_t workspace, std::mt19937& rng) {
-    const bool f64 = std::is_same<T, double>::value, forward = pass == CONVCORE_PASS_FORWARD;
+    const bool f64 = std::is_same<T, double>::value;
     const Descs3d d(p, cl, f64 ? CONVCORE_DATA_DOUBLE : CONVCORE_DATA_FLOAT, /*filter_cl=*/false);
     const Data3d<T> data(p, d, cl, rng);
-    const int algo = forward ? int(forward_algo) : int(data_algo);
     const double bound = declared_bound(pass, algo, f64);
-    const std::vector<double>& ref = forward ? data.y_ref : data.dx_ref;
-    const int64_t* dims = forward ? d.yd : d.xd;
-    const T* in0 = forward ? data.xm.data() : data.dym.data();
+    const bool forward = pass == CONVCORE_PASS_FORWARD, filter = pass == CONVCORE_PASS_BACKWARD_FILTER;
+    const std::vector<double>& ref = forward ? data.y_ref : filter ? data.dw_ref : data.dx_ref;
+    const int64_t* dims = forward ? d.yd : filter ? d.wd : d.xd;
+    const bool out_cl = filter ? false : cl;  // dw packed KCTRS
+    const T* in0 = pass == CONVCORE_PASS_BACKWARD_DATA ? data.dym.data() : data.xm.data();
+    const T* in1 = filter ? data.dym.data() : data.wm.data();
     const T one = 1, zero = 0, alpha = T(1.5), beta = T(0.5);
     convcore::Plan plan(handle, pass, d.x, d.w, d.conv, d.y, algo);
     if (workspace > 0) EXPECT_EQ(plan.workspace_size(), workspace) << "the native form runs it";
-    size_t prepared = 99;
-    ASSERT_OK(convcorePrepareConvolutionPlanFilters(plan, data.wm.data(), &prepared));
-    EXPECT_EQ(prepared, 0u);
+    if (!filter) {
+        size_t prepared = 99;
+        ASSERT_OK(convcorePrepareConvolutionPlanFilters(plan, data.wm.data(), &prepared));
+        EXPECT_EQ(prepared, 0u);
+    }
     std::vector<char> ws(plan.workspace_size());
     std::vector<T> out(ref.size(), std::numeric_limits<T>::quiet_NaN());
-    plan.execute(&one, in0, data.wm.data(), &zero, out.data(), ws.data(), ws.size());
-    EXPECT_LE(error_of(from_memory(out, dims, cl), ref), bound);
+    plan.execute(&one, in0, in1, &zero, out.data(), ws.data(), ws.size());
+    EXPECT_LE(error_of(from_memory(out, dims, out_cl), ref), bound);
     const auto out0 = rounded<T>(random_vector(ref.size(), rng));
-    out = to_memory<T>(out0, dims, cl);
+    out = to_memory<T>(out0, dims, out_cl);
     if (forward)
-        ASSERT_OK(convcoreConvolutionForward(handle, &alpha, d.x, data.xm.data(), d.w, data.wm.data(), d.conv,
-                                             forward_algo, ws.data(), ws.size(), &beta, d.y, out.data()));
+        ASSERT_OK(convcoreConvolutionForward(handle, &alpha, d.x, in0, d.w, in1, d.conv,
+                                             convcoreConvolutionFwdAlgo_t(algo), ws.data(), ws.size(), &beta, d.y,
+                                             out.data()));
+    else if (filter)
+        ASSERT_OK(convcoreConvolutionBackwardFilter(handle, &alpha, d.x, in0, d.y, in1, d.conv,
+                                                    convcoreConvolutionBwdFilterAlgo_t(algo), ws.data(), ws.size(),
+                                                    &beta, d.w, out.data()));
     else
-        ASSERT_OK(convcoreConvolutionBackwardData(handle, &alpha, d.w, data.wm.data(), d.y, data.dym.data(), d.conv,
-                                                  data_algo, ws.data(), ws.size(), &beta, d.x, out.data()));
-    EXPECT_LE(error_of(from_memory(out, dims, cl), blend(1.5, ref, 0.5, out0)), bound);
+        ASSERT_OK(convcoreConvolutionBackwardData(handle, &alpha, d.w, in1, d.y, in0, d.conv,
+                                                  convcoreConvolutionBwdDataAlgo_t(algo), ws.data(), ws.size(), &beta,
+                                                  d.x, out.data()));
+    EXPECT_LE(error_of(from_memory(out, dims, out_cl), blend(1.5, ref, 0.5, out0)), bound);
 }
 
 template <typename T>
 void check_native_fft(convcoreHandle_t handle, const Case3d& p, bool cl, convcoreConvolutionPass_t pass,
                       std::mt19937& rng) {
-    check_native_pass<T>(handle, p, cl, pass, CONVCORE_FWD_ALGO_FFT, CONVCORE_BWD_DATA_ALGO_FFT, 0, rng);
+    check_native_pass<T>(handle, p, cl, pass,
+                         pass == CONVCORE_PASS_FORWARD ? int(CONVCORE_FWD_ALGO_FFT) : int(CONVCORE_BWD_DATA_ALGO_FFT), 0,
+                         rng);
 }
 
 TEST(Conv3d, NativeFft) {
@@ -909,8 +921,10 @@ const Case3d kDisjointCases[] = {
 template <typename T>
 void check_native_im2col(convcoreHandle_t handle, const Case3d& p, bool cl, convcoreConvolutionPass_t pass,
                          std::mt19937& rng) {
-    check_native_pass<T>(handle, p, cl, pass, CONVCORE_FWD_ALGO_IM2COL_GEMM, CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM,
-                         p.w_size() * sizeof(T), rng);
+    // IM2COL_GEMM is algorithm 1 of every pass
+    static_assert(int(CONVCORE_FWD_ALGO_IM2COL_GEMM) == int(CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM) &&
+                  int(CONVCORE_FWD_ALGO_IM2COL_GEMM) == int(CONVCORE_BWD_FILTER_ALGO_IM2COL_GEMM));
+    check_native_pass<T>(handle, p, cl, pass, int(CONVCORE_FWD_ALGO_IM2COL_GEMM), p.w_size() * sizeof(T), rng);
 }
 
 TEST(Conv3d, NativeIm2colGemm) {
@@ -919,7 +933,7 @@ TEST(Conv3d, NativeIm2colGemm) {
     for (bool cl : {false, true}) {
         for (const Case3d& p : kDisjointCases) {
             SCOPED_TRACE(case_name(p, cl));
-            for (auto pass : {CONVCORE_PASS_FORWARD, CONVCORE_PASS_BACKWARD_DATA}) {
+            for (auto pass : {CONVCORE_PASS_FORWARD, CONVCORE_PASS_BACKWARD_DATA, CONVCORE_PASS_BACKWARD_FILTER}) {
                 check_native_im2col<float>(handle, p, cl, pass, rng);
                 check_native_im2col<double>(handle, p, cl, pass, rng);
             }
@@ -930,16 +944,14 @@ TEST(Conv3d, NativeIm2colGemm) {
             {1, 1, 5, 6, 7, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, false},
             {2, 4, 6, 7, 9, 8, 2, 3, 3, 0, 1, 2, 2, 2, 1, 1, 1, 1, 4, true},
         };
-        for (const Case3d& p : one_channel) {
-            SCOPED_TRACE(case_name(p, cl) + " forward");
-            check_native_im2col<float>(handle, p, cl, CONVCORE_PASS_FORWARD, rng);
-            check_native_im2col<double>(handle, p, cl, CONVCORE_PASS_FORWARD, rng);
-        }
-        for (const Case3d& p : kCases) {
-            SCOPED_TRACE(case_name(p, cl) + " forward");
-            check_native_im2col<float>(handle, p, cl, CONVCORE_PASS_FORWARD, rng);
-            check_native_im2col<double>(handle, p, cl, CONVCORE_PASS_FORWARD, rng);
-        }
+        std::vector<Case3d> any_windows(std::begin(one_channel), std::end(one_channel));
+        any_windows.insert(any_windows.end(), std::begin(kCases), std::end(kCases));
+        for (const Case3d& p : any_windows)
+            for (auto pass : {CONVCORE_PASS_FORWARD, CONVCORE_PASS_BACKWARD_FILTER}) {
+                SCOPED_TRACE(case_name(p, cl) + (pass == CONVCORE_PASS_FORWARD ? " forward" : " backward filter"));
+                check_native_im2col<float>(handle, p, cl, pass, rng);
+                check_native_im2col<double>(handle, p, cl, pass, rng);
+            }
     }
 }
 
