@@ -364,6 +364,27 @@ int backward_data_3d(const DLPackTensor& dy, const DLPackTensor& w, const DLPack
                     [](convcoreStatus_t status, int a) { check_bwd(status, BACKWARD_DATA, a); });
 }
 
+// dw = alpha * grad_w(x, dy) + beta * dw on 5-D arrays in one C API call, with backward-filter
+// algorithm `algo` (convcore/_nd.py's "native" schedule: the C API's native 3-D IM2COL_GEMM); dw
+// packed K x C/groups x T x R x S.
+int backward_filter_3d(const DLPackTensor& x, const DLPackTensor& dy, const DLPackTensor& dw, const ConvParams& p,
+                       int algo, double alpha, double beta, PlanCache& cache) {
+    if (algo < 0) bad_param("algo: a 3-D call through one plan names its algorithm");
+    auto describe = [&](Descriptors& d, convcoreHandle_t) {
+        const std::string dtype = check_input_types(x, x, "x");
+        if (dy.dtype() != dtype) bad_param("dy: dtype " + dy.dtype() + " does not match x: dtype " + dtype);
+        if (dy.device_type() != x.device_type() || dy.device_id() != x.device_id())
+            bad_param("dy is not on the device of x");
+        check_output(dw, x, dtype, "x", 5);
+        if (!x.has_positive_strides()) bad_param("x: strides must be positive");
+        if (!dy.has_positive_strides()) bad_param("dy: strides must be positive");
+        describe_3d(d, x, "x", dw, dy, "dy", p);  // dw as the filter: packed K x C/groups x T x R x S
+        return algo;
+    };
+    return run_plan(CONVCORE_PASS_BACKWARD_FILTER, x, "x", dy, "dy", dw, p, algo, alpha, beta, cache, 0, -1, describe,
+                    [](convcoreStatus_t status, int a) { check_bwd(status, BACKWARD_FILTER, a); });
+}
+
 // convcore.torch's inference and training forward, kept short: forward() on DLPack capsules
 // (torch.utils.dlpack.to_dlpack's), without making a Python DLPackTensor of each. bias and residual
 // are capsules or None.
@@ -690,6 +711,18 @@ void register_plans(py::module_& m) {
           py::arg("alpha"), py::arg("beta"), py::arg("cache"),
           "dx = alpha * conv3d_backward_data(dy, w) + beta * dx on 5-D arrays in one C API call; depth = "
           "(padding, stride, dilation) of the depth axis; w packed; algo >= 0 (a backward-data algorithm).");
+    m.def("backward_filter_3d",
+          [](const DLPackTensor& x, const DLPackTensor& dy, const DLPackTensor& dw, const ConvParams& p,
+             const std::vector<int64_t>& depth, int algo, double alpha, double beta, PlanCache& cache) {
+              if (depth.size() != 3) bad_param("depth: expected (padding, stride, dilation)");
+              ConvParams p3 = p;
+              p3.pad_d = depth[0], p3.stride_d = depth[1], p3.dil_d = depth[2];
+              return backward_filter_3d(x, dy, dw, p3, algo, alpha, beta, cache);
+          },
+          py::arg("x"), py::arg("dy"), py::arg("dw"), py::arg("params"), py::arg("depth"), py::arg("algo"),
+          py::arg("alpha"), py::arg("beta"), py::arg("cache"),
+          "dw = alpha * conv3d_backward_filter(x, dy) + beta * dw on 5-D arrays in one C API call; depth = "
+          "(padding, stride, dilation) of the depth axis; dw packed; algo >= 0 (a backward-filter algorithm).");
     m.def("forward_capsules", &forward_capsules, py::arg("x"), py::arg("w"), py::arg("y"), py::arg("bias"),
           py::arg("params"), py::arg("algo"), py::arg("plans"), py::arg("filter_version"), py::arg("activation"),
           py::arg("residual") = py::none(),

@@ -878,6 +878,19 @@ class Convolution:
                                                     float(beta), self._plans())
         return self._local.last_algo
 
+    def _backward_filter_3d_one_call(self, x, dy, out, depth, algo, alpha, beta):
+        """out = alpha * conv3d_backward_filter(x, dy) + beta * out in one C API call on 5-D
+        arrays (convcore/_nd.py's "native" schedule): this Convolution's parameters for H and W,
+        ``depth`` the depth axis's (padding, stride, dilation), out packed, ``algo`` a
+        backward-filter algorithm's name. Returns the algorithm that ran."""
+        xt = _import_input(x, "x", None)
+        dyt = _import_input(dy, "dy", None)
+        dwt = _import_output(out, None)
+        self._local.last_algo = _C.backward_filter_3d(xt, dyt, dwt, self.desc._params, list(depth),
+                                                      _enum_algo_id(algo, BwdFilterAlgo), float(alpha),
+                                                      float(beta), self._plans())
+        return self._local.last_algo
+
     def _forward_torch_cpu(self, x, w, algo, filter_version=_C.FILTERS_PER_CALL, bias=None,
                            activation=0, residual=None):
         """The common case of convcore.torch in inference, kept short (a layer pays it per call):

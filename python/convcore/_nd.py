@@ -29,7 +29,9 @@ spatial dimensions), on the 2-D one:
   mirrored, with padding dil*(k-1)-pad per axis, which the same native algorithms run. Where the
   outputs' windows are disjoint (in every axis a stride of at least the filter size, dilation 1:
   ConvTranspose3d(k=2, s=2), 1x1x1 stride-2 downsamples), backward data is instead IM2COL_GEMM's
-  one GEMM and scatter (cpu/im2col_gemm_nd.hpp), for algo "auto" and "im2col_gemm".
+  one GEMM and scatter (cpu/im2col_gemm_nd.hpp), for algo "auto" and "im2col_gemm". In backward
+  filter "native" is the C API's 3-D IM2COL_GEMM (any windows, "auto" and "im2col_gemm"; x and dy
+  read as they lie).
   A fourth, "merged", serves T x 1 x 1 filters with stride 1 and padding 0 in H and W (the
   temporal convolutions of (2+1)-D networks) in every pass: in N x D x H x W x C memory H and W
   merge into one axis of H*W pixels, so the problem is the 2-D one on N x C x D x (H*W) with the
@@ -165,6 +167,20 @@ def _weight_identity(w: Any, filter_version: Any) -> Optional[Tuple[Any, ...]]:
     if fingerprint is None:
         return None
     return (address, tuple(w.shape), str(w.dtype), "check", fingerprint)
+
+
+def _is_packed(a: Any) -> bool:
+    return bool(a.is_contiguous()) if _is_torch(a) else bool(a.flags.c_contiguous)
+
+
+def _pixels_one_stride_apart(a: Any) -> bool:
+    """Whether a (N x C x D x H x W) lies NCDHW or NDHWC within each image: the 3-D IM2COL_GEMM
+    reads its output pixels so (cpu/im2col_gemm_nd.hpp)."""
+    _, c, d, h, w = a.shape
+    s = _element_strides(a)
+    if s[1] == 1 or c == 1:  # channels last: pixels C apart
+        return (w == 1 or s[4] == c) and (h == 1 or s[3] == w * s[4]) and (d == 1 or s[2] == h * w * s[4])
+    return (w == 1 or s[4] == 1) and (h == 1 or s[3] == w) and (d == 1 or s[2] == h * w) and s[1] >= d * h * w
 
 
 def _packed_copy(a: Any) -> Any:
@@ -337,9 +353,11 @@ class NdConvolution:
         y_shape = self.output_shape(x.shape, w_shape)
         if tuple(dy.shape) != y_shape:
             raise BadParamError(f"dy: expected shape {y_shape}, got {tuple(dy.shape)}")
+        schedules = self._schedules(w_shape) + (
+            ("native",) if self._native_backward_filter_algo(x, w_shape, algo) is not None else ())
         return self._scheduled("backward_filter", (x.shape, w_shape, _kind(x), algo), lambda schedule, out, beta:
                                self._backward_filter_3d(x, dy, w_shape, algo, out, alpha, beta,
-                                                        schedule), out, beta, None, self._schedules(w_shape))
+                                                        schedule), out, beta, None, schedules)
 
     # ---- 3-D: the schedules ----
 
@@ -427,6 +445,20 @@ class NdConvolution:
         if name == "IM2COL_GEMM":  # a forward form only where windows overlap
             return None
         return name if name == "FFT" or all(dil == 1 for dil in d.dilation) else None
+
+    def _native_backward_filter_algo(self, x: Any, w_shape: Tuple[int, ...], algo: Any) -> Optional[str]:
+        """The algorithm of the "native" schedule in backward filter, None when it does not
+        apply: the C API's 3-D IM2COL_GEMM (cpu/im2col_gemm_nd.hpp: the 3-D im2col per block of
+        output pixels, each thread's dW partial summed over its blocks) for "auto" and
+        "im2col_gemm" (float32/float64 on the CPU), but a 1x1x1 filter at stride 1 without
+        padding, whose GEMM runs in place decomposed."""
+        d = self.desc
+        one_to_one = (all(k == 1 for k in w_shape[2:]) and all(s == 1 for s in d.stride)
+                      and all(p == 0 for p in d.padding))
+        if (self.dims != 3 or str(algo).upper() not in ("AUTO", "IM2COL_GEMM") or one_to_one
+                or not _kind(x).endswith("@cpu") or "float" not in str(x.dtype) or "16" in str(x.dtype)):
+            return None
+        return "IM2COL_GEMM"
 
     def _scheduled(self, pass_name: str, problem: Tuple[Any, ...], run: Any, out: Optional[Any],
                    beta: float, kept: Optional[Dict[str, Any]] = None,
@@ -617,6 +649,16 @@ class NdConvolution:
         out = self._scaled_output(x, w_shape, out, beta)
         sd = self.desc.stride[0]
         taps = self._depth_geometry(x.shape[2], dy.shape[2], w_shape[2])
+        if schedule == "native":  # the C API's 3-D IM2COL_GEMM: x and dy as they lie, dw packed
+            d = self.desc
+            depth = (d.padding[0], d.stride[0], d.dilation[0])
+            packed_out = _is_packed(out)
+            dw = out if packed_out else _new_like(x, w_shape)
+            self.plane._backward_filter_3d_one_call(x, ndhwc(dy) if not _pixels_one_stride_apart(dy) else dy,
+                                                    dw, depth, "IM2COL_GEMM", alpha, 1.0 if packed_out else 0.0)
+            if not packed_out:
+                out += dw
+            return out
         x_run, dy_run = ndhwc(x), ndhwc(dy)
         if schedule == "merged":
             dw2 = out[..., 0]

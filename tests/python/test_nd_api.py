@@ -239,6 +239,35 @@ def test_native_disjoint_backward_data_matches_the_reference(problem, mode):
             conv.backward_data(dyd, wd, x.shape, algo="direct")
 
 
+# The "native" schedule's backward filter: the 3-D IM2COL_GEMM (cpu/im2col_gemm_nd.hpp) for algo
+# "auto" and "im2col_gemm", on any windows (overlapping, strided, dilated, grouped, disjoint), x
+# and dy in either memory order, out packed or not (then the gradient is added into it).
+@pytest.mark.parametrize("mode", ["cross_correlation", "convolution"])
+@pytest.mark.parametrize("problem", FFT_PROBLEMS + DISJOINT_PROBLEMS, ids=ids)
+def test_native_backward_filter_matches_the_reference(problem, mode):
+    x, w = arrays(problem)
+    _, _, padding, stride, dilation, groups = problem
+    y_ref, _, backward_filter = convnd_reference(x, w, padding, stride, dilation, groups, mode)
+    dy = np.random.default_rng(5).uniform(-1, 1, y_ref.shape)
+    dw_ref = backward_filter(dy)
+    last = (0, 2, 3, 4, 1)
+    for dtype, tol in ((np.float64, 1e-12), (np.float32, 1e-5)):
+        conv = with_schedule(convcore.Convolution(padding=padding, stride=stride, dilation=dilation,
+                                                  groups=groups, mode=mode), "native")
+        xd, dyd = x.astype(dtype), dy.astype(dtype)
+        for algo in ("auto", "im2col_gemm"):
+            for a, b in ((xd, dyd), (np.ascontiguousarray(xd.transpose(last)).transpose(0, 4, 1, 2, 3),
+                                     np.ascontiguousarray(dyd.transpose(last)).transpose(0, 4, 1, 2, 3))):
+                assert relative_error(conv.backward_filter(a, b, w.shape, algo=algo), dw_ref) <= tol
+        for out in (np.random.default_rng(6).uniform(-1, 1, w.shape).astype(dtype),
+                    np.asfortranarray(np.random.default_rng(7).uniform(-1, 1, w.shape).astype(dtype))):
+            expected = 0.5 * dw_ref + 2.0 * out
+            conv.backward_filter(xd, dyd, w.shape, algo="im2col_gemm", out=out, alpha=0.5, beta=2.0)
+            assert relative_error(out, expected) <= tol
+        with pytest.raises(convcore.NotSupportedError, match="native"):
+            conv.backward_filter(xd, dyd, w.shape, algo="direct")
+
+
 # The "merged" schedule: T x 1 x 1 filters, stride 1 and padding 0 in H and W, as the 2-D problem
 # on N x C x D x (H*W) (every pass).
 MERGED_PROBLEMS = [
@@ -293,8 +322,8 @@ def test_native_schedule_only_where_it_applies():
     x, w = arrays(PROBLEMS[4])
     conv = with_schedule(convcore.Convolution(padding=1, spatial_dims=3), "native")
     dy = np.ones(conv.output_shape(x.shape, w.shape))
-    with pytest.raises(convcore.NotSupportedError, match="native"):  # forward and backward data
-        conv.backward_filter(x, dy, w.shape)
+    with pytest.raises(convcore.NotSupportedError, match="native"):  # IM2COL_GEMM's only
+        conv.backward_filter(x, dy, w.shape, algo="implicit_gemm")
     with pytest.raises(convcore.NotSupportedError, match="native"):
         conv.forward(x, w, algo="implicit_gemm")
     strided = with_schedule(convcore.Convolution(padding=1, stride=(2, 1, 1)), "native")
