@@ -169,6 +169,11 @@ def _weight_identity(w: Any, filter_version: Any) -> Optional[Tuple[Any, ...]]:
     return (address, tuple(w.shape), str(w.dtype), "check", fingerprint)
 
 
+def _cpu_float(a: Any) -> bool:
+    """float32 or float64 on the CPU: what the C API's native 3-D forms run."""
+    return _kind(a).endswith("@cpu") and "float" in str(a.dtype) and "16" not in str(a.dtype)
+
+
 def _is_packed(a: Any) -> bool:
     return bool(a.is_contiguous()) if _is_torch(a) else bool(a.flags.c_contiguous)
 
@@ -384,6 +389,13 @@ class NdConvolution:
                      "WINOGRAD_2X2_3X3": "WINOGRAD_2X2_3X3", "FFT": "FFT",
                      "CYCLIC_MINIMAL": "CYCLIC_MINIMAL", "IM2COL_GEMM": "IM2COL_GEMM"}
 
+    def _one_to_one(self, w_shape: Tuple[int, ...]) -> bool:
+        """A 1x1x1 filter at stride 1 without padding: each output reads the input at its own
+        position, so the GEMMs run on the tensors in place (decomposed), with no im2col."""
+        d = self.desc
+        return (all(k == 1 for k in w_shape[2:]) and all(s == 1 for s in d.stride)
+                and all(p == 0 for p in d.padding))
+
     def _native_algo(self, x: Any, w: Any, algo: Any) -> Optional[str]:
         """The algorithm the "native" schedule runs for this forward problem, None when it does
         not apply (float32/float64 on the CPU): the C API's 3-D Winograd for T x 3 x 3 filters
@@ -395,8 +407,7 @@ class NdConvolution:
         taps) for "im2col_gemm", and for "auto" where the Winograd does not apply; neither for a
         1x1x1 filter at stride 1 without padding, which runs in place decomposed."""
         name = self._NATIVE_ALGOS.get(str(algo).upper())
-        if (self.dims != 3 or name is None or not _kind(x).endswith("@cpu")
-                or "float" not in str(x.dtype) or "16" in str(x.dtype)):
+        if self.dims != 3 or name is None or not _cpu_float(x):
             return None
         if name == "FFT":
             return name if w.shape[2] > 1 else None
@@ -410,8 +421,7 @@ class NdConvolution:
             per_tap = sum(max(0, min(d_out, x.shape[2] - (t - d.padding[0])) - max(0, d.padding[0] - t))
                           for t in range(taps))
             return name if -(-d_out // (5 - taps)) * 5 < per_tap else None
-        one_to_one = (all(k == 1 for k in w.shape[2:]) and all(s == 1 for s in self.desc.stride)
-                      and all(p == 0 for p in self.desc.padding))
+        one_to_one = self._one_to_one(w.shape)
         if name == "IM2COL_GEMM":
             return None if one_to_one else name
         winograd = (tuple(w.shape[3:]) == (3, 3) and self.desc.groups == 1
@@ -429,12 +439,10 @@ class NdConvolution:
         every axis a stride of at least the filter size, dilation 1: ConvTranspose3d(k=2, s=2)),
         IM2COL_GEMM's scatter form (cpu/im2col_gemm_nd.hpp) runs it, for "auto" too."""
         d = self.desc
-        if (str(algo).upper() in ("AUTO", "IM2COL_GEMM") and _kind(dy).endswith("@cpu")
-                and "float" in str(dy.dtype) and "16" not in str(dy.dtype)
+        if (str(algo).upper() in ("AUTO", "IM2COL_GEMM") and _cpu_float(dy)
                 and all(s >= k and (k == 1 or dil == 1)
                         for s, k, dil in zip(d.stride, w.shape[2:], d.dilation))
-                and not (all(k == 1 for k in w.shape[2:]) and all(s == 1 for s in d.stride)
-                         and all(p == 0 for p in d.padding))):  # 1x1x1 in place: the taps
+                and not self._one_to_one(w.shape)):
             return "IM2COL_GEMM"  # disjoint windows: one GEMM and a scatter
         if (any(s != 1 for s in d.stride) or d.groups != 1
                 or any(p > dil * (k - 1) for p, dil, k in zip(d.padding, d.dilation, w.shape[2:]))):
@@ -452,11 +460,8 @@ class NdConvolution:
         output pixels, each thread's dW partial summed over its blocks) for "auto" and
         "im2col_gemm" (float32/float64 on the CPU), but a 1x1x1 filter at stride 1 without
         padding, whose GEMM runs in place decomposed."""
-        d = self.desc
-        one_to_one = (all(k == 1 for k in w_shape[2:]) and all(s == 1 for s in d.stride)
-                      and all(p == 0 for p in d.padding))
-        if (self.dims != 3 or str(algo).upper() not in ("AUTO", "IM2COL_GEMM") or one_to_one
-                or not _kind(x).endswith("@cpu") or "float" not in str(x.dtype) or "16" in str(x.dtype)):
+        if (self.dims != 3 or str(algo).upper() not in ("AUTO", "IM2COL_GEMM") or self._one_to_one(w_shape)
+                or not _cpu_float(x)):
             return None
         return "IM2COL_GEMM"
 
