@@ -83,9 +83,11 @@ std::vector<T>& col_scratch() {
     return buffer;
 }
 
-// wt[k][((t * R + r) * S + s) * Cg + c] = the filter element at window position (t, r, s).
-template <typename T>
-void filters_by_position(const ConvProblem& p, const Depth& depth, const T* w, T* wt, int threads) {
+// f(i, j) for every filter element: i its index in K x L order, wt[k][((t * R + r) * S + s) * Cg + c]
+// by window position (t, r, s), j its index in w (K x C/g x T x R x S), where the position's
+// element is mirrored in the true-convolution mode.
+template <typename F>
+void for_each_filter_element(const ConvProblem& p, const Depth& depth, int threads, F f) {
     const int64_t cg = p.c_per_group(), taps = depth.taps, l = window_elems(p, depth);
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t k = 0; k < p.k; ++k)
@@ -94,9 +96,15 @@ void filters_by_position(const ConvProblem& p, const Depth& depth, const T* w, T
                 for (int64_t s = 0; s < p.s; ++s) {
                     const int64_t ft = conv_filter_tap(t, taps, p.flip), fr = conv_filter_tap(r, p.r, p.flip),
                                   fs = conv_filter_tap(s, p.s, p.flip);
-                    T* dst = wt + k * l + ((t * p.r + r) * p.s + s) * cg;
-                    for (int64_t c = 0; c < cg; ++c) dst[c] = w[(((k * cg + c) * taps + ft) * p.r + fr) * p.s + fs];
+                    const int64_t i = k * l + ((t * p.r + r) * p.s + s) * cg;
+                    for (int64_t c = 0; c < cg; ++c) f(i + c, (((k * cg + c) * taps + ft) * p.r + fr) * p.s + fs);
                 }
+}
+
+// The filters in K x L order (wt), from w.
+template <typename T>
+void filters_by_position(const ConvProblem& p, const Depth& depth, const T* w, T* wt, int threads) {
+    for_each_filter_element(p, depth, threads, [&](int64_t i, int64_t j) { wt[i] = w[j]; });
 }
 
 // dx = beta * dx on the elements no window covers.
@@ -272,25 +280,14 @@ void backward_data_t(const ConvProblem& p, const Context& ctx, const Depth& dept
     });
 }
 
-// dw[k][c][tap(t)][tap(r)][tap(s)] = alpha * dwt[k][((t * R + r) * S + s) * Cg + c] + beta * dw
-// (beta == 0: dw never read): filters_by_position's inverse.
+// dw = alpha * dwt (K x L order) + beta * dw (beta == 0: dw never read): filters_by_position's
+// inverse.
 template <typename T>
 void filters_from_position(const ConvProblem& p, const Depth& depth, const T* dwt, T* dw, T alpha, T beta,
                            int threads) {
-    const int64_t cg = p.c_per_group(), taps = depth.taps, l = window_elems(p, depth);
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t k = 0; k < p.k; ++k)
-        for (int64_t t = 0; t < taps; ++t)
-            for (int64_t r = 0; r < p.r; ++r)
-                for (int64_t s = 0; s < p.s; ++s) {
-                    const int64_t ft = conv_filter_tap(t, taps, p.flip), fr = conv_filter_tap(r, p.r, p.flip),
-                                  fs = conv_filter_tap(s, p.s, p.flip);
-                    const T* src = dwt + k * l + ((t * p.r + r) * p.s + s) * cg;
-                    for (int64_t c = 0; c < cg; ++c) {
-                        T& d = dw[(((k * cg + c) * taps + ft) * p.r + fr) * p.s + fs];
-                        d = beta == T(0) ? alpha * src[c] : alpha * src[c] + beta * d;
-                    }
-                }
+    for_each_filter_element(p, depth, threads, [&](int64_t i, int64_t j) {
+        dw[j] = beta == T(0) ? alpha * dwt[i] : alpha * dwt[i] + beta * dw[j];
+    });
 }
 
 template <typename T>
