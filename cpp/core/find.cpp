@@ -37,6 +37,7 @@
 #include "core/descriptors.hpp"
 #include "core/find_db.hpp"
 #include "core/plan.hpp"
+#include "core/select.hpp"
 #include "core/selection.hpp"
 #include "core/timing.hpp"
 
@@ -138,6 +139,10 @@ public:
     const char* name(int algo) const { return algo_name(kind_, algo); }
     const ConvProblem& prob() const { return prob_; }
     const std::vector<Ranked>& ranking_rows() const { return ranking_; }
+    // Whether "auto" times algo whatever its rank (core/select.hpp).
+    bool timed_beside_candidates(int algo) const {
+        return kind_ == CONVCORE_PASS_FORWARD && convcore::timed_beside_candidates(convcoreConvolutionFwdAlgo_t(algo), prob_);
+    }
     int64_t bytes(int i) const { return bytes_[i]; }
     // The find-db key: the 2-D problem's, and a 3-D problem's depth axis and strides.
     std::string db_key() const {
@@ -289,8 +294,9 @@ std::vector<find_db::Record> time_interleaved(Pass& pass, const std::vector<int>
 
 // Every algorithm of the pass: those that ran, fastest first by the time of the problem's filter
 // protocol, then the others in enum order. Only the first `candidates` eligible algorithms of the
-// Get ranking are timed, and those the find-db already knows; the rest keep status SUCCESS with
-// times -1 (listed after those timed).
+// Get ranking are timed, those the find-db already knows, and those Select times whatever their
+// rank (timed_beside_candidates, core/select.hpp); the rest keep status SUCCESS with times -1
+// (listed after those timed).
 std::vector<FindResult> find(Pass& pass, TimingBuffers buf, size_t candidates = kAllCandidates) {
     const Context& ctx = *pass.handle();
     const size_t limit = buf.callers_workspace ? buf.workspace_bytes : ctx.find_workspace_limit;
@@ -331,7 +337,8 @@ std::vector<FindResult> find(Pass& pass, TimingBuffers buf, size_t candidates = 
         size_t ranked = 0;  // eligible algorithms seen, in the Get ranking's order
         for (size_t i = 0; i < perf.size(); ++i) {
             if (!eligible[i]) continue;
-            if (ranked++ >= candidates && !known.count(pass.name(perf[i].algo))) eligible[i] = false;
+            if (ranked++ >= candidates && !known.count(pass.name(perf[i].algo)) && !pass.timed_beside_candidates(perf[i].algo))
+                eligible[i] = false;
         }
     }
     std::vector<size_t> missing = missing_from(known);

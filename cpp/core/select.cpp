@@ -163,4 +163,12 @@ std::vector<RankedAlgo> rank_algorithms(const ConvProblem& prob) {
     return ranked;
 }
 
+bool timed_beside_candidates(convcoreConvolutionFwdAlgo_t algo, const ConvProblem& prob) {
+    if (algo != CONVCORE_FWD_ALGO_IMPLICIT_GEMM || prob.device != CONVCORE_DEVICE_CPU || !prob.activations_nhwc())
+        return false;
+    const Solver* s = find_solver(algo, prob.device);
+    const ConvProblem packed = prob.packed();
+    return s && s->runs_nhwc && s->why_not(packed).empty() && s->runs_nhwc(packed);
+}
+
 }  // namespace convcore

@@ -613,6 +613,34 @@ TEST_F(FindTest, SelectMeasuredTimesTheTopCandidatesOnceThenLooksUp) {
     EXPECT_EQ(timed_runs() - before, timed);
 }
 
+// On an NHWC problem with few input channels (a 3-D filter's 3 depth taps stacked as channels),
+// IMPLICIT_GEMM's NHWC GEMM is timed whatever its rank; on NCHW (the test above) only the top 3.
+TEST_F(FindTest, SelectMeasuredTimesTheNhwcGemmBesideTheTopCandidates) {
+    // (32 images of 12 x 12: the model ranks IMPLICIT_GEMM 4th there; the count below allows
+    // a refitted model that ranks it higher.)
+    const convcore::TensorDesc xn(CONVCORE_TENSOR_NHWC, CONVCORE_DATA_FLOAT, 32, 3, 12, 12);
+    const convcore::FilterDesc wn(CONVCORE_DATA_FLOAT, 32, 3, 3, 3);
+    const convcore::TensorDesc yn(CONVCORE_TENSOR_NHWC, CONVCORE_DATA_FLOAT, 32, 32, 12, 12);
+    std::vector<Perf> ranking(CONVCORE_FWD_ALGO_COUNT);
+    int returned = 0;
+    ASSERT_EQ(convcoreGetConvolutionForwardAlgorithm(handle, xn, wn, conv, yn, CONVCORE_FWD_ALGO_COUNT, &returned,
+                                                     ranking.data()),
+              CONVCORE_STATUS_SUCCESS);
+    bool in_top = false;
+    for (int i = 0; i < CONVCORE_SELECT_CANDIDATES; ++i) in_top |= ranking[i].algo == CONVCORE_FWD_ALGO_IMPLICIT_GEMM;
+    const int64_t before = timed_runs();
+    convcoreConvolutionFwdAlgo_t algo{};
+    ASSERT_EQ(convcoreSelectConvolutionForwardAlgorithm(handle, xn, nullptr, wn, nullptr, conv, yn, nullptr,
+                                                        CONVCORE_SELECT_MEASURED, &algo),
+              CONVCORE_STATUS_SUCCESS)
+        << convcoreGetLastErrorString();
+    EXPECT_EQ(timed_runs() - before, CONVCORE_SELECT_CANDIDATES + (in_top ? 0 : 1));
+    const std::string text = read_text(db);
+    EXPECT_NE(text.find("\tIMPLICIT_GEMM\tSUCCESS"), std::string::npos) << text;
+    for (int i = 0; i < CONVCORE_SELECT_CANDIDATES; ++i)
+        EXPECT_NE(text.find(convcoreGetFwdAlgoName(ranking[i].algo)), std::string::npos);
+}
+
 TEST_F(FindTest, SelectFindIsFindsFastestAndUsesTheCallersBuffers) {
     std::vector<float> xs(size_t(1 * 4 * 10 * 9), 0.5f), ws(size_t(5 * 4 * 3 * 3), -0.25f),
         ys(size_t(1 * 5 * 10 * 9), 0.0f);

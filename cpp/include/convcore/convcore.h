@@ -436,7 +436,8 @@ CONVCORE_API convcoreStatus_t convcoreFindConvolutionForwardAlgorithmEx(
  *   CONVCORE_SELECT_HEURISTIC  Get's first applicable algorithm; times nothing.
  *   CONVCORE_SELECT_MEASURED   "auto": the heuristic's first CONVCORE_SELECT_CANDIDATES
  *                              applicable algorithms (and any others the find-db already knows
- *                              for this problem) timed once per machine through the find-db, the
+ *                              for this problem, and IMPLICIT_GEMM on an NHWC CPU problem it runs
+ *                              through its NHWC GEMM) timed once per machine through the find-db, the
  *                              fastest kept. A heuristic fitted to one machine ranks well but not
  *                              exactly on another; timing its few best guesses on this machine
  *                              corrects the order at the cost of a few runs on first use.
