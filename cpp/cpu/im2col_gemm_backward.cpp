@@ -38,6 +38,7 @@
 #include "cpu/blas_threads.hpp"
 #include "cpu/im2col_gemm_nd.hpp"
 #include "cpu/nhwc_gemm.hpp"
+#include "cpu/partial_sums.hpp"
 
 namespace convcore {
 namespace cpu {
@@ -338,12 +339,6 @@ int64_t filter_block_rows(const ConvProblem& p) {
 }
 
 template <typename T>
-std::vector<T>& filter_scratch() {
-    thread_local std::vector<T> buffer;
-    return buffer;
-}
-
-template <typename T>
 void filter_nhwc(const BwdFilterArgs& a) {
     const ConvProblem& p = a.prob;
     const int threads = a.ctx.threads();
@@ -358,36 +353,14 @@ void filter_nhwc(const BwdFilterArgs& a) {
     T* dwt = static_cast<T*>(a.workspace);
     const int64_t rows = p.n * pq, block = filter_block_rows<T>(p), blocks = (rows + block - 1) / block;
     const int teams = int(std::min<int64_t>(threads, blocks));
-    const size_t partial = size_t(kg * l), col_elems = size_t(block * l);
-    for (int64_t g = 0; g < p.groups; ++g) {
-        std::vector<T*> partials(static_cast<size_t>(teams));
-#pragma omp parallel num_threads(teams)
-        {
-            const int t = omp_get_thread_num();
-            std::vector<T>& mine = filter_scratch<T>();
-            if (mine.size() < partial + col_elems) mine.resize(partial + col_elems);
-            T* sum = mine.data();
-            T* col = sum + partial;
-            partials[size_t(t)] = sum;
-            bool first = true;
-            for (int64_t b = t; b < blocks; b += teams) {  // dWt_t += dY_block^T (Kg x rows) * col (rows x L)
-                const int64_t m0 = b * block, m1 = std::min(rows, m0 + block);
-                nhwc_unfold(p, x, col, m0, m1, g);
-                gemm(true, false, int(kg), int(l), int(m1 - m0), T(1), dy + m0 * p.k + g * kg, int(p.k), col, int(l),
-                     first ? T(0) : T(1), sum, int(l));
-                first = false;
-            }
-#pragma omp barrier
-            // dWt[g] = the sum of the partials, each thread a range of its elements
-            const size_t lo = partial * size_t(t) / size_t(teams), hi = partial * size_t(t + 1) / size_t(teams);
-            T* out = dwt + g * kg * l;
-            for (size_t i = lo; i < hi; ++i) {
-                T acc = T(0);
-                for (int u = 0; u < teams; ++u) acc += partials[size_t(u)][i];
-                out[i] = acc;
-            }
-        }
-    }
+    for (int64_t g = 0; g < p.groups; ++g)  // dWt[g] = the sum over blocks of dY_block^T (Kg x rows) * col (rows x L)
+        sum_tasks_in_partials<T>(blocks, teams, size_t(kg * l), size_t(block * l), dwt + g * kg * l,
+                                 [&](int64_t b, T* col, T* sum, bool first) {
+                                     const int64_t m0 = b * block, m1 = std::min(rows, m0 + block);
+                                     nhwc_unfold(p, x, col, m0, m1, g);
+                                     gemm(true, false, int(kg), int(l), int(m1 - m0), T(1), dy + m0 * p.k + g * kg,
+                                          int(p.k), col, int(l), first ? T(0) : T(1), sum, int(l));
+                                 });
     filters_from_krsc(p, dwt, static_cast<T*>(a.dw), T(a.alpha), T(a.beta), threads);
 }
 

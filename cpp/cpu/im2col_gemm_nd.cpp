@@ -12,6 +12,7 @@
 #include "cpu/blas_gemm.hpp"
 #include "cpu/blas_threads.hpp"
 #include "cpu/cpu_isa.hpp"
+#include "cpu/partial_sums.hpp"
 
 namespace convcore {
 namespace cpu {
@@ -290,15 +291,8 @@ void filters_from_position(const ConvProblem& p, const Depth& depth, const T* dw
     });
 }
 
-template <typename T>
-std::vector<T>& partial_scratch() {
-    thread_local std::vector<T> buffer;
-    return buffer;
-}
-
-// dWt[g] (Kg x L) = the sum over every block of dY_block^T (Kg x rows) * col (rows x L): each
-// thread sums its blocks into a partial of its own (the col block read back from L2), then the
-// partials are added, each thread a range of the elements.
+// dWt[g] (Kg x L) = the sum over every block of dY_block^T (Kg x rows) * col (rows x L), in
+// partial sums per thread (cpu/partial_sums.hpp; the col block read back from L2).
 template <typename T>
 void backward_filter_t(const ConvProblem& p, const Context& ctx, const Depth& depth, const T* x, const int64_t xs[5],
                        const T* dy, const int64_t ys[5], T* dw, T alpha, T beta, T* dwt) {
@@ -309,36 +303,19 @@ void backward_filter_t(const ConvProblem& p, const Context& ctx, const Depth& de
     const int64_t pixel = op.transposed ? 1 : op.lda;
     const int64_t block = block_rows(p, depth, threads), blocks = (per_image + block - 1) / block, tasks = p.n * blocks;
     const int teams = int(std::clamp<int64_t>(tasks, 1, threads));
-    const size_t partial = size_t(kg * l);
     BlasThreads blas_threads(1);
-    for (int64_t g = 0; g < p.groups; ++g) {
-        std::vector<T*> partials(static_cast<size_t>(teams));
-#pragma omp parallel num_threads(teams)
-        {
-            const int me = omp_get_thread_num();
-            std::vector<T>& col = col_scratch<T>();
-            if (col.size() < size_t(block * l)) col.resize(size_t(block * l));
-            std::vector<T>& sum = partial_scratch<T>();
-            if (sum.size() < partial) sum.resize(partial);
-            partials[size_t(me)] = sum.data();
-            for (int64_t task = me; task < tasks; task += teams) {  // every thread has one at least
-                const int64_t n = task / blocks, j0 = task % blocks * block, j1 = std::min(per_image, j0 + block);
-                gather(p, a, x, xs, n, g, j0, j1, col.data());
-                const T* rows = dy + n * ys[0] + g * kg * ys[1] + j0 * pixel;
-                // dY_block^T: rows x Kg with pixels lda apart (transposed), or Kg x rows as stored
-                gemm(!op.transposed, false, int(kg), int(l), int(j1 - j0), T(1), rows, int(op.lda), col.data(),
-                     int(l), task == me ? T(0) : T(1), sum.data(), int(l));
-            }
-#pragma omp barrier
-            const size_t lo = partial * size_t(me) / size_t(teams), hi = partial * size_t(me + 1) / size_t(teams);
-            T* out = dwt + g * kg * l;
-            for (size_t i = lo; i < hi; ++i) {
-                T acc = T(0);
-                for (int u = 0; u < teams; ++u) acc += partials[size_t(u)][i];
-                out[i] = acc;
-            }
-        }
-    }
+    for (int64_t g = 0; g < p.groups; ++g)
+        sum_tasks_in_partials<T>(tasks, teams, size_t(kg * l), size_t(block * l), dwt + g * kg * l,
+                                 [&](int64_t task, T* col, T* sum, bool first) {
+                                     const int64_t n = task / blocks, j0 = task % blocks * block,
+                                                   j1 = std::min(per_image, j0 + block);
+                                     gather(p, a, x, xs, n, g, j0, j1, col);
+                                     const T* rows = dy + n * ys[0] + g * kg * ys[1] + j0 * pixel;
+                                     // dY_block^T: rows x Kg with pixels lda apart (transposed),
+                                     // or Kg x rows as stored
+                                     gemm(!op.transposed, false, int(kg), int(l), int(j1 - j0), T(1), rows,
+                                          int(op.lda), col, int(l), first ? T(0) : T(1), sum, int(l));
+                                 });
     filters_from_position(p, depth, dwt, dw, alpha, beta, threads);
 }
 
