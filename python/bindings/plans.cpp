@@ -333,6 +333,14 @@ void describe_3d(Descriptors& d, const DLPackTensor& in_, const char* in_name, c
     check(convcoreSetTensorNdDescriptor(d.y, t, 5, os.data(), ost.data()), std::string(out_name) + ": ");
 }
 
+// p with the depth axis of a 3-D call: depth = (padding, stride, dilation).
+ConvParams with_depth(const ConvParams& p, const std::vector<int64_t>& depth) {
+    if (depth.size() != 3) bad_param("depth: expected (padding, stride, dilation)");
+    ConvParams p3 = p;
+    p3.pad_d = depth[0], p3.stride_d = depth[1], p3.dil_d = depth[2];
+    return p3;
+}
+
 // The 3-D forward pass in one C API call on 5-D descriptors: what runs the C API's native 3-D
 // Winograd (cpu/winograd_3d.hpp), whose plan keeps its transformed filters as a 2-D plan does
 // (filter_version as in run_plan), and its 3-D FFT; algo >= 0: convcore/_nd.py chooses.
@@ -690,10 +698,7 @@ void register_plans(py::module_& m) {
           [](const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y, const ConvParams& p,
              const std::vector<int64_t>& depth, int algo, double alpha, double beta, PlanCache& cache,
              int64_t filter_version) {
-              if (depth.size() != 3) bad_param("depth: expected (padding, stride, dilation)");
-              ConvParams p3 = p;
-              p3.pad_d = depth[0], p3.stride_d = depth[1], p3.dil_d = depth[2];
-              return forward_3d(x, w, y, p3, algo, alpha, beta, cache, filter_version);
+              return forward_3d(x, w, y, with_depth(p, depth), algo, alpha, beta, cache, filter_version);
           },
           py::arg("x"), py::arg("w"), py::arg("y"), py::arg("params"), py::arg("depth"), py::arg("algo"),
           py::arg("alpha"), py::arg("beta"), py::arg("cache"), py::arg("filter_version"),
@@ -702,10 +707,7 @@ void register_plans(py::module_& m) {
     m.def("backward_data_3d",
           [](const DLPackTensor& dy, const DLPackTensor& w, const DLPackTensor& dx, const ConvParams& p,
              const std::vector<int64_t>& depth, int algo, double alpha, double beta, PlanCache& cache) {
-              if (depth.size() != 3) bad_param("depth: expected (padding, stride, dilation)");
-              ConvParams p3 = p;
-              p3.pad_d = depth[0], p3.stride_d = depth[1], p3.dil_d = depth[2];
-              return backward_data_3d(dy, w, dx, p3, algo, alpha, beta, cache);
+              return backward_data_3d(dy, w, dx, with_depth(p, depth), algo, alpha, beta, cache);
           },
           py::arg("dy"), py::arg("w"), py::arg("dx"), py::arg("params"), py::arg("depth"), py::arg("algo"),
           py::arg("alpha"), py::arg("beta"), py::arg("cache"),
@@ -714,10 +716,7 @@ void register_plans(py::module_& m) {
     m.def("backward_filter_3d",
           [](const DLPackTensor& x, const DLPackTensor& dy, const DLPackTensor& dw, const ConvParams& p,
              const std::vector<int64_t>& depth, int algo, double alpha, double beta, PlanCache& cache) {
-              if (depth.size() != 3) bad_param("depth: expected (padding, stride, dilation)");
-              ConvParams p3 = p;
-              p3.pad_d = depth[0], p3.stride_d = depth[1], p3.dil_d = depth[2];
-              return backward_filter_3d(x, dy, dw, p3, algo, alpha, beta, cache);
+              return backward_filter_3d(x, dy, dw, with_depth(p, depth), algo, alpha, beta, cache);
           },
           py::arg("x"), py::arg("dy"), py::arg("dw"), py::arg("params"), py::arg("depth"), py::arg("algo"),
           py::arg("alpha"), py::arg("beta"), py::arg("cache"),
