@@ -222,6 +222,31 @@ void gather(const ConvProblem& p, const Axes& a, const T* x, const int64_t xs[5]
     }
 }
 
+// The col row of output pixel j (of image n, group g) in w's order, (c, t, r, s), each window
+// position mirrored in true convolution, zero outside x: a GEMM on such rows writes dw (K x C/g
+// x T x R x S) itself.
+template <typename T>
+void gather_in_filter_order(const ConvProblem& p, const Axes& a, const T* x, const int64_t xs[5], int64_t n,
+                            int64_t g, int64_t j, T* row) {
+    const int64_t cg = p.c_per_group(), positions = a.d.k * a.h.k * a.w.k;
+    const T* xg = x + n * xs[0] + g * cg * xs[1];
+    const int64_t od = j / (a.h.out * a.w.out), oh = j / a.w.out % a.h.out, ow = j % a.w.out;
+    for (int64_t t = 0; t < a.d.k; ++t)
+        for (int64_t r = 0; r < a.h.k; ++r)
+            for (int64_t s = 0; s < a.w.k; ++s) {
+                const int64_t id = od * a.d.stride - a.d.pad + t * a.d.dil, ih = oh * a.h.stride - a.h.pad + r * a.h.dil,
+                              iw = ow * a.w.stride - a.w.pad + s * a.w.dil;
+                T* dst = row + (conv_filter_tap(t, a.d.k, p.flip) * a.h.k + conv_filter_tap(r, a.h.k, p.flip)) * a.w.k +
+                         conv_filter_tap(s, a.w.k, p.flip);
+                if (id < 0 || id >= a.d.in || ih < 0 || ih >= a.h.in || iw < 0 || iw >= a.w.in) {
+                    for (int64_t c = 0; c < cg; ++c) dst[c * positions] = T(0);
+                    continue;
+                }
+                const T* src = xg + id * xs[2] + ih * xs[3] + iw * xs[4];
+                for (int64_t c = 0; c < cg; ++c) dst[c * positions] = src[c * xs[1]];
+            }
+}
+
 // f(n, j0, j1, col) for every block of output pixels, each block one thread's, with BLAS
 // single-threaded inside; col is the thread's scratch of block * L elements.
 template <typename T, typename F>
@@ -291,8 +316,16 @@ void filters_from_position(const ConvProblem& p, const Depth& depth, const T* dw
     });
 }
 
-// dWt[g] (Kg x L) = the sum over every block of dY_block^T (Kg x rows) * col (rows x L), in
-// partial sums per thread (cpu/partial_sums.hpp; the col block read back from L2).
+// dWt[g] (Kg x L) = the sum over blocks of output pixels of dY_block^T (Kg x rows) * col (rows x L),
+// in one of two ways:
+// - blocks whose col fills half of L2 (block_rows), each thread reducing its own into a partial
+//   sum of its own (cpu/partial_sums.hpp; the col block read back from L2), the partials added;
+// - where such a block is shorter than the filters are many (Kg: wide windows, L = T*R*S*C/g
+//   large, as 3x3x3 layers with 256-512 channels), its GEMMs would reduce over too few rows and
+//   the per-thread partials (Kg x L each) would cost more memory traffic than the product:
+//   chunks of up to teams * Kg rows of one image are unfolded by every thread into one col (no
+//   more memory than the partials), in w's order (gather_in_filter_order), and one
+//   multi-threaded GEMM per chunk adds alpha * dY^T * col into dw itself.
 template <typename T>
 void backward_filter_t(const ConvProblem& p, const Context& ctx, const Depth& depth, const T* x, const int64_t xs[5],
                        const T* dy, const int64_t ys[5], T* dw, T alpha, T beta, T* dwt) {
@@ -303,6 +336,29 @@ void backward_filter_t(const ConvProblem& p, const Context& ctx, const Depth& de
     const int64_t pixel = op.transposed ? 1 : op.lda;
     const int64_t block = block_rows(p, depth, threads), blocks = (per_image + block - 1) / block, tasks = p.n * blocks;
     const int teams = int(std::clamp<int64_t>(tasks, 1, threads));
+    // out = scale * dY^T (Kg x rows j0 .. j1 of image n, group g) * col (rows x L) + keep * out
+    const auto reduce = [&](int64_t n, int64_t g, int64_t j0, int64_t j1, const T* col, T scale, T keep, T* out) {
+        const T* rows = dy + n * ys[0] + g * kg * ys[1] + j0 * pixel;
+        // dY^T: rows x Kg with pixels lda apart (transposed), or Kg x rows as stored
+        gemm(!op.transposed, false, int(kg), int(l), int(j1 - j0), scale, rows, int(op.lda), col, int(l), keep, out,
+             int(l));
+    };
+    if (block < kg) {
+        const int64_t chunk = std::min(per_image, int64_t(teams) * kg);
+        std::vector<T>& col = col_scratch<T>();
+        if (col.size() < size_t(chunk * l)) col.resize(size_t(chunk * l));
+        for (int64_t g = 0; g < p.groups; ++g)
+            for (int64_t n = 0; n < p.n; ++n)
+                for (int64_t j0 = 0; j0 < per_image; j0 += chunk) {
+                    const int64_t j1 = std::min(per_image, j0 + chunk);
+#pragma omp parallel for num_threads(threads) schedule(static)
+                    for (int64_t j = j0; j < j1; ++j)
+                        gather_in_filter_order(p, a, x, xs, n, g, j, col.data() + (j - j0) * l);
+                    BlasThreads blas_threads(threads);
+                    reduce(n, g, j0, j1, col.data(), alpha, n == 0 && j0 == 0 ? beta : T(1), dw + g * kg * l);
+                }
+        return;
+    }
     BlasThreads blas_threads(1);
     for (int64_t g = 0; g < p.groups; ++g)
         sum_tasks_in_partials<T>(tasks, teams, size_t(kg * l), size_t(block * l), dwt + g * kg * l,
@@ -310,11 +366,7 @@ void backward_filter_t(const ConvProblem& p, const Context& ctx, const Depth& de
                                      const int64_t n = task / blocks, j0 = task % blocks * block,
                                                    j1 = std::min(per_image, j0 + block);
                                      gather(p, a, x, xs, n, g, j0, j1, col);
-                                     const T* rows = dy + n * ys[0] + g * kg * ys[1] + j0 * pixel;
-                                     // dY_block^T: rows x Kg with pixels lda apart (transposed),
-                                     // or Kg x rows as stored
-                                     gemm(!op.transposed, false, int(kg), int(l), int(j1 - j0), T(1), rows,
-                                          int(op.lda), col, int(l), first ? T(0) : T(1), sum, int(l));
+                                     reduce(n, g, j0, j1, col, T(1), first ? T(0) : T(1), sum);
                                  });
     filters_from_position(p, depth, dwt, dw, alpha, beta, threads);
 }
