@@ -316,16 +316,17 @@ void filters_from_position(const ConvProblem& p, const Depth& depth, const T* dw
     });
 }
 
-// dWt[g] (Kg x L) = the sum over blocks of output pixels of dY_block^T (Kg x rows) * col (rows x L),
-// in one of two ways:
-// - blocks whose col fills half of L2 (block_rows), each thread reducing its own into a partial
-//   sum of its own (cpu/partial_sums.hpp; the col block read back from L2), the partials added;
-// - where such a block is shorter than the filters are many (Kg: wide windows, L = T*R*S*C/g
-//   large, as 3x3x3 layers with 256-512 channels), its GEMMs would reduce over too few rows and
-//   the per-thread partials (Kg x L each) would cost more memory traffic than the product:
-//   chunks of up to teams * Kg rows of one image are unfolded by every thread into one col (no
-//   more memory than the partials), in w's order (gather_in_filter_order), and one
-//   multi-threaded GEMM per chunk adds alpha * dY^T * col into dw itself.
+// dW[g] (Kg x L) = the sum over the output pixels of dY^T (Kg x pixels) * col (pixels x L), in
+// one of two ways:
+// - blocks of pixels whose col fills half of L2 (block_rows), each thread reducing its own into
+//   a partial sum of its own (cpu/partial_sums.hpp; the col block read back from L2), the
+//   partials added into the workspace's dWt, then reordered into dw;
+// - where the output pixels are few against the filters (N*D'*P*Q at most threads * Kg: 3x3x3
+//   layers of 256-512 channels on small volumes), the partials (Kg x L per thread) would cost
+//   more memory traffic than the product, and L2-sized blocks would give GEMMs too few rows to
+//   reduce over: each image's pixels are unfolded by every thread into one col (no more memory
+//   than the partials) in w's column order (gather_in_filter_order), and one multi-threaded GEMM
+//   per image adds alpha * dY^T * col into dw itself.
 template <typename T>
 void backward_filter_t(const ConvProblem& p, const Context& ctx, const Depth& depth, const T* x, const int64_t xs[5],
                        const T* dy, const int64_t ys[5], T* dw, T alpha, T beta, T* dwt) {
@@ -343,20 +344,16 @@ void backward_filter_t(const ConvProblem& p, const Context& ctx, const Depth& de
         gemm(!op.transposed, false, int(kg), int(l), int(j1 - j0), scale, rows, int(op.lda), col, int(l), keep, out,
              int(l));
     };
-    if (block < kg) {
-        const int64_t chunk = std::min(per_image, int64_t(teams) * kg);
+    if (p.n * per_image <= threads * kg) {
         std::vector<T>& col = col_scratch<T>();
-        if (col.size() < size_t(chunk * l)) col.resize(size_t(chunk * l));
+        if (col.size() < size_t(per_image * l)) col.resize(size_t(per_image * l));
         for (int64_t g = 0; g < p.groups; ++g)
-            for (int64_t n = 0; n < p.n; ++n)
-                for (int64_t j0 = 0; j0 < per_image; j0 += chunk) {
-                    const int64_t j1 = std::min(per_image, j0 + chunk);
+            for (int64_t n = 0; n < p.n; ++n) {
 #pragma omp parallel for num_threads(threads) schedule(static)
-                    for (int64_t j = j0; j < j1; ++j)
-                        gather_in_filter_order(p, a, x, xs, n, g, j, col.data() + (j - j0) * l);
-                    BlasThreads blas_threads(threads);
-                    reduce(n, g, j0, j1, col.data(), alpha, n == 0 && j0 == 0 ? beta : T(1), dw + g * kg * l);
-                }
+                for (int64_t j = 0; j < per_image; ++j) gather_in_filter_order(p, a, x, xs, n, g, j, col.data() + j * l);
+                BlasThreads blas_threads(threads);
+                reduce(n, g, 0, per_image, col.data(), alpha, n == 0 ? beta : T(1), dw + g * kg * l);
+            }
         return;
     }
     BlasThreads blas_threads(1);

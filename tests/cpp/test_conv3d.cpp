@@ -952,9 +952,9 @@ TEST(Conv3d, NativeIm2colGemm) {
                 check_native_im2col<float>(handle, p, cl, pass, rng);
                 check_native_im2col<double>(handle, p, cl, pass, rng);
             }
-        // Backward filter with windows so wide (L = 864) and filters so many (700 per group) that
-        // a block filling half of L2 (below 4.8 MB) is shorter than Kg: the chunked form, one
-        // multi-threaded GEMM per chunk, accumulated over the images and groups.
+        // Backward filter with few output pixels (2 x 16) against the filters (700 per group):
+        // each image unfolded in w's order and one multi-threaded GEMM per image into dw,
+        // accumulated over the images, per group.
         const Case3d wide = {2, 64, 2, 2, 4, 1400, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, true};
         SCOPED_TRACE(case_name(wide, cl) + " backward filter");
         check_native_im2col<float>(handle, wide, cl, CONVCORE_PASS_BACKWARD_FILTER, rng);
