@@ -170,6 +170,7 @@ cpu::winograd_3d::Depth forward_axis(const DepthProblem& p) {
 struct Native {
     int64_t m = 0;
     bool fft = false, cyclic = false, im2col = false;
+    bool im2col_scatter = false;  // backward data's IM2COL_GEMM on disjoint windows (else transposed)
     ConvProblem plane;
     cpu::winograd_3d::Depth axis;
     bool any() const { return m > 0 || fft || cyclic || im2col; }
@@ -189,7 +190,9 @@ Native native_form(const DepthProblem& p, const ConvProblem& rep, convcoreConvol
     if (backward_data) {
         n.m = algo == CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3 ? 2 : algo == CONVCORE_BWD_DATA_ALGO_WINOGRAD_4X4_3X3 ? 4 : 0;
         n.fft = algo == CONVCORE_BWD_DATA_ALGO_FFT;
-        n.im2col = algo == CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM && cpu::im2col_nd::disjoint(rep, forward_axis(p));
+        n.im2col = algo == CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM && !one_to_one;
+        // Disjoint windows: one GEMM and a scatter; overlapping ones: the transposed form below.
+        n.im2col_scatter = n.im2col && cpu::im2col_nd::disjoint(rep, forward_axis(p));
     }
     if (pass == CONVCORE_PASS_BACKWARD_FILTER) n.im2col = algo == CONVCORE_BWD_FILTER_ALGO_IM2COL_GEMM && !one_to_one;
     // The 3-D FFT runs where more than one depth tap reaches the output: with one, the
@@ -208,9 +211,11 @@ Native native_form(const DepthProblem& p, const ConvProblem& rep, convcoreConvol
     n.plane = rep.packed();
     n.plane.n = p.n;
     n.axis = forward_axis(p);
-    if (n.im2col) return cpu::im2col_nd::why_not(n.plane, n.axis, !backward_data, p.y_strides).empty() ? n : Native{};
+    if (n.im2col && (!backward_data || n.im2col_scatter))
+        return cpu::im2col_nd::why_not(n.plane, n.axis, !backward_data, p.y_strides).empty() ? n : Native{};
     if (backward_data) {  // dx = the forward convolution of dy by w transposed and mirrored
-        const bool unit = p.stride == 1 && rep.unit_stride() && (n.fft || (p.dil == 1 && rep.unit_dilation()));
+        // (the IM2COL_GEMM's im2col and the FFT take any dilation, the Winograd none)
+        const bool unit = p.stride == 1 && rep.unit_stride() && (n.fft || n.im2col || (p.dil == 1 && rep.unit_dilation()));
         const int64_t reach_d = p.dil * (p.taps - 1), reach_h = rep.dil_h * (rep.r - 1), reach_w = rep.dil_w * (rep.s - 1);
         if (!unit || rep.groups != 1 || p.pad > reach_d || rep.pad_h > reach_h || rep.pad_w > reach_w) return {};
         ConvProblem& t = n.plane;
@@ -223,6 +228,7 @@ Native native_form(const DepthProblem& p, const ConvProblem& rep, convcoreConvol
         t = t.packed();
         n.axis = cpu::winograd_3d::Depth{p.taps, p.d_out, p.d_in, reach_d - p.pad, 1, p.dil};
     }
+    if (n.im2col) return cpu::im2col_nd::why_not(n.plane, n.axis, true, p.x_strides).empty() ? n : Native{};
     if (n.fft) return cpu::fft_3d::why_not(n.plane, n.axis).empty() ? n : Native{};
     if (n.cyclic) return cpu::cyclic_3d::why_not(n.plane, n.axis).empty() ? n : Native{};
     n.plane.nhwc = true;
@@ -246,6 +252,10 @@ convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolu
         depth->native_plane = native.plane;
         depth->native_axis = native.axis;
         depth->workspace = cpu::im2col_nd::workspace_bytes(native.plane, native.axis);
+        if (pass == CONVCORE_PASS_BACKWARD_DATA && !native.im2col_scatter) {  // w transposed first
+            depth->transposed_bytes = (size_t(prob.w_bytes) + 63) / 64 * 64;
+            depth->workspace += depth->transposed_bytes;
+        }
         plan.depth = std::move(depth);
         return plan;
     }
@@ -361,9 +371,15 @@ void execute(const convcoreConvolutionPlanStruct& plan, const void* alpha, const
             else if (plan.pass == CONVCORE_PASS_BACKWARD_FILTER)
                 cpu::im2col_nd::backward_filter(depth.native_plane, ctx, depth.native_axis, in0, p.x_strides, in1,
                                                 p.y_strides, out, alpha_value, beta_value, workspace);
-            else
+            else if (depth.transposed_bytes == 0)  // disjoint windows: one GEMM and a scatter
                 cpu::im2col_nd::backward_data(depth.native_plane, ctx, depth.native_axis, in0, p.y_strides, in1, out,
                                               p.x_strides, alpha_value, beta_value, workspace);
+            else {  // dx = the forward IM2COL_GEMM of dy by w transposed (C x K) and mirrored
+                transpose_filter(ctx, p, elem, in1, workspace);
+                cpu::im2col_nd::forward(depth.native_plane, ctx, depth.native_axis, in0, p.y_strides, workspace, out,
+                                        p.x_strides, alpha_value, beta_value,
+                                        at(workspace, int64_t(depth.transposed_bytes / elem), elem));
+            }
             return;
         }
         const void* w = in1;

@@ -40,7 +40,10 @@
 // one GEMM over all taps, y written once (forward, any windows but 1x1x1 stride 1 without padding,
 // which runs in place decomposed); backward data where the outputs' windows are disjoint in every
 // axis (a stride of at least the filter size, dilation 1: ConvTranspose3d(k=2, s=2), 1x1x1
-// stride-2 downsamples): one GEMM and a scatter, no window summed twice; backward filter on any
+// stride-2 downsamples): one GEMM and a scatter, no window summed twice; backward data with
+// overlapping windows, stride 1 in every axis and one group: the forward IM2COL_GEMM of dy by w
+// transposed and mirrored (as the Winograd's, any dilation), one GEMM per block of dx's pixels
+// over all taps where the Winograd transforms the filter per call; backward filter on any
 // windows but 1x1x1 stride 1 without padding: the 3-D im2col per block and dW^T += dY^T * col.
 //
 // Selection and queries: a 3-D problem's 2-D problems differ only in their batch; Get ranks the

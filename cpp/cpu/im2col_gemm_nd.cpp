@@ -266,24 +266,48 @@ void for_each_block(const ConvProblem& p, const Depth& depth, int threads, F f) 
     }
 }
 
+// y = alpha * conv(x, w) + beta * y, in one of two ways:
+// - blocks of output pixels whose col fills half of L2 (block_rows), each thread's block
+//   gathered and multiplied by Wt[g] (single-threaded GEMMs), so each block reads the filters;
+// - where an image's output pixels are no more than a group's filters (Kg) and take more than one
+//   block (3x3x3 layers of 512 channels on 2x7x7: 98 pixels, blocks of 18 rows, 28 MB of
+//   filters read by each of 6 blocks), every thread gathers a part of the image's col (no larger
+//   than the filters) and one multi-threaded GEMM per image and group reads the filters once.
 template <typename T>
 void forward_t(const ConvProblem& p, const Context& ctx, const Depth& depth, const T* x, const int64_t xs[5],
                const T* w, T* y, const int64_t ys[5], T alpha, T beta, T* wt) {
     const Axes a = axes_of(p, depth);
     const Operand op = operand_of(p, depth, ys);
-    const int64_t kg = p.k_per_group(), l = window_elems(p, depth);
-    filters_by_position(p, depth, w, wt, ctx.threads());
-    for_each_block<T>(p, depth, ctx.threads(), [&](int64_t n, int64_t j0, int64_t j1, T* col) {
+    const int threads = ctx.threads();
+    const int64_t kg = p.k_per_group(), l = window_elems(p, depth), per_image = depth.d_out * p.p * p.q;
+    filters_by_position(p, depth, w, wt, threads);
+    // y rows [j0, j1) of image n, group g = alpha * col (rows x L) * Wt[g]^T + beta * y
+    const auto multiply = [&](int64_t n, int64_t g, int64_t j0, int64_t j1, const T* col) {
+        const T* wg = wt + g * kg * l;
+        T* out = y + n * ys[0] + g * kg * ys[1];
+        if (op.transposed)  // y^T (Kg x rows, channels ys[1] apart) = Wt[g] * col^T
+            gemm(false, true, int(kg), int(j1 - j0), int(l), alpha, wg, int(l), col, int(l), beta, out + j0,
+                 int(op.lda));
+        else  // y (rows x Kg, pixels op.lda apart) = col * Wt[g]^T
+            gemm(false, true, int(j1 - j0), int(kg), int(l), alpha, col, int(l), wg, int(l), beta, out + j0 * op.lda,
+                 int(op.lda));
+    };
+    if (per_image <= kg && block_rows(p, depth, 1) < per_image) {
+        std::vector<T>& col = col_scratch<T>();
+        if (col.size() < size_t(per_image * l)) col.resize(size_t(per_image * l));
+        for (int64_t n = 0; n < p.n; ++n)
+            for (int64_t g = 0; g < p.groups; ++g) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+                for (int64_t j = 0; j < per_image; ++j) gather(p, a, x, xs, n, g, j, j + 1, col.data() + j * l);
+                BlasThreads blas_threads(threads);
+                multiply(n, g, 0, per_image, col.data());
+            }
+        return;
+    }
+    for_each_block<T>(p, depth, threads, [&](int64_t n, int64_t j0, int64_t j1, T* col) {
         for (int64_t g = 0; g < p.groups; ++g) {
             gather(p, a, x, xs, n, g, j0, j1, col);
-            const T* wg = wt + g * kg * l;
-            T* out = y + n * ys[0] + g * kg * ys[1];
-            if (op.transposed)  // y^T (Kg x rows, channels ys[1] apart) = Wt[g] * col^T
-                gemm(false, true, int(kg), int(j1 - j0), int(l), alpha, wg, int(l), col, int(l), beta, out + j0,
-                     int(op.lda));
-            else  // y (rows x Kg, pixels op.lda apart) = col * Wt[g]^T
-                gemm(false, true, int(j1 - j0), int(kg), int(l), alpha, col, int(l), wg, int(l), beta,
-                     out + j0 * op.lda, int(op.lda));
+            multiply(n, g, j0, j1, col);
         }
     });
 }

@@ -29,9 +29,11 @@ spatial dimensions), on the 2-D one:
   mirrored, with padding dil*(k-1)-pad per axis, which the same native algorithms run. Where the
   outputs' windows are disjoint (in every axis a stride of at least the filter size, dilation 1:
   ConvTranspose3d(k=2, s=2), 1x1x1 stride-2 downsamples), backward data is instead IM2COL_GEMM's
-  one GEMM and scatter (cpu/im2col_gemm_nd.hpp), for algo "auto" and "im2col_gemm". In backward
-  filter "native" is the C API's 3-D IM2COL_GEMM (any windows, "auto" and "im2col_gemm"; x and dy
-  read as they lie).
+  one GEMM and scatter (cpu/im2col_gemm_nd.hpp), for algo "auto" and "im2col_gemm"; with
+  overlapping windows IM2COL_GEMM runs it as the forward im2col of dy by the transposed filter
+  (algo "im2col_gemm", and "auto" where the Winograd does not apply). In backward filter
+  "native" is the C API's 3-D IM2COL_GEMM (any windows, "auto" and "im2col_gemm"; x and dy read
+  as they lie).
   A fourth, "merged", serves T x 1 x 1 filters with stride 1 and padding 0 in H and W (the
   temporal convolutions of (2+1)-D networks) in every pass: in N x D x H x W x C memory H and W
   merge into one axis of H*W pixels, so the problem is the 2-D one on N x C x D x (H*W) with the
@@ -435,14 +437,13 @@ class NdConvolution:
         data), None when it does not apply: with stride 1 in every axis, one group and padding at
         most the dilated filter's reach, dx is the forward convolution of dy by the filter
         transposed (C x K) and mirrored, with padding dil*(k-1)-pad per axis, which the C API's
-        native 3-D Winograd (dilation 1) or FFT runs. Where the outputs' windows are disjoint (in
-        every axis a stride of at least the filter size, dilation 1: ConvTranspose3d(k=2, s=2)),
-        IM2COL_GEMM's scatter form (cpu/im2col_gemm_nd.hpp) runs it, for "auto" too."""
+        native 3-D Winograd (dilation 1), FFT or IM2COL_GEMM (any dilation; for "auto" where the
+        Winograd does not apply) runs. Where the outputs' windows are disjoint (in every axis a
+        stride of at least the filter size, dilation 1: ConvTranspose3d(k=2, s=2)), IM2COL_GEMM's
+        scatter form (cpu/im2col_gemm_nd.hpp) runs it, for "auto" too."""
         d = self.desc
-        if (str(algo).upper() in ("AUTO", "IM2COL_GEMM") and _cpu_float(dy)
-                and all(s >= k and (k == 1 or dil == 1)
-                        for s, k, dil in zip(d.stride, w.shape[2:], d.dilation))
-                and not self._one_to_one(w.shape)):
+        gemm = str(algo).upper() in ("AUTO", "IM2COL_GEMM") and _cpu_float(dy) and not self._one_to_one(w.shape)
+        if gemm and all(s >= k and (k == 1 or dil == 1) for s, k, dil in zip(d.stride, w.shape[2:], d.dilation)):
             return "IM2COL_GEMM"  # disjoint windows: one GEMM and a scatter
         if (any(s != 1 for s in d.stride) or d.groups != 1
                 or any(p > dil * (k - 1) for p, dil, k in zip(d.padding, d.dilation, w.shape[2:]))):
@@ -450,8 +451,8 @@ class NdConvolution:
         if self._NATIVE_ALGOS.get(str(algo).upper()) == "CYCLIC_MINIMAL":  # a forward algorithm only
             return None
         name = self._native_algo(dy, w, algo)
-        if name == "IM2COL_GEMM":  # a forward form only where windows overlap
-            return None
+        if name == "IM2COL_GEMM":  # the forward IM2COL_GEMM of dy by w transposed: any dilation
+            return name
         return name if name == "FFT" or all(dil == 1 for dil in d.dilation) else None
 
     def _native_backward_filter_algo(self, x: Any, w_shape: Tuple[int, ...], algo: Any) -> Optional[str]:
@@ -610,7 +611,7 @@ class NdConvolution:
         dy_run = ndhwc(dy)
 
         def accumulate(dx, beta_dx):
-            if schedule == "native":  # the C API's 3-D backward data (its native Winograd, FFT or scatter)
+            if schedule == "native":  # the C API's 3-D backward data (its native Winograd, FFT or IM2COL_GEMM)
                 d = self.desc
                 self.plane._backward_data_3d_one_call(
                     dy_run, _packed(w), dx, (d.padding[0], d.stride[0], d.dilation[0]),

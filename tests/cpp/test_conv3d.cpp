@@ -901,7 +901,8 @@ TEST(Conv3d, NativeCyclic) {
 
 // IM2COL_GEMM runs 3-D problems natively (cpu/im2col_gemm_nd.hpp): forward on any windows (the
 // 3-D im2col per block of output pixels, one GEMM over every tap), backward data where the
-// outputs' windows are disjoint (one GEMM and a scatter). kDisjointCases: ConvTranspose3d(k=2,
+// outputs' windows are disjoint (one GEMM and a scatter) or, with overlapping windows, where every
+// stride is 1 and there is one group (the forward form on dy by w transposed and mirrored). kDisjointCases: ConvTranspose3d(k=2,
 // s=2)'s problem with every element covered; odd sizes whose last plane, row and column no window
 // covers, with groups and true convolution; 1x1x1 stride 2 (gaps between the windows); a stride
 // above the filter with padding, and a 1-tap depth with dilation. The forward pass also runs
@@ -952,6 +953,33 @@ TEST(Conv3d, NativeIm2colGemm) {
                 check_native_im2col<float>(handle, p, cl, pass, rng);
                 check_native_im2col<double>(handle, p, cl, pass, rng);
             }
+        // Backward data with overlapping windows, stride 1 and one group: the forward IM2COL_GEMM
+        // of dy by w transposed and mirrored (padding dil*(k-1)-pad): padding 0 and up to the
+        // filter's reach, dilation in D and W, true convolution, many channels on a small plane.
+        // Its workspace: w transposed (on whole 64-byte lines), then the transposed filter's rows.
+        const Case3d overlapping[] = {
+            // n  c  d  h  w  k  t  r  s  pd ph pw sd sh sw dd dh dw  g  flip
+            {2, 4, 5, 7, 6, 6, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, false},
+            {1, 3, 6, 7, 5, 5, 2, 3, 2, 1, 2, 0, 1, 1, 1, 2, 1, 2, 1, true},
+            {1, 5, 3, 4, 9, 7, 3, 1, 3, 2, 0, 1, 1, 1, 1, 1, 1, 1, 1, false},
+            {1, 40, 2, 3, 3, 36, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, true},
+        };
+        for (const Case3d& p : overlapping) {
+            SCOPED_TRACE(case_name(p, cl) + " backward data");
+            const auto workspace = [&](size_t elem) { return (p.w_size() * elem + 63) / 64 * 64 + p.w_size() * elem; };
+            const int algo = int(CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM);
+            check_native_pass<float>(handle, p, cl, CONVCORE_PASS_BACKWARD_DATA, algo, workspace(4), rng);
+            check_native_pass<double>(handle, p, cl, CONVCORE_PASS_BACKWARD_DATA, algo, workspace(8), rng);
+        }
+        // Forward with an image's output pixels (18) no more than the filters (24) and rows longer
+        // than a sixteenth of half of any L2 up to 4 MiB (L = 27 * 1280): each image unfolded
+        // whole and one multi-threaded GEMM per image; the same in backward data's transposed form.
+        const Case3d few_pixels = {2, 1280, 2, 3, 3, 24, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, true};
+        for (auto pass : {CONVCORE_PASS_FORWARD, CONVCORE_PASS_BACKWARD_FILTER}) {
+            SCOPED_TRACE(case_name(few_pixels, cl) + (pass == CONVCORE_PASS_FORWARD ? " forward" : " backward filter"));
+            check_native_im2col<float>(handle, few_pixels, cl, pass, rng);
+            check_native_im2col<double>(handle, few_pixels, cl, pass, rng);
+        }
         // Backward filter with few output pixels (2 x 16) against the filters (700 per group):
         // each image unfolded in w's order and one multi-threaded GEMM per image into dw,
         // accumulated over the images, per group.
