@@ -34,6 +34,14 @@ std::string why_not(const ConvProblem& p) {
     return "";
 }
 
+// NHWC with one group and at most kDotChannels output channels (a segmentation head's 1x1 to 2
+// classes): each output is a dot product of the pixel's C input channels and a filter row, in
+// vectors along C (dot_pixels). The NHWC GEMM vectorises along K instead, which leaves all but K
+// lanes of its narrowest vector (4 floats) idle and spends a broadcast and an FMA per input
+// channel and pixel.
+constexpr int64_t kDotChannels = 4;
+bool nhwc_dot(const ConvProblem& p) { return p.nhwc && p.groups == 1 && p.k <= kDotChannels; }
+
 bool runs_nhwc(const ConvProblem& p) { return nhwc_gemm::sizes_fit(p); }
 // The NHWC GEMM applies the epilogue in its stores (nhwc_gemm::Stores); NCHW leaves it to the core.
 bool fuses_epilogue(const ConvProblem& p) { return p.nhwc; }
@@ -45,6 +53,7 @@ bool nchw_in_place(const ConvProblem& p) { return p.unit_stride() && p.pad_h == 
 size_t round64(size_t b) { return (b + 63) / 64 * 64; }
 
 size_t workspace_bytes(const ConvProblem& p) {
+    if (nhwc_dot(p)) return 0;  // w read as it is
     if (p.nhwc)  // Wt, and one zero row that padded pixels read
         return round64(nhwc_gemm::wt_bytes(p)) + size_t(p.c) * p.elem_size();
     return nchw_in_place(p) ? 0 : size_t(p.n * p.c * p.p * p.q) * p.elem_size();
@@ -93,9 +102,65 @@ CONVCORE_GEMM_INLINE void nchw_pixels(const ConvProblem& p, const T* xg, int64_t
         }
 }
 
+// The sum of a vector's lanes as a tree of halves (the upper half added to the lower), in
+// registers: log2(L) adds, not a chain of L through memory.
+template <typename T, int VB, typename V>
+CONVCORE_GEMM_INLINE T lane_sum(V v) {
+    if constexpr (VB == int(sizeof(T))) {
+        return v[0];
+    } else {
+        typedef T H __attribute__((vector_size(VB / 2)));
+        H lo, hi;
+        __builtin_memcpy(&lo, &v, VB / 2);
+        __builtin_memcpy(&hi, reinterpret_cast<const char*>(&v) + VB / 2, VB / 2);
+        return lane_sum<T, VB / 2>(lo + hi);
+    }
+}
+
+// The dot path: output pixels [p0, p1), a pixel's C input channels read once for its KN filters
+// (w K x C as given: KCRS with R = S = 1), each output one horizontal sum; the epilogue as the
+// NHWC GEMM's stores apply it.
+template <typename T, int VB, int KN>
+CONVCORE_GEMM_INLINE void dot_pixels(const ConvProblem& p, const T* x, const T* w, T* y, int64_t p0, int64_t p1,
+                                     const epilogue_store::Out<T>& e) {
+    typedef T V __attribute__((vector_size(VB)));
+    typedef T Out4 __attribute__((vector_size(4 * sizeof(T))));  // a pixel's outputs (KN <= 4)
+    constexpr int L = VB / sizeof(T);
+    const int64_t c = p.c;
+    int64_t ow = p0 % p.q, oh = p0 / p.q % p.p, n = p0 / (p.p * p.q);  // pix's, stepped without divisions
+    for (int64_t pix = p0; pix < p1; ++pix) {
+        const int64_t ih = conv_input_coord(oh, 0, p.pad_h, p.stride_h, 1), iw = conv_input_coord(ow, 0, p.pad_w, p.stride_w, 1);
+        // the input pixel, or none in the padding (every product 0)
+        const T* xp = ih >= 0 && ih < p.h && iw >= 0 && iw < p.w ? x + ((n * p.h + ih) * p.w + iw) * c : nullptr;
+        if (++ow == p.q) {
+            ow = 0;
+            if (++oh == p.p) oh = 0, ++n;
+        }
+        Out4 out{};
+        if (xp) {
+            V acc[KN] = {};
+            int64_t ch = 0;
+            for (; ch + L <= c; ch += L) {
+                V xv, wv;
+                __builtin_memcpy(&xv, xp + ch, VB);
+#pragma GCC unroll 4
+                for (int k = 0; k < KN; ++k) __builtin_memcpy(&wv, w + k * c + ch, VB), acc[k] += xv * wv;
+            }
+#pragma GCC unroll 4
+            for (int k = 0; k < KN; ++k) {
+                T sum = lane_sum<T, VB>(acc[k]);
+                for (int64_t r = ch; r < c; ++r) sum += xp[r] * w[k * c + r];
+                out[k] = sum;
+            }
+        }
+        epilogue_store::store<T, int(4 * sizeof(T)), Out4>(e, out, y, pix * KN, 0, KN);
+    }
+}
+
 template <typename T>
 struct Kernels {
     void (*nchw)(const ConvProblem&, const T*, int64_t, const T*, T*, int64_t, int64_t, int64_t, int64_t, T, T);
+    void (*dot)(const ConvProblem&, const T*, const T*, T*, int64_t, int64_t, const epilogue_store::Out<T>&);
 };
 
 // VB: vector bytes; ACC: accumulator vectors kept in registers (of 32 or 16).
@@ -106,7 +171,17 @@ struct Kernels {
         nchw_pixels<T, VB, ACC>(p, xg, ldb, wg, yg, q0, q1, k0, k1, alpha, beta);                            \
     }                                                                                                        \
     template <typename T>                                                                                    \
-    constexpr Kernels<T> kernels_##ISA = {nchw_##ISA<T>};
+    ATTR void dot_##ISA(const ConvProblem& p, const T* x, const T* w, T* y, int64_t p0, int64_t p1,         \
+                        const epilogue_store::Out<T>& e) {                                                   \
+        switch (p.k) {                                                                                       \
+            case 1: return dot_pixels<T, VB, 1>(p, x, w, y, p0, p1, e);                                      \
+            case 2: return dot_pixels<T, VB, 2>(p, x, w, y, p0, p1, e);                                      \
+            case 3: return dot_pixels<T, VB, 3>(p, x, w, y, p0, p1, e);                                      \
+            default: return dot_pixels<T, VB, kDotChannels>(p, x, w, y, p0, p1, e);                          \
+        }                                                                                                    \
+    }                                                                                                        \
+    template <typename T>                                                                                    \
+    constexpr Kernels<T> kernels_##ISA = {nchw_##ISA<T>, dot_##ISA<T>};
 CONVCORE_EACH_ISA(CONVCORE_PW_KERNELS)
 
 // An NCHW task: up to kPixelsPerTask output pixels by kChannelsPerTask output channels of one
@@ -124,6 +199,14 @@ void run_t(const ConvArgs& a) {
     char* ws = static_cast<char*>(a.workspace);
     const T alpha = T(a.alpha), beta = T(a.beta);
     const int64_t cg = p.c_per_group(), kg = p.k_per_group(), pq = p.p * p.q;
+    if (nhwc_dot(p)) {  // blocks of pixels, a task each
+        const int64_t pixels = p.n * p.p * p.q, tasks = (pixels + kPixelsPerTask - 1) / kPixelsPerTask;
+        const epilogue_store::Out<T> e = epilogue_store::out_of<T>(a);
+#pragma omp parallel for num_threads(a.ctx.threads()) schedule(static)
+        for (int64_t t = 0; t < tasks; ++t)
+            kern.dot(p, x, w, y, t * kPixelsPerTask, std::min(pixels, (t + 1) * kPixelsPerTask), e);
+        return;
+    }
     if (p.nhwc) {
         const T* wt = static_cast<const T*>(a.prepared_filter);
         if (!wt) {
@@ -173,7 +256,7 @@ void run(const ConvArgs& a) {
 }
 
 // A plan prepares Wt for NHWC.
-size_t prepared_filter_bytes(const ConvProblem& p) { return p.nhwc ? nhwc_gemm::wt_bytes(p) : 0; }
+size_t prepared_filter_bytes(const ConvProblem& p) { return p.nhwc && !nhwc_dot(p) ? nhwc_gemm::wt_bytes(p) : 0; }
 
 void prepare_filter(const ConvProblem& p, const Context&, const void* w, void* out) { nhwc_gemm::prepare_wt(p, w, out); }
 

@@ -173,7 +173,8 @@ TEST(Epilogue, StridedGroupedAndPointwiseMatchTheReference) {
 // channels (the grouped kernels; rows with at least 17 interior outputs, so that the sliding
 // kernel's blocks of 16 pixels (AVX-512, float) and 11 (AVX2) run at stride 1 and 2, beside the
 // pixel blocks), a stem on the panel path (row runs, rows past the last pixel into a sink), and
-// a reduction long enough to run in chunks (the epilogue on the last; z == y read by the first).
+// a reduction long enough to run in chunks (the epilogue on the last; z == y read by the first),
+// and POINTWISE's dot products (1x1 to at most 4 output channels).
 // The NHWC GEMM runs IMPLICIT_GEMM and POINTWISE in channels-last (the other algorithms' fused
 // stores are checked above). CMake re-runs this test with CONVCORE_CPU_ISA=avx2 and baseline.
 TEST(Epilogue, NhwcGemmPathsMatchTheReference) {
@@ -184,6 +185,9 @@ TEST(Epilogue, NhwcGemmPathsMatchTheReference) {
     check_all_algorithms({1, 3, 17, 19, 20, 7, 7, 3, 3, 2, 2, 1, 1, 1, false}, 37, 1, gemm);
     check_all_algorithms({1, 600, 4, 5, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, false}, 41, 1, gemm);
     check_all_algorithms({1, 40, 5, 19, 36, 1, 1, 0, 0, 1, 1, 1, 1, 1, false}, 43, 2, gemm);  // POINTWISE too
+    // POINTWISE's dot products for at most 4 output channels, padded pixels included
+    check_all_algorithms({2, 37, 5, 7, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1, false}, 53, 2, gemm);
+    check_all_algorithms({1, 20, 6, 5, 4, 1, 1, 0, 0, 2, 2, 1, 1, 1, false}, 59, 2, gemm);
 }
 
 // DEPTHWISE in NHWC applies the epilogue in its own stores: the sliding kernel (3, 5 and 7 taps,

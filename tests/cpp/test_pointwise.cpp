@@ -27,6 +27,12 @@ const Shape kShapes[] = {
     {3, 16, 11, 13, 33, 1, 1, 0, 0, 1, 1, 2, 2, 1, false},  // batch, dilation (no effect on 1x1)
     {1, 4500, 2, 3, 40, 1, 1, 0, 0, 1, 1, 1, 1, 1, false},  // NHWC: C in chunks (L2 up to 2 MB), partial panel
     {1, 512, 5, 5, 70, 1, 1, 0, 0, 1, 1, 1, 1, 1, false},   // NHWC: rows 2 KiB apart are copied; 25 pixels
+    // NHWC with 1 to 4 output channels: dot products along C (whole vectors and a remainder, or
+    // fewer channels than a vector), padding and stride, more pixels than a task
+    {2, 37, 9, 13, 2, 1, 1, 0, 0, 1, 1, 1, 1, 1, false},
+    {1, 32, 12, 11, 1, 1, 1, 1, 1, 2, 2, 1, 1, 1, true},
+    {1, 3, 7, 9, 3, 1, 1, 0, 0, 1, 1, 1, 1, 1, false},
+    {1, 70, 5, 8, 4, 1, 1, 1, 1, 1, 1, 1, 1, 1, false},
 };
 
 TEST(Pointwise, EveryLayoutMatchesTheReference) {
