@@ -280,11 +280,26 @@ CONVCORE_GEMM_INLINE void micro(const T* const* a, int64_t a_off, int64_t taps, 
     store<T, VB, MR, NV>(acc, c, cols, s);
 }
 
-// The A rows of output pixel `pix` (flattened N*P*Q) for group 0 (group g's are g*Cg further):
-// for each tap, the input pixel it reads, or `zeros` (C of them) in the padding.
+// An output pixel's (n, oh, ow), stepped through the flattened N*P*Q pixels without divisions
+// (a 64-bit division takes 40-90 cycles: three per pixel cost as much as the products of a
+// pixel with few channels).
+struct PixelAt {
+    int64_t n, oh, ow;
+    PixelAt(const ConvProblem& p, int64_t pix) : n(pix / (p.p * p.q)), oh(pix / p.q % p.p), ow(pix % p.q) {}
+    void next(const ConvProblem& p) {
+        if (++ow == p.q) {
+            ow = 0;
+            if (++oh == p.p) oh = 0, ++n;
+        }
+    }
+};
+
+// The A rows of output pixel `at` for group 0 (group g's are g*Cg further): for each tap, the
+// input pixel it reads, or `zeros` (C of them) in the padding.
 template <typename T>
-CONVCORE_GEMM_INLINE void pixel_rows(const ConvProblem& p, const T* x, const T* zeros, int64_t pix, const T** rows) {
-    const int64_t ow = pix % p.q, oh = pix / p.q % p.p, n = pix / (p.p * p.q);
+CONVCORE_GEMM_INLINE void pixel_rows(const ConvProblem& p, const T* x, const T* zeros, const PixelAt& at,
+                                     const T** rows) {
+    const int64_t ow = at.ow, oh = at.oh, n = at.n;
     const T* xn = x + n * p.h * p.w * p.c;
     for (int64_t r = 0; r < p.r; ++r) {
         const int64_t ih = conv_input_coord(oh, r, p.pad_h, p.stride_h, p.dil_h);
@@ -320,9 +335,10 @@ CONVCORE_GEMM_INLINE void pixels(const ConvProblem& p, const T* x, const T* wt, 
     // twice the pixels.
     constexpr int MR = kOneVector ? (kAcc > 12 ? 12 : kAcc) : (kAcc / 2 > 12 ? 12 : kAcc / 2);
     const int64_t taps = p.r * p.s, kg = p.k_per_group();
+    PixelAt at(p, p0);
     for (int64_t pix = p0; pix < p1; pix += MR) {
         const int64_t m = std::min<int64_t>(MR, p1 - pix);
-        for (int64_t i = 0; i < m; ++i) pixel_rows(p, x, zeros, pix + i, rows + i * taps);
+        for (int64_t i = 0; i < m; ++i, at.next(p)) pixel_rows(p, x, zeros, at, rows + i * taps);
         for (int64_t g = g0; g < g1; ++g) {
             int64_t k0 = k_begin;
             for (; !kOneVector && (k0 + 2 * L <= k_end || (k0 + L < k_end && k_end == kg)); k0 += 2 * L) {
@@ -497,7 +513,8 @@ CONVCORE_GEMM_INLINE void group_pixels_s(const ConvProblem& p, const T* x, const
         int64_t m = std::min<int64_t>(MR, p1 - pix);
         if (S && ow < begin) m = std::min(m, begin - ow);
         if (S && ow >= end) m = std::min(m, p.q - ow + begin);  // to the next row's interior
-        for (int64_t i = 0; i < m; ++i) pixel_rows(p, x, zeros, pix + i, rows + i * taps);
+        PixelAt at(p, pix);
+        for (int64_t i = 0; i < m; ++i, at.next(p)) pixel_rows(p, x, zeros, at, rows + i * taps);
         for (int64_t g = g0; g < g1; g += G) {
             const T* b = wt + g / G * taps * KC * L;
             T* c[MR];
@@ -736,16 +753,18 @@ CONVCORE_GEMM_INLINE void panel_task(const ConvProblem& p, const T* x, const T* 
             int64_t lda = p.c;
             if (!in_place) {
                 lda = copied_row_stride(len, sizeof(T));
-                for (int64_t pix = pb; pix < pe; ++pix) {
-                    pixel_rows(p, x, zeros, pix, rows);
+                const int64_t t0 = q0 / p.c, c0 = q0 % p.c;  // the chunk's first (tap, channel)
+                PixelAt at(p, pb);
+                for (int64_t pix = pb; pix < pe; ++pix, at.next(p)) {
+                    pixel_rows(p, x, zeros, at, rows);
                     T* d = a_block + (pix - pb) * lda;
-                    for (int64_t q = q0; q < q0 + len;) {  // the chunk's pieces: runs of taps
-                        const int64_t t = q / p.c, c = q % p.c;
+                    for (int64_t q = q0, t = t0, c = c0; q < q0 + len;) {  // the chunk's pieces: runs of taps
                         int64_t te = t + 1;  // taps whose pixels follow each other in x make one run
                         while (te < taps && rows[te] == rows[te - 1] + p.c && rows[te] != zeros) ++te;
                         const int64_t n = std::min(q0 + len - q, te * p.c - q);
                         std::memcpy(d + (q - q0), rows[t] + c, size_t(n) * sizeof(T));
                         q += n;
+                        for (c += n; c >= p.c; c -= p.c) ++t;  // (t, c) of q
                     }
                 }
                 a = a_block;
