@@ -215,8 +215,14 @@ void nhwc_unfold(const ConvProblem& p, const T* x, T* col, int64_t m0, int64_t m
     // Without groups, dilation or mirroring, the taps of a filter row read consecutive pixels,
     // whose channels are one contiguous run of x (the few-channel stem: one copy, not S).
     const bool row_runs = p.groups == 1 && p.dil_w == 1 && !p.flip;
-    for (int64_t m = m0; m < m1; ++m) {
-        const int64_t n = m / (p.p * p.q), oh = m / p.q % p.p, ow = m % p.q;
+    int64_t n = m0 / (p.p * p.q), oh = m0 / p.q % p.p, ow = m0 % p.q;  // m's, stepped without divisions
+    const auto next = [&] {
+        if (++ow == p.q) {
+            ow = 0;
+            if (++oh == p.p) oh = 0, ++n;
+        }
+    };
+    for (int64_t m = m0; m < m1; ++m, next()) {
         T* d = col + (m - m0) * l;
         for (int64_t fr = 0; fr < p.r; ++fr) {
             const int64_t ih = conv_input_coord(oh, conv_filter_tap(fr, p.r, p.flip), p.pad_h, p.stride_h, p.dil_h);

@@ -130,13 +130,27 @@ void scale_uncovered(const ConvProblem& p, const Axes& a, const int64_t xs[5], T
                 }
 }
 
+// Output pixel j's (od, oh, ow) within its image, stepped through consecutive pixels without
+// divisions (three 64-bit divisions per row cost as much as unfolding a row of few channels).
+struct OutputAt {
+    int64_t od, oh, ow;
+    OutputAt(const Axes& a, int64_t j) : od(j / (a.h.out * a.w.out)), oh(j / a.w.out % a.h.out), ow(j % a.w.out) {}
+    void next(const Axes& a) {
+        if (++ow == a.w.out) {
+            ow = 0;
+            if (++oh == a.h.out) oh = 0, ++od;
+        }
+    }
+};
+
 // dx's elements of rows [j0, j1) of image n, group g, from their col block (rows x L).
 template <typename T>
 void scatter(const ConvProblem& p, const Axes& a, const T* col, int64_t n, int64_t g, int64_t j0, int64_t j1, T* dx,
              const int64_t xs[5], T beta) {
     const int64_t cg = p.c_per_group(), l = a.d.k * a.h.k * a.w.k * cg;
-    for (int64_t j = j0; j < j1; ++j) {
-        const int64_t od = j / (a.h.out * a.w.out), oh = j / a.w.out % a.h.out, ow = j % a.w.out;
+    OutputAt at(a, j0);
+    for (int64_t j = j0; j < j1; ++j, at.next(a)) {
+        const int64_t od = at.od, oh = at.oh, ow = at.ow;
         const T* row = col + (j - j0) * l;
         for (int64_t t = 0; t < a.d.k; ++t) {
             const int64_t id = od * a.d.stride - a.d.pad + t;
@@ -184,8 +198,9 @@ void gather(const ConvProblem& p, const Axes& a, const T* x, const int64_t xs[5]
     // A window row's S pixels of Cg channels are one run of x where the channels are its pixels'
     // only ones and W has no dilation (NDHWC with one group, or one channel: the stems).
     const bool runs = (xs[1] == 1 || cg == 1) && xs[4] == cg && a.w.dil == 1;
-    for (int64_t j = j0; j < j1; ++j) {
-        const int64_t od = j / (a.h.out * a.w.out), oh = j / a.w.out % a.h.out, ow = j % a.w.out;
+    OutputAt at(a, j0);
+    for (int64_t j = j0; j < j1; ++j, at.next(a)) {
+        const int64_t od = at.od, oh = at.oh, ow = at.ow;
         T* row = col + (j - j0) * l;
         for (int64_t t = 0; t < a.d.k; ++t) {
             const int64_t id = od * a.d.stride - a.d.pad + t * a.d.dil;
