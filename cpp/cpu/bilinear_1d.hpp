@@ -3,9 +3,10 @@
 // F(m,3), cpu/winograd_1d.cpp; Pitas' 4-point cyclic convolution, cpu/cyclic_minimal.cpp).
 //
 // Alg supplies the algorithm: n inputs per tile, a multiplications, m outputs, taps filter
-// taps (n = m + taps - 1), and bt(xi, i) (a x n), g(xi, j) (a x taps), at(i, xi) (m x a).
-// Each output row (n, oh) reads input row oh * stride_h (R = 1, no padding along H) and is cut
-// into tw = ceil(Q/m) tiles; tile j reads the n inputs from j*m - pad_w. Per group:
+// taps, the stride between outputs (n = stride * (m - 1) + taps), and bt(xi, i) (a x n),
+// g(xi, j) (a x taps), at(i, xi) (m x a). Each output row (n, oh) reads input row oh * stride_h
+// (R = 1, no padding along H) and is cut into tw = ceil(Q/m) tiles; tile j reads the n inputs
+// from j*m*stride - pad_w. Per group:
 //   1. filter transform: U[xi][k][c] = (G g_kc)[xi]                     (a x K/g x C/g)
 //   2. per block of B tiles:
 //      a. input transform: V[xi][c][b] = (BT d_bc)[xi]                  (a x C/g x B)
@@ -32,9 +33,9 @@ namespace convcore {
 namespace cpu {
 namespace bilinear_1d {
 
-constexpr int64_t kBlockBudgetBytes = int64_t(4) << 20;  // V and M of one block
+constexpr int64_t kBlockBudgetBytes = int64_t(32) << 20;  // V and M of one block
 constexpr int64_t kMinBlock = 64, kMaxBlock = 4096;       // tiles per block
-constexpr int64_t kGemmColumns = 256;                     // columns of one GEMM task
+constexpr int64_t kGemmColumns = 1024;                    // columns of one GEMM task
 constexpr int64_t kChunk = 16;                            // tiles of one transform task
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -86,19 +87,20 @@ inline Geometry geometry(const ConvProblem& given, int m, int a) {
     return g;
 }
 
-// "" when the 1-D path of `name` runs p (a 1 x taps or taps x 1 filter), otherwise why.
+// "" when the 1-D path of `name` runs p (a 1 x taps or taps x 1 filter), otherwise why. The
+// caller has an algorithm for each stride along the tiles from 1 to max_stride (1 or 2).
 inline std::string why_not(const std::string& name, const std::string& algorithm, const ConvProblem& given,
-                           int m, int a) {
+                           int m, int a, int64_t max_stride = 1) {
     const ConvProblem p = row_problem(given);
     const std::string filter = std::to_string(given.r) + "x" + std::to_string(given.s);
     const char* along = along_h(given) ? "H" : "W";
     const char* across = along_h(given) ? "W" : "H";
     if (p.dtype != CONVCORE_DATA_FLOAT && p.dtype != CONVCORE_DATA_DOUBLE)
         return name + " runs float32 and float64 only";
-    if (p.stride_w != 1 || p.dil_w != 1)
-        return name + " on a " + filter + " filter (" + algorithm + " along " + along + ") needs stride 1 and "
-               "dilation 1 along " + along + ", got stride " + std::to_string(p.stride_w) + ", dilation " +
-               std::to_string(p.dil_w);
+    if (p.stride_w < 1 || p.stride_w > max_stride || p.dil_w != 1)
+        return name + " on a " + filter + " filter (" + algorithm + " along " + along + ") needs stride " +
+               (max_stride == 1 ? "1" : "1 or 2") + " and dilation 1 along " + along + ", got stride " +
+               std::to_string(p.stride_w) + ", dilation " + std::to_string(p.dil_w);
     if (p.pad_h != 0)
         return name + " on a " + filter + " filter needs no padding along " + across + ", got " +
                std::to_string(p.pad_h);
@@ -112,14 +114,14 @@ inline std::string why_not(const std::string& name, const std::string& algorithm
 inline int64_t u_elems(const ConvProblem& p, int a) { return a * p.k * p.c_per_group(); }
 
 // For `count` consecutive tiles from tile t: the offset of each one's row (image stride n_stride,
-// row stride row_stride) and its first input column, j*m - pad_w. One division for the first
+// row stride row_stride) and its first column, j*step + origin. One division for the first
 // tile; the others step along (tiles run along a row, rows along the images).
-inline void tile_starts(const ConvProblem& p, const Geometry& d, int64_t t, int64_t count, int m,
-                        int64_t n_stride, int64_t row_stride, int64_t* row_at, int64_t* w_at) {
+inline void tile_starts(const ConvProblem& p, const Geometry& d, int64_t t, int64_t count, int64_t step,
+                        int64_t origin, int64_t n_stride, int64_t row_stride, int64_t* row_at, int64_t* w_at) {
     int64_t row = t / d.tw, j = t % d.tw;
     for (int64_t b = 0; b < count; ++b) {
         row_at[b] = row / p.p * n_stride + row % p.p * row_stride;
-        w_at[b] = j * m - p.pad_w;
+        w_at[b] = j * step + origin;
         if (++j == d.tw) j = 0, ++row;
     }
 }
@@ -151,7 +153,8 @@ void filter_transform(const ConvProblem& p, const T* w, T* U, int threads) {
 
 template <class Alg, typename T>
 void run(const ConvArgs& args) {
-    constexpr int n = Alg::n, a = Alg::a, m = Alg::m;
+    constexpr int n = Alg::n, a = Alg::a, m = Alg::m, stride = Alg::stride;
+    static_assert(n == stride * (m - 1) + Alg::taps, "a tile's inputs");
     const ConvProblem p = row_problem(args.prob);
     const Geometry d = geometry(args.prob, m, a);
     const int threads = args.ctx.threads();
@@ -183,30 +186,39 @@ void run(const ConvArgs& args) {
                 for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
                     const int64_t count = std::min(nb - b0, kChunk);
                     int64_t x_at[kChunk], w_at[kChunk];
-                    tile_starts(p, d, t0 + b0, count, m, d.xs_n, d.xs_h * p.stride_h, x_at, w_at);
+                    tile_starts(p, d, t0 + b0, count, m * stride, -p.pad_w, d.xs_n, d.xs_h * p.stride_h, x_at,
+                                w_at);
+                    // in[i][b]: input i of tile b (zeros past the image and past the chunk's tiles)
+                    T in[n][kChunk];
+                    if (count < kChunk)
+                        for (int i = 0; i < n; ++i) std::fill(in[i] + count, in[i] + kChunk, T(0));
                     for (int64_t c = 0; c < d.cg; ++c) {
                         const T* xc = x + (g * d.cg + c) * d.xs_c;
                         T* vc = V + c * ldv + b0;
                         for (int64_t b = 0; b < count; ++b) {
                             const T* xr = xc + x_at[b];
                             const int64_t w0 = w_at[b];
-                            T in[n];
                             if (w0 >= 0 && w0 + n <= p.w) {
-#pragma GCC unroll 8
-                                for (int i = 0; i < n; ++i) in[i] = xr[(w0 + i) * d.xs_w];
+#pragma GCC unroll 16
+                                for (int i = 0; i < n; ++i) in[i][b] = xr[(w0 + i) * d.xs_w];
                             } else {
                                 for (int i = 0; i < n; ++i) {
                                     const int64_t wi = w0 + i;
-                                    in[i] = wi >= 0 && wi < p.w ? xr[wi * d.xs_w] : T(0);
+                                    in[i][b] = wi >= 0 && wi < p.w ? xr[wi * d.xs_w] : T(0);
                                 }
                             }
-#pragma GCC unroll 8
-                            for (int xi = 0; xi < a; ++xi) {
-                                T v = T(0);
-#pragma GCC unroll 8
-                                for (int i = 0; i < n; ++i) v += Alg::template bt<T>(xi, i) * in[i];
-                                vc[xi * d.cg * ldv + b] = v;
-                            }
+                        }
+                        // BT in[:, b] for the chunk's tiles side by side, in vectors along b (V's
+                        // rows hold whole chunks: the block is a multiple of kChunk); unrolled, so
+                        // each coefficient is a constant and its zeros drop out
+#pragma GCC unroll 16
+                        for (int xi = 0; xi < a; ++xi) {
+                            T v[kChunk] = {};
+#pragma GCC unroll 16
+                            for (int i = 0; i < n; ++i)
+                                if (Alg::template bt<T>(xi, i) != T(0))
+                                    for (int64_t b = 0; b < kChunk; ++b) v[b] += Alg::template bt<T>(xi, i) * in[i][b];
+                            std::copy(v, v + kChunk, vc + xi * d.cg * ldv);
                         }
                     }
                 }
@@ -223,23 +235,27 @@ void run(const ConvArgs& args) {
                 for (int64_t b0 = 0; b0 < nb; b0 += kChunk) {
                     const int64_t count = std::min(nb - b0, kChunk);
                     int64_t y_at[kChunk], q_at[kChunk];
-                    tile_starts(p, d, t0 + b0, count, m, d.ys_n, d.ys_h, y_at, q_at);
+                    tile_starts(p, d, t0 + b0, count, m, 0, d.ys_n, d.ys_h, y_at, q_at);
                     for (int64_t k = 0; k < d.kg; ++k) {
                         T* yk = y + (g * d.kg + k) * d.ys_c;
                         const T* mk = Mt + k * ldv + b0;
+                        // out[i][b] = (AT M[:, b])[i], in vectors along b as the input transform
+                        // (columns past nb are the workspace's, computed and never stored)
+                        T out[m][kChunk] = {};
+#pragma GCC unroll 16
+                        for (int xi = 0; xi < a; ++xi) {
+                            T mv[kChunk];
+                            std::copy(mk + xi * d.kg * ldv, mk + xi * d.kg * ldv + kChunk, mv);
+#pragma GCC unroll 16
+                            for (int i = 0; i < m; ++i)
+                                if (Alg::template at<T>(i, xi) != T(0))
+                                    for (int64_t b = 0; b < kChunk; ++b) out[i][b] += Alg::template at<T>(i, xi) * mv[b];
+                        }
                         for (int64_t b = 0; b < count; ++b) {
-                            T mv[a];
-#pragma GCC unroll 8
-                            for (int xi = 0; xi < a; ++xi) mv[xi] = mk[xi * d.kg * ldv + b];
                             T* yr = yk + y_at[b];
-                            const int64_t q0 = q_at[b] + p.pad_w;  // the tile's first output
+                            const int64_t q0 = q_at[b];  // the tile's first output
                             const int64_t outputs = std::min<int64_t>(m, p.q - q0);
-                            for (int i = 0; i < outputs; ++i) {
-                                T acc = T(0);
-#pragma GCC unroll 8
-                                for (int xi = 0; xi < a; ++xi) acc += Alg::template at<T>(i, xi) * mv[xi];
-                                blend_store(yr + (q0 + i) * d.ys_w, acc, alpha, beta);
-                            }
+                            for (int i = 0; i < outputs; ++i) blend_store(yr + (q0 + i) * d.ys_w, out[i][b], alpha, beta);
                         }
                     }
                 }

@@ -468,7 +468,7 @@ Geometry geometry(const ConvProblem& p) {
 // The tables as bilinear_1d's algorithm: out = C (U .* (A d)), U = B g.
 template <class Tab>
 struct Row {
-    static constexpr int n = Tab::N, a = Tab::M, m = Tab::O, taps = Tab::F;
+    static constexpr int n = Tab::N, a = Tab::M, m = Tab::O, taps = Tab::F, stride = 1;
     template <typename T>
     static constexpr T bt(int xi, int i) { return T(Tab::A[xi][i]); }
     template <typename T>

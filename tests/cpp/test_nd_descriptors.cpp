@@ -424,6 +424,7 @@ const Case1d kCases[] = {
     {1, 3, 29, 4, 3, 1, 1, 1, 1, true},
     {3, 6, 23, 6, 3, 2, 3, 1, 3, false},
     {2, 5, 31, 3, 4, 0, 1, 3, 1, false},
+    {2, 4, 33, 6, 3, 1, 2, 1, 2, false},
 };
 
 // y[n, k, j] = sum over c < C/g, t < S of x[n, g*C/g + c, j*stride - pad + t*dil] * w[k, c, t or S-1-t]
@@ -509,8 +510,8 @@ const float kOne = 1.0f, kZero = 0.0f;
 
 // Every forward algorithm either runs the 1-D problem within its declared bound or says
 // NOT_SUPPORTED; DIRECT, IM2COL_GEMM, IMPLICIT_GEMM and FFT must run every case, WINOGRAD_2X2_3X3
-// (3x3 filters, and on the CPU 1x3 ones: F(2,3) along W, stride 1, dilation 1) must run the S = 3
-// unit-stride case and refuse the others.
+// (3x3 filters, and on the CPU 1x3 ones: F(2,3) along W with stride 1, F(2,2) on the even inputs
+// with stride 2, dilation 1) must run the S = 3 cases of stride 1 and 2 and refuse the others.
 TEST(NdConvolution1d, ForwardAgainstReference) {
     convcore::Handle handle;
     std::mt19937 rng(1234);
@@ -528,7 +529,7 @@ TEST(NdConvolution1d, ForwardAgainstReference) {
                 size_t bytes = 0;
                 const convcoreStatus_t st =
                     convcoreGetConvolutionForwardWorkspaceSize(handle, d.x, d.w, d.conv, d.y, algo, &bytes);
-                const bool winograd_1x3 = p.s == 3 && p.stride == 1 && p.dil == 1;
+                const bool winograd_1x3 = p.s == 3 && (p.stride == 1 || p.stride == 2) && p.dil == 1;
                 const bool must_run = algo == CONVCORE_FWD_ALGO_DIRECT || algo == CONVCORE_FWD_ALGO_IM2COL_GEMM ||
                                       algo == CONVCORE_FWD_ALGO_IMPLICIT_GEMM || algo == CONVCORE_FWD_ALGO_FFT ||
                                       (algo == CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3 && winograd_1x3);

@@ -234,11 +234,12 @@ TEST_P(Winograd, NhwcFusedScheduleMatchesTheReference) {
         }
 }
 
-// A 1x3 filter: F(2,3) / F(4,3) along W (cpu/winograd_1d.cpp), for 1-D convolutions (H = 1)
-// and 2-D layers with 1x3 filters: odd widths down to 1, padding 0-2 along W, a stride along H
-// (R = 1 reads every stride_h-th row), groups, true convolution, alpha/beta, a strided y, NCHW
-// and NHWC, one to three threads, float32 and float64. The second half of the trials transposes
-// each problem: a 3x1 filter, the tiles along H.
+// A 1x3 filter: F(2,3) / F(4,3) along W (cpu/winograd_1d.cpp), and with stride 2 along W
+// F(2,2) / F(4,2) on the even inputs, for 1-D convolutions (H = 1) and 2-D layers with 1x3
+// filters: odd widths down to 1, padding 0-2 along W, a stride along H (R = 1 reads every
+// stride_h-th row), groups, true convolution, alpha/beta, a strided y, NCHW and NHWC, one to
+// three threads, float32 and float64. The second half of the trials transposes each problem: a
+// 3x1 filter, the tiles along H.
 TEST_P(Winograd, RowFiltersRunTheOneDimensionalAlgorithm) {
     const auto algo = GetParam();
     std::mt19937 rng(99 + int(algo));
@@ -255,7 +256,8 @@ TEST_P(Winograd, RowFiltersRunTheOneDimensionalAlgorithm) {
         p.pad_h = 0;
         p.pad_w = pick(0, 2);
         p.stride_h = trial % 3 == 0 ? 2 : 1;
-        p.stride_w = p.dil_h = p.dil_w = 1;
+        p.stride_w = trial % 3 == 2 || trial % 6 == 3 ? 2 : 1;
+        p.dil_h = p.dil_w = 1;
         p.flip = trial % 2 == 1;
         p.h = trial % 4 == 0 ? pick(2, 5) : 1;
         p.w = pick(int(std::max<int64_t>(3 - 2 * p.pad_w, 1)), 41);
@@ -272,17 +274,21 @@ TEST_P(Winograd, RowFiltersRunTheOneDimensionalAlgorithm) {
     }
     // Bit-identical results on 1, 2 and 3 threads: each output is one GEMM dot product and a
     // fixed transform.
-    Shape p = make_shape(2, 40, 1, 1500, 24, 1, 3, 1);
-    p.pad_h = 0;
-    std::vector<float> first;
-    for (int threads = 1; threads <= 3; ++threads) {
-        std::mt19937 same(5);
-        std::vector<float> y;
-        run_forward_case<float>(algo, ForwardCase{p, 1.0, 0.0, false, threads}, same, &y);
-        if (threads == 1)
-            first = y;
-        else
-            EXPECT_EQ(std::memcmp(first.data(), y.data(), y.size() * sizeof(float)), 0) << threads << " threads";
+    for (int64_t stride : {1, 2}) {
+        Shape p = make_shape(2, 40, 1, 1500 * stride, 24, 1, 3, 1);
+        p.pad_h = 0;
+        p.stride_w = stride;
+        std::vector<float> first;
+        for (int threads = 1; threads <= 3; ++threads) {
+            std::mt19937 same(5);
+            std::vector<float> y;
+            run_forward_case<float>(algo, ForwardCase{p, 1.0, 0.0, false, threads}, same, &y);
+            if (threads == 1)
+                first = y;
+            else
+                EXPECT_EQ(std::memcmp(first.data(), y.data(), y.size() * sizeof(float)), 0)
+                    << threads << " threads, stride " << stride;
+        }
     }
 }
 
@@ -326,19 +332,20 @@ TEST_P(Winograd, RowFiltersNameTheirLimits) {
     convcore::Handle h;
     convcore::TensorDesc xd(CONVCORE_DATA_FLOAT, 1, 2, 1, 12);
     convcore::FilterDesc wd(CONVCORE_DATA_FLOAT, 3, 2, 1, 3);
-    convcore::TensorDesc yd(CONVCORE_DATA_FLOAT, 1, 3, 1, 5);
+    convcore::TensorDesc yd(CONVCORE_DATA_FLOAT, 1, 3, 1, 4);
     convcore::ConvDesc conv;
-    conv.set(0, 0, 1, 2, 1, 1);
+    conv.set(0, 0, 1, 3, 1, 1);
     size_t bytes = 0;
     EXPECT_EQ(convcoreGetConvolutionForwardWorkspaceSize(h, xd, wd, conv, yd, algo, &bytes),
               CONVCORE_STATUS_NOT_SUPPORTED);
     EXPECT_NE(last_error().find("on a 1x3 filter"), std::string::npos) << last_error();
-    EXPECT_NE(last_error().find("stride 2"), std::string::npos) << last_error();
-    // the column filter: stride 2 along H
+    EXPECT_NE(last_error().find("needs stride 1 or 2 and dilation 1 along W, got stride 3"), std::string::npos)
+        << last_error();
+    // the column filter: stride 3 along H
     convcore::TensorDesc xc(CONVCORE_DATA_FLOAT, 1, 2, 12, 1);
     convcore::FilterDesc wc(CONVCORE_DATA_FLOAT, 3, 2, 3, 1);
-    convcore::TensorDesc yc(CONVCORE_DATA_FLOAT, 1, 3, 5, 1);
-    conv.set(0, 0, 2, 1, 1, 1);
+    convcore::TensorDesc yc(CONVCORE_DATA_FLOAT, 1, 3, 4, 1);
+    conv.set(0, 0, 3, 1, 1, 1);
     EXPECT_EQ(convcoreGetConvolutionForwardWorkspaceSize(h, xc, wc, conv, yc, algo, &bytes),
               CONVCORE_STATUS_NOT_SUPPORTED);
     EXPECT_NE(last_error().find("on a 3x1 filter"), std::string::npos) << last_error();

@@ -367,5 +367,227 @@ struct F3x2 {
     };
 };
 
+// F(2,2): WINOGRAD_2X2_3X3's stride-2 1-D form, on the even inputs.
+// Interpolation points 0, 1 (and infinity); exact values (wincnn, verified):
+//   AT =
+//     [1 1 0]
+//     [0 1 1]
+//   G =
+//     [1 0]
+//     [1 1]
+//     [0 1]
+//   BT =
+//     [ 1 -1  0]
+//     [ 0  1  0]
+//     [ 0 -1  1]
+struct F2x2 {
+    static constexpr int m = 2, r = 2, alpha = 3;
+    static constexpr float AT_f32[2][3] = {
+        {1.0f, 1.0f, 0.0f},
+        {0.0f, 1.0f, 1.0f}};
+    static constexpr float G_f32[3][2] = {
+        {1.0f, 0.0f},
+        {1.0f, 1.0f},
+        {0.0f, 1.0f}};
+    static constexpr float BT_f32[3][3] = {
+        {1.0f, -1.0f, 0.0f},
+        {0.0f, 1.0f, 0.0f},
+        {0.0f, -1.0f, 1.0f}};
+    static constexpr double AT_f64[2][3] = {
+        {1.0, 1.0, 0.0},
+        {0.0, 1.0, 1.0}};
+    static constexpr double G_f64[3][2] = {
+        {1.0, 0.0},
+        {1.0, 1.0},
+        {0.0, 1.0}};
+    static constexpr double BT_f64[3][3] = {
+        {1.0, -1.0, 0.0},
+        {0.0, 1.0, 0.0},
+        {0.0, -1.0, 1.0}};
+    // Element accessors usable from host and device code: at<T>(i, j).
+    template <typename T>
+    CONVCORE_HD static constexpr T at(int i, int j) {
+        if (sizeof(T) == sizeof(float)) {
+            constexpr float t[2][3] = {
+                {1.0f, 1.0f, 0.0f},
+                {0.0f, 1.0f, 1.0f}};
+            return T(t[i][j]);
+        }
+        constexpr double t[2][3] = {
+            {1.0, 1.0, 0.0},
+            {0.0, 1.0, 1.0}};
+        return T(t[i][j]);
+    }
+    template <typename T>
+    CONVCORE_HD static constexpr T g(int i, int j) {
+        if (sizeof(T) == sizeof(float)) {
+            constexpr float t[3][2] = {
+                {1.0f, 0.0f},
+                {1.0f, 1.0f},
+                {0.0f, 1.0f}};
+            return T(t[i][j]);
+        }
+        constexpr double t[3][2] = {
+            {1.0, 0.0},
+            {1.0, 1.0},
+            {0.0, 1.0}};
+        return T(t[i][j]);
+    }
+    template <typename T>
+    CONVCORE_HD static constexpr T bt(int i, int j) {
+        if (sizeof(T) == sizeof(float)) {
+            constexpr float t[3][3] = {
+                {1.0f, -1.0f, 0.0f},
+                {0.0f, 1.0f, 0.0f},
+                {0.0f, -1.0f, 1.0f}};
+            return T(t[i][j]);
+        }
+        constexpr double t[3][3] = {
+            {1.0, -1.0, 0.0},
+            {0.0, 1.0, 0.0},
+            {0.0, -1.0, 1.0}};
+        return T(t[i][j]);
+    }
+    // The tables by element type: table<T>::AT, ::G, ::BT (host code).
+    template <typename T, bool = sizeof(T) == sizeof(float)>
+    struct table {
+        static constexpr const auto& AT = AT_f32;
+        static constexpr const auto& G = G_f32;
+        static constexpr const auto& BT = BT_f32;
+    };
+    template <typename T>
+    struct table<T, false> {
+        static constexpr const auto& AT = AT_f64;
+        static constexpr const auto& G = G_f64;
+        static constexpr const auto& BT = BT_f64;
+    };
+};
+
+// F(4,2): WINOGRAD_4X4_3X3's stride-2 1-D form, on the even inputs.
+// Interpolation points 0, 1, -1, -1/2 (and infinity); exact values (wincnn, verified):
+//   AT =
+//     [   1    1    1    1    0]
+//     [   0    1   -1 -1/2    0]
+//     [   0    1    1  1/4    0]
+//     [   0    1   -1 -1/8    1]
+//   G =
+//     [   2    0]
+//     [ 1/3  1/3]
+//     [  -1    1]
+//     [ 8/3 -4/3]
+//     [   0    1]
+//   BT =
+//     [ 1/2    1 -1/2   -1    0]
+//     [   0  1/2  3/2    1    0]
+//     [   0 -1/2 -1/2    1    0]
+//     [   0   -1    0    1    0]
+//     [   0 -1/2   -1  1/2    1]
+struct F4x2 {
+    static constexpr int m = 4, r = 2, alpha = 5;
+    static constexpr float AT_f32[4][5] = {
+        {1.0f, 1.0f, 1.0f, 1.0f, 0.0f},
+        {0.0f, 1.0f, -1.0f, -0.5f, 0.0f},
+        {0.0f, 1.0f, 1.0f, 0.25f, 0.0f},
+        {0.0f, 1.0f, -1.0f, -0.125f, 1.0f}};
+    static constexpr float G_f32[5][2] = {
+        {2.0f, 0.0f},
+        {0.33333334f, 0.33333334f},
+        {-1.0f, 1.0f},
+        {2.6666667f, -1.3333334f},
+        {0.0f, 1.0f}};
+    static constexpr float BT_f32[5][5] = {
+        {0.5f, 1.0f, -0.5f, -1.0f, 0.0f},
+        {0.0f, 0.5f, 1.5f, 1.0f, 0.0f},
+        {0.0f, -0.5f, -0.5f, 1.0f, 0.0f},
+        {0.0f, -1.0f, 0.0f, 1.0f, 0.0f},
+        {0.0f, -0.5f, -1.0f, 0.5f, 1.0f}};
+    static constexpr double AT_f64[4][5] = {
+        {1.0, 1.0, 1.0, 1.0, 0.0},
+        {0.0, 1.0, -1.0, -0.5, 0.0},
+        {0.0, 1.0, 1.0, 0.25, 0.0},
+        {0.0, 1.0, -1.0, -0.125, 1.0}};
+    static constexpr double G_f64[5][2] = {
+        {2.0, 0.0},
+        {0.3333333333333333, 0.3333333333333333},
+        {-1.0, 1.0},
+        {2.6666666666666665, -1.3333333333333333},
+        {0.0, 1.0}};
+    static constexpr double BT_f64[5][5] = {
+        {0.5, 1.0, -0.5, -1.0, 0.0},
+        {0.0, 0.5, 1.5, 1.0, 0.0},
+        {0.0, -0.5, -0.5, 1.0, 0.0},
+        {0.0, -1.0, 0.0, 1.0, 0.0},
+        {0.0, -0.5, -1.0, 0.5, 1.0}};
+    // Element accessors usable from host and device code: at<T>(i, j).
+    template <typename T>
+    CONVCORE_HD static constexpr T at(int i, int j) {
+        if (sizeof(T) == sizeof(float)) {
+            constexpr float t[4][5] = {
+                {1.0f, 1.0f, 1.0f, 1.0f, 0.0f},
+                {0.0f, 1.0f, -1.0f, -0.5f, 0.0f},
+                {0.0f, 1.0f, 1.0f, 0.25f, 0.0f},
+                {0.0f, 1.0f, -1.0f, -0.125f, 1.0f}};
+            return T(t[i][j]);
+        }
+        constexpr double t[4][5] = {
+            {1.0, 1.0, 1.0, 1.0, 0.0},
+            {0.0, 1.0, -1.0, -0.5, 0.0},
+            {0.0, 1.0, 1.0, 0.25, 0.0},
+            {0.0, 1.0, -1.0, -0.125, 1.0}};
+        return T(t[i][j]);
+    }
+    template <typename T>
+    CONVCORE_HD static constexpr T g(int i, int j) {
+        if (sizeof(T) == sizeof(float)) {
+            constexpr float t[5][2] = {
+                {2.0f, 0.0f},
+                {0.33333334f, 0.33333334f},
+                {-1.0f, 1.0f},
+                {2.6666667f, -1.3333334f},
+                {0.0f, 1.0f}};
+            return T(t[i][j]);
+        }
+        constexpr double t[5][2] = {
+            {2.0, 0.0},
+            {0.3333333333333333, 0.3333333333333333},
+            {-1.0, 1.0},
+            {2.6666666666666665, -1.3333333333333333},
+            {0.0, 1.0}};
+        return T(t[i][j]);
+    }
+    template <typename T>
+    CONVCORE_HD static constexpr T bt(int i, int j) {
+        if (sizeof(T) == sizeof(float)) {
+            constexpr float t[5][5] = {
+                {0.5f, 1.0f, -0.5f, -1.0f, 0.0f},
+                {0.0f, 0.5f, 1.5f, 1.0f, 0.0f},
+                {0.0f, -0.5f, -0.5f, 1.0f, 0.0f},
+                {0.0f, -1.0f, 0.0f, 1.0f, 0.0f},
+                {0.0f, -0.5f, -1.0f, 0.5f, 1.0f}};
+            return T(t[i][j]);
+        }
+        constexpr double t[5][5] = {
+            {0.5, 1.0, -0.5, -1.0, 0.0},
+            {0.0, 0.5, 1.5, 1.0, 0.0},
+            {0.0, -0.5, -0.5, 1.0, 0.0},
+            {0.0, -1.0, 0.0, 1.0, 0.0},
+            {0.0, -0.5, -1.0, 0.5, 1.0}};
+        return T(t[i][j]);
+    }
+    // The tables by element type: table<T>::AT, ::G, ::BT (host code).
+    template <typename T, bool = sizeof(T) == sizeof(float)>
+    struct table {
+        static constexpr const auto& AT = AT_f32;
+        static constexpr const auto& G = G_f32;
+        static constexpr const auto& BT = BT_f32;
+    };
+    template <typename T>
+    struct table<T, false> {
+        static constexpr const auto& AT = AT_f64;
+        static constexpr const auto& G = G_f64;
+        static constexpr const auto& BT = BT_f64;
+    };
+};
+
 }  // namespace winograd
 }  // namespace convcore
