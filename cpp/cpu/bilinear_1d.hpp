@@ -33,10 +33,14 @@ namespace convcore {
 namespace cpu {
 namespace bilinear_1d {
 
-constexpr int64_t kBlockBudgetBytes = int64_t(32) << 20;  // V and M of one block
-constexpr int64_t kMinBlock = 64, kMaxBlock = 4096;       // tiles per block
-constexpr int64_t kGemmColumns = 1024;                    // columns of one GEMM task
-constexpr int64_t kChunk = 16;                            // tiles of one transform task
+// V and M of one block. Each GEMM call packs its U[xi] (K/g x C/g) again, so its columns must be
+// many for that packing to stay small against the GEMM: with 512 channels a 4 MiB block held 112
+// tiles, and F(4,2) on wav2vec2's layers took 1.3-1.45x IM2COL_GEMM's time; 32 MiB, 1.0-1.2x
+// (bench/results/cpu-2026-11-29-issue33-s11.md).
+constexpr int64_t kBlockBudgetBytes = int64_t(32) << 20;
+constexpr int64_t kMinBlock = 64, kMaxBlock = 4096;  // tiles per block
+constexpr int64_t kGemmColumns = 1024;               // columns of one GEMM task
+constexpr int64_t kChunk = 16;                       // tiles of one transform task
 
 inline int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
