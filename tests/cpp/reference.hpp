@@ -67,25 +67,32 @@ inline std::vector<double> reference_conv(const Shape& p, const std::vector<doub
     return y;
 }
 
+// Calls f(yi, xi, wi) for every term y[yi] += x[xi] * w[wi] of the convolution: tap by tap with
+// a row of outputs innermost, as reference_conv (the backward references sum in that order).
 template <typename F>
 inline void for_each_term(const Shape& p, F f) {
     const int64_t P = p.out_h(), Q = p.out_w(), cg = p.c / p.groups, kg = p.k / p.groups;
     for (int64_t n = 0; n < p.n; ++n)
         for (int64_t k = 0; k < p.k; ++k)
-            for (int64_t i = 0; i < P; ++i)
-                for (int64_t j = 0; j < Q; ++j)
-                    for (int64_t c = 0; c < cg; ++c)
-                        for (int64_t r = 0; r < p.r; ++r)
-                            for (int64_t s = 0; s < p.s; ++s) {
-                                const int64_t ih = i * p.stride_h - p.pad_h + r * p.dil_h;
-                                const int64_t iw = j * p.stride_w - p.pad_w + s * p.dil_w;
-                                if (ih < 0 || ih >= p.h || iw < 0 || iw >= p.w) continue;
-                                const int64_t wr = p.flip ? p.r - 1 - r : r;
-                                const int64_t ws = p.flip ? p.s - 1 - s : s;
-                                const int64_t cin = (k / kg) * cg + c;
-                                f(((n * p.k + k) * P + i) * Q + j, ((n * p.c + cin) * p.h + ih) * p.w + iw,
-                                  ((k * cg + c) * p.r + wr) * p.s + ws);
-                            }
+            for (int64_t c = 0; c < cg; ++c) {
+                const int64_t cin = (k / kg) * cg + c;
+                for (int64_t r = 0; r < p.r; ++r)
+                    for (int64_t s = 0; s < p.s; ++s) {
+                        const int64_t wr = p.flip ? p.r - 1 - r : r;
+                        const int64_t ws = p.flip ? p.s - 1 - s : s;
+                        const int64_t wi = ((k * cg + c) * p.r + wr) * p.s + ws;
+                        const int64_t off = s * p.dil_w - p.pad_w;
+                        const int64_t j0 = off >= 0 ? 0 : (-off + p.stride_w - 1) / p.stride_w;
+                        const int64_t j1 = p.w - 1 - off < 0 ? 0 : std::min(Q, (p.w - 1 - off) / p.stride_w + 1);
+                        for (int64_t i = 0; i < P; ++i) {
+                            const int64_t ih = i * p.stride_h - p.pad_h + r * p.dil_h;
+                            if (ih < 0 || ih >= p.h) continue;
+                            const int64_t xrow = ((n * p.c + cin) * p.h + ih) * p.w + off;
+                            const int64_t yrow = ((n * p.k + k) * P + i) * Q;
+                            for (int64_t j = j0; j < j1; ++j) f(yrow + j, xrow + j * p.stride_w, wi);
+                        }
+                    }
+            }
 }
 
 inline std::vector<double> reference_bwd_data(const Shape& p, const std::vector<double>& w,
