@@ -215,14 +215,9 @@ void nhwc_unfold(const ConvProblem& p, const T* x, T* col, int64_t m0, int64_t m
     // Without groups, dilation or mirroring, the taps of a filter row read consecutive pixels,
     // whose channels are one contiguous run of x (the few-channel stem: one copy, not S).
     const bool row_runs = p.groups == 1 && p.dil_w == 1 && !p.flip;
-    int64_t n = m0 / (p.p * p.q), oh = m0 / p.q % p.p, ow = m0 % p.q;  // m's, stepped without divisions
-    const auto next = [&] {
-        if (++ow == p.q) {
-            ow = 0;
-            if (++oh == p.p) oh = 0, ++n;
-        }
-    };
-    for (int64_t m = m0; m < m1; ++m, next()) {
+    nhwc_gemm::PixelAt at(p, m0);  // m's, stepped without divisions
+    for (int64_t m = m0; m < m1; ++m, at.next(p)) {
+        const int64_t n = at.n, oh = at.oh, ow = at.ow;
         T* d = col + (m - m0) * l;
         for (int64_t fr = 0; fr < p.r; ++fr) {
             const int64_t ih = conv_input_coord(oh, conv_filter_tap(fr, p.r, p.flip), p.pad_h, p.stride_h, p.dil_h);

@@ -127,15 +127,12 @@ CONVCORE_GEMM_INLINE void dot_pixels(const ConvProblem& p, const T* x, const T* 
     typedef T Out4 __attribute__((vector_size(4 * sizeof(T))));  // a pixel's outputs (KN <= 4)
     constexpr int L = VB / sizeof(T);
     const int64_t c = p.c;
-    int64_t ow = p0 % p.q, oh = p0 / p.q % p.p, n = p0 / (p.p * p.q);  // pix's, stepped without divisions
-    for (int64_t pix = p0; pix < p1; ++pix) {
-        const int64_t ih = conv_input_coord(oh, 0, p.pad_h, p.stride_h, 1), iw = conv_input_coord(ow, 0, p.pad_w, p.stride_w, 1);
+    nhwc_gemm::PixelAt at(p, p0);  // pix's, stepped without divisions
+    for (int64_t pix = p0; pix < p1; ++pix, at.next(p)) {
+        const int64_t ih = conv_input_coord(at.oh, 0, p.pad_h, p.stride_h, 1);
+        const int64_t iw = conv_input_coord(at.ow, 0, p.pad_w, p.stride_w, 1);
         // the input pixel, or none in the padding (every product 0)
-        const T* xp = ih >= 0 && ih < p.h && iw >= 0 && iw < p.w ? x + ((n * p.h + ih) * p.w + iw) * c : nullptr;
-        if (++ow == p.q) {
-            ow = 0;
-            if (++oh == p.p) oh = 0, ++n;
-        }
+        const T* xp = ih >= 0 && ih < p.h && iw >= 0 && iw < p.w ? x + ((at.n * p.h + ih) * p.w + iw) * c : nullptr;
         Out4 out{};
         if (xp) {
             V acc[KN] = {};

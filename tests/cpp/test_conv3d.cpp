@@ -84,30 +84,37 @@ std::string case_name(const Case3d& p, bool cl) {
 // x[n, cin, id, ih, iw] * w[k, c, wt, wr, ws] with id = od*stride_d - pad_d + t*dil_d (the same for
 // H and W), out-of-range x zero, and (wt, wr, ws) = (t, r, s), or (T-1-t, R-1-r, S-1-s) in true
 // convolution. Vectors in N, C, D, H, W order (filters K, C/g, T, R, S).
+// The loops run tap by tap with a row of outputs innermost (contiguous x and y, the in-range
+// columns computed once): each output sums its terms in the order c, t, r, s.
 template <typename F>
 void for_each_term_3d(const Case3d& p, F f) {
     const int64_t OD = p.od(), OH = p.oh(), OW = p.ow(), cg = p.cg(), kg = p.k / p.groups;
     for (int64_t n = 0; n < p.n; ++n)
         for (int64_t k = 0; k < p.k; ++k)
-            for (int64_t a = 0; a < OD; ++a)
-                for (int64_t b = 0; b < OH; ++b)
-                    for (int64_t e = 0; e < OW; ++e)
-                        for (int64_t c = 0; c < cg; ++c)
-                            for (int64_t t = 0; t < p.t; ++t)
-                                for (int64_t r = 0; r < p.r; ++r)
-                                    for (int64_t s = 0; s < p.s; ++s) {
-                                        const int64_t id = a * p.stride_d - p.pad_d + t * p.dil_d;
-                                        const int64_t ih = b * p.stride_h - p.pad_h + r * p.dil_h;
-                                        const int64_t iw = e * p.stride_w - p.pad_w + s * p.dil_w;
-                                        if (id < 0 || id >= p.d || ih < 0 || ih >= p.h || iw < 0 || iw >= p.w)
-                                            continue;
-                                        const int64_t wt = p.flip ? p.t - 1 - t : t, wr = p.flip ? p.r - 1 - r : r,
-                                                      ws = p.flip ? p.s - 1 - s : s;
-                                        const int64_t cin = (k / kg) * cg + c;
-                                        f((((n * p.k + k) * OD + a) * OH + b) * OW + e,
-                                          (((n * p.c + cin) * p.d + id) * p.h + ih) * p.w + iw,
-                                          (((k * cg + c) * p.t + wt) * p.r + wr) * p.s + ws);
-                                    }
+            for (int64_t c = 0; c < cg; ++c)
+                for (int64_t t = 0; t < p.t; ++t)
+                    for (int64_t r = 0; r < p.r; ++r)
+                        for (int64_t s = 0; s < p.s; ++s) {
+                            const int64_t wt = p.flip ? p.t - 1 - t : t, wr = p.flip ? p.r - 1 - r : r,
+                                          ws = p.flip ? p.s - 1 - s : s;
+                            const int64_t cin = (k / kg) * cg + c;
+                            const int64_t wi = (((k * cg + c) * p.t + wt) * p.r + wr) * p.s + ws;
+                            // the output columns e whose iw = e*stride_w + off is in [0, W)
+                            const int64_t off = s * p.dil_w - p.pad_w;
+                            const int64_t e0 = off >= 0 ? 0 : (-off + p.stride_w - 1) / p.stride_w;
+                            const int64_t e1 = p.w - 1 - off < 0 ? 0 : std::min(OW, (p.w - 1 - off) / p.stride_w + 1);
+                            for (int64_t a = 0; a < OD; ++a) {
+                                const int64_t id = a * p.stride_d - p.pad_d + t * p.dil_d;
+                                if (id < 0 || id >= p.d) continue;
+                                for (int64_t b = 0; b < OH; ++b) {
+                                    const int64_t ih = b * p.stride_h - p.pad_h + r * p.dil_h;
+                                    if (ih < 0 || ih >= p.h) continue;
+                                    const int64_t yrow = (((n * p.k + k) * OD + a) * OH + b) * OW;
+                                    const int64_t xrow = (((n * p.c + cin) * p.d + id) * p.h + ih) * p.w + off;
+                                    for (int64_t e = e0; e < e1; ++e) f(yrow + e, xrow + e * p.stride_w, wi);
+                                }
+                            }
+                        }
 }
 
 // An A x B x D x H x W tensor from that order to memory: packed as is, or channels-last
