@@ -33,42 +33,9 @@ struct Shape {
     int64_t out_w() const { return (w + 2 * pad_w - dil_w * (s - 1) - 1) / stride_w + 1; }
 };
 
-// The loops run filter tap by filter tap with a row of outputs innermost (contiguous x and y),
-// so the tests' reference stays fast on deep layers; each output still sums its terms in the
-// order c, r, s.
-inline std::vector<double> reference_conv(const Shape& p, const std::vector<double>& x,
-                                          const std::vector<double>& w) {
-    const int64_t P = p.out_h(), Q = p.out_w(), cg = p.c / p.groups, kg = p.k / p.groups;
-    std::vector<double> y(size_t(p.n * p.k * P * Q), 0.0);
-    for (int64_t n = 0; n < p.n; ++n)
-        for (int64_t k = 0; k < p.k; ++k) {
-            double* yk = y.data() + (n * p.k + k) * P * Q;
-            for (int64_t c = 0; c < cg; ++c) {
-                const int64_t cin = (k / kg) * cg + c;
-                for (int64_t r = 0; r < p.r; ++r)
-                    for (int64_t s = 0; s < p.s; ++s) {
-                        const int64_t wr = p.flip ? p.r - 1 - r : r;
-                        const int64_t ws = p.flip ? p.s - 1 - s : s;
-                        const double wv = w[size_t(((k * cg + c) * p.r + wr) * p.s + ws)];
-                        // the outputs j whose input column iw = j*stride_w - pad_w + s*dil_w is in [0, W)
-                        const int64_t off = s * p.dil_w - p.pad_w;
-                        const int64_t j0 = off >= 0 ? 0 : (-off + p.stride_w - 1) / p.stride_w;
-                        const int64_t j1 = p.w - 1 - off < 0 ? 0 : std::min(Q, (p.w - 1 - off) / p.stride_w + 1);
-                        for (int64_t i = 0; i < P; ++i) {
-                            const int64_t ih = i * p.stride_h - p.pad_h + r * p.dil_h;
-                            if (ih < 0 || ih >= p.h) continue;
-                            const double* xr = x.data() + ((n * p.c + cin) * p.h + ih) * p.w + off;
-                            double* yr = yk + i * Q;
-                            for (int64_t j = j0; j < j1; ++j) yr[j] += xr[j * p.stride_w] * wv;
-                        }
-                    }
-            }
-        }
-    return y;
-}
-
-// Calls f(yi, xi, wi) for every term y[yi] += x[xi] * w[wi] of the convolution: tap by tap with
-// a row of outputs innermost, as reference_conv (the backward references sum in that order).
+// Calls f(yi, xi, wi) for every term y[yi] += x[xi] * w[wi] of the convolution. The loops run
+// filter tap by filter tap with a row of outputs innermost (contiguous x and y), so the tests'
+// reference stays fast on deep layers; each output still sums its terms in the order c, r, s.
 template <typename F>
 inline void for_each_term(const Shape& p, F f) {
     const int64_t P = p.out_h(), Q = p.out_w(), cg = p.c / p.groups, kg = p.k / p.groups;
@@ -81,6 +48,7 @@ inline void for_each_term(const Shape& p, F f) {
                         const int64_t wr = p.flip ? p.r - 1 - r : r;
                         const int64_t ws = p.flip ? p.s - 1 - s : s;
                         const int64_t wi = ((k * cg + c) * p.r + wr) * p.s + ws;
+                        // the outputs j whose input column iw = j*stride_w - pad_w + s*dil_w is in [0, W)
                         const int64_t off = s * p.dil_w - p.pad_w;
                         const int64_t j0 = off >= 0 ? 0 : (-off + p.stride_w - 1) / p.stride_w;
                         const int64_t j1 = p.w - 1 - off < 0 ? 0 : std::min(Q, (p.w - 1 - off) / p.stride_w + 1);
@@ -93,6 +61,13 @@ inline void for_each_term(const Shape& p, F f) {
                         }
                     }
             }
+}
+
+inline std::vector<double> reference_conv(const Shape& p, const std::vector<double>& x,
+                                          const std::vector<double>& w) {
+    std::vector<double> y(size_t(p.n * p.k * p.out_h() * p.out_w()), 0.0);
+    for_each_term(p, [&](int64_t yi, int64_t xi, int64_t wi) { y[yi] += x[xi] * w[wi]; });
+    return y;
 }
 
 inline std::vector<double> reference_bwd_data(const Shape& p, const std::vector<double>& w,
