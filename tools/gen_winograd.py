@@ -11,6 +11,9 @@ rational arithmetic before anything is written:
   2-D: A^T [(G g G^T) (.) (B^T d B)] A == y_ij = sum_uv d_{i+u, j+v} g_uv (the nesting of
        Lavin's Eq. 8, checked too, although it follows from the 1-D identity).
 
+The stride-2 tables (names ending in "s2") are a 3-tap filter's polyphase split built from
+F(m, 2) (stride2_composition), checked the same way against y_i = sum_j d_{2i+j} g_j.
+
 A table that fails either check aborts the run with nothing written. The float32 and float64
 literals are the correctly rounded values of the exact rationals (which are listed in a
 comment next to each table).
@@ -32,7 +35,8 @@ import wincnn
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_OUTPUT = os.path.join(REPO, "cpp", "common", "generated", "winograd_tables.hpp")
 
-# (C++ name, m, r, interpolation points, what it is for)
+# (C++ name, m, r, interpolation points, what it is for); a name ending in "s2" is the stride-2
+# form of a 3-tap filter built from F(m, r=2) (stride2_composition)
 # F(4,3): the paper's points are 0, +-1, +-2 (Eq. 15). 0, 1, -1, 2, -1/2 measured 2.5x smaller
 # max abs error (1.5x smaller relative L2 error) in float32 on Lavin's VGG layers with
 # convcore's WINOGRAD_4X4_3X3 (docs/algorithms.md has the table), at the same speed; +-1/2
@@ -42,11 +46,13 @@ TABLES = [
     ("F2x3", 2, 3, "0,1,-1", "F(2,3): WINOGRAD_2X2_3X3 nests it as F(2x2,3x3), 4x4 tiles"),
     ("F4x3", 4, 3, None, "F(4,3): WINOGRAD_4X4_3X3 nests it as F(4x4,3x3), 6x6 tiles"),
     ("F3x2", 3, 2, "0,1,-1", "F(3,2): F(3x3,2x2) for the filter gradient (Lavin Sec. 4.2)"),
-    # The even phase of a stride-2, 3-tap filter (cpu/winograd_1d.cpp): taps 0 and 2 on the even
-    # inputs. F(4,2)'s points: 0, 1, -1, -1/2 had a 1.3x smaller max error in float32 than
-    # 0, 1, -1, 2 on 512-channel layers (both about 9e-7 relative L2, direct 3e-7).
-    ("F2x2", 2, 2, "0,1", "F(2,2): WINOGRAD_2X2_3X3's stride-2 1-D form, on the even inputs"),
-    ("F4x2", 4, 2, "0,1,-1,-1/2", "F(4,2): WINOGRAD_4X4_3X3's stride-2 1-D form, on the even inputs"),
+    # Stride 2 (cpu/winograd_1d.cpp, cpu/winograd_nhwc.hpp): F(m,2) on the even inputs with the
+    # taps 0 and 2, composed into a 3-tap algorithm (stride2_composition). F(4,2)'s points:
+    # 0, 1, -1, -1/2 had a 1.3x smaller max error in float32 than 0, 1, -1, 2 on 512-channel
+    # layers (both about 9e-7 relative L2, direct 3e-7).
+    ("F2x3s2", 2, 2, "0,1", "F(2,3) at stride 2: WINOGRAD_2X2_3X3 on stride-2 filters, F(2,2) on the even inputs"),
+    ("F4x3s2", 4, 2, "0,1,-1,-1/2",
+     "F(4,3) at stride 2: WINOGRAD_4X4_3X3 on stride-2 filters, F(4,2) on the even inputs"),
 ]
 
 
@@ -54,28 +60,50 @@ def parse_points(text):
     return [sympy.Rational(p.strip()) for p in text.split(",")]
 
 
-def verify(AT, G, BT, m, r):
-    """Exact 1-D and 2-D checks; returns a list of failures (empty when the table is right)."""
-    alpha = m + r - 1
+def verify(AT, G, BT, m, r, stride=1):
+    """Exact 1-D and 2-D checks of y = AT [(G g) (.) (BT d)] against the correlation with the
+    given stride; returns a list of failures (empty when the table is right)."""
+    alpha, n = G.rows, (m - 1) * stride + r  # products; inputs per tile
     errors = []
-    if AT.shape != (m, alpha) or G.shape != (alpha, r) or BT.shape != (alpha, alpha):
-        return [f"shapes AT{AT.shape} G{G.shape} BT{BT.shape} for m={m} r={r}"]
-    d = sympy.Matrix(alpha, 1, sympy.symbols(f"d0:{alpha}"))
+    if AT.shape != (m, alpha) or G.shape != (alpha, r) or BT.shape != (alpha, n):
+        return [f"shapes AT{AT.shape} G{G.shape} BT{BT.shape} for m={m} r={r} stride={stride}"]
+    d = sympy.Matrix(n, 1, sympy.symbols(f"d0:{n}"))
     g = sympy.Matrix(r, 1, sympy.symbols(f"g0:{r}"))
     y = AT * (G * g).multiply_elementwise(BT * d)
     for i in range(m):
-        want = sum(d[i + j] * g[j] for j in range(r))
+        want = sum(d[stride * i + j] * g[j] for j in range(r))
         if sympy.expand(y[i] - want) != 0:
             errors.append(f"1-D output {i}: {sympy.expand(y[i])} != {want}")
-    D = sympy.Matrix(alpha, alpha, lambda i, j: sympy.Symbol(f"d{i}_{j}"))
+    D = sympy.Matrix(n, n, lambda i, j: sympy.Symbol(f"d{i}_{j}"))
     Gf = sympy.Matrix(r, r, lambda i, j: sympy.Symbol(f"g{i}_{j}"))
     Y = AT * (G * Gf * G.T).multiply_elementwise(BT * D * BT.T) * AT.T
     for i in range(m):
         for j in range(m):
-            want = sum(D[i + u, j + v] * Gf[u, v] for u in range(r) for v in range(r))
+            want = sum(D[stride * i + u, stride * j + v] * Gf[u, v] for u in range(r) for v in range(r))
             if sympy.expand(Y[i, j] - want) != 0:
                 errors.append(f"2-D output ({i},{j}) differs from the direct correlation")
     return errors
+
+
+def stride2_composition(AT, G, BT, m):
+    """A 3-tap filter at stride 2 from F(m,2)'s tables (the polyphase split; the decomposable
+    Winograd method, Huang et al., "DWM", AAAI 2020). y_t = g0 d_2t + g1 d_2t+1 + g2 d_2t+2: the
+    even inputs d_0, d_2, ..., d_2m meet the 2-tap filter (g0, g2) through F(m,2), its m + 1
+    products first; then the odd inputs d_2t+1 meet g1 alone, m products, each added to output t.
+    A tile reads n = 2m + 1 inputs and makes alpha = 2m + 1 products (3m by the definition)."""
+    e, alpha = m + 1, 2 * m + 1
+    AT3, G3, BT3 = sympy.zeros(m, alpha), sympy.zeros(alpha, 3), sympy.zeros(alpha, alpha)
+    for xi in range(e):
+        for i in range(e):
+            BT3[xi, 2 * i] = BT[xi, i]
+        G3[xi, 0], G3[xi, 2] = G[xi, 0], G[xi, 1]
+        for i in range(m):
+            AT3[i, xi] = AT[i, xi]
+    for t in range(m):
+        BT3[e + t, 2 * t + 1] = 1
+        G3[e + t, 1] = 1
+        AT3[t, e + t] = 1
+    return AT3, G3, BT3
 
 
 # ---- correctly rounded literals ------------------------------------------------------------
@@ -139,15 +167,15 @@ def exact_comment(label, M):
     return lines
 
 
-def emit_table(cname, m, r, points, purpose, AT, G, BT):
-    alpha = m + r - 1
+def emit_table(cname, m, r, stride, points, purpose, AT, G, BT):
+    alpha = G.rows
     pts = ", ".join(str(p) for p in points)
     out = [f"// {purpose}.",
            f"// Interpolation points {pts} (and infinity); exact values (wincnn, verified):"]
     for label, M in (("AT", AT), ("G", G), ("BT", BT)):
         out += exact_comment(label, M)
     out.append(f"struct {cname} {{")
-    out.append(f"    static constexpr int m = {m}, r = {r}, alpha = {alpha};")
+    out.append(f"    static constexpr int m = {m}, r = {r}, alpha = {alpha}, stride = {stride};")
     for ctype, suffix in (("float", "f32"), ("double", "f64")):
         for label, M in (("AT", AT), ("G", G), ("BT", BT)):
             out.append(f"    static constexpr {ctype} {c_array(label + '_' + suffix, M, ctype, 4)};")
@@ -221,12 +249,16 @@ def generate(points_4x3):
             sys.exit(f"{cname}: F({m},{r}) needs {m + r - 2} points, got {len(pts)}")
         AT, G, BT, _ = wincnn.cookToomFilter(pts, m, r)
         AT, G, BT = (sympy.Matrix(M).applyfunc(sympy.nsimplify) for M in (AT, G, BT))
-        errors = verify(AT, G, BT, m, r)
+        stride = 1
+        if cname.endswith("s2"):
+            AT, G, BT = stride2_composition(AT, G, BT, m)
+            r, stride = 3, 2
+        errors = verify(AT, G, BT, m, r, stride)
         if errors:
-            sys.exit(f"{cname} F({m},{r}) points {pts}: verification FAILED, nothing written:\n  "
+            sys.exit(f"{cname} F({m},{r}) stride {stride} points {pts}: verification FAILED, nothing written:\n  "
                      + "\n  ".join(errors))
-        print(f"{cname}: F({m},{r}) points {', '.join(map(str, pts))}: verified exactly (1-D and 2-D)")
-        tables.append((cname, m, r, pts, purpose, AT, G, BT))
+        print(f"{cname}: F({m},{r}) stride {stride} points {', '.join(map(str, pts))}: verified exactly (1-D and 2-D)")
+        tables.append((cname, m, r, stride, pts, purpose, AT, G, BT))
 
     out = ["// GENERATED FILE: do not edit by hand.",
            "// Generated by tools/gen_winograd.py (wincnn's Cook-Toom construction, each table verified",
@@ -234,8 +266,9 @@ def generate(points_4x3):
            "//   python tools/gen_winograd.py",
            "//",
            "// Winograd minimal filtering F(m, r) (Lavin & Gray, Sec. 4): y = AT [(G g) (.) (BT d)] is the",
-           "// correlation y_i = sum_j d_{i+j} g_j of an alpha = m + r - 1 input tile d with an r-tap",
-           "// filter g; nested in 2-D: Y = AT [(G g G^T) (.) (BT d BT^T)] AT^T. Each *_f32 / *_f64 entry",
+           "// correlation y_i = sum_j d_{stride*i+j} g_j of an input tile d of (m - 1) * stride + r points",
+           "// with an r-tap filter g, in alpha products (m + r - 1 at stride 1); nested in 2-D:",
+           "// Y = AT [(G g G^T) (.) (BT d BT^T)] AT^T. Each *_f32 / *_f64 entry",
            "// is the correctly rounded value of the exact rational in the comment above its struct.",
            "#pragma once",
            "",

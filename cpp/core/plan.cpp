@@ -128,7 +128,7 @@ const Solver& solver_for(convcoreConvolutionPass_t pass, const ConvProblem& prob
         throw_not_supported(std::string(name) + (forward ? "" : std::string(" ") + kPasses[enum_int(pass)]) +
                             " is not implemented on " + (prob.device == CONVCORE_DEVICE_CPU ? "the CPU" : "CUDA") +
                             " in this build");
-    const std::string why = s->why_not(prob.packed());
+    const std::string why = s->why_not(run_problem(prob, s->runs_nhwc));  // the problem it would run
     if (!why.empty())  // every reason names the algorithm once (and a backward one its pass)
         throw_not_supported(why.find(name) != std::string::npos ? why
                             : forward ? std::string(name) + ": " + why

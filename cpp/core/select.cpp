@@ -133,7 +133,7 @@ std::vector<RankedAlgo> rank_algorithms(const ConvProblem& prob) {
     for (int i = 0; i < CONVCORE_FWD_ALGO_COUNT; ++i) {
         const auto algo = convcoreConvolutionFwdAlgo_t(i);
         const Solver* s = find_solver(algo, prob.device);
-        if (s && !disabled_by_env(algo) && s->why_not(packed).empty())
+        if (s && !disabled_by_env(algo) && s->why_not(run_problem(prob, s->runs_nhwc)).empty())
             ok.push_back({algo, s});
         else
             not_ok.push_back({algo, nullptr});

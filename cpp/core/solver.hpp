@@ -75,7 +75,9 @@ struct BwdFilterArgs {
 struct Solver {
     int algo;  // the line's enum value, in its pass's enum (CONVCORE_FWD_ALGO_*, ...)
     convcoreDeviceType_t device;
-    // "" when the solver can run the problem; otherwise the reason, in the user's terms.
+    // "" when the solver can run the problem; otherwise the reason, in the user's terms. It sees
+    // the problem its run would get (run_problem): NHWC (prob.nhwc) where the caller's tensors
+    // are NHWC and runs_nhwc takes them, else packed NCHW.
     std::string (*why_not)(const ConvProblem& prob);
     // Exact workspace bytes for an applicable problem.
     size_t (*workspace_bytes)(const ConvProblem& prob);

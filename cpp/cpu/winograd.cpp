@@ -164,9 +164,27 @@ Plan make_plan(const ConvProblem& p, int64_t m) {
 
 const char* algo_name(int64_t m) { return m == 2 ? "WINOGRAD_2X2_3X3" : "WINOGRAD_4X4_3X3"; }
 
+// Why a 3x3 problem at stride 2x2 cannot run (stride 2 per axis, F2x3s2 / F4x3s2): only the fused
+// NHWC schedule (cpu/winograd_nhwc.hpp) has the stride-2 tiles; "" when it runs.
+std::string why_not_stride2(const std::string& name, const ConvProblem& p) {
+    if (p.nhwc && winograd_nhwc::applies(p)) return "";
+    return name + " needs stride 1, got stride 2x2 (stride 2x2 runs on NHWC tensors with one group and at least " +
+           std::to_string(nhwc_gemm::isa_lanes(p.elem_size())) + " input channels; has " + (p.nhwc ? "NHWC" : "NCHW") +
+           ", groups=" + std::to_string(p.groups) + ", C=" + std::to_string(p.c) + ")";
+}
+
+// winograd_shape_why_not, with stride 2x2 where the fused NHWC schedule runs it.
+std::string shape_why_not(const std::string& name, const ConvProblem& p) {
+    if (p.stride_h != 2 || p.stride_w != 2) return winograd_shape_why_not(name, p);
+    ConvProblem unit = p;
+    unit.stride_h = unit.stride_w = 1;
+    if (std::string why = winograd_shape_why_not(name, unit); !why.empty()) return why;
+    return why_not_stride2(name, p);
+}
+
 std::string why_not_m(const ConvProblem& p, int64_t m) {
     const std::string name = algo_name(m);
-    if (const std::string shape = winograd_shape_why_not(name, p); !shape.empty()) return shape;
+    if (const std::string shape = shape_why_not(name, p); !shape.empty()) return shape;
     const Plan pl = make_plan(p, m);
     if (p.k_per_group() > INT_MAX || p.c_per_group() > INT_MAX || pl.ldv > INT_MAX)
         return name + ": a GEMM dimension (K/groups=" + std::to_string(p.k_per_group()) +
@@ -684,18 +702,23 @@ void prepare_typed(const ConvProblem& p, const Context& ctx, const void* w, void
     });
 }
 
+// F(m,3)'s stride-2 form (F2x3s2, F4x3s2).
+template <class F>
+using AtStride2 = std::conditional_t<F::m == 2, winograd::F2x3s2, winograd::F4x3s2>;
+
 // Calls fn(tile) with the tile of cpu/winograd_nhwc.hpp that runs p's filter (3x3, 3x1 or 1x3)
-// by F(m,3).
+// by F(m,3), at stride 1 or 2 along the filter (winograd_nhwc::takes_filter).
 template <class F, class Fn>
 void with_tile(const ConvProblem& p, Fn&& fn) {
     using winograd_nhwc::Point;
     using winograd_nhwc::Tile;
+    using S = AtStride2<F>;
     if (p.r == 3 && p.s == 1)
-        fn(Tile<F, Point>{});
+        p.stride_h == 2 ? fn(Tile<S, Point>{}) : fn(Tile<F, Point>{});
     else if (p.r == 1 && p.s == 3)
-        fn(Tile<Point, F>{});
+        p.stride_w == 2 ? fn(Tile<Point, S>{}) : fn(Tile<Point, F>{});
     else
-        fn(Tile<F, F>{});
+        p.stride_h == 2 ? fn(Tile<S, S>{}) : fn(Tile<F, F>{});
 }
 
 template <class F>
@@ -796,7 +819,7 @@ namespace winograd_3d {
 
 std::string why_not(const ConvProblem& plane, int64_t m) {
     const std::string name = algo_name(m);
-    if (const std::string shape = winograd_shape_why_not(name, plane); !shape.empty()) return shape;
+    if (const std::string shape = shape_why_not(name, plane); !shape.empty()) return shape;
     if (plane.r != 3 || plane.s != 3) return name + " in 3-D: the filter's planes must be 3x3";
     if (!winograd_nhwc::applies(plane))
         return name + " in 3-D: needs one group and at least " +
@@ -812,18 +835,22 @@ size_t filter_bytes(const ConvProblem& plane, int64_t m, int64_t taps) {
 namespace {
 template <class F>
 void prepare_f(const ConvProblem& p, const Context& ctx, int64_t taps, const void* w, void* out) {
-    using Tl = winograd_nhwc::Tile<F, F>;
-    if (p.dtype == CONVCORE_DATA_DOUBLE)
-        winograd_nhwc::prepare_u<double, Tl>(p, static_cast<const double*>(w), static_cast<double*>(out),
-                                             ctx.threads(), taps);
-    else
-        winograd_nhwc::prepare_u<float, Tl>(p, static_cast<const float*>(w), static_cast<float*>(out),
-                                            ctx.threads(), taps);
+    with_tile<F>(p, [&](auto tile) {
+        using Tl = decltype(tile);
+        if (p.dtype == CONVCORE_DATA_DOUBLE)
+            winograd_nhwc::prepare_u<double, Tl>(p, static_cast<const double*>(w), static_cast<double*>(out),
+                                                 ctx.threads(), taps);
+        else
+            winograd_nhwc::prepare_u<float, Tl>(p, static_cast<const float*>(w), static_cast<float*>(out),
+                                                ctx.threads(), taps);
+    });
 }
 template <class F>
 void forward_f(const ConvArgs& a, const Depth& depth) {
-    using Tl = winograd_nhwc::Tile<F, F>;
-    a.prob.dtype == CONVCORE_DATA_DOUBLE ? run_nhwc<double, Tl>(a, depth) : run_nhwc<float, Tl>(a, depth);
+    with_tile<F>(a.prob, [&](auto tile) {
+        using Tl = decltype(tile);
+        a.prob.dtype == CONVCORE_DATA_DOUBLE ? run_nhwc<double, Tl>(a, depth) : run_nhwc<float, Tl>(a, depth);
+    });
 }
 }  // namespace
 

@@ -6,7 +6,8 @@
 //   Decomposable Winograd Method for Convolution Acceleration", AAAI 2020). y_t = w0 x_{2t} +
 //   w1 x_{2t+1} + w2 x_{2t+2}: the even inputs e_i = x_{2i} meet the 2-tap filter (w0, w2), by
 //   F(m,2) in m + 1 multiplications; the odd inputs o_t = x_{2t+1} meet w1 alone, m more. a = 2m + 1
-//   per m outputs against 3m: 1.2x fewer for F(2,2), 1.33x for F(4,2).
+//   per m outputs against 3m: 1.2x fewer for F(2,2), 1.33x for F(4,2). tools/gen_winograd.py
+//   composes these tables (F2x3s2, F4x3s2) and verifies them exactly.
 #include "cpu/winograd_1d.hpp"
 
 #include "common/generated/winograd_tables.hpp"
@@ -17,40 +18,17 @@ namespace cpu {
 namespace winograd_1d {
 namespace {
 
-// F(m,3) as bilinear_1d's algorithm: out = AT [(G g) (.) (BT d)], a = n = m + 2.
+// F(m,3) (at stride 1 or 2) as bilinear_1d's algorithm: out = AT [(G g) (.) (BT d)], a products,
+// n inputs per tile.
 template <class F>
 struct Row {
-    static constexpr int n = F::alpha, a = F::alpha, m = F::m, taps = 3, stride = 1;
+    static constexpr int a = F::alpha, m = F::m, taps = F::r, stride = F::stride, n = (m - 1) * stride + taps;
     template <typename T>
     static constexpr T bt(int xi, int i) { return F::template table<T>::BT[xi][i]; }
     template <typename T>
     static constexpr T g(int xi, int j) { return F::template table<T>::G[xi][j]; }
     template <typename T>
     static constexpr T at(int i, int xi) { return F::template table<T>::AT[i][xi]; }
-};
-
-// The stride-2 form from F = F(m,2): the first m + 1 products are F(m,2)'s on the even inputs
-// (d_0, d_2, ..., d_2m) with taps (w0, w2); the last m are the odd inputs d_{2t+1} times w1, added
-// to output t. The tile reads n = 2m + 1 inputs.
-template <class F>
-struct Stride2Row {
-    static constexpr int e = F::alpha, m = F::m, n = 2 * m + 1, a = e + m, taps = 3, stride = 2;
-    static_assert(F::r == 2 && e == m + 1, "F(m,2)");
-    template <typename T>
-    static constexpr T bt(int xi, int i) {
-        if (xi < e) return i % 2 == 0 ? T(F::template table<T>::BT[xi][i / 2]) : T(0);
-        return i == 2 * (xi - e) + 1 ? T(1) : T(0);
-    }
-    template <typename T>
-    static constexpr T g(int xi, int j) {
-        if (xi < e) return j == 1 ? T(0) : T(F::template table<T>::G[xi][j / 2]);
-        return j == 1 ? T(1) : T(0);
-    }
-    template <typename T>
-    static constexpr T at(int i, int xi) {
-        if (xi < e) return F::template table<T>::AT[i][xi];
-        return xi - e == i ? T(1) : T(0);
-    }
 };
 
 // The stride along the tiles (W, or H for a 3x1 filter).
@@ -68,7 +46,7 @@ const char* algorithm(const ConvProblem& p, int m) {
 template <class Fn>
 void with_algorithm(const ConvProblem& p, int m, Fn&& f) {
     if (strided(p))
-        m == 2 ? f(Stride2Row<winograd::F2x2>{}) : f(Stride2Row<winograd::F4x2>{});
+        m == 2 ? f(Row<winograd::F2x3s2>{}) : f(Row<winograd::F4x3s2>{});
     else
         m == 2 ? f(Row<winograd::F2x3>{}) : f(Row<winograd::F4x3>{});
 }

@@ -13,9 +13,16 @@
 // V and M never leave the thread's L2 (V: a*a*tb*C elements, M: a*a*tb*pg*nr), unlike the
 // NCHW schedule (winograd.cpp), which goes through memory between the stages.
 //
-// 1-D (a 3 x 1 or 1 x 3 filter, stride and dilation 1): the same schedule with tiles of m x 1
+// 1-D (a 3 x 1 or 1 x 3 filter, dilation 1): the same schedule with tiles of m x 1
 // (or 1 x m) outputs, F(m,3) along the filter's axis and the identity across it (class Point):
 // a + 0 input points per tile, (m+2)/m multiplications per output and (c, k) against 3.
+//
+// Stride 2 along a 3-tap axis: the tile's transform along it is F(m,3) at stride 2 (the tables
+// F2x3s2 / F4x3s2: F(m,2) on the even inputs, the odd inputs times the middle tap; generated and
+// verified by tools/gen_winograd.py), m outputs from 2m + 1 inputs in 2m + 1 products (3m by the
+// definition). A tile's inputs start at its first output times the stride; nested in both axes it
+// is the four-phase split of a stride-2 3x3 filter (Huang et al., "DWM", AAAI 2020): (2m+1)^2
+// products per m x m outputs, 81/16 = 5.06 per output for F(4x4) against 9.
 //
 // 3-D (N x D x H x W x C, filters K x C x T x 3 x 3): the same schedule with the depth taps
 // summed in the transformed domain. A tile is one output depth's m x m outputs; its row of V
@@ -80,14 +87,20 @@ struct Tile {
     using H = FH;
     using W = FW;
 };
-// The output tile and transform points along an axis with `taps` filter taps, for F(m,3).
+// The output tile and transform points along an axis with `taps` filter taps, for F(m,3) at the
+// axis' stride (1: m + 2 points; 2: 2m + 1).
 inline int64_t tile_outputs(int64_t taps, int64_t m) { return taps == 1 ? 1 : m; }
-inline int64_t tile_points(int64_t taps, int64_t m) { return taps == 1 ? 1 : m + 2; }
-// Whether the schedule runs p's filter shape: 3x3, or (stride and dilation 1) 3x1 or 1x3.
+inline int64_t tile_points(int64_t taps, int64_t m, int64_t stride) {
+    return taps == 1 ? 1 : stride == 2 ? 2 * m + 1 : m + 2;
+}
+// Whether the schedule runs p's filter shape: 3x3 (stride 1x1 or 2x2), or 3x1 or 1x3 (stride 1
+// or 2 along the filter, 1 across it); dilation 1.
 inline bool takes_filter(const ConvProblem& p) {
-    if (p.r == 3 && p.s == 3) return true;
-    return ((p.r == 3 && p.s == 1) || (p.r == 1 && p.s == 3)) && p.stride_h == 1 && p.stride_w == 1 &&
-           p.dil_h == 1 && p.dil_w == 1;
+    if (p.dil_h != 1 || p.dil_w != 1) return false;
+    if (p.r == 3 && p.s == 3) return p.stride_h == p.stride_w && (p.stride_h == 1 || p.stride_h == 2);
+    if (p.r == 3 && p.s == 1) return p.stride_w == 1 && (p.stride_h == 1 || p.stride_h == 2);
+    if (p.r == 1 && p.s == 3) return p.stride_h == 1 && (p.stride_w == 1 || p.stride_w == 2);
+    return false;
 }
 
 // The channels one tap takes in V's and U's rows: C, padded to whole vectors between taps.
@@ -102,7 +115,7 @@ struct Geometry {
     Depth depth;
     int64_t cp, kc;         // a tap's stride in V's and U's rows; the GEMMs' reduction
     int64_t mh, mw;         // output tile
-    int64_t ah, aw, aa;     // input tile (m + 2 along a 3-tap axis, 1 across a 1-tap one), ah*aw
+    int64_t ah, aw, aa;     // input tile (m + 2 or 2m + 1 along a 3-tap axis, 1 along a 1-tap one), ah*aw
     int64_t th, tw, tiles;  // tiles per plane th x tw; N*D'*th*tw in all
     int64_t nr, panels;     // U's column panels: nr output channels each
     int64_t ldv;            // V's row stride: C padded to whole vectors (and off 2 KiB multiples)
@@ -145,8 +158,8 @@ inline Geometry geometry(const ConvProblem& p, int64_t m, int threads, const Dep
     const int64_t l2 = cache_bytes(2, 512 << 10);
     g.mh = tile_outputs(p.r, m);
     g.mw = tile_outputs(p.s, m);
-    g.ah = tile_points(p.r, m);
-    g.aw = tile_points(p.s, m);
+    g.ah = tile_points(p.r, m, p.stride_h);
+    g.aw = tile_points(p.s, m, p.stride_w);
     g.aa = g.ah * g.aw;
     g.th = ceil_div(p.p, g.mh);
     g.tw = ceil_div(p.q, g.mw);
@@ -186,8 +199,8 @@ inline std::pair<int64_t, int64_t> reduction_range(const Geometry& g, int64_t t0
 
 // U's elements: [xi][panel][t * cp + c][nr], columns past K and the rows between taps zero.
 inline int64_t u_elems(const ConvProblem& p, int64_t m, int64_t taps = 1) {
-    return tile_points(p.r, m) * tile_points(p.s, m) * nhwc_gemm::panel_count(p) * nhwc_gemm::panel_cols(p) *
-           reduction(p, taps);
+    return tile_points(p.r, m, p.stride_h) * tile_points(p.s, m, p.stride_w) * nhwc_gemm::panel_count(p) *
+           nhwc_gemm::panel_cols(p) * reduction(p, taps);
 }
 // A thread's buffers: V's block, M's group, and a sink for the rows of a partial block.
 inline int64_t scratch_elems(const Geometry& g) { return g.aa * g.tb * (g.ldv + g.ldm) + g.nr; }
@@ -304,7 +317,7 @@ CONVCORE_GEMM_INLINE void input_block(const ConvProblem& p, const Geometry& g, c
             const T* px[ah][aw];  // the input pixels of the tile, null in the padding
             for (int i = 0; i < ah; ++i)
                 for (int j = 0; j < aw; ++j) {
-                    const int64_t ih = ty * mh - p.pad_h + i, iw = tx * mw - p.pad_w + j;
+                    const int64_t ih = ty * mh * p.stride_h - p.pad_h + i, iw = tx * mw * p.stride_w - p.pad_w + j;
                     px[i][j] = ih < 0 || ih >= p.h || iw < 0 || iw >= p.w ? nullptr : x_plane + (ih * p.w + iw) * p.c;
                 }
             for (int64_t c0 = 0; c0 < p.c; c0 += L) {

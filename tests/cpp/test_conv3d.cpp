@@ -623,8 +623,10 @@ TEST(Conv3d, Plans) {
 // when x and y are NDHWC, the filter packed KCTRS and C at least a vector: odd channel counts (the
 // taps' rows padded to whole vectors), depth padding, stride and dilation, taps in the depth
 // padding, T = 1, true convolution. 3x3x3 filters with depth stride 1 over enough output depths
-// run the nested F(m x m x m, 3x3x3) (winograd_3d::nests): the first case and the last three,
-// with output depths that are not whole tiles and depth padding 0 to 2.
+// run the nested F(m x m x m, 3x3x3) (winograd_3d::nests): the first case and the three after
+// the T = 1 one, with output depths that are not whole tiles and depth padding 0 to 2. The last
+// four have stride 2x2 in the planes (F(m,3) at stride 2 per axis): with depth stride 2 (per tap),
+// depth stride 1 (nested), T = 1, and planes whose last tile reads past the image.
 const Case3d kNativeCases[] = {
     // n   c  d  h  w   k  t  r  s  pd ph pw sd sh sw dd dh dw  g  flip
     {2, 17, 5, 7, 6, 19, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, false},
@@ -634,6 +636,10 @@ const Case3d kNativeCases[] = {
     {2, 17, 9, 7, 6, 19, 3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, true},
     {1, 16, 10, 5, 8, 8, 3, 3, 3, 0, 1, 1, 1, 1, 1, 1, 1, 1, 1, false},
     {1, 24, 6, 4, 5, 33, 3, 3, 3, 2, 0, 2, 1, 1, 1, 1, 1, 1, 1, false},
+    {1, 17, 5, 9, 8, 12, 3, 3, 3, 1, 1, 1, 2, 2, 2, 1, 1, 1, 1, false},
+    {1, 16, 8, 6, 7, 5, 3, 3, 3, 1, 1, 0, 1, 2, 2, 1, 1, 1, 1, true},
+    {2, 20, 3, 9, 10, 7, 1, 3, 3, 0, 1, 1, 1, 2, 2, 1, 1, 1, 1, false},
+    {1, 16, 4, 4, 5, 9, 2, 3, 3, 0, 2, 1, 1, 2, 2, 1, 1, 1, 1, true},
 };
 
 // One case in one precision and tile size: a call (y NaN, beta 0); alpha 1.5 and beta 0.5 on earlier
@@ -715,7 +721,7 @@ TEST(Conv3d, NativeWinogradBackwardData) {
     convcore::Handle handle;
     std::mt19937 rng(43);
     for (const Case3d& p : kNativeCases) {
-        if (p.stride_d != 1 || p.dil_d != 1) continue;
+        if (p.stride_d != 1 || p.dil_d != 1 || p.stride_h != 1 || p.stride_w != 1) continue;
         for (auto algo : {CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3, CONVCORE_BWD_DATA_ALGO_WINOGRAD_4X4_3X3}) {
             SCOPED_TRACE(case_name(p, true) + " " + convcoreGetBwdDataAlgoName(algo));
             check_native_backward_data<float>(handle, p, algo, rng);

@@ -24,7 +24,7 @@ def test_committed_winograd_tables_are_up_to_date(tmp_path):
     res = subprocess.run([sys.executable, SCRIPT, "--output", str(out)], capture_output=True, text=True,
                          timeout=300)
     assert res.returncode == 0, f"generator failed:\n{res.stdout}\n{res.stderr}"
-    for table in ("F2x3", "F4x3", "F3x2"):
+    for table in ("F2x3", "F4x3", "F3x2", "F2x3s2", "F4x3s2"):
         assert f"{table}: " in res.stdout and "verified exactly" in res.stdout, res.stdout
     with open(COMMITTED, encoding="utf-8") as f:
         committed = f.read()

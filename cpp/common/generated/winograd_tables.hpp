@@ -4,8 +4,9 @@
 //   python tools/gen_winograd.py
 //
 // Winograd minimal filtering F(m, r) (Lavin & Gray, Sec. 4): y = AT [(G g) (.) (BT d)] is the
-// correlation y_i = sum_j d_{i+j} g_j of an alpha = m + r - 1 input tile d with an r-tap
-// filter g; nested in 2-D: Y = AT [(G g G^T) (.) (BT d BT^T)] AT^T. Each *_f32 / *_f64 entry
+// correlation y_i = sum_j d_{stride*i+j} g_j of an input tile d of (m - 1) * stride + r points
+// with an r-tap filter g, in alpha products (m + r - 1 at stride 1); nested in 2-D:
+// Y = AT [(G g G^T) (.) (BT d BT^T)] AT^T. Each *_f32 / *_f64 entry
 // is the correctly rounded value of the exact rational in the comment above its struct.
 #pragma once
 
@@ -30,7 +31,7 @@ namespace winograd {
 //     [ 0 -1  1  0]
 //     [ 0 -1  0  1]
 struct F2x3 {
-    static constexpr int m = 2, r = 3, alpha = 4;
+    static constexpr int m = 2, r = 3, alpha = 4, stride = 1;
     static constexpr float AT_f32[2][4] = {
         {1.0f, 1.0f, 1.0f, 0.0f},
         {0.0f, 1.0f, -1.0f, 1.0f}};
@@ -142,7 +143,7 @@ struct F2x3 {
 //     [   0    2   -1   -2    1    0]
 //     [   0    1  3/2   -2 -3/2    1]
 struct F4x3 {
-    static constexpr int m = 4, r = 3, alpha = 6;
+    static constexpr int m = 4, r = 3, alpha = 6, stride = 1;
     static constexpr float AT_f32[4][6] = {
         {1.0f, 1.0f, 1.0f, 1.0f, 1.0f, 0.0f},
         {0.0f, 1.0f, -1.0f, 2.0f, -0.5f, 0.0f},
@@ -273,7 +274,7 @@ struct F4x3 {
 //     [ 0 -1  1  0]
 //     [ 0 -1  0  1]
 struct F3x2 {
-    static constexpr int m = 3, r = 2, alpha = 4;
+    static constexpr int m = 3, r = 2, alpha = 4, stride = 1;
     static constexpr float AT_f32[3][4] = {
         {1.0f, 1.0f, 1.0f, 0.0f},
         {0.0f, 1.0f, -1.0f, 0.0f},
@@ -367,85 +368,105 @@ struct F3x2 {
     };
 };
 
-// F(2,2): WINOGRAD_2X2_3X3's stride-2 1-D form, on the even inputs.
+// F(2,3) at stride 2: WINOGRAD_2X2_3X3 on stride-2 filters, F(2,2) on the even inputs.
 // Interpolation points 0, 1 (and infinity); exact values (wincnn, verified):
 //   AT =
-//     [1 1 0]
-//     [0 1 1]
+//     [1 1 0 1 0]
+//     [0 1 1 0 1]
 //   G =
-//     [1 0]
-//     [1 1]
-//     [0 1]
+//     [1 0 0]
+//     [1 0 1]
+//     [0 0 1]
+//     [0 1 0]
+//     [0 1 0]
 //   BT =
-//     [ 1 -1  0]
-//     [ 0  1  0]
-//     [ 0 -1  1]
-struct F2x2 {
-    static constexpr int m = 2, r = 2, alpha = 3;
-    static constexpr float AT_f32[2][3] = {
-        {1.0f, 1.0f, 0.0f},
-        {0.0f, 1.0f, 1.0f}};
-    static constexpr float G_f32[3][2] = {
-        {1.0f, 0.0f},
-        {1.0f, 1.0f},
-        {0.0f, 1.0f}};
-    static constexpr float BT_f32[3][3] = {
-        {1.0f, -1.0f, 0.0f},
+//     [ 1  0 -1  0  0]
+//     [ 0  0  1  0  0]
+//     [ 0  0 -1  0  1]
+//     [ 0  1  0  0  0]
+//     [ 0  0  0  1  0]
+struct F2x3s2 {
+    static constexpr int m = 2, r = 3, alpha = 5, stride = 2;
+    static constexpr float AT_f32[2][5] = {
+        {1.0f, 1.0f, 0.0f, 1.0f, 0.0f},
+        {0.0f, 1.0f, 1.0f, 0.0f, 1.0f}};
+    static constexpr float G_f32[5][3] = {
+        {1.0f, 0.0f, 0.0f},
+        {1.0f, 0.0f, 1.0f},
+        {0.0f, 0.0f, 1.0f},
         {0.0f, 1.0f, 0.0f},
-        {0.0f, -1.0f, 1.0f}};
-    static constexpr double AT_f64[2][3] = {
-        {1.0, 1.0, 0.0},
-        {0.0, 1.0, 1.0}};
-    static constexpr double G_f64[3][2] = {
-        {1.0, 0.0},
-        {1.0, 1.0},
-        {0.0, 1.0}};
-    static constexpr double BT_f64[3][3] = {
-        {1.0, -1.0, 0.0},
+        {0.0f, 1.0f, 0.0f}};
+    static constexpr float BT_f32[5][5] = {
+        {1.0f, 0.0f, -1.0f, 0.0f, 0.0f},
+        {0.0f, 0.0f, 1.0f, 0.0f, 0.0f},
+        {0.0f, 0.0f, -1.0f, 0.0f, 1.0f},
+        {0.0f, 1.0f, 0.0f, 0.0f, 0.0f},
+        {0.0f, 0.0f, 0.0f, 1.0f, 0.0f}};
+    static constexpr double AT_f64[2][5] = {
+        {1.0, 1.0, 0.0, 1.0, 0.0},
+        {0.0, 1.0, 1.0, 0.0, 1.0}};
+    static constexpr double G_f64[5][3] = {
+        {1.0, 0.0, 0.0},
+        {1.0, 0.0, 1.0},
+        {0.0, 0.0, 1.0},
         {0.0, 1.0, 0.0},
-        {0.0, -1.0, 1.0}};
+        {0.0, 1.0, 0.0}};
+    static constexpr double BT_f64[5][5] = {
+        {1.0, 0.0, -1.0, 0.0, 0.0},
+        {0.0, 0.0, 1.0, 0.0, 0.0},
+        {0.0, 0.0, -1.0, 0.0, 1.0},
+        {0.0, 1.0, 0.0, 0.0, 0.0},
+        {0.0, 0.0, 0.0, 1.0, 0.0}};
     // Element accessors usable from host and device code: at<T>(i, j).
     template <typename T>
     CONVCORE_HD static constexpr T at(int i, int j) {
         if (sizeof(T) == sizeof(float)) {
-            constexpr float t[2][3] = {
-                {1.0f, 1.0f, 0.0f},
-                {0.0f, 1.0f, 1.0f}};
+            constexpr float t[2][5] = {
+                {1.0f, 1.0f, 0.0f, 1.0f, 0.0f},
+                {0.0f, 1.0f, 1.0f, 0.0f, 1.0f}};
             return T(t[i][j]);
         }
-        constexpr double t[2][3] = {
-            {1.0, 1.0, 0.0},
-            {0.0, 1.0, 1.0}};
+        constexpr double t[2][5] = {
+            {1.0, 1.0, 0.0, 1.0, 0.0},
+            {0.0, 1.0, 1.0, 0.0, 1.0}};
         return T(t[i][j]);
     }
     template <typename T>
     CONVCORE_HD static constexpr T g(int i, int j) {
         if (sizeof(T) == sizeof(float)) {
-            constexpr float t[3][2] = {
-                {1.0f, 0.0f},
-                {1.0f, 1.0f},
-                {0.0f, 1.0f}};
+            constexpr float t[5][3] = {
+                {1.0f, 0.0f, 0.0f},
+                {1.0f, 0.0f, 1.0f},
+                {0.0f, 0.0f, 1.0f},
+                {0.0f, 1.0f, 0.0f},
+                {0.0f, 1.0f, 0.0f}};
             return T(t[i][j]);
         }
-        constexpr double t[3][2] = {
-            {1.0, 0.0},
-            {1.0, 1.0},
-            {0.0, 1.0}};
+        constexpr double t[5][3] = {
+            {1.0, 0.0, 0.0},
+            {1.0, 0.0, 1.0},
+            {0.0, 0.0, 1.0},
+            {0.0, 1.0, 0.0},
+            {0.0, 1.0, 0.0}};
         return T(t[i][j]);
     }
     template <typename T>
     CONVCORE_HD static constexpr T bt(int i, int j) {
         if (sizeof(T) == sizeof(float)) {
-            constexpr float t[3][3] = {
-                {1.0f, -1.0f, 0.0f},
-                {0.0f, 1.0f, 0.0f},
-                {0.0f, -1.0f, 1.0f}};
+            constexpr float t[5][5] = {
+                {1.0f, 0.0f, -1.0f, 0.0f, 0.0f},
+                {0.0f, 0.0f, 1.0f, 0.0f, 0.0f},
+                {0.0f, 0.0f, -1.0f, 0.0f, 1.0f},
+                {0.0f, 1.0f, 0.0f, 0.0f, 0.0f},
+                {0.0f, 0.0f, 0.0f, 1.0f, 0.0f}};
             return T(t[i][j]);
         }
-        constexpr double t[3][3] = {
-            {1.0, -1.0, 0.0},
-            {0.0, 1.0, 0.0},
-            {0.0, -1.0, 1.0}};
+        constexpr double t[5][5] = {
+            {1.0, 0.0, -1.0, 0.0, 0.0},
+            {0.0, 0.0, 1.0, 0.0, 0.0},
+            {0.0, 0.0, -1.0, 0.0, 1.0},
+            {0.0, 1.0, 0.0, 0.0, 0.0},
+            {0.0, 0.0, 0.0, 1.0, 0.0}};
         return T(t[i][j]);
     }
     // The tables by element type: table<T>::AT, ::G, ::BT (host code).
@@ -463,115 +484,155 @@ struct F2x2 {
     };
 };
 
-// F(4,2): WINOGRAD_4X4_3X3's stride-2 1-D form, on the even inputs.
+// F(4,3) at stride 2: WINOGRAD_4X4_3X3 on stride-2 filters, F(4,2) on the even inputs.
 // Interpolation points 0, 1, -1, -1/2 (and infinity); exact values (wincnn, verified):
 //   AT =
-//     [   1    1    1    1    0]
-//     [   0    1   -1 -1/2    0]
-//     [   0    1    1  1/4    0]
-//     [   0    1   -1 -1/8    1]
+//     [   1    1    1    1    0    1    0    0    0]
+//     [   0    1   -1 -1/2    0    0    1    0    0]
+//     [   0    1    1  1/4    0    0    0    1    0]
+//     [   0    1   -1 -1/8    1    0    0    0    1]
 //   G =
-//     [   2    0]
-//     [ 1/3  1/3]
-//     [  -1    1]
-//     [ 8/3 -4/3]
-//     [   0    1]
+//     [   2    0    0]
+//     [ 1/3    0  1/3]
+//     [  -1    0    1]
+//     [ 8/3    0 -4/3]
+//     [   0    0    1]
+//     [   0    1    0]
+//     [   0    1    0]
+//     [   0    1    0]
+//     [   0    1    0]
 //   BT =
-//     [ 1/2    1 -1/2   -1    0]
-//     [   0  1/2  3/2    1    0]
-//     [   0 -1/2 -1/2    1    0]
-//     [   0   -1    0    1    0]
-//     [   0 -1/2   -1  1/2    1]
-struct F4x2 {
-    static constexpr int m = 4, r = 2, alpha = 5;
-    static constexpr float AT_f32[4][5] = {
-        {1.0f, 1.0f, 1.0f, 1.0f, 0.0f},
-        {0.0f, 1.0f, -1.0f, -0.5f, 0.0f},
-        {0.0f, 1.0f, 1.0f, 0.25f, 0.0f},
-        {0.0f, 1.0f, -1.0f, -0.125f, 1.0f}};
-    static constexpr float G_f32[5][2] = {
-        {2.0f, 0.0f},
-        {0.33333334f, 0.33333334f},
-        {-1.0f, 1.0f},
-        {2.6666667f, -1.3333334f},
-        {0.0f, 1.0f}};
-    static constexpr float BT_f32[5][5] = {
-        {0.5f, 1.0f, -0.5f, -1.0f, 0.0f},
-        {0.0f, 0.5f, 1.5f, 1.0f, 0.0f},
-        {0.0f, -0.5f, -0.5f, 1.0f, 0.0f},
-        {0.0f, -1.0f, 0.0f, 1.0f, 0.0f},
-        {0.0f, -0.5f, -1.0f, 0.5f, 1.0f}};
-    static constexpr double AT_f64[4][5] = {
-        {1.0, 1.0, 1.0, 1.0, 0.0},
-        {0.0, 1.0, -1.0, -0.5, 0.0},
-        {0.0, 1.0, 1.0, 0.25, 0.0},
-        {0.0, 1.0, -1.0, -0.125, 1.0}};
-    static constexpr double G_f64[5][2] = {
-        {2.0, 0.0},
-        {0.3333333333333333, 0.3333333333333333},
-        {-1.0, 1.0},
-        {2.6666666666666665, -1.3333333333333333},
-        {0.0, 1.0}};
-    static constexpr double BT_f64[5][5] = {
-        {0.5, 1.0, -0.5, -1.0, 0.0},
-        {0.0, 0.5, 1.5, 1.0, 0.0},
-        {0.0, -0.5, -0.5, 1.0, 0.0},
-        {0.0, -1.0, 0.0, 1.0, 0.0},
-        {0.0, -0.5, -1.0, 0.5, 1.0}};
+//     [ 1/2    0    1    0 -1/2    0   -1    0    0]
+//     [   0    0  1/2    0  3/2    0    1    0    0]
+//     [   0    0 -1/2    0 -1/2    0    1    0    0]
+//     [   0    0   -1    0    0    0    1    0    0]
+//     [   0    0 -1/2    0   -1    0  1/2    0    1]
+//     [   0    1    0    0    0    0    0    0    0]
+//     [   0    0    0    1    0    0    0    0    0]
+//     [   0    0    0    0    0    1    0    0    0]
+//     [   0    0    0    0    0    0    0    1    0]
+struct F4x3s2 {
+    static constexpr int m = 4, r = 3, alpha = 9, stride = 2;
+    static constexpr float AT_f32[4][9] = {
+        {1.0f, 1.0f, 1.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0.0f},
+        {0.0f, 1.0f, -1.0f, -0.5f, 0.0f, 0.0f, 1.0f, 0.0f, 0.0f},
+        {0.0f, 1.0f, 1.0f, 0.25f, 0.0f, 0.0f, 0.0f, 1.0f, 0.0f},
+        {0.0f, 1.0f, -1.0f, -0.125f, 1.0f, 0.0f, 0.0f, 0.0f, 1.0f}};
+    static constexpr float G_f32[9][3] = {
+        {2.0f, 0.0f, 0.0f},
+        {0.33333334f, 0.0f, 0.33333334f},
+        {-1.0f, 0.0f, 1.0f},
+        {2.6666667f, 0.0f, -1.3333334f},
+        {0.0f, 0.0f, 1.0f},
+        {0.0f, 1.0f, 0.0f},
+        {0.0f, 1.0f, 0.0f},
+        {0.0f, 1.0f, 0.0f},
+        {0.0f, 1.0f, 0.0f}};
+    static constexpr float BT_f32[9][9] = {
+        {0.5f, 0.0f, 1.0f, 0.0f, -0.5f, 0.0f, -1.0f, 0.0f, 0.0f},
+        {0.0f, 0.0f, 0.5f, 0.0f, 1.5f, 0.0f, 1.0f, 0.0f, 0.0f},
+        {0.0f, 0.0f, -0.5f, 0.0f, -0.5f, 0.0f, 1.0f, 0.0f, 0.0f},
+        {0.0f, 0.0f, -1.0f, 0.0f, 0.0f, 0.0f, 1.0f, 0.0f, 0.0f},
+        {0.0f, 0.0f, -0.5f, 0.0f, -1.0f, 0.0f, 0.5f, 0.0f, 1.0f},
+        {0.0f, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f},
+        {0.0f, 0.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f},
+        {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0.0f},
+        {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 1.0f, 0.0f}};
+    static constexpr double AT_f64[4][9] = {
+        {1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0},
+        {0.0, 1.0, -1.0, -0.5, 0.0, 0.0, 1.0, 0.0, 0.0},
+        {0.0, 1.0, 1.0, 0.25, 0.0, 0.0, 0.0, 1.0, 0.0},
+        {0.0, 1.0, -1.0, -0.125, 1.0, 0.0, 0.0, 0.0, 1.0}};
+    static constexpr double G_f64[9][3] = {
+        {2.0, 0.0, 0.0},
+        {0.3333333333333333, 0.0, 0.3333333333333333},
+        {-1.0, 0.0, 1.0},
+        {2.6666666666666665, 0.0, -1.3333333333333333},
+        {0.0, 0.0, 1.0},
+        {0.0, 1.0, 0.0},
+        {0.0, 1.0, 0.0},
+        {0.0, 1.0, 0.0},
+        {0.0, 1.0, 0.0}};
+    static constexpr double BT_f64[9][9] = {
+        {0.5, 0.0, 1.0, 0.0, -0.5, 0.0, -1.0, 0.0, 0.0},
+        {0.0, 0.0, 0.5, 0.0, 1.5, 0.0, 1.0, 0.0, 0.0},
+        {0.0, 0.0, -0.5, 0.0, -0.5, 0.0, 1.0, 0.0, 0.0},
+        {0.0, 0.0, -1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0},
+        {0.0, 0.0, -0.5, 0.0, -1.0, 0.0, 0.5, 0.0, 1.0},
+        {0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0},
+        {0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0},
+        {0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0},
+        {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0}};
     // Element accessors usable from host and device code: at<T>(i, j).
     template <typename T>
     CONVCORE_HD static constexpr T at(int i, int j) {
         if (sizeof(T) == sizeof(float)) {
-            constexpr float t[4][5] = {
-                {1.0f, 1.0f, 1.0f, 1.0f, 0.0f},
-                {0.0f, 1.0f, -1.0f, -0.5f, 0.0f},
-                {0.0f, 1.0f, 1.0f, 0.25f, 0.0f},
-                {0.0f, 1.0f, -1.0f, -0.125f, 1.0f}};
+            constexpr float t[4][9] = {
+                {1.0f, 1.0f, 1.0f, 1.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0.0f},
+                {0.0f, 1.0f, -1.0f, -0.5f, 0.0f, 0.0f, 1.0f, 0.0f, 0.0f},
+                {0.0f, 1.0f, 1.0f, 0.25f, 0.0f, 0.0f, 0.0f, 1.0f, 0.0f},
+                {0.0f, 1.0f, -1.0f, -0.125f, 1.0f, 0.0f, 0.0f, 0.0f, 1.0f}};
             return T(t[i][j]);
         }
-        constexpr double t[4][5] = {
-            {1.0, 1.0, 1.0, 1.0, 0.0},
-            {0.0, 1.0, -1.0, -0.5, 0.0},
-            {0.0, 1.0, 1.0, 0.25, 0.0},
-            {0.0, 1.0, -1.0, -0.125, 1.0}};
+        constexpr double t[4][9] = {
+            {1.0, 1.0, 1.0, 1.0, 0.0, 1.0, 0.0, 0.0, 0.0},
+            {0.0, 1.0, -1.0, -0.5, 0.0, 0.0, 1.0, 0.0, 0.0},
+            {0.0, 1.0, 1.0, 0.25, 0.0, 0.0, 0.0, 1.0, 0.0},
+            {0.0, 1.0, -1.0, -0.125, 1.0, 0.0, 0.0, 0.0, 1.0}};
         return T(t[i][j]);
     }
     template <typename T>
     CONVCORE_HD static constexpr T g(int i, int j) {
         if (sizeof(T) == sizeof(float)) {
-            constexpr float t[5][2] = {
-                {2.0f, 0.0f},
-                {0.33333334f, 0.33333334f},
-                {-1.0f, 1.0f},
-                {2.6666667f, -1.3333334f},
-                {0.0f, 1.0f}};
+            constexpr float t[9][3] = {
+                {2.0f, 0.0f, 0.0f},
+                {0.33333334f, 0.0f, 0.33333334f},
+                {-1.0f, 0.0f, 1.0f},
+                {2.6666667f, 0.0f, -1.3333334f},
+                {0.0f, 0.0f, 1.0f},
+                {0.0f, 1.0f, 0.0f},
+                {0.0f, 1.0f, 0.0f},
+                {0.0f, 1.0f, 0.0f},
+                {0.0f, 1.0f, 0.0f}};
             return T(t[i][j]);
         }
-        constexpr double t[5][2] = {
-            {2.0, 0.0},
-            {0.3333333333333333, 0.3333333333333333},
-            {-1.0, 1.0},
-            {2.6666666666666665, -1.3333333333333333},
-            {0.0, 1.0}};
+        constexpr double t[9][3] = {
+            {2.0, 0.0, 0.0},
+            {0.3333333333333333, 0.0, 0.3333333333333333},
+            {-1.0, 0.0, 1.0},
+            {2.6666666666666665, 0.0, -1.3333333333333333},
+            {0.0, 0.0, 1.0},
+            {0.0, 1.0, 0.0},
+            {0.0, 1.0, 0.0},
+            {0.0, 1.0, 0.0},
+            {0.0, 1.0, 0.0}};
         return T(t[i][j]);
     }
     template <typename T>
     CONVCORE_HD static constexpr T bt(int i, int j) {
         if (sizeof(T) == sizeof(float)) {
-            constexpr float t[5][5] = {
-                {0.5f, 1.0f, -0.5f, -1.0f, 0.0f},
-                {0.0f, 0.5f, 1.5f, 1.0f, 0.0f},
-                {0.0f, -0.5f, -0.5f, 1.0f, 0.0f},
-                {0.0f, -1.0f, 0.0f, 1.0f, 0.0f},
-                {0.0f, -0.5f, -1.0f, 0.5f, 1.0f}};
+            constexpr float t[9][9] = {
+                {0.5f, 0.0f, 1.0f, 0.0f, -0.5f, 0.0f, -1.0f, 0.0f, 0.0f},
+                {0.0f, 0.0f, 0.5f, 0.0f, 1.5f, 0.0f, 1.0f, 0.0f, 0.0f},
+                {0.0f, 0.0f, -0.5f, 0.0f, -0.5f, 0.0f, 1.0f, 0.0f, 0.0f},
+                {0.0f, 0.0f, -1.0f, 0.0f, 0.0f, 0.0f, 1.0f, 0.0f, 0.0f},
+                {0.0f, 0.0f, -0.5f, 0.0f, -1.0f, 0.0f, 0.5f, 0.0f, 1.0f},
+                {0.0f, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f},
+                {0.0f, 0.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f},
+                {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 1.0f, 0.0f, 0.0f, 0.0f},
+                {0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 0.0f, 1.0f, 0.0f}};
             return T(t[i][j]);
         }
-        constexpr double t[5][5] = {
-            {0.5, 1.0, -0.5, -1.0, 0.0},
-            {0.0, 0.5, 1.5, 1.0, 0.0},
-            {0.0, -0.5, -0.5, 1.0, 0.0},
-            {0.0, -1.0, 0.0, 1.0, 0.0},
-            {0.0, -0.5, -1.0, 0.5, 1.0}};
+        constexpr double t[9][9] = {
+            {0.5, 0.0, 1.0, 0.0, -0.5, 0.0, -1.0, 0.0, 0.0},
+            {0.0, 0.0, 0.5, 0.0, 1.5, 0.0, 1.0, 0.0, 0.0},
+            {0.0, 0.0, -0.5, 0.0, -0.5, 0.0, 1.0, 0.0, 0.0},
+            {0.0, 0.0, -1.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0},
+            {0.0, 0.0, -0.5, 0.0, -1.0, 0.0, 0.5, 0.0, 1.0},
+            {0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0},
+            {0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0},
+            {0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0},
+            {0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0, 0.0}};
         return T(t[i][j]);
     }
     // The tables by element type: table<T>::AT, ::G, ::BT (host code).
