@@ -524,8 +524,13 @@ def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
                           _conv_for(stride_hw, padding_hw, dilation_hw, groups),
                           _function_args(spec, activation))
     else:
-        y = _forward(input, weight, bias, stride_hw, padding_hw, dilation_hw, groups, algos[0],
-                     activation)
+        # Autograd records nothing (inference): the filters made from this weight are kept
+        # between calls while its bytes stay the same (checked at every call), as the
+        # operator's prepared calls keep them; convcore.torch.conv1d and Conv1d run here.
+        if bias is not None and not bias.is_contiguous():
+            bias = bias.contiguous()
+        y = _convolution_of_weight(weight, stride_hw, padding_hw, dilation_hw, groups).forward(
+            input, weight, algo=algos[0], bias=bias, activation=activation, filter_version="check")
     return y.squeeze(0) if unbatched else y
 
 

@@ -646,6 +646,51 @@ def test_inference_never_runs_filters_older_than_the_weights(change, seen, freez
     assert torch.equal(run(), y) and plans.preparations == 2  # and kept again
 
 
+def _scale_in_place(w):
+    w.mul_(-2)
+
+
+def _one_channel_through_data(w):
+    w.data[0].neg_()  # one output channel, no version counter moves
+
+
+def _copy_new_values(w):
+    w.copy_(torch.randn(w.shape, generator=torch.Generator().manual_seed(5)))
+
+
+@pytest.mark.parametrize("change", [_scale_in_place, _one_channel_through_data, _copy_new_values],
+                         ids=["in_place", "data_in_place", "copy"])
+@pytest.mark.parametrize("dims", [1, 2])
+def test_functional_inference_keeps_filters_checked_against_the_weight(dims, change):
+    """convcore.torch.conv2d and conv1d without autograd recording keep the filters they made from
+    a weight (per weight address, checked against its bytes at every call), as the modules do:
+    made once while the weight stays, made again after any change to it."""
+    torch.manual_seed(3)
+    w = torch.randn((8, 8, 3, 3) if dims == 2 else (8, 8, 3), requires_grad=True)
+    x = torch.randn((1, 8, 12, 12) if dims == 2 else (1, 8, 40))
+    fn, ref_fn = (ct.conv2d, F.conv2d) if dims == 2 else (ct.conv1d, F.conv1d)
+    held = ct._convolution_of_weight(w if dims == 2 else w.unsqueeze(2), (1, 1),
+                                     (1, 1) if dims == 2 else (0, 1), (1, 1), 1)
+    plans = held._plans()
+    before = plans.preparations
+    limit = bound("winograd_4x4_3x3", "forward", x if dims == 2 else x.unsqueeze(2),
+                  w if dims == 2 else w.unsqueeze(2), {})
+
+    def run():
+        with torch.no_grad():
+            y = fn(x, w, padding=1, algo="winograd_4x4_3x3")
+        assert rel_err(y, ref_fn(x.double(), w.detach().double(), padding=1)) <= limit
+        return y
+
+    first = run()
+    assert plans.preparations == before + 1
+    assert torch.equal(run(), first) and plans.preparations == before + 1  # kept
+    with torch.no_grad():
+        change(w)
+    run()
+    assert plans.preparations == before + 2
+
+
 def test_freeze_is_checked_and_copies_keep_their_own_plans():
     with pytest.raises(convcore.BadParamError, match="freeze"):
         ct.Conv2d(2, 2, 3, freeze=1)
