@@ -22,8 +22,8 @@ struct Depth {
 };
 
 // Why F(m x m, 3x3) cannot run the planes of a 3-D problem, "" when it can. `plane` is one depth
-// plane's 2-D problem for all N images (packed NHWC): a 3x3 filter, stride and dilation 1, one
-// group, at least a vector of input channels (the transforms' lanes run along them).
+// plane's 2-D problem for all N images (packed NHWC): a 3x3 filter, stride 1x1 or 2x2, dilation
+// 1, one group, at least a vector of input channels (the transforms' lanes run along them).
 std::string why_not(const ConvProblem& plane, int64_t m);
 // The bytes of the transformed filters U (the workspace, unless they were prepared).
 size_t filter_bytes(const ConvProblem& plane, int64_t m, int64_t taps);
