@@ -777,7 +777,77 @@ void run_f(const ConvArgs& a) {
 bool fused_1d(const ConvProblem& p) {
     return winograd_1d::takes(p) && p.nhwc && winograd_nhwc::applies(p) && winograd_nhwc::takes_filter(p);
 }
-bool bilinear(const ConvProblem& p) { return winograd_1d::takes(p) && !fused_1d(p); }
+
+// ---- 1x3 / 3x1 filters on NCHW memory through the fused schedule ----
+// NCHW x and y whose problem the fused schedule takes once they are NHWC (a 1-D convolution's
+// N x C x L, which PyTorch networks keep channels-first): x is transposed into the workspace
+// (OpenBLAS's omatcopy, per image C x HW -> HW x C), the fused schedule writes an NHWC y there,
+// and y is transposed back with alpha and beta. The transposes move the tensors once each; the
+// unfused path (winograd_1d) moves its transformed tiles V and M, a/m times the input and output,
+// through memory, and runs its GEMMs through OpenBLAS, which packs U again per block.
+ConvProblem as_nhwc(const ConvProblem& p) {
+    ConvProblem q = p;
+    q.nhwc = true;
+    packed_nhwc_strides(q.n, q.c, q.h, q.w, q.x_strides);
+    packed_nhwc_strides(q.n, q.k, q.p, q.q, q.y_strides);
+    return q;
+}
+bool fused_1d_via_nhwc(const ConvProblem& p) { return winograd_1d::takes(p) && !p.nhwc && fused_1d(as_nhwc(p)); }
+bool bilinear(const ConvProblem& p) { return winograd_1d::takes(p) && !fused_1d(p) && !fused_1d_via_nhwc(p); }
+
+size_t lines(int64_t elems, size_t elem) { return (size_t(elems) * elem + 63) / 64 * 64; }
+// The workspace of fused_1d_via_nhwc: U (unless prepared), x and y NHWC.
+size_t via_nhwc_workspace(const ConvProblem& p, int64_t m) {
+    return lines(winograd_nhwc::u_elems(as_nhwc(p), m), p.elem_size()) + lines(p.n * p.c * p.h * p.w, p.elem_size()) +
+           lines(p.n * p.k * p.p * p.q, p.elem_size());
+}
+
+// dst = alpha * src^T per image (src: images of rows x cols), the images' row ranges split
+// among the threads; OpenBLAS's omatcopy (single-threaded) on each piece.
+template <typename T>
+void transpose_images(const Context& ctx, int64_t images, int64_t rows, int64_t cols, T alpha, const T* src,
+                      T* dst) {
+    constexpr int64_t kRowsPerPiece = 64;
+    const int64_t pieces = ceil_div(rows, kRowsPerPiece);
+#pragma omp parallel for collapse(2) num_threads(ctx.threads()) schedule(static)
+    for (int64_t n = 0; n < images; ++n)
+        for (int64_t piece = 0; piece < pieces; ++piece) {
+            const int64_t r0 = piece * kRowsPerPiece, nr = std::min(kRowsPerPiece, rows - r0);
+            const T* a = src + n * rows * cols + r0 * cols;
+            T* b = dst + n * rows * cols + r0;
+            if constexpr (std::is_same_v<T, float>)
+                cblas_somatcopy(CblasRowMajor, CblasTrans, blasint(nr), blasint(cols), alpha, a, blasint(cols), b,
+                                blasint(rows));
+            else
+                cblas_domatcopy(CblasRowMajor, CblasTrans, blasint(nr), blasint(cols), alpha, a, blasint(cols), b,
+                                blasint(rows));
+        }
+}
+
+template <typename T, class F>
+void run_via_nhwc(const ConvArgs& a) {
+    const ConvProblem& p = a.prob;
+    const ConvProblem q = as_nhwc(p);
+    char* ws = static_cast<char*>(a.workspace);
+    T* u_space = reinterpret_cast<T*>(ws);
+    T* x_nhwc = reinterpret_cast<T*>(ws + lines(winograd_nhwc::u_elems(q, F::m), sizeof(T)));
+    T* y_nhwc = reinterpret_cast<T*>(reinterpret_cast<char*>(x_nhwc) + lines(p.n * p.c * p.h * p.w, sizeof(T)));
+    const int64_t hw = p.h * p.w, pq = p.p * p.q;
+    transpose_images<T>(a.ctx, p.n, p.c, hw, T(1), static_cast<const T*>(a.x), x_nhwc);
+    ConvArgs b{q, a.ctx, x_nhwc, a.w, y_nhwc, 1.0, 0.0, u_space, a.prepared_filter};
+    with_tile<F>(q, [&](auto tile) { run_nhwc<T, decltype(tile)>(b); });
+    T* y = static_cast<T*>(a.y);
+    if (a.beta == 0) {  // y = alpha * y_nhwc^T, y never read
+        transpose_images<T>(a.ctx, p.n, pq, p.k, T(a.alpha), y_nhwc, y);
+        return;
+    }
+    const T alpha = T(a.alpha), beta = T(a.beta);
+#pragma omp parallel for collapse(2) num_threads(a.ctx.threads()) schedule(static)
+    for (int64_t n = 0; n < p.n; ++n)
+        for (int64_t k = 0; k < p.k; ++k)
+            for (int64_t i = 0; i < pq; ++i)
+                blend_store(y + (n * p.k + k) * pq + i, y_nhwc[(n * pq + i) * p.k + k], alpha, beta);
+}
 
 std::string why_not_mm(const ConvProblem& p, int64_t m) {
     if (winograd_1d::takes(p)) return winograd_1d::why_not(algo_name(m), p, int(m));
@@ -788,26 +858,34 @@ std::string why_not_mm(const ConvProblem& p, int64_t m) {
 }
 std::string why_not_2(const ConvProblem& p) { return why_not_mm(p, 2); }
 std::string why_not_4(const ConvProblem& p) { return why_not_mm(p, 4); }
-size_t workspace_2(const ConvProblem& p) {
-    return bilinear(p) ? winograd_1d::workspace_bytes(p, 2) : workspace_bytes_m(p, 2);
+
+// F(m,3) for m = 2 or 4, and the solvers' entries for each: the unfused 1-D path, NCHW through
+// the fused schedule, or the 2-D schedules (NCHW, or fused NHWC with 1-D or 2-D tiles).
+template <int M>
+using FOf = std::conditional_t<M == 2, winograd::F2x3, winograd::F4x3>;
+
+template <int M>
+size_t workspace_of(const ConvProblem& p) {
+    if (bilinear(p)) return winograd_1d::workspace_bytes(p, M);
+    return fused_1d_via_nhwc(p) ? via_nhwc_workspace(p, M) : workspace_bytes_m(p, M);
 }
-size_t workspace_4(const ConvProblem& p) {
-    return bilinear(p) ? winograd_1d::workspace_bytes(p, 4) : workspace_bytes_m(p, 4);
+template <int M>
+size_t prepared_of(const ConvProblem& p) {
+    if (bilinear(p)) return winograd_1d::prepared_bytes(p, M);
+    return prepared_bytes_m(fused_1d_via_nhwc(p) ? as_nhwc(p) : p, M);
 }
-void run_2(const ConvArgs& a) { bilinear(a.prob) ? winograd_1d::run(a, 2) : run_f<winograd::F2x3>(a); }
-void run_4(const ConvArgs& a) { bilinear(a.prob) ? winograd_1d::run(a, 4) : run_f<winograd::F4x3>(a); }
-size_t prepared_2(const ConvProblem& p) {
-    return bilinear(p) ? winograd_1d::prepared_bytes(p, 2) : prepared_bytes_m(p, 2);
+template <int M>
+void prepare_of(const ConvProblem& p, const Context& c, const void* w, void* out) {
+    if (bilinear(p)) return winograd_1d::prepare(p, c, w, out, M);
+    prepare_f<FOf<M>>(fused_1d_via_nhwc(p) ? as_nhwc(p) : p, c, w, out);
 }
-size_t prepared_4(const ConvProblem& p) {
-    return bilinear(p) ? winograd_1d::prepared_bytes(p, 4) : prepared_bytes_m(p, 4);
+template <int M>
+void run_of(const ConvArgs& a) {
+    if (bilinear(a.prob)) return winograd_1d::run(a, M);
+    if (!fused_1d_via_nhwc(a.prob)) return run_f<FOf<M>>(a);
+    a.prob.dtype == CONVCORE_DATA_DOUBLE ? run_via_nhwc<double, FOf<M>>(a) : run_via_nhwc<float, FOf<M>>(a);
 }
-void prepare_2(const ConvProblem& p, const Context& c, const void* w, void* out) {
-    bilinear(p) ? winograd_1d::prepare(p, c, w, out, 2) : prepare_f<winograd::F2x3>(p, c, w, out);
-}
-void prepare_4(const ConvProblem& p, const Context& c, const void* w, void* out) {
-    bilinear(p) ? winograd_1d::prepare(p, c, w, out, 4) : prepare_f<winograd::F4x3>(p, c, w, out);
-}
+
 bool runs_nhwc(const ConvProblem& p) { return winograd_1d::takes(p) || winograd_nhwc::applies(p); }
 bool fuses_epilogue(const ConvProblem& p) { return p.nhwc && !bilinear(p); }
 
@@ -868,14 +946,14 @@ void forward(const ConvProblem& plane, const Context& ctx, int64_t m, const Dept
 
 extern const Solver winograd_2x2_3x3_solver;
 const Solver winograd_2x2_3x3_solver = {.algo = CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3,
-    .device = CONVCORE_DEVICE_CPU, .why_not = why_not_2, .workspace_bytes = workspace_2,
-    .forward = run_2, .runs_nhwc = runs_nhwc, .prepared_filter_bytes = prepared_2,
-    .prepare_filter = prepare_2, .fuses_epilogue = fuses_epilogue};
+    .device = CONVCORE_DEVICE_CPU, .why_not = why_not_2, .workspace_bytes = workspace_of<2>,
+    .forward = run_of<2>, .runs_nhwc = runs_nhwc, .prepared_filter_bytes = prepared_of<2>,
+    .prepare_filter = prepare_of<2>, .fuses_epilogue = fuses_epilogue};
 extern const Solver winograd_4x4_3x3_solver;
 const Solver winograd_4x4_3x3_solver = {.algo = CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3,
-    .device = CONVCORE_DEVICE_CPU, .why_not = why_not_4, .workspace_bytes = workspace_4,
-    .forward = run_4, .runs_nhwc = runs_nhwc, .prepared_filter_bytes = prepared_4,
-    .prepare_filter = prepare_4, .fuses_epilogue = fuses_epilogue};
+    .device = CONVCORE_DEVICE_CPU, .why_not = why_not_4, .workspace_bytes = workspace_of<4>,
+    .forward = run_of<4>, .runs_nhwc = runs_nhwc, .prepared_filter_bytes = prepared_of<4>,
+    .prepare_filter = prepare_of<4>, .fuses_epilogue = fuses_epilogue};
 
 }  // namespace cpu
 }  // namespace convcore

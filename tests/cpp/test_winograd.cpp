@@ -298,12 +298,12 @@ TEST_P(Winograd, RowFiltersRunTheOneDimensionalAlgorithm) {
     }
 }
 
-// 1x3 and 3x1 filters on NHWC memory with one group and at least a vector of channels run the
-// fused schedule (cpu/winograd_nhwc.hpp) with tiles of 1 x m / m x 1 outputs: channels over and
-// between whole vectors, lengths down to 1 along the tiles, padding 0-2 there, stride 1 or 2
-// along them, rows across, true convolution, alpha/beta, a strided y, one to three threads,
-// float32 and float64.
-TEST_P(Winograd, RowAndColumnFiltersOnNhwcRunTheFusedSchedule) {
+// 1x3 and 3x1 filters with one group and at least a vector of channels run the fused schedule
+// (cpu/winograd_nhwc.hpp) with tiles of 1 x m / m x 1 outputs, on NHWC memory as it is and on
+// NCHW memory through transposes: channels over and between whole vectors, lengths down to 1
+// along the tiles, padding 0-2 there, stride 1 or 2 along them, rows across, true convolution,
+// alpha/beta, a strided y, one to three threads, float32 and float64.
+TEST_P(Winograd, RowAndColumnFiltersWithAVectorOfChannelsRunTheFusedSchedule) {
     const auto algo = GetParam();
     std::mt19937 rng(7 + int(algo));
     std::uniform_int_distribution<int> u(0, 1 << 20);
@@ -329,10 +329,14 @@ TEST_P(Winograd, RowAndColumnFiltersOnNhwcRunTheFusedSchedule) {
             std::swap(p.pad_h, p.pad_w);
             std::swap(p.stride_h, p.stride_w);
         }
-        const ForwardCase tc{p, trial % 3 == 0 ? 1.0 : -0.75, trial % 4 == 1 ? 0.5 : 0.0, trial % 5 == 2,
-                             1 + trial % 3, 0, true};
-        EXPECT_LT(run_forward_case<float>(algo, tc, rng), bound(algo, false)) << name(algo) << " float32 " << describe(p);
-        EXPECT_LT(run_forward_case<double>(algo, tc, rng), bound(algo, true)) << name(algo) << " float64 " << describe(p);
+        for (bool nhwc : {true, false}) {
+            const ForwardCase tc{p, trial % 3 == 0 ? 1.0 : -0.75, trial % 4 == 1 ? 0.5 : 0.0, nhwc && trial % 5 == 2,
+                                 1 + trial % 3, 0, nhwc};
+            EXPECT_LT(run_forward_case<float>(algo, tc, rng), bound(algo, false))
+                << name(algo) << " float32 " << describe(p) << (nhwc ? " NHWC" : " NCHW");
+            EXPECT_LT(run_forward_case<double>(algo, tc, rng), bound(algo, true))
+                << name(algo) << " float64 " << describe(p) << (nhwc ? " NHWC" : " NCHW");
+        }
     }
 }
 
