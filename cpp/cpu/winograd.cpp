@@ -792,7 +792,11 @@ ConvProblem as_nhwc(const ConvProblem& p) {
     packed_nhwc_strides(q.n, q.k, q.p, q.q, q.y_strides);
     return q;
 }
-bool fused_1d_via_nhwc(const ConvProblem& p) { return winograd_1d::takes(p) && !p.nhwc && fused_1d(as_nhwc(p)); }
+// (omatcopy's dimensions are BLAS ints)
+bool fused_1d_via_nhwc(const ConvProblem& p) {
+    return winograd_1d::takes(p) && !p.nhwc && std::max({p.c, p.k, p.h * p.w, p.p * p.q}) <= INT_MAX &&
+           fused_1d(as_nhwc(p));
+}
 bool bilinear(const ConvProblem& p) { return winograd_1d::takes(p) && !fused_1d(p) && !fused_1d_via_nhwc(p); }
 
 size_t lines(int64_t elems, size_t elem) { return (size_t(elems) * elem + 63) / 64 * 64; }
