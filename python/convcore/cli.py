@@ -382,6 +382,21 @@ def _replot(args: argparse.Namespace) -> int:
 MODEL_OPTIONS = ("batch", "size", "train", "algo", "write_suite", "time_limit")
 
 
+def blas_line() -> str:
+    """The OpenBLAS build and kernels convcore runs with, and who chose them: an environment
+    that pins OPENBLAS_CORETYPE (e.g. to Haswell) halves the GEMM-based algorithms' speed on an
+    AVX-512 CPU, so every benchmark says which it had."""
+    blas = convcore.build_info().get("blas", "?")
+    coretype = openblas_coretype()
+    if convcore.openblas_coretype_chosen:
+        how = " (kernels chosen by convcore for this AVX-512 CPU)"
+    elif coretype:
+        how = f" (kernels pinned by the environment: OPENBLAS_CORETYPE={coretype})"
+    else:
+        how = ""
+    return f"BLAS: {blas}{how}"
+
+
 def _cmd_model(args: argparse.Namespace) -> int:
     """`convcore bench --model ...`: the options of the layer suite are refused, the others go
     to convcore.model_bench (imported here only: it needs torch and torchvision)."""
@@ -396,6 +411,7 @@ def _cmd_model(args: argparse.Namespace) -> int:
             if given:
                 raise ValueError(f"{option} is an option of the layer suite, not of --model "
                                  "(the model benchmark runs float32 on the CPU)")
+        print(blas_line(), flush=True)
     return model_bench.command(
         names, batch=args.batch or 1, size=args.size or 224, train=args.train, reps=args.reps,
         warmup=args.warmup, threads=args.threads or None, algo=args.algo or "auto",
@@ -453,15 +469,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
           f"torch {torch.__version__ if torch is not None else 'not timed'} (NCHW and channels_last; "
           f"ratios against the faster), CPU: {cpu_model_name()}", flush=True)
     if args.device == "cpu":
-        blas = convcore.build_info().get("blas", "?")
-        coretype = openblas_coretype()
-        if convcore.openblas_coretype_chosen:
-            how = " (kernels chosen by convcore for this AVX-512 CPU)"
-        elif coretype:
-            how = f" (kernels pinned by the environment: OPENBLAS_CORETYPE={coretype})"
-        else:
-            how = ""
-        print(f"BLAS: {blas}{how}", flush=True)
+        print(blas_line(), flush=True)
     results = []
     for problem in problems:
         if args.verbose:

@@ -221,6 +221,7 @@ def test_cli_json_suite_plot(tmp_path, capsys):
     out = capsys.readouterr().out
     assert code == 0, out
     assert "speedup" in out and "pytorch channels_last" in out
+    assert "BLAS: " in out  # the OpenBLAS kernels the run had
 
     data = json.loads(report.read_text())
     assert data["machine"]["threads"] >= 1 and data["protocol"]
