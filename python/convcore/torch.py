@@ -1123,9 +1123,10 @@ def convert(module: nn.Module, algo: AlgoSpec = "auto", fuse: bool = False,
     torch.fx.experimental.optimization.fuse returns one); where it does not, its children are
     tried. The fused Conv2d's forward hooks see its fused output.
 
-    ``freeze=True`` makes every converted layer trust its weights in inference instead of
+    ``freeze=True`` makes every converted Conv2d trust its weights in inference instead of
     checking them at every call (Conv2d's docstring has the contract; ``refresh(model)`` after
-    changing weights behind their version counter). The default is always right."""
+    changing weights behind their version counter). Conv1d and Conv3d layers have no freeze yet:
+    they check their weights at every call. The default is always right."""
     if not isinstance(fuse, bool):
         raise BadParamError(f"fuse: expected a bool, got {fuse!r}")
     freeze = _freeze_arg(freeze)
