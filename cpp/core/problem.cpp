@@ -95,6 +95,14 @@ ConvProblem ConvProblem::packed() const {
     return out;
 }
 
+ConvProblem ConvProblem::packed_nhwc() const {
+    ConvProblem out = packed();
+    packed_nhwc_strides(n, c, h, w, out.x_strides);
+    packed_nhwc_strides(n, k, p, q, out.y_strides);
+    out.nhwc = true;
+    return out;
+}
+
 ConvProblem run_problem(const ConvProblem& prob, bool (*runs_nhwc)(const ConvProblem&)) {
     ConvProblem out = prob.packed();
     // Packed NCHW tensors stay NCHW; so do ones packed both ways (with unit axes), unless each
@@ -107,10 +115,7 @@ ConvProblem run_problem(const ConvProblem& prob, bool (*runs_nhwc)(const ConvPro
     const bool nhwc_images = images_packed_nhwc(xd, prob.x_strides) && images_packed_nhwc(yd, prob.y_strides);
     if (!runs_nhwc || (both_ways && prob.p * prob.q != 1) || !nhwc_images || !runs_nhwc(out))
         return out;
-    packed_nhwc_strides(out.n, out.c, out.h, out.w, out.x_strides);
-    packed_nhwc_strides(out.n, out.k, out.p, out.q, out.y_strides);
-    out.nhwc = true;
-    return out;
+    return prob.packed_nhwc();
 }
 
 std::string winograd_shape_why_not(const std::string& name, const ConvProblem& p) {

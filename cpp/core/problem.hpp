@@ -49,6 +49,8 @@ struct ConvProblem {
     std::string key() const;
     // The same problem with packed NCHW strides for x and y and packed KCRS ones for w.
     ConvProblem packed() const;
+    // The same with packed NHWC strides for x and y instead (nhwc set).
+    ConvProblem packed_nhwc() const;
 };
 
 // The problem a solver runs: x and y (dx, dy) packed NHWC when the caller's are and the solver

@@ -39,6 +39,7 @@
 #include "common/conv_index.hpp"
 #include "common/generated/winograd_tables.hpp"
 #include "common/shuffle.hpp"
+#include "core/device.hpp"
 #include "core/solver.hpp"
 #include "cpu/blas_threads.hpp"
 #include "cpu/cpu_isa.hpp"
@@ -785,24 +786,17 @@ bool fused_1d(const ConvProblem& p) {
 // and y is transposed back with alpha and beta. The transposes move the tensors once each; the
 // unfused path (winograd_1d) moves its transformed tiles V and M, a/m times the input and output,
 // through memory, and runs its GEMMs through OpenBLAS, which packs U again per block.
-ConvProblem as_nhwc(const ConvProblem& p) {
-    ConvProblem q = p;
-    q.nhwc = true;
-    packed_nhwc_strides(q.n, q.c, q.h, q.w, q.x_strides);
-    packed_nhwc_strides(q.n, q.k, q.p, q.q, q.y_strides);
-    return q;
-}
 // (omatcopy's dimensions are BLAS ints)
 bool fused_1d_via_nhwc(const ConvProblem& p) {
     return winograd_1d::takes(p) && !p.nhwc && std::max({p.c, p.k, p.h * p.w, p.p * p.q}) <= INT_MAX &&
-           fused_1d(as_nhwc(p));
+           fused_1d(p.packed_nhwc());
 }
 bool bilinear(const ConvProblem& p) { return winograd_1d::takes(p) && !fused_1d(p) && !fused_1d_via_nhwc(p); }
 
 size_t lines(int64_t elems, size_t elem) { return (size_t(elems) * elem + 63) / 64 * 64; }
 // The workspace of fused_1d_via_nhwc: U (unless prepared), x and y NHWC.
 size_t via_nhwc_workspace(const ConvProblem& p, int64_t m) {
-    return lines(winograd_nhwc::u_elems(as_nhwc(p), m), p.elem_size()) + lines(p.n * p.c * p.h * p.w, p.elem_size()) +
+    return lines(winograd_nhwc::u_elems(p.packed_nhwc(), m), p.elem_size()) + lines(p.n * p.c * p.h * p.w, p.elem_size()) +
            lines(p.n * p.k * p.p * p.q, p.elem_size());
 }
 
@@ -831,7 +825,7 @@ void transpose_images(const Context& ctx, int64_t images, int64_t rows, int64_t 
 template <typename T, class F>
 void run_via_nhwc(const ConvArgs& a) {
     const ConvProblem& p = a.prob;
-    const ConvProblem q = as_nhwc(p);
+    const ConvProblem q = p.packed_nhwc();
     char* ws = static_cast<char*>(a.workspace);
     T* u_space = reinterpret_cast<T*>(ws);
     T* x_nhwc = reinterpret_cast<T*>(ws + lines(winograd_nhwc::u_elems(q, F::m), sizeof(T)));
@@ -845,12 +839,10 @@ void run_via_nhwc(const ConvArgs& a) {
         transpose_images<T>(a.ctx, p.n, pq, p.k, T(a.alpha), y_nhwc, y);
         return;
     }
-    const T alpha = T(a.alpha), beta = T(a.beta);
-#pragma omp parallel for collapse(2) num_threads(a.ctx.threads()) schedule(static)
-    for (int64_t n = 0; n < p.n; ++n)
-        for (int64_t k = 0; k < p.k; ++k)
-            for (int64_t i = 0; i < pq; ++i)
-                blend_store(y + (n * p.k + k) * pq + i, y_nhwc[(n * pq + i) * p.k + k], alpha, beta);
+    const auto y_view = [](const ConvProblem& t) {
+        return Strided4d{{t.n, t.k, t.p, t.q}, {t.y_strides[0], t.y_strides[1], t.y_strides[2], t.y_strides[3]}};
+    };
+    blend_strided(a.ctx, sizeof(T), y_nhwc, y_view(q), y, y_view(p), a.alpha, a.beta);
 }
 
 std::string why_not_mm(const ConvProblem& p, int64_t m) {
@@ -876,12 +868,12 @@ size_t workspace_of(const ConvProblem& p) {
 template <int M>
 size_t prepared_of(const ConvProblem& p) {
     if (bilinear(p)) return winograd_1d::prepared_bytes(p, M);
-    return prepared_bytes_m(fused_1d_via_nhwc(p) ? as_nhwc(p) : p, M);
+    return prepared_bytes_m(fused_1d_via_nhwc(p) ? p.packed_nhwc() : p, M);
 }
 template <int M>
 void prepare_of(const ConvProblem& p, const Context& c, const void* w, void* out) {
     if (bilinear(p)) return winograd_1d::prepare(p, c, w, out, M);
-    prepare_f<FOf<M>>(fused_1d_via_nhwc(p) ? as_nhwc(p) : p, c, w, out);
+    prepare_f<FOf<M>>(fused_1d_via_nhwc(p) ? p.packed_nhwc() : p, c, w, out);
 }
 template <int M>
 void run_of(const ConvArgs& a) {
