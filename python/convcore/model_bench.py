@@ -508,13 +508,14 @@ class _Missing(Exception):
 
 def _build_engine(name, model, x, algo, threads, freeze=False):
     """A function that runs ``model`` (eval mode) on ``x`` in engine ``name`` and returns its
-    output as a torch tensor."""
-    channels_last = x.to(memory_format=torch.channels_last)
+    output as a torch tensor. "channels_last": the input's rank's channels-last memory
+    (bench_networks.channels_last: 4-D, 5-D, or N x L x C for a 1-D signal)."""
+    x_last = channels_last(x)
     if name == "torch.compile channels_last":
-        return _compiled(copy.deepcopy(model).to(memory_format=torch.channels_last), channels_last)
+        return _compiled(model_channels_last(copy.deepcopy(model), x.dim()), x_last)
     if name == "convcore torch.compile channels_last":
         return _compiled(convcore_torch.convert(copy.deepcopy(model), algo=algo, fuse=True,
-                                                freeze=freeze), channels_last)
+                                                freeze=freeze), x_last)
     if name == "onnxruntime":
         return _onnxruntime(model, x, threads)
     if name == "openvino":
