@@ -12,6 +12,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/epilogue.hpp"
 #include "convcore/convcore.h"
 #include "core/algorithms.hpp"
 #include "core/api_util.hpp"
@@ -183,7 +184,7 @@ void run_activation_backward(convcoreHandle_t handle, convcoreActivationMode_t m
         a.y_view = activation_view(yDesc, y, "y", dyDesc);
         a.y = y;
     }
-    if (mode == CONVCORE_ACTIVATION_SILU) {
+    if (epilogue::reads_preactivation(mode)) {
         a.v_view = activation_view(vDesc, v, "v", dyDesc);
         a.v = v;
     }

@@ -65,7 +65,7 @@ inline int enum_int(const E& e) {
 // An activationMode argument: BAD_PARAM naming it unless it is a convcoreActivationMode_t.
 inline void check_activation(const convcoreActivationMode_t& mode, const char* name) {
     const int act = enum_int(mode);
-    if (act < CONVCORE_ACTIVATION_IDENTITY || act > CONVCORE_ACTIVATION_SILU)
+    if (act < CONVCORE_ACTIVATION_IDENTITY || act > CONVCORE_ACTIVATION_GELU_TANH)
         throw_bad_param(std::string(name) + " " + std::to_string(act) + " is not a convcoreActivationMode_t");
 }
 

@@ -376,13 +376,14 @@ CONVCORE_DW_INLINE void nhwc_row(const Rows<T>& a, int64_t n, int64_t oh, int64_
         const TapRange sr = conv_valid_taps(ow, p.w, p.s, p.pad_w, p.stride_w, p.dil_w);
         for (int64_t c0 = k0; c0 < ke; c0 += B) nhwc_block<T, VB, E>(a, n, oh, ow, c0, rr, sr, std::min(B, ke - c0));
     }
-    // SiLU on the row the vector stores have written (vector_epilogue), while it is in cache.
-    if (E && a.e.act == CONVCORE_ACTIVATION_SILU) {
+    // SiLU or GELU on the row the vector stores have written (vector_epilogue), while it is in cache.
+    if (E && epilogue::reads_preactivation(a.e.act)) {
         T* row = a.y + (n * p.p + oh) * p.q * p.k;
         if (kb == 0 && ke == p.k) {
-            epilogue_store::silu_span<T, VB>(row, p.q * p.k);
+            epilogue_store::exp_activation_span<T, VB>(row, p.q * p.k, a.e.act);
         } else {
-            for (int64_t ow = 0; ow < p.q; ++ow) epilogue_store::silu_span<T, VB>(row + ow * p.k + kb, ke - kb);
+            for (int64_t ow = 0; ow < p.q; ++ow)
+                epilogue_store::exp_activation_span<T, VB>(row + ow * p.k + kb, ke - kb, a.e.act);
         }
     }
 }

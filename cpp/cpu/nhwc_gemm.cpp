@@ -27,17 +27,17 @@ Stores<T> stores_part(Stores<T> s) {
 }
 
 // act (one the stores leave) on y's channels [c0, c1) of pixels [p0, p1) (K channels per
-// pixel): SiLU in the kernel's vectors of VB bytes, any other value by value.
+// pixel): SiLU and GELU in the kernel's vectors of VB bytes, any other value by value.
 template <typename T, int VB>
 CONVCORE_GEMM_INLINE void apply_activation(T* y, int64_t k, int64_t p0, int64_t p1, int64_t c0, int64_t c1,
                                            convcoreActivationMode_t act) {
-    if (act != CONVCORE_ACTIVATION_SILU) {
+    if (!epilogue::reads_preactivation(act)) {
         for (int64_t pix = p0; pix < p1; ++pix)
             for (int64_t c = c0; c < c1; ++c) y[pix * k + c] = epilogue::activate(y[pix * k + c], act);
         return;
     }
-    if (c0 == 0 && c1 == k) return epilogue_store::silu_span<T, VB>(y + p0 * k, (p1 - p0) * k);
-    for (int64_t pix = p0; pix < p1; ++pix) epilogue_store::silu_span<T, VB>(y + pix * k + c0, c1 - c0);
+    if (c0 == 0 && c1 == k) return epilogue_store::exp_activation_span<T, VB>(y + p0 * k, (p1 - p0) * k, act);
+    for (int64_t pix = p0; pix < p1; ++pix) epilogue_store::exp_activation_span<T, VB>(y + pix * k + c0, c1 - c0, act);
 }
 
 // Each entry runs its kernel with PlainStores (float only: float64 is not worth a second copy of

@@ -11,6 +11,7 @@
 #include "common/conv_index.hpp"
 #include "common/epilogue.hpp"
 #include "core/device.hpp"
+#include "cpu/cpu_isa.hpp"
 #include "cpu/epilogue_store.hpp"
 
 namespace convcore {
@@ -56,17 +57,40 @@ void blend_t(const Context& ctx, const T* src, const Strided4d& sv, T* dst, cons
 // Below this many elements the epilogue runs on the calling thread (a parallel region costs more).
 constexpr int64_t kEpilogueParallelMin = int64_t(1) << 15;
 
-// SiLU's exp in vectors (epilogue_store::silu_span, 16-byte vectors: this file is compiled for
-// the baseline instruction set), after the adds; the other activations in the same loop.
+// SiLU's and GELU's exp and erfc in vectors after the adds (epilogue_store::exp_activation_span,
+// in the CPU's widest vectors: this file is compiled for the baseline instruction set); ReLU and
+// ReLU6 in the same loop as the adds.
 template <convcoreActivationMode_t Act>
-constexpr convcoreActivationMode_t kLoopActivation = Act == CONVCORE_ACTIVATION_SILU ? CONVCORE_ACTIVATION_IDENTITY : Act;
+constexpr convcoreActivationMode_t kLoopActivation =
+    epilogue::reads_preactivation(Act) ? CONVCORE_ACTIVATION_IDENTITY : Act;
+
+#ifdef CONVCORE_X86_DISPATCH
+__attribute__((target("avx512f,avx512dq,fma"))) void exp_activation_avx512(float* y, int64_t n,
+                                                                            convcoreActivationMode_t act) {
+    epilogue_store::exp_activation_span<float, 64>(y, n, act);
+}
+__attribute__((target("avx2,fma"))) void exp_activation_avx2(float* y, int64_t n, convcoreActivationMode_t act) {
+    epilogue_store::exp_activation_span<float, 32>(y, n, act);
+}
+#endif
+
+template <typename T>
+void exp_activation(T* y, int64_t n, convcoreActivationMode_t act) {
+#ifdef CONVCORE_X86_DISPATCH
+    if constexpr (sizeof(T) == 4) {
+        if (cpu_isa() == CpuIsa::avx512) return exp_activation_avx512(y, n, act);
+        if (cpu_isa() == CpuIsa::avx2) return exp_activation_avx2(y, n, act);
+    }
+#endif
+    epilogue_store::exp_activation_span<T, 16>(y, n, act);
+}
 
 // y[i] = act(y[i] + alpha2 * z[i] + b) over n contiguous elements (z: null unless HasZ).
 template <typename T, convcoreActivationMode_t Act, bool HasZ>
 inline void epilogue_row(T* y, const T* z, int64_t n, T alpha2, T b) {
     for (int64_t i = 0; i < n; ++i)
         y[i] = epilogue::finish(y[i], HasZ ? alpha2 * z[i] : T(0), b, kLoopActivation<Act>);
-    if constexpr (Act == CONVCORE_ACTIVATION_SILU) epilogue_store::silu_span<T, 16>(y, n);
+    if constexpr (epilogue::reads_preactivation(Act)) exp_activation(y, n, Act);
 }
 
 // The same over n contiguous channels, bias[k] per channel (bias: null for none).
@@ -75,7 +99,7 @@ inline void epilogue_channels(T* y, const T* z, int64_t n, T alpha2, const T* bi
     if (!bias) return epilogue_row<T, Act, HasZ>(y, z, n, alpha2, T(0));
     for (int64_t i = 0; i < n; ++i)
         y[i] = epilogue::finish(y[i], HasZ ? alpha2 * z[i] : T(0), bias[i], kLoopActivation<Act>);
-    if constexpr (Act == CONVCORE_ACTIVATION_SILU) epilogue_store::silu_span<T, 16>(y, n);
+    if constexpr (epilogue::reads_preactivation(Act)) exp_activation(y, n, Act);
 }
 
 // One pass over y. Packed NHWC (channels innermost, contiguous): rows of K channels. Otherwise
@@ -127,6 +151,8 @@ void epilogue_act(const Context& ctx, T* y, const Strided4d& v, const Epilogue& 
         case CONVCORE_ACTIVATION_RELU: return epilogue_z<T, CONVCORE_ACTIVATION_RELU>(ctx, y, v, e);
         case CONVCORE_ACTIVATION_RELU6: return epilogue_z<T, CONVCORE_ACTIVATION_RELU6>(ctx, y, v, e);
         case CONVCORE_ACTIVATION_SILU: return epilogue_z<T, CONVCORE_ACTIVATION_SILU>(ctx, y, v, e);
+        case CONVCORE_ACTIVATION_GELU: return epilogue_z<T, CONVCORE_ACTIVATION_GELU>(ctx, y, v, e);
+        case CONVCORE_ACTIVATION_GELU_TANH: return epilogue_z<T, CONVCORE_ACTIVATION_GELU_TANH>(ctx, y, v, e);
         default: return epilogue_z<T, CONVCORE_ACTIVATION_IDENTITY>(ctx, y, v, e);
     }
 }
@@ -169,7 +195,7 @@ template <typename T, convcoreActivationMode_t A, bool Write, bool Sum, bool Per
 void activation_backward_rows(const T* dy, const T* y, const T* v, T* dv, int64_t n, int64_t ld, double* sums) {
     constexpr int64_t kChunk = 256;
     constexpr bool kReadsY = A == CONVCORE_ACTIVATION_RELU || A == CONVCORE_ACTIVATION_RELU6;
-    constexpr bool kReadsV = A == CONVCORE_ACTIVATION_SILU;
+    constexpr bool kReadsV = epilogue::reads_preactivation(A);
     T scratch[R][kChunk];
     for (int64_t c0 = 0; c0 < n; c0 += kChunk) {
         const int64_t m = std::min(kChunk, n - c0);
@@ -290,6 +316,8 @@ void activation_backward_by_mode(const Context& ctx, const ActivationBackward& a
         case CONVCORE_ACTIVATION_RELU: return activation_backward_t<T, CONVCORE_ACTIVATION_RELU>(ctx, a);
         case CONVCORE_ACTIVATION_RELU6: return activation_backward_t<T, CONVCORE_ACTIVATION_RELU6>(ctx, a);
         case CONVCORE_ACTIVATION_SILU: return activation_backward_t<T, CONVCORE_ACTIVATION_SILU>(ctx, a);
+        case CONVCORE_ACTIVATION_GELU: return activation_backward_t<T, CONVCORE_ACTIVATION_GELU>(ctx, a);
+        case CONVCORE_ACTIVATION_GELU_TANH: return activation_backward_t<T, CONVCORE_ACTIVATION_GELU_TANH>(ctx, a);
         default: return activation_backward_t<T, CONVCORE_ACTIVATION_IDENTITY>(ctx, a);
     }
 }

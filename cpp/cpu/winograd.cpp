@@ -786,6 +786,10 @@ bool fused_1d(const ConvProblem& p) {
 // and y is transposed back with alpha and beta. The transposes move the tensors once each; the
 // unfused path (winograd_1d) moves its transformed tiles V and M, a/m times the input and output,
 // through memory, and runs its GEMMs through OpenBLAS, which packs U again per block.
+// The epilogue's bias and activation commute with the transposes: the schedule applies them in its
+// stores, on outputs still in registers. A residual z, laid out as y (NCHW), is added after the
+// transpose with the rest of the epilogue, in the core's pass (z == y: blended into y by the
+// transpose back).
 // (omatcopy's dimensions are BLAS ints)
 bool fused_1d_via_nhwc(const ConvProblem& p) {
     return winograd_1d::takes(p) && !p.nhwc && std::max({p.c, p.k, p.h * p.w, p.p * p.q}) <= INT_MAX &&
@@ -832,16 +836,25 @@ void run_via_nhwc(const ConvArgs& a) {
     T* y_nhwc = reinterpret_cast<T*>(reinterpret_cast<char*>(x_nhwc) + lines(p.n * p.c * p.h * p.w, sizeof(T)));
     const int64_t hw = p.h * p.w, pq = p.p * p.q;
     transpose_images<T>(a.ctx, p.n, p.c, hw, T(1), static_cast<const T*>(a.x), x_nhwc);
-    ConvArgs b{q, a.ctx, x_nhwc, a.w, y_nhwc, 1.0, 0.0, u_space, a.prepared_filter};
+    const Epilogue& e = a.epilogue;  // none() unless beta == 0
+    const bool in_stores = a.beta == 0 && !e.z;  // alpha, bias and activation in the schedule's stores
+    ConvArgs b{q, a.ctx, x_nhwc, a.w, y_nhwc, in_stores ? a.alpha : 1.0, 0.0, u_space, a.prepared_filter,
+               in_stores ? e : Epilogue{}};
     with_tile<F>(q, [&](auto tile) { run_nhwc<T, decltype(tile)>(b); });
     T* y = static_cast<T*>(a.y);
-    if (a.beta == 0) {  // y = alpha * y_nhwc^T, y never read
-        transpose_images<T>(a.ctx, p.n, pq, p.k, T(a.alpha), y_nhwc, y);
-        return;
-    }
     const auto y_view = [](const ConvProblem& t) {
         return Strided4d{{t.n, t.k, t.p, t.q}, {t.y_strides[0], t.y_strides[1], t.y_strides[2], t.y_strides[3]}};
     };
+    if (a.beta == 0 && e.z == y) {  // y = alpha * y_nhwc^T + alpha2 * y, then bias and activation
+        blend_strided(a.ctx, sizeof(T), y_nhwc, y_view(q), y, y_view(p), a.alpha, e.alpha2);
+        apply_epilogue(a.ctx, sizeof(T), y, y_view(p), Epilogue{e.bias, nullptr, 0.0, e.activation});
+        return;
+    }
+    if (a.beta == 0) {  // y = alpha * y_nhwc^T, y never read; a separate z after
+        transpose_images<T>(a.ctx, p.n, pq, p.k, in_stores ? T(1) : T(a.alpha), y_nhwc, y);
+        if (!in_stores) apply_epilogue(a.ctx, sizeof(T), y, y_view(p), e);
+        return;
+    }
     blend_strided(a.ctx, sizeof(T), y_nhwc, y_view(q), y, y_view(p), a.alpha, a.beta);
 }
 
@@ -883,7 +896,7 @@ void run_of(const ConvArgs& a) {
 }
 
 bool runs_nhwc(const ConvProblem& p) { return winograd_1d::takes(p) || winograd_nhwc::applies(p); }
-bool fuses_epilogue(const ConvProblem& p) { return p.nhwc && !bilinear(p); }
+bool fuses_epilogue(const ConvProblem& p) { return (p.nhwc && !bilinear(p)) || fused_1d_via_nhwc(p); }
 
 }  // namespace
 

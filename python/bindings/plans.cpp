@@ -262,7 +262,7 @@ void check_epilogue_layout(const ForwardEpilogue& e, const DLPackTensor& x, cons
 // The checks of every call with an epilogue: its scalars and where its operands lie.
 void check_epilogue_call(const ForwardEpilogue& e, const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
                          double beta) {
-    if (e.activation < CONVCORE_ACTIVATION_IDENTITY || e.activation > CONVCORE_ACTIVATION_SILU)
+    if (e.activation < CONVCORE_ACTIVATION_IDENTITY || e.activation > CONVCORE_ACTIVATION_GELU_TANH)
         bad_param("activation: unknown activation code " + std::to_string(e.activation));
     if (e.any() && beta != 0.0)
         bad_param("beta: the epilogue (bias, activation, residual) computes out without reading it; pass "
@@ -629,7 +629,8 @@ void backward_bias(const DLPackTensor& dy, const DLPackTensor& db, double alpha,
 }
 
 // convcoreActivationBackwardBias on DLPack capsules (convcore.torch's eager autograd): dv = dy *
-// act'(a), a being y for RELU and RELU6 and the pre-activation v for SILU (IDENTITY: unused), and
+// act'(a), a being y for RELU and RELU6 and the pre-activation v for SILU, GELU and GELU_TANH
+// (IDENTITY: unused), and
 // db (a capsule, or None) = the sum of dv per channel. dy, a and dv have one shape; dv is the
 // caller's new tensor.
 void activation_backward_capsules(int activation, py::capsule a, py::capsule dy, py::capsule dv,
@@ -640,10 +641,11 @@ void activation_backward_capsules(int activation, py::capsule a, py::capsule dy,
     const convcoreDataType_t t = data_type_of(dtype);
     if (!dyt.has_positive_strides() || !at.has_positive_strides()) bad_param("dy, y: strides must be positive");
     const auto act = convcoreActivationMode_t(activation);
-    const bool silu = act == CONVCORE_ACTIVATION_SILU;
+    const bool reads_v = act == CONVCORE_ACTIVATION_SILU || act == CONVCORE_ACTIVATION_GELU ||
+                      act == CONVCORE_ACTIVATION_GELU_TANH;  // reads the pre-activation v
     convcore::TensorDesc dy_d, a_d, dv_d, db_d;
     set_tensor(dy_d, dyt.shape(), dyt.strides_for_c(), t, "dy: ");
-    set_tensor(a_d, at.shape(), at.strides_for_c(), t, silu ? "v: " : "y: ");
+    set_tensor(a_d, at.shape(), at.strides_for_c(), t, reads_v ? "v: " : "y: ");
     set_tensor(dv_d, dvt.shape(), dvt.strides_for_c(), t, "dv: ");
     void* db_data = nullptr;
     convcoreTensorDescriptor_t db_desc = nullptr;
@@ -663,8 +665,8 @@ void activation_backward_capsules(int activation, py::capsule a, py::capsule dy,
     convcoreStatus_t status;
     {
         py::gil_scoped_release release;
-        status = convcoreActivationBackwardBias(h, act, silu ? nullptr : a_desc, silu ? nullptr : at.data(),
-                                                silu ? a_desc : nullptr, silu ? at.data() : nullptr, dy_d, dyt.data(),
+        status = convcoreActivationBackwardBias(h, act, reads_v ? nullptr : a_desc, reads_v ? nullptr : at.data(),
+                                                reads_v ? a_desc : nullptr, reads_v ? at.data() : nullptr, dy_d, dyt.data(),
                                                 dv_d, dvt.data(), f64 ? static_cast<const void*>(&one) : &one_f,
                                                 f64 ? static_cast<const void*>(&zero) : &zero_f, db_desc, db_data);
     }
@@ -755,7 +757,7 @@ void register_plans(py::module_& m) {
     m.def("activation_backward_capsules", &activation_backward_capsules, py::arg("activation"), py::arg("a"),
           py::arg("dy"), py::arg("dv"), py::arg("db") = py::none(),
           "dv = dy * act'(a) and db (or None) = its sum per channel, in one pass "
-          "(convcoreActivationBackwardBias; a: y for relu/relu6, the pre-activation for silu).");
+          "(convcoreActivationBackwardBias; a: y for relu/relu6, the pre-activation for silu/gelu/gelu_tanh).");
     m.def("backward_bias", &backward_bias, py::arg("dy"), py::arg("db"), py::arg("alpha"),
           py::arg("beta"), py::arg("stream"));
 }

@@ -172,7 +172,9 @@ def algorithm_info(algo: AlgoArg, direction: str = "forward") -> AlgorithmInfo:
 # ---- argument parsing ------------------------------------------------------------------------------
 
 # The fused epilogue's activations (convcoreActivationMode_t).
-ACTIVATIONS = {"identity": 0, "relu": 1, "relu6": 2, "silu": 3}
+# The fused epilogue's activations (convcoreActivationMode_t): "gelu" is GELU's erf form (PyTorch's
+# nn.GELU()), "gelu_tanh" its tanh approximation (nn.GELU(approximate="tanh")).
+ACTIVATIONS = {"identity": 0, "relu": 1, "relu6": 2, "silu": 3, "gelu": 4, "gelu_tanh": 5}
 
 
 def _activation_arg(activation):
@@ -758,7 +760,8 @@ class Convolution:
 
         The fused epilogue (convcoreConvolutionBiasActivationForward):
         ``act(alpha * conv(x, w) + alpha2 * residual + bias)`` with ``bias`` (K values, one per
-        output channel, or None), ``activation`` ("identity", "relu", "relu6" or "silu") and
+        output channel, or None), ``activation`` (a name in ACTIVATIONS: "identity", "relu",
+        "relu6", "silu", "gelu" or "gelu_tanh") and
         ``residual`` (an array of the output's shape and layout, or None; it may be ``out``
         itself, added in place). With any of them beta must be 0 (out is not read; pass
         residual=out, alpha2=beta instead). Algorithms that fuse it apply it in their stores;

@@ -107,7 +107,8 @@ class _AlgoAttribute:
 
 class _PaddedForward(_AlgoAttribute):
     """forward() of Conv1d and Conv3d: a padding mode other than zeros by F.pad, as PyTorch's
-    modules do, then the functional form (``_functional``)."""
+    modules do, then the functional form (``_functional``), with the fused activation where the
+    layer has one (Conv1d's ``activation``)."""
 
     def forward(self: Any, input: Tensor) -> Tensor:
         return self._padded_forward(input, self.weight, self.bias)
@@ -118,15 +119,33 @@ class _PaddedForward(_AlgoAttribute):
             padding: Union[IntOrSeq, str] = 0
         else:
             padding = self.padding
+        activation = self.__dict__.get("_activation", "identity")
+        if activation != "identity":
+            return self._functional(input, weight, bias, self.stride, padding, self.dilation,
+                                    self.groups, algo=self._algo, activation=activation)
         return self._functional(input, weight, bias, self.stride, padding, self.dilation,
                                 self.groups, algo=self._algo)
 
 
 class Conv1d(_PaddedForward, nn.Conv1d):
     """``torch.nn.Conv1d`` computed by convcore: the same constructor, parameters and state_dict,
-    plus ``algo`` (as convcore.torch.Conv2d's; a plain attribute, not in the state_dict)."""
+    plus ``algo`` and ``activation`` (as convcore.torch.Conv2d's: plain attributes, not in the
+    state_dict; ``convert(fuse=True)`` sets the activation from the nn.ReLU, nn.ReLU6, nn.SiLU or
+    nn.GELU that follows the layer in an nn.Sequential)."""
 
     _functional = staticmethod(conv1d)
+
+    @property
+    def activation(self) -> str:
+        return self.__dict__.get("_activation", "identity")
+
+    @activation.setter
+    def activation(self, value: Optional[str]) -> None:
+        self.__dict__["_activation"] = _ct._activation_name(value)
+
+    def extra_repr(self) -> str:
+        act = self.activation
+        return super().extra_repr() + (f", activation={act!r}" if act != "identity" else "")
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Size1, stride: Size1 = 1,
                  padding: Union[Size1, str] = 0, dilation: Size1 = 1, groups: int = 1,

@@ -135,12 +135,25 @@ def _split_algo(spec):
 
 
 # The activations convert(fuse=True) moves into the epilogue: ReLU and ReLU6 cost a compare
-# there, SiLU a vectorized exp on outputs still in cache (one pass over y fewer than PyTorch's op).
+# there, SiLU and GELU a vectorized exp on outputs still in cache (one pass over y fewer than
+# PyTorch's op, and no new tensor).
 _ACTIVATION_MODULES = {nn.ReLU: "relu", nn.ReLU6: "relu6", nn.SiLU: "silu"}
+_GELU_ACTIVATIONS = {"none": "gelu", "tanh": "gelu_tanh"}  # nn.GELU's approximate -> epilogue name
+# The activations whose gradient needs the pre-activation (recomputed in the backward pass);
+# ReLU's and ReLU6's come from the output.
+_READS_PREACTIVATION = ("silu", "gelu", "gelu_tanh")
+
+
+def _module_activation(m):
+    """The epilogue activation the module ``m`` computes of its input, or None."""
+    if type(m) is nn.GELU:
+        return _GELU_ACTIVATIONS.get(m.approximate)
+    return _ACTIVATION_MODULES.get(type(m))
 
 
 def _activation_name(activation):
-    """The epilogue's activation name ("identity", "relu", "relu6", "silu"), checked."""
+    """The epilogue's activation name ("identity", "relu", "relu6", "silu", "gelu",
+    "gelu_tanh"), checked."""
     if type(activation) is str and activation in _api.ACTIVATIONS:  # the common case, fast
         return activation
     if activation is None:
@@ -196,7 +209,7 @@ def _conv2d_impl(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: List[int]
                activation: str = "identity", residual: Optional[Tensor] = None,
                prepared: bool = False) -> Tensor:
     """y = act(conv(x, w) + bias + residual), computed by convcore's forward with algorithm
-    ``algo`` and its fused epilogue (``activation``: "identity", "relu", "relu6" or "silu";
+    ``algo`` and its fused epilogue (``activation``: one of _api.ACTIVATIONS;
     ``residual``: None or a tensor of the output's shape). ``prepared``: the weights are not
     being trained (the caller recorded no autograd), so the filters transformed for ``algo`` are
     kept between calls for as long as w's bytes stay the same (checked at every call)."""
@@ -406,9 +419,9 @@ def _setup_context(ctx, inputs, output):
     residual = inputs[9] if len(inputs) > 9 else None
     needs = getattr(ctx, "needs_input_grad", None) or (True, True)
     # dx needs w, dw needs x: a frozen layer does not keep its input alive. ReLU and ReLU6 take
-    # their gradient from the output; SiLU from the pre-activation, recomputed from x, w, bias
-    # and the residual.
-    silu = activation == "silu"
+    # their gradient from the output; SiLU and GELU from the pre-activation, recomputed from x,
+    # w, bias and the residual.
+    silu = activation in _READS_PREACTIVATION
     ctx.save_for_backward(x if needs[1] or silu else None, w if needs[0] or silu else None,
                           bias if silu else None,
                           output if activation in ("relu", "relu6") else None,
@@ -422,14 +435,17 @@ def _setup_context(ctx, inputs, output):
 
 def _activation_backward(activation, dy, y, preactivation):
     """The gradient with respect to the pre-activation conv(x, w) + bias, given dy: ReLU's and
-    ReLU6's from the output y, SiLU's from the pre-activation (``preactivation()`` recomputes
-    it). The operator's autograd and _Conv2dFunction share it."""
+    ReLU6's from the output y, SiLU's and GELU's from the pre-activation (``preactivation()``
+    recomputes it). The operator's autograd and _Conv2dFunction share it."""
     if activation == "relu":
         return torch.ops.aten.threshold_backward(dy, y, 0.0)  # y > 0 exactly where the input was
     if activation == "relu6":
         return torch.ops.aten.hardtanh_backward(dy, y, 0.0, 6.0)  # y in (0, 6): the same set
     if activation == "silu":
         return torch.ops.aten.silu_backward(dy, preactivation())
+    if activation in ("gelu", "gelu_tanh"):
+        return torch.ops.aten.gelu_backward(dy, preactivation(),
+                                            approximate="none" if activation == "gelu" else "tanh")
     return dy
 
 
@@ -491,7 +507,8 @@ def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
 
     Same arguments, in the same order, plus ``algo`` ("auto", an algorithm name, a convcore.Algo,
     or a (forward, backward data, backward filter) triple) and ``activation`` ("identity", "relu",
-    "relu6" or "silu": ``act(conv2d(...) + bias)`` in convcore's fused epilogue). ``padding`` may
+    "relu6", "silu", "gelu" (nn.GELU()) or "gelu_tanh" (nn.GELU(approximate="tanh")):
+    ``act(conv2d(...) + bias)`` in convcore's fused epilogue). ``padding`` may
     be an int, a pair, "valid" or "same" (stride 1; an odd total padding puts the extra
     row/column at the bottom/right, as PyTorch does). Input N x C x H x W (or unbatched
     C x H x W), float32 or float64."""
@@ -610,11 +627,11 @@ def _epilogue_backward_cpu(activation, dy, a, with_bias):
     """(dv, db) of CPU tensors: dv = dy * act'(a), the gradient of the pre-activation
     conv(x, w) + bias (+ residual), and the bias's gradient (None unless ``with_bias``), in one
     pass over dy (convcoreActivationBackwardBias). ``a``: the output y for relu and relu6, the
-    pre-activation for silu, unused for identity (dv is then dy itself)."""
-    if activation == "silu":
-        # PyTorch's vectorised exp runs SiLU's derivative (convcore's is scalar); then the bias's
-        # gradient alone, from it
-        dy, activation = torch.ops.aten.silu_backward(dy, a), "identity"
+    pre-activation for silu and gelu, unused for identity (dv is then dy itself)."""
+    if activation in _READS_PREACTIVATION:
+        # PyTorch's vectorised exp and erf run SiLU's and GELU's derivatives (convcore's are
+        # scalar); then the bias's gradient alone, from it
+        dy, activation = _activation_backward(activation, dy, None, lambda: a), "identity"
     identity = activation == "identity"
     if identity and not with_bias:
         return dy, None
@@ -648,7 +665,7 @@ class _Conv2dFunction(torch.autograd.Function):
             y = conv.forward(x.detach(), w.detach(), algo=fwd_algo,
                              bias=None if bias is None else bias.detach(), activation=activation)
         needs = ctx.needs_input_grad
-        silu = activation == "silu"
+        silu = activation in _READS_PREACTIVATION
         ctx.save_for_backward(x if needs[1] or silu else None, w if needs[0] or silu else None,
                               bias if silu else None,
                               y if activation in ("relu", "relu6") else None)
@@ -668,7 +685,7 @@ class _Conv2dFunction(torch.autograd.Function):
         needs = ctx.needs_input_grad
         # the epilogue's backward: the pre-activation's gradient and the bias's, in one pass
         preactivation = None
-        if activation == "silu":
+        if activation in _READS_PREACTIVATION:
             preactivation = conv.forward(x.detach(), w.detach(), algo=fwd_algo,
                                          bias=None if bias is None else bias.detach())
         dy, db = _epilogue_backward_cpu(activation, dy, preactivation if y is None else y, needs[2])
@@ -703,9 +720,9 @@ _filter_versions = itertools.count()  # Conv2d._filter_version's numbers, unique
 class Conv2d(nn.Conv2d):
     """``torch.nn.Conv2d`` computed by convcore: same constructor, parameters and state_dict, plus
     ``algo`` ("auto", an algorithm name, a convcore.Algo, or a (forward, backward data, backward
-    filter) triple), ``activation`` ("identity", "relu", "relu6" or "silu", applied to the
-    output in convcore's fused epilogue with the bias; ``convert(fuse=True)`` sets it) and
-    ``freeze``. They are plain attributes: they are not part of the state_dict.
+    filter) triple), ``activation`` ("identity", "relu", "relu6", "silu", "gelu" or "gelu_tanh",
+    applied to the output in convcore's fused epilogue with the bias; ``convert(fuse=True)`` sets
+    it) and ``freeze``. They are plain attributes: they are not part of the state_dict.
 
     Weights in inference (no autograd recording): the layer keeps its filters transformed for
     its algorithm (Winograd's U, packed filters, filter spectra) and never runs them older than
@@ -990,7 +1007,9 @@ class _FusedBatchNorm3d(nn.BatchNorm3d):
 
 
 _BATCH_NORM_FORWARD = nn.BatchNorm2d.forward  # (_BatchNorm's: every dimension)
-_ACTIVATION_FUNCTIONS = {"relu": F.relu, "relu6": F.relu6, "silu": F.silu}
+_ACTIVATION_FUNCTIONS = {"relu": F.relu, "relu6": F.relu6, "silu": F.silu,
+                         "gelu": lambda y, inplace=False: F.gelu(y),  # (no in-place GELU)
+                         "gelu_tanh": lambda y, inplace=False: F.gelu(y, approximate="tanh")}
 
 
 def _apply_activation(y, residual, activation, owned=False):
@@ -1173,10 +1192,18 @@ def _foldable(bn, conv):
 
 def _fuse_sequential(seq):
     """Fuses into each convcore Conv2d of ``seq`` (with nothing fused yet) the BatchNorm2d that
-    follows it, then the ReLU / ReLU6 / SiLU that follows that."""
+    follows it, then the ReLU / ReLU6 / SiLU / GELU that follows that; into each Conv1d the
+    activation that follows it; into each Conv3d the BatchNorm3d that follows it."""
     names = list(seq._modules)
     for i, name in enumerate(names):
         conv = seq._modules[name]
+        if isinstance(conv, _torch_nd.Conv1d) and conv.activation == "identity" and i + 1 < len(names):
+            act = seq._modules[names[i + 1]]
+            activation = _module_activation(act)
+            if activation is not None and not _hooked(act):
+                conv.activation = activation
+                seq._modules[names[i + 1]] = nn.Identity()
+            continue
         if (isinstance(conv, _torch_nd.Conv3d) and "_fused_batch_norm" not in conv.__dict__
                 and i + 1 < len(names) and _foldable(seq._modules[names[i + 1]], conv)):
             # a 3-D layer takes its batch norm only (no fused epilogue in 3-D)
@@ -1189,7 +1216,7 @@ def _fuse_sequential(seq):
             j += 1
         if j < len(names):
             act = seq._modules[names[j]]
-            activation = _ACTIVATION_MODULES.get(type(act))
+            activation = _module_activation(act)
             if activation is not None and not _hooked(act):
                 conv.activation = activation
                 seq._modules[names[j]] = nn.Identity()
@@ -1518,9 +1545,13 @@ def _activation_node(node, modules):
         return None
     if node.op == "call_module":
         m = modules.get(node.target)
-        return None if m is None or _hooked(m) else _ACTIVATION_MODULES.get(type(m))
+        return None if m is None or _hooked(m) else _module_activation(m)
     if node.op == "call_function" and node.target in _ACTIVATION_CALLS and len(node.args) == 1:
         return _ACTIVATION_CALLS[node.target]
+    if node.op == "call_function" and node.target is F.gelu and len(node.args) == 1:
+        kwargs = dict(node.kwargs)
+        approximate = kwargs.pop("approximate", "none")
+        return None if kwargs else _GELU_ACTIVATIONS.get(approximate)
     if node.op == "call_method" and node.target in ("relu", "relu_") and len(node.args) == 1:
         return "relu"
     return None

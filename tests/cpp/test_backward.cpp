@@ -503,6 +503,12 @@ double act_grad_ref(double v, convcoreActivationMode_t act) {
             const double s = 1 / (1 + std::exp(-v));
             return s * (1 + v * (1 - s));
         }
+        case CONVCORE_ACTIVATION_GELU:  // Phi(v) + v phi(v)
+            return 0.5 * std::erfc(-v / std::sqrt(2.0)) + v * std::exp(-v * v / 2) / std::sqrt(2 * M_PI);
+        case CONVCORE_ACTIVATION_GELU_TANH: {  // d/dv of v (1 + tanh(z)) / 2
+            const double b = std::sqrt(2 / M_PI), z = b * (v + 0.044715 * v * v * v), t = std::tanh(z);
+            return 0.5 * (1 + t) + 0.5 * v * (1 - t * t) * b * (1 + 3 * 0.044715 * v * v);
+        }
         default: return 1;
     }
 }
@@ -528,7 +534,8 @@ void check_activation_backward(convcoreActivationMode_t act, Layout layout, Layo
         v[i] = double(T(8 * v[i] + (v[i] > 0 ? 0.01 : -0.01)));  // in (-8, 8), off the edges
         y[i] = double(T(act_ref(v[i], act)));
     }
-    const bool silu = act == CONVCORE_ACTIVATION_SILU;
+    const bool silu = act == CONVCORE_ACTIVATION_SILU || act == CONVCORE_ACTIVATION_GELU ||
+                      act == CONVCORE_ACTIVATION_GELU_TANH;  // reads the pre-activation v
     const auto st = strides_of(layout, d[0], d[1], d[2], d[3]), ast = strides_of(a_layout, d[0], d[1], d[2], d[3]);
     auto dy = scatter<T>(dyr, d, st, std::nan(""));
     const auto a = scatter<T>(silu ? v : y, d, ast, std::nan(""));
@@ -573,8 +580,9 @@ void check_activation_backward(convcoreActivationMode_t act, Layout layout, Layo
 }
 
 TEST(ActivationBackwardBias, MatchesReference) {
-    for (convcoreActivationMode_t act : {CONVCORE_ACTIVATION_IDENTITY, CONVCORE_ACTIVATION_RELU,
-                                         CONVCORE_ACTIVATION_RELU6, CONVCORE_ACTIVATION_SILU})
+    for (convcoreActivationMode_t act :
+         {CONVCORE_ACTIVATION_IDENTITY, CONVCORE_ACTIVATION_RELU, CONVCORE_ACTIVATION_RELU6, CONVCORE_ACTIVATION_SILU,
+          CONVCORE_ACTIVATION_GELU, CONVCORE_ACTIVATION_GELU_TANH})
         for (Layout l : {PACKED, PADDED, CHANNELS_LAST}) {
             check_activation_backward<float>(act, l, l, false, true, 1.0, 0.0);
             check_activation_backward<double>(act, l, l, false, true, -0.5, 2.0);

@@ -785,8 +785,9 @@ void epilogue_case(convcoreHandle_t cpu, convcoreHandle_t gpu, convcoreConvoluti
 }
 
 TEST_F(CudaApi, EpilogueMatchesCpu) {
-    for (const convcoreActivationMode_t act : {CONVCORE_ACTIVATION_IDENTITY, CONVCORE_ACTIVATION_RELU,
-                                               CONVCORE_ACTIVATION_RELU6, CONVCORE_ACTIVATION_SILU})
+    for (const convcoreActivationMode_t act :
+         {CONVCORE_ACTIVATION_IDENTITY, CONVCORE_ACTIVATION_RELU, CONVCORE_ACTIVATION_RELU6, CONVCORE_ACTIVATION_SILU,
+          CONVCORE_ACTIVATION_GELU, CONVCORE_ACTIVATION_GELU_TANH})
         for (const bool nhwc : {false, true})
             for (const bool in_place : {false, true}) {
                 epilogue_case<float>(cpu_, gpu_, CONVCORE_FWD_ALGO_IM2COL_GEMM, nhwc, in_place, true, act);

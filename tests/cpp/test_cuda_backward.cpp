@@ -273,7 +273,8 @@ void compare_activation_backward(convcoreActivationMode_t act) {
     convcore::Handle gpu(CONVCORE_DEVICE_CUDA, 0);
     convcore::TensorDesc nhwc(dt, 1, 1, 1, 1), nchw(dt, n, k, p, q), bd(dt, 1, k, 1, 1);
     nhwc.set_strided(dt, {n, k, p, q}, {p * q * k, 1, q * k, k});
-    const bool silu = act == CONVCORE_ACTIVATION_SILU;
+    const bool silu = act == CONVCORE_ACTIVATION_SILU || act == CONVCORE_ACTIVATION_GELU ||
+                      act == CONVCORE_ACTIVATION_GELU_TANH;  // reads the pre-activation v
     const convcoreTensorDescriptor_t ad = nchw;
     const T one = 1, half = T(0.5);
     std::vector<T> dv(count), db(size_t(k), T(1));
@@ -313,8 +314,9 @@ void compare_activation_backward(convcoreActivationMode_t act) {
 
 TEST(CudaBackward, ActivationBackwardBiasMatchesCpu) {
     if (visible_gpus() == 0) GTEST_SKIP() << "no CUDA device visible";
-    for (convcoreActivationMode_t act : {CONVCORE_ACTIVATION_IDENTITY, CONVCORE_ACTIVATION_RELU,
-                                         CONVCORE_ACTIVATION_RELU6, CONVCORE_ACTIVATION_SILU}) {
+    for (convcoreActivationMode_t act :
+         {CONVCORE_ACTIVATION_IDENTITY, CONVCORE_ACTIVATION_RELU, CONVCORE_ACTIVATION_RELU6, CONVCORE_ACTIVATION_SILU,
+          CONVCORE_ACTIVATION_GELU, CONVCORE_ACTIVATION_GELU_TANH}) {
         compare_activation_backward<float>(act);
         compare_activation_backward<double>(act);
     }

@@ -101,8 +101,9 @@ void check_shape(const Shape& s, uint32_t seed) {
 
     for (const Residual zm : {Residual::None, Residual::Separate, Residual::InPlace})
         for (const bool bias : {false, true})
-            for (const convcoreActivationMode_t act : {CONVCORE_ACTIVATION_IDENTITY, CONVCORE_ACTIVATION_RELU,
-                                                       CONVCORE_ACTIVATION_RELU6, CONVCORE_ACTIVATION_SILU}) {
+            for (const convcoreActivationMode_t act :
+                 {CONVCORE_ACTIVATION_IDENTITY, CONVCORE_ACTIVATION_RELU, CONVCORE_ACTIVATION_RELU6,
+                  CONVCORE_ACTIVATION_SILU, CONVCORE_ACTIVATION_GELU, CONVCORE_ACTIVATION_GELU_TANH}) {
                 const std::string what = std::string(act_name(act)) + (bias ? " bias" : "") +
                                          (zm == Residual::Separate ? " z" : zm == Residual::InPlace ? " z==y" : "");
                 const double alpha2 = zm == Residual::None ? 0.0 : -0.75;

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
@@ -58,7 +59,9 @@ double run_case(convcoreHandle_t h, int algo, const EpilogueCase& c, bool plan_a
     convcore::TensorDesc xd(fmt, dt, s.n, s.c, s.h, s.w), yd(fmt, dt, s.n, s.k, P, Q), zd(fmt, dt, s.n, s.k, P, Q);
     convcore::TensorDesc bd(dt, 1, s.k, 1, 1);
     convcore::FilterDesc wd(dt, s.k, s.c / s.groups, s.r, s.s);
-    convcore::ConvDesc conv(s.pad_h, s.stride_h, s.dil_h, s.groups, s.flip ? CONVCORE_CONVOLUTION : CONVCORE_CROSS_CORRELATION);
+    convcore::ConvDesc conv(0, 1, 1, s.groups);
+    conv.set(s.pad_h, s.pad_w, s.stride_h, s.stride_w, s.dil_h, s.dil_w,
+             s.flip ? CONVCORE_CONVOLUTION : CONVCORE_CROSS_CORRELATION);
     size_t bytes = 0;
     const convcoreStatus_t st =
         convcoreGetConvolutionForwardWorkspaceSize(h, xd, wd, conv, yd, convcoreConvolutionFwdAlgo_t(algo), &bytes);
@@ -120,17 +123,22 @@ double run_case(convcoreHandle_t h, int algo, const EpilogueCase& c, bool plan_a
     return relative_error(got, ref);
 }
 
+const convcoreActivationMode_t kActivations[] = {CONVCORE_ACTIVATION_IDENTITY, CONVCORE_ACTIVATION_RELU,
+                                                 CONVCORE_ACTIVATION_RELU6,    CONVCORE_ACTIVATION_SILU,
+                                                 CONVCORE_ACTIVATION_GELU,     CONVCORE_ACTIVATION_GELU_TANH};
+
 // Every forward algorithm that runs the shape, through the plan and the descriptor-style call.
-// `only` (if not empty): those algorithms alone, in NHWC alone.
-void check_all_algorithms(const Shape& shape, uint32_t seed, int min_algos = 3, const std::vector<int>& only = {}) {
+// `only` (if not empty): those algorithms alone, in NHWC alone unless `both_layouts`.
+void check_all_algorithms(const Shape& shape, uint32_t seed, int min_algos = 3, const std::vector<int>& only = {},
+                          bool both_layouts = false) {
     convcore::Handle h;
-    const std::vector<bool> layouts = only.empty() ? std::vector<bool>{false, true} : std::vector<bool>{true};
+    const std::vector<bool> layouts =
+        only.empty() || both_layouts ? std::vector<bool>{false, true} : std::vector<bool>{true};
     for (const bool f64 : {false, true})
         for (const bool nhwc : layouts)
             for (const Residual z : {Residual::None, Residual::Separate, Residual::InPlace})
                 for (const bool bias : {false, true})
-                    for (const convcoreActivationMode_t act : {CONVCORE_ACTIVATION_IDENTITY, CONVCORE_ACTIVATION_RELU,
-                                                               CONVCORE_ACTIVATION_RELU6, CONVCORE_ACTIVATION_SILU}) {
+                    for (const convcoreActivationMode_t act : kActivations) {
                         const EpilogueCase c{shape, act, bias, z, nhwc, f64};
                         int ran = 0;
                         for (int algo = 0; algo < CONVCORE_FWD_ALGO_COUNT; ++algo) {
@@ -156,11 +164,14 @@ TEST(Epilogue, Every3x3AlgorithmMatchesTheReference) {
     check_all_algorithms({1, 20, 9, 10, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, false}, 19, 11);
 }
 
-// The fused NHWC Winograd's 1-D tiles (1x3 and 3x1 filters) fuse the epilogue too.
+// The fused NHWC Winograd's 1-D tiles (1x3 and 3x1 filters) fuse the epilogue too, and so do
+// NCHW tensors that run them through transposes (the bias and activation in the stores, a
+// residual after the transpose back), at stride 1 and 2.
 TEST(Epilogue, RowAndColumnWinogradMatchTheReference) {
     const std::vector<int> winograd = {CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3, CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3};
-    check_all_algorithms({1, 20, 9, 10, 40, 3, 1, 0, 0, 1, 1, 1, 1, 1, false}, 43, 2, winograd);
-    check_all_algorithms({2, 17, 5, 11, 21, 1, 3, 0, 0, 1, 1, 1, 1, 1, true}, 47, 2, winograd);
+    check_all_algorithms({1, 20, 9, 10, 40, 3, 1, 0, 0, 1, 1, 1, 1, 1, false}, 43, 2, winograd, true);
+    check_all_algorithms({2, 17, 5, 11, 21, 1, 3, 0, 0, 1, 1, 1, 1, 1, true}, 47, 2, winograd, true);
+    check_all_algorithms({1, 24, 1, 29, 19, 1, 3, 0, 1, 1, 2, 1, 1, 1, false}, 53, 2, winograd, true);
 }
 
 TEST(Epilogue, StridedGroupedAndPointwiseMatchTheReference) {
@@ -210,8 +221,7 @@ TEST(Epilogue, DepthwiseNhwcMatchesTheReference) {
         for (const bool f64 : {false, true})
             for (const Residual z : {Residual::None, Residual::Separate, Residual::InPlace})
                 for (const bool bias : {false, true})
-                    for (const convcoreActivationMode_t act : {CONVCORE_ACTIVATION_IDENTITY, CONVCORE_ACTIVATION_RELU,
-                                                               CONVCORE_ACTIVATION_RELU6, CONVCORE_ACTIVATION_SILU})
+                    for (const convcoreActivationMode_t act : kActivations)
                         for (const bool plan_api : {false, true}) {
                             const EpilogueCase c{shape, act, bias, z, /*nhwc=*/true, f64};
                             const int algo = CONVCORE_FWD_ALGO_DEPTHWISE;
@@ -236,53 +246,69 @@ TEST(Epilogue, LargeOutputUsesEveryThread) {
         }
 }
 
-// The CPU kernels' SiLU (epilogue_store::silu_span: exp by range reduction and a polynomial, in
-// vectors of 16, 32 and 64 bytes) against v / (1 + exp(-v)) in double, element by element: within
-// 4 float ulps (or the smallest subnormal), 2e-36 absolutely past v = -87 (exp's flush to 0),
-// exact at infinity, NaN for NaN and -infinity (as -inf / (1 + exp(inf))).
+// The CPU kernels' activations computed from exp (epilogue_store::exp_activation_span: exp by
+// range reduction and a polynomial, GELU's erfc by tools/gen_erfc.py's polynomial, in vectors of
+// 16, 32 and 64 bytes) against act_ref in double, element by element, within a relative bound of
+// a few float ulps that grows with the exp's argument (its rounding in float: |v| for SiLU, 2|z|
+// for GELU_TANH, u^2 = v^2 / 2 for GELU's tail v < 0, which also rounds u), or the smallest
+// subnormal; 2e-36 absolutely where the argument is below -86 (exp's flush to 0 at -87, the
+// polynomial's part of GELU's argument ~ -0.6); exact at +infinity, NaN for NaN and -infinity
+// (as -inf * 0).
 // Spans of every length up to 3 vectors: whole vectors and the tail.
 template <int VB>
-void check_silu_span() {
+void check_exp_activation_span(convcoreActivationMode_t act) {
     std::vector<float> values = {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-6f, -1e-6f, 0.5f, -0.5f, 1.0f, -1.0f,
                                  10.0f, -10.0f, 20.0f, -20.0f, 86.9f, -86.9f, 87.1f, -87.1f, 88.7f, -88.7f,
-                                 100.0f, -100.0f, 3e38f, -3e38f, std::numeric_limits<float>::denorm_min()};
+                                 100.0f, -100.0f, 3e38f, -3e38f, std::numeric_limits<float>::denorm_min(),
+                                 -13.0f, -13.2f, -13.5f, -5.0f, -3.0f, 3.0f, 5.0f};
     std::mt19937 rng(3);
-    std::uniform_real_distribution<float> wide(-90.0f, 90.0f), near(-4.0f, 4.0f);
-    for (int i = 0; i < 4000; ++i) values.push_back(i % 2 ? wide(rng) : near(rng));
+    std::uniform_real_distribution<float> wide(-90.0f, 90.0f), near(-4.0f, 4.0f), tail(-14.0f, 0.0f);
+    for (int i = 0; i < 6000; ++i) values.push_back(i % 3 == 0 ? wide(rng) : i % 3 == 1 ? near(rng) : tail(rng));
     std::vector<float> y = values;
-    convcore::cpu::epilogue_store::silu_span<float, VB>(y.data(), int64_t(y.size()));
+    convcore::cpu::epilogue_store::exp_activation_span<float, VB>(y.data(), int64_t(y.size()), act);
+    double worst = 0;  // the largest error in units of the relative bound's first term
     for (size_t i = 0; i < values.size(); ++i) {
-        const double v = values[i], want = v / (1.0 + std::exp(-v));
-        // Past v = -87 exp(v) is flushed to 0: |silu(v)| < 104 exp(-87) < 2e-36 is lost (PyTorch's
-        // v / (1 + exp(-v)) gives -0 from v = -88.8 on, where exp(-v) overflows).
-        const double bound = v > -87.0 ? std::max(4 * 0x1p-24 * std::fabs(want), 0x1p-149) : 2e-36;
-        EXPECT_LE(std::fabs(double(y[i]) - want), bound) << "silu(" << v << ") = " << y[i] << ", want " << want
-                                                          << " (" << VB << "-byte vectors)";
+        const double v = values[i], want = act_ref(v, act);
+        // the exp's argument, whose rounding sets the error of the result's tail
+        const double arg = act == CONVCORE_ACTIVATION_SILU ? -std::fabs(v)
+                           : act == CONVCORE_ACTIVATION_GELU
+                               ? (v < 0 ? -v * v / 2 : 0.0)
+                               : -2 * std::fabs(0.7978845608028654 * (v + 0.044715 * v * v * v));
+        const double relative = (6 + (act == CONVCORE_ACTIVATION_SILU ? 2 : 4) * std::fabs(arg)) * 0x1p-24;
+        const double bound = arg > -86.0 ? std::max(relative * std::fabs(want), 0x1p-149) : 2e-36;
+        const double err = std::fabs(double(y[i]) - want);
+        if (arg > -86.0 && std::fabs(want) > 1e-30) worst = std::max(worst, err / (0x1p-24 * std::fabs(want)));
+        EXPECT_LE(err, bound) << act_name(act) << "(" << v << ") = " << y[i] << ", want " << want << " ("
+                              << VB << "-byte vectors)";
     }
+    if (VB == 64) std::printf("%s: worst error %.1f float ulps (relative)\n", act_name(act), worst);
     const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
     for (int64_t n = 1; n <= 3 * VB / 4; ++n) {  // every tail length: the same values wherever they sit
         std::vector<float> span(size_t(n), inf);
         span[size_t(n - 1)] = -inf;
         if (n > 2) span[0] = nan;
-        convcore::cpu::epilogue_store::silu_span<float, VB>(span.data(), n);
-        EXPECT_TRUE(std::isnan(span[size_t(n - 1)])) << "silu(-inf), n = " << n;
-        if (n > 1) EXPECT_EQ(span[size_t(n - 2)], inf) << "silu(inf), n = " << n;
-        if (n > 2) EXPECT_TRUE(std::isnan(span[0])) << "silu(nan), n = " << n;
+        convcore::cpu::epilogue_store::exp_activation_span<float, VB>(span.data(), n, act);
+        EXPECT_TRUE(std::isnan(span[size_t(n - 1)])) << act_name(act) << "(-inf), n = " << n;
+        if (n > 1) EXPECT_EQ(span[size_t(n - 2)], inf) << act_name(act) << "(inf), n = " << n;
+        if (n > 2) EXPECT_TRUE(std::isnan(span[0])) << act_name(act) << "(nan), n = " << n;
         std::vector<float> ramp(static_cast<size_t>(n), 0.0f);
         for (int64_t i = 0; i < n; ++i) ramp[size_t(i)] = float(i) * 0.37f - 3.0f;
         std::vector<float> one = ramp;
-        convcore::cpu::epilogue_store::silu_span<float, VB>(ramp.data(), n);
+        convcore::cpu::epilogue_store::exp_activation_span<float, VB>(ramp.data(), n, act);
         for (int64_t i = 0; i < n; ++i) {
-            convcore::cpu::epilogue_store::silu_span<float, VB>(&one[size_t(i)], 1);
-            EXPECT_EQ(ramp[size_t(i)], one[size_t(i)]) << "element " << i << " of " << n;
+            convcore::cpu::epilogue_store::exp_activation_span<float, VB>(&one[size_t(i)], 1, act);
+            EXPECT_EQ(ramp[size_t(i)], one[size_t(i)]) << act_name(act) << " element " << i << " of " << n;
         }
     }
 }
 
-TEST(Epilogue, VectorSiluMatchesTheReference) {
-    check_silu_span<16>();
-    check_silu_span<32>();
-    check_silu_span<64>();
+TEST(Epilogue, VectorExpActivationsMatchTheReference) {
+    for (const convcoreActivationMode_t act :
+         {CONVCORE_ACTIVATION_SILU, CONVCORE_ACTIVATION_GELU, CONVCORE_ACTIVATION_GELU_TANH}) {
+        check_exp_activation_span<16>(act);
+        check_exp_activation_span<32>(act);
+        check_exp_activation_span<64>(act);
+    }
 }
 
 // ---- bad arguments --------------------------------------------------------------------------

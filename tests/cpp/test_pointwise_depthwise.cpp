@@ -134,7 +134,8 @@ void check_pair(const Pair& c, int threads, uint32_t seed) {
 }
 
 constexpr auto kId = CONVCORE_ACTIVATION_IDENTITY, kRelu = CONVCORE_ACTIVATION_RELU,
-               kRelu6 = CONVCORE_ACTIVATION_RELU6, kSilu = CONVCORE_ACTIVATION_SILU;
+               kRelu6 = CONVCORE_ACTIVATION_RELU6, kSilu = CONVCORE_ACTIVATION_SILU,
+               kGelu = CONVCORE_ACTIVATION_GELU, kGeluTanh = CONVCORE_ACTIVATION_GELU_TANH;
 
 std::vector<Pair> cases() {
     return {
@@ -153,6 +154,8 @@ std::vector<Pair> cases() {
         {1, 4, 5, 6, 34, 3, 3, 1, 3, 1, kId, kId, true, true, false},
         {1, 10, 11, 21, 64, 1, 1, 2, 0, 1, kRelu6, kSilu, true, true, false},
         {1, 12, 8, 8, 32, 3, 5, 1, 1, 1, kSilu, kRelu, false, true, true},
+        {1, 7, 9, 10, 40, 3, 3, 1, 1, 1, kGelu, kGeluTanh, true, true, false},
+        {2, 5, 6, 7, 19, 3, 3, 2, 1, 1, kGeluTanh, kGelu, false, true, true},
         // large images: several bands per thread, rows carried from band to band
         {1, 16, 112, 112, 96, 3, 3, 2, 1, 1, kRelu6, kRelu6, true, true, false},
         {1, 24, 75, 64, 144, 3, 3, 1, 1, 1, kRelu6, kRelu6, true, true, false},

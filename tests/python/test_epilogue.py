@@ -3,6 +3,8 @@ a float64 NumPy reference, its argument errors, and convcore.torch: the bias and
 activations of ``convert(model, fuse=True)`` (outputs against PyTorch, gradients against float64
 PyTorch and torch.autograd.gradcheck)."""
 
+import math
+
 import numpy as np
 import pytest
 
@@ -14,6 +16,8 @@ ACTS = {
     "relu": lambda v: np.maximum(v, 0.0),
     "relu6": lambda v: np.clip(v, 0.0, 6.0),
     "silu": lambda v: v / (1.0 + np.exp(-v)),
+    "gelu": lambda v: v * 0.5 * np.vectorize(math.erfc)(-v / math.sqrt(2.0)),
+    "gelu_tanh": lambda v: v / (1.0 + np.exp(-2 * math.sqrt(2 / math.pi) * (v + 0.044715 * v ** 3))),
 }
 
 
@@ -84,7 +88,7 @@ def test_bad_epilogue_arguments_name_the_argument():
     x, w, bias, z = _inputs("float32", seed=3)
     conv = convcore.Convolution(padding=1)
     cases = [
-        (dict(activation="gelu"), "activation"),
+        (dict(activation="tanh"), "activation"),
         (dict(activation=3), "activation"),
         (dict(bias=np.ones(5, np.float32)), "bias: expected shape (6,)"),
         (dict(bias=np.ones((6, 1), np.float32)), "bias: expected shape (6,)"),
@@ -126,7 +130,9 @@ def _rel(a, b):
     return float((a - b).norm() / max(float(b.norm()), 1e-300))
 
 
-TORCH_ACTS = {"relu": nn.ReLU, "relu6": nn.ReLU6, "silu": nn.SiLU}
+TORCH_ACTS = {"relu": nn.ReLU, "relu6": nn.ReLU6, "silu": nn.SiLU,
+              "gelu": lambda inplace=False: nn.GELU(),
+              "gelu_tanh": lambda inplace=False: nn.GELU(approximate="tanh")}
 FUSED_ACTS = TORCH_ACTS  # convert(fuse=True) fuses each
 
 
@@ -200,7 +206,7 @@ def test_fused_training_gradients_match_float64_pytorch(act):
         assert _rel(p.grad, pr.grad) < 1e-5, name
 
 
-@pytest.mark.parametrize("act", ["identity", "relu", "relu6", "silu"])
+@pytest.mark.parametrize("act", ["identity", "relu", "relu6", "silu", "gelu", "gelu_tanh"])
 def test_gradcheck_float64_through_the_fused_activation(act):
     torch.manual_seed(2)
     x = torch.randn(1, 2, 5, 5, dtype=torch.float64, requires_grad=True)
@@ -214,7 +220,8 @@ def test_gradcheck_float64_through_the_fused_activation(act):
     y = fn(x, w, b)
     pre = torch.nn.functional.conv2d(x, w, b, padding=1)
     want = {"identity": pre, "relu": torch.relu(pre), "relu6": torch.nn.functional.relu6(pre),
-            "silu": torch.nn.functional.silu(pre)}[act]
+            "silu": torch.nn.functional.silu(pre), "gelu": torch.nn.functional.gelu(pre),
+            "gelu_tanh": torch.nn.functional.gelu(pre, approximate="tanh")}[act]
     assert _rel(y, want) < 1e-12
     if act in ("relu", "relu6"):
         assert bool((pre < 0).any())  # the activation's gradient is exercised where it is 0
@@ -242,7 +249,7 @@ def test_vgg_layers_fused():
     assert _rel(fused[0].bias.grad, ref[0].bias.grad) < 1e-4
 
 
-@pytest.mark.parametrize("act", ["relu", "silu"])
+@pytest.mark.parametrize("act", ["relu", "silu", "gelu"])
 def test_opcheck_and_compile_with_activation(act):
     torch.manual_seed(4)
     x = torch.randn(2, 3, 6, 6, requires_grad=True)

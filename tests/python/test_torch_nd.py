@@ -311,6 +311,35 @@ def test_fuse_folds_batchnorm3d_in_eval_and_trains_as_pytorch():
     assert_compiled_matches_eager(fused, x.detach())
 
 
+def test_fuse_gives_conv1d_the_activation_after_it():
+    """convert(fuse=True) moves the nn.GELU (both forms), nn.ReLU or nn.SiLU after a Conv1d into its
+    epilogue (wav2vec2's feature extractor: Conv1d, GELU): the state_dict's keys stay, the output
+    and gradients are PyTorch's (float64), in both layouts, through torch.jit.trace and
+    torch.compile; a hooked activation stays a module."""
+    torch.manual_seed(5)
+    hooked = nn.ReLU()
+    hooked.register_forward_hook(lambda *a: None)
+    model = nn.Sequential(nn.Conv1d(3, 20, 4, stride=2), nn.GELU(), nn.Conv1d(20, 18, 3, stride=2),
+                          nn.GELU(approximate="tanh"), nn.Conv1d(18, 17, 3, padding=1), nn.SiLU(),
+                          nn.Conv1d(17, 16, 2), hooked).double()
+    fused = ct.convert(copy.deepcopy(model), fuse=True)
+    assert [type(m).__name__ for m in fused] == ["Conv1d", "Identity"] * 3 + ["Conv1d", "ReLU"]
+    assert [m.activation for m in fused if isinstance(m, ct.Conv1d)] == ["gelu", "gelu_tanh", "silu",
+                                                                         "identity"]
+    assert "activation='gelu'" in repr(fused[0])
+    assert list(fused.state_dict()) == list(model.state_dict())
+    x = rand(2, 3, 61, grad=True)
+    assert_grads_match(fused(x), model(x), [x] + list(fused.parameters()), [x] + list(model.parameters()))
+    xl = x.detach().transpose(1, 2).contiguous().transpose(1, 2)  # N x L x C memory
+    with torch.no_grad():
+        assert rel_err(fused(xl), model(xl)) <= FLOAT64_TOL
+    traced = torch.jit.trace(fused, x.detach())
+    assert rel_err(traced(x.detach()), model(x.detach())) <= FLOAT64_TOL
+    assert_compiled_matches_eager(fused, x.detach())
+    with pytest.raises(convcore.BadParamError, match="activation"):
+        fused[0].activation = "softplus"
+
+
 def test_torch_compile_and_jit_trace():
     torch.manual_seed(0)
     model = ct.convert(nn.Sequential(nn.Conv1d(3, 4, 3, padding=1), nn.ReLU(),

@@ -62,7 +62,10 @@ typedef enum {
     CONVCORE_ACTIVATION_IDENTITY = 0, /* act(v) = v */
     CONVCORE_ACTIVATION_RELU = 1,     /* max(v, 0) */
     CONVCORE_ACTIVATION_RELU6 = 2,    /* min(max(v, 0), 6) */
-    CONVCORE_ACTIVATION_SILU = 3      /* v / (1 + exp(-v)) */
+    CONVCORE_ACTIVATION_SILU = 3,     /* v / (1 + exp(-v)) */
+    CONVCORE_ACTIVATION_GELU = 4,     /* v * Phi(v) = v * erfc(-v / sqrt(2)) / 2: PyTorch's nn.GELU() */
+    CONVCORE_ACTIVATION_GELU_TANH = 5 /* v / (1 + exp(-2 z)), z = sqrt(2 / pi) (v + 0.044715 v^3): its
+                                         tanh approximation, nn.GELU(approximate="tanh") */
 } convcoreActivationMode_t;
 
 typedef enum {
@@ -641,7 +644,8 @@ CONVCORE_API convcoreStatus_t convcoreConvolutionBackwardBias(
  *        data and filter passes) and of z (times alpha2);
  *   db = alpha * sum_{n,p,q} dv[n,k,p,q] + beta * db, accumulated in double, when db is given.
  * act' is read from y for RELU (1 where y > 0) and RELU6 (1 where 0 < y < 6), from v for SILU
- * (s * (1 + v * (1 - s)), s = 1 / (1 + exp(-v))); IDENTITY reads neither (dv = dy). The tensor
+ * (s * (1 + v * (1 - s)), s = 1 / (1 + exp(-v))), GELU (Phi(v) + v * phi(v), phi the normal
+ * density) and GELU_TANH (PyTorch's gelu_backward formula); IDENTITY reads neither (dv = dy). The tensor
  * that mode does not read may be NULL. y, v, dy and dv are 4-D tensors of one shape and data
  * type, any strides; dv may be dy itself (same pointer and strides: in place) and must not
  * overlap the others otherwise. dbDesc and db may both be NULL (no bias gradient); dbDesc is
