@@ -111,7 +111,25 @@ class _PaddedForward(_AlgoAttribute):
     layer has one (Conv1d's ``activation``)."""
 
     def forward(self: Any, input: Tensor) -> Tensor:
+        if "_fused_group_norm" in self.__dict__:
+            return self._traced_or(input, "_group_norm_forward")
         return self._padded_forward(input, self.weight, self.bias)
+
+    def _traced_or(self: Any, input: Tensor, method: str) -> Tensor:
+        """self.<method>(input); under torch.fx's symbolic trace one call_method node of it, whose
+        own branches (autograd, the mode) stay live."""
+        if isinstance(input, torch.fx.Proxy):
+            tracer = input.tracer
+            layer = tracer.create_proxy("get_attr", tracer.path_of_module(self), (), {})
+            return tracer.create_proxy("call_method", method, (layer, input), {})
+        return getattr(self, method)(input)
+
+    def _group_norm_forward(self: Any, input: Tensor) -> Tensor:
+        """act(gn(conv(input))) with the group norm and activation convert(fuse=True) fused
+        into this layer (convcore.torch._group_norm_forward)."""
+        y = self._padded_forward(input, self.weight, self.bias)
+        return _ct._group_norm_forward(y, self.__dict__["_fused_group_norm"],
+                                       self.__dict__.get("_group_norm_activation", "identity"))
 
     def _padded_forward(self: Any, input: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
         if self.padding_mode != "zeros":
@@ -131,7 +149,9 @@ class Conv1d(_PaddedForward, nn.Conv1d):
     """``torch.nn.Conv1d`` computed by convcore: the same constructor, parameters and state_dict,
     plus ``algo`` and ``activation`` (as convcore.torch.Conv2d's: plain attributes, not in the
     state_dict; ``convert(fuse=True)`` sets the activation from the nn.ReLU, nn.ReLU6, nn.SiLU or
-    nn.GELU that follows the layer in an nn.Sequential)."""
+    nn.GELU that follows the layer in an nn.Sequential). convert(fuse=True) also fuses an
+    nn.GroupNorm that follows it, and the activation after that (wav2vec2's first layer: Conv1d,
+    GroupNorm, GELU): in inference they run on the layer's output in place (_group_norm_forward)."""
 
     _functional = staticmethod(conv1d)
 
@@ -703,18 +723,15 @@ def _padding_string_3d(fn, padding, x, w, stride, dilation):
 class Conv3d(_PaddedForward, nn.Conv3d):
     """``torch.nn.Conv3d`` computed by convcore: the same constructor, parameters and state_dict,
     plus ``algo`` (conv3d's; a plain attribute, not in the state_dict). convert(fuse=True) fuses
-    the BatchNorm3d that follows it into it (_fused_batch_norm), as Conv2d's."""
+    the BatchNorm3d that follows it into it (_fused_batch_norm), as Conv2d's, or the GroupNorm and
+    activation that follow it (_group_norm_forward), as Conv1d's."""
 
     _functional = staticmethod(conv3d)
 
     def forward(self, input: Tensor) -> Tensor:
-        if "_fused_batch_norm" not in self.__dict__:
-            return self._padded_forward(input, self.weight, self.bias)
-        if isinstance(input, torch.fx.Proxy):  # one node, whose branch on the mode stays live
-            tracer = input.tracer
-            layer = tracer.create_proxy("get_attr", tracer.path_of_module(self), (), {})
-            return tracer.create_proxy("call_method", "_batch_norm_forward", (layer, input), {})
-        return self._batch_norm_forward(input)
+        if "_fused_batch_norm" in self.__dict__:
+            return self._traced_or(input, "_batch_norm_forward")
+        return super().forward(input)
 
     def _batch_norm_forward(self, input: Tensor) -> Tensor:
         """bn(conv(input)) with the fused batch norm: in training mode (or without running

@@ -215,6 +215,9 @@ def assert_compiled_matches_eager(model, x):
     """torch.compile(model) (aot_eager, fullgraph) gives the eager model's output and parameter
     gradients bit for bit."""
     import torch
+    # a fresh start: the compiles of earlier tests count against dynamo's recompile limit (8 per
+    # code object, e.g. nn.Sequential.forward's)
+    torch._dynamo.reset()
     compiled = torch.compile(model, backend="aot_eager", fullgraph=True)
     y_eager = model(x)
     g = torch.randn_like(y_eager)

@@ -340,6 +340,58 @@ def test_fuse_gives_conv1d_the_activation_after_it():
         fused[0].activation = "softplus"
 
 
+def test_fuse_gives_conv1d_and_conv3d_the_group_norm_and_activation_after_them():
+    """convert(fuse=True) fuses an nn.GroupNorm after a Conv1d or Conv3d, and the activation
+    after it (wav2vec2's first layer), keeping the state_dict. Inference normalizes the layer's
+    output in place (contiguous and channels-last); autograd, torch.fx, torch.jit.trace and
+    torch.compile run PyTorch's group_norm; all give PyTorch's values and gradients, and see
+    weight changes (.data writes included). A hooked group norm stays a module."""
+    torch.manual_seed(6)
+    model = nn.Sequential(nn.Conv1d(1, 12, 5, stride=3), nn.GroupNorm(12, 12), nn.GELU(),
+                          nn.Conv1d(12, 8, 3), nn.GroupNorm(2, 8), nn.ReLU(), nn.Conv1d(8, 4, 1))
+    hooked = nn.GroupNorm(2, 6)
+    hooked.register_forward_hook(lambda *a: None)
+    volume = nn.Sequential(nn.Conv3d(2, 6, 3, padding=1), nn.GroupNorm(3, 6), nn.SiLU(),
+                           nn.Conv3d(6, 6, 1), hooked, nn.ReLU())
+    for net, x in ((model, torch.randn(2, 1, 80)), (volume, torch.randn(2, 2, 4, 5, 6))):
+        fused = ct.convert(copy.deepcopy(net), fuse=True)
+        assert list(fused.state_dict()) == list(net.state_dict())
+        names = [type(m).__name__ for m in fused]
+        assert names.count("_FusedGroupNorm") == (2 if net is model else 1), names
+        for m, ref in zip(fused, net):
+            if type(m).__name__ == "_FusedGroupNorm":
+                assert m.weight is not ref.weight  # deepcopy; the placeholder shares fused's own
+        with torch.no_grad():
+            for m in fused.modules():
+                if isinstance(m, nn.GroupNorm):
+                    m.weight.data.uniform_(0.5, 1.5), m.bias.data.uniform_(-0.5, 0.5)
+            net.load_state_dict(fused.state_dict())
+        layouts = [x, x.contiguous(memory_format=torch.channels_last_3d) if x.dim() == 5
+                   else x.transpose(1, 2).contiguous().transpose(1, 2)]
+        for xx in layouts:
+            with torch.inference_mode():
+                assert rel_err(fused(xx), net(xx)) <= 1e-5
+            with torch.no_grad():
+                assert rel_err(fused(xx), net(xx)) <= 1e-5
+        xg = x.clone().requires_grad_()
+        y, want = fused(xg), net(xg)
+        assert rel_err(y, want) <= 1e-5
+        dy = torch.randn_like(y)
+        for a, b in zip(torch.autograd.grad(y, [xg] + list(fused.parameters()), dy),
+                        torch.autograd.grad(want, [xg] + list(net.parameters()), dy)):
+            # (a bias before a group norm over single channels gets a gradient of 0 up to rounding)
+            assert float((a - b).norm()) <= 1e-4 * max(float(b.norm()), 0.1)
+        traced = torch.fx.symbolic_trace(fused)
+        jit = torch.jit.trace(fused, x)
+        with torch.no_grad():
+            for m in (fused, net):
+                m[1].weight.data.mul_(-2)  # behind autograd's back
+            for run in (fused, traced, jit):
+                assert rel_err(run(x), net(x)) <= 1e-5
+        assert_compiled_matches_eager(fused, x)
+    assert type(fused[4]) is nn.GroupNorm and type(fused[5]) is nn.ReLU  # the hooked one stays
+
+
 def test_torch_compile_and_jit_trace():
     torch.manual_seed(0)
     model = ct.convert(nn.Sequential(nn.Conv1d(3, 4, 3, padding=1), nn.ReLU(),
