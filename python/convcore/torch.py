@@ -43,7 +43,7 @@ import functools
 import itertools
 import operator
 import threading
-from typing import Any, List, Literal, Optional, Sequence, Tuple, Union, cast
+from typing import Any, Callable, Dict, List, Literal, Optional, Sequence, Tuple, Union, cast
 
 import torch
 import torch.nn.functional as F
@@ -1020,9 +1020,9 @@ _ACTIVATION_FUNCTIONS = {"relu": F.relu, "relu6": F.relu6, "silu": F.silu,
                          "gelu_tanh": lambda y, inplace=False: F.gelu(y, approximate="tanh")}
 
 
-_IN_PLACE_ACTIVATIONS = {
+_IN_PLACE_ACTIVATIONS: Dict[str, Callable[[Tensor], Tensor]] = {
     "relu": torch.relu_, "relu6": lambda y: F.hardtanh_(y, 0.0, 6.0),
-    "silu": lambda y: F.silu(y, inplace=True), "gelu": torch.ops.aten.gelu_,
+    "silu": lambda y: F.silu(y, inplace=True), "gelu": lambda y: torch.ops.aten.gelu_(y),
     "gelu_tanh": lambda y: torch.ops.aten.gelu_(y, approximate="tanh")}
 
 
