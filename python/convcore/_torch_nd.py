@@ -154,6 +154,7 @@ class Conv1d(_PaddedForward, nn.Conv1d):
     GroupNorm, GELU): in inference they run on the layer's output in place (_group_norm_forward)."""
 
     _functional = staticmethod(conv1d)
+    freeze = False  # trust the weights in inference (convcore.torch.Conv2d's contract)
 
     @property
     def activation(self) -> str:
@@ -165,15 +166,37 @@ class Conv1d(_PaddedForward, nn.Conv1d):
 
     def extra_repr(self) -> str:
         act = self.activation
-        return super().extra_repr() + (f", activation={act!r}" if act != "identity" else "")
+        return super().extra_repr() + (f", activation={act!r}" if act != "identity" else "") + (
+            ", freeze=True" if self.freeze else "")
+
+    def _padded_forward(self, input: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
+        """With freeze=True, a call autograd does not record runs conv2d's direct route with
+        the layer's version number of the weight instead of reading its bytes (Conv2d's freeze);
+        every other call, and a padding that is not plain numbers, the functional form."""
+        if (not self.freeze or self.padding_mode != "zeros" or isinstance(self.padding, str)
+                or not isinstance(input, Tensor) or input.dim() != 3
+                or weight.dim() != 3 or _ct._route(input, weight, bias) != _ct._DIRECT):
+            return super()._padded_forward(input, weight, bias)
+        x4, w4 = input.unsqueeze(-2), weight.unsqueeze(2)
+        _ct._check_tensors("convcore.torch.Conv1d", x4, w4, bias)
+        return _ct._direct_conv2d(x4, w4, bias, (1, self.stride[0]),
+                                  (0, self.padding[0]), (1, self.dilation[0]), self.groups,
+                                  _ct._split_algo(_ct._algo_spec(self._algo))[0], self.activation,
+                                  _ct._frozen_filter_version(self, weight)).squeeze(-2)
+
+    def __getstate__(self) -> Any:
+        state = super().__getstate__()
+        state.pop("_prepared_weight", None)  # copies make their own
+        return state
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Size1, stride: Size1 = 1,
                  padding: Union[Size1, str] = 0, dilation: Size1 = 1, groups: int = 1,
                  bias: bool = True, padding_mode: _ct.PaddingMode = "zeros", device: Any = None,
-                 dtype: Any = None, algo: _ct.AlgoSpec = "auto") -> None:
+                 dtype: Any = None, algo: _ct.AlgoSpec = "auto", freeze: bool = False) -> None:
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
                          bias, padding_mode, device, dtype)
         self.algo = algo
+        self.freeze = _ct._freeze_arg(freeze)
 
 
 # ---- transposed: the backward-data pass ----------------------------------------------------------

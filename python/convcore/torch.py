@@ -544,11 +544,40 @@ def conv2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
         # Autograd records nothing (inference): the filters made from this weight are kept
         # between calls while its bytes stay the same (checked at every call), as the
         # operator's prepared calls keep them; convcore.torch.conv1d and Conv1d run here.
-        if bias is not None and not bias.is_contiguous():
-            bias = bias.contiguous()
-        y = _convolution_of_weight(weight, stride_hw, padding_hw, dilation_hw, groups).forward(
-            input, weight, algo=algos[0], bias=bias, activation=activation, filter_version="check")
+        y = _direct_conv2d(input, weight, bias, stride_hw, padding_hw, dilation_hw, groups, algos[0],
+                           activation, "check")
     return y.squeeze(0) if unbatched else y
+
+
+def _direct_conv2d(input, weight, bias, stride, padding, dilation, groups, algo, activation,
+                   filter_version):
+    """conv2d's route when autograd records nothing, on checked arguments: the Convolution of
+    this weight's address, which keeps the filters it made from it while ``filter_version``
+    ("check": the weight's bytes, checked at every call; or a frozen layer's version number)
+    stays the same."""
+    if bias is not None and not bias.is_contiguous():
+        bias = bias.contiguous()
+    return _convolution_of_weight(weight, stride, padding, dilation, groups).forward(
+        input, weight, algo=algo, bias=bias, activation=activation, filter_version=filter_version)
+
+
+def _frozen_filter_version(layer, weight):
+    """A frozen layer's (freeze=True) filter_version for ``weight``: a number that changes
+    whenever the weight is another tensor or its version counter moved (every in-place change
+    through autograd-visible ops does: optimizer steps, load_state_dict,
+    ``with torch.no_grad(): w.mul_(2)``), or after refresh(). The plan re-transforms the
+    filters only then. A tensor made under torch.inference_mode has no version counter: its
+    filters are transformed once."""
+    try:
+        version = weight._version
+    except RuntimeError:
+        version = 0  # an inference tensor: trusted (freeze's contract), refresh() after writes
+    held = layer.__dict__.get("_prepared_weight")
+    if held is not None and held[0] is weight and held[1] == version:
+        return held[2]
+    token = next(_filter_versions)
+    layer.__dict__["_prepared_weight"] = (weight, version, token)
+    return token
 
 
 def _symbolic_conv2d(input, weight, bias, stride, padding, dilation, groups, algo, activation):
@@ -890,21 +919,7 @@ class Conv2d(nn.Conv2d):
         return self._filter_version(weight)
 
     def _filter_version(self, weight):
-        """With freeze=True: a number that changes whenever the weight is another tensor or its
-        version counter moved (every in-place change through autograd-visible ops does:
-        optimizer steps, load_state_dict, ``with torch.no_grad(): w.mul_(2)``), or after
-        refresh(). The plan re-transforms the filters only then. A tensor made under
-        torch.inference_mode has no version counter: its filters are transformed once."""
-        try:
-            version = weight._version
-        except RuntimeError:
-            version = 0  # an inference tensor: trusted (freeze's contract), refresh() after writes
-        held = self.__dict__.get("_prepared_weight")
-        if held is not None and held[0] is weight and held[1] == version:
-            return held[2]
-        token = next(_filter_versions)
-        self.__dict__["_prepared_weight"] = (weight, version, token)
-        return token
+        return _frozen_filter_version(self, weight)
 
     def __getstate__(self):
         # copy.deepcopy and pickle: the layer's plans stay behind (a copy makes its own).
@@ -1143,12 +1158,13 @@ def _tensors_key(tensors, trusted):
 
 
 def refresh(module: nn.Module) -> nn.Module:
-    """Makes every convcore Conv2d in ``module`` transform its filters again at its next call.
+    """Makes every convcore Conv2d and Conv1d in ``module`` transform its filters again at its
+    next call.
     Needed only with ``freeze=True``, after changing weights in a way their version counter does
     not see (``weight.data`` writes, in-place changes to tensors made under inference_mode).
     Returns ``module``."""
     for layer in module.modules():
-        if isinstance(layer, Conv2d):
+        if isinstance(layer, (Conv2d, _torch_nd.Conv1d)):
             layer.__dict__.pop("_prepared_weight", None)
             layer.__dict__.pop("_folded_filters", None)
             layer.__dict__.pop("_pair_filters", None)
@@ -1191,10 +1207,10 @@ def convert(module: nn.Module, algo: AlgoSpec = "auto", fuse: bool = False,
     torch.fx.experimental.optimization.fuse returns one); where it does not, its children are
     tried. The fused Conv2d's forward hooks see its fused output.
 
-    ``freeze=True`` makes every converted Conv2d trust its weights in inference instead of
-    checking them at every call (Conv2d's docstring has the contract; ``refresh(model)`` after
-    changing weights behind their version counter). Conv1d and Conv3d layers have no freeze yet:
-    they check their weights at every call. The default is always right."""
+    ``freeze=True`` makes every converted Conv2d and Conv1d trust its weights in inference
+    instead of checking them at every call (Conv2d's docstring has the contract;
+    ``refresh(model)`` after changing weights behind their version counter). Conv3d and the
+    transposed layers have no freeze yet: they check their weights at every call. The default is always right."""
     if not isinstance(fuse, bool):
         raise BadParamError(f"fuse: expected a bool, got {fuse!r}")
     freeze = _freeze_arg(freeze)
@@ -1209,6 +1225,8 @@ def _convert(module, algo, fuse, freeze):
         return module
     if isinstance(module, tuple(_torch_nd.CONVERTED.values())):
         cast(Any, module).algo = algo
+        if isinstance(module, _torch_nd.Conv1d):
+            module.freeze = freeze
         return module
     cls = _torch_nd.convcore_class(module)
     if cls is not None and issubclass(cls, Conv2d):
@@ -1216,7 +1234,10 @@ def _convert(module, algo, fuse, freeze):
         new.freeze = freeze
         return new
     if cls is not None:
-        return _torch_nd.converted(module, algo, cls)
+        converted = _torch_nd.converted(module, algo, cls)
+        if isinstance(converted, _torch_nd.Conv1d):
+            converted.freeze = freeze
+        return converted
     for name, child in module.named_children():
         new_child = _convert(child, algo, fuse, freeze)
         if new_child is not child:

@@ -646,6 +646,44 @@ def test_inference_never_runs_filters_older_than_the_weights(change, seen, freez
     assert torch.equal(run(), y) and plans.preparations == 2  # and kept again
 
 
+@pytest.mark.parametrize("freeze", [False, True], ids=["default", "freeze"])
+@pytest.mark.parametrize("change,seen", WEIGHT_CHANGES, ids=[c.__name__[1:] for c, _ in WEIGHT_CHANGES])
+def test_conv1d_inference_never_runs_filters_older_than_the_weights(change, seen, freeze):
+    """Conv1d's freeze, as Conv2d's: in inference the layer keeps its transformed filters while
+    its weights stay; by default every way of changing them is seen, with freeze=True those its
+    version counter sees, and the others after refresh() (until then the filters it had)."""
+    torch.manual_seed(0)
+    with torch.inference_mode(change is _inference_copy):
+        layer = ct.Conv1d(16, 16, 3, padding=1, bias=False, algo="winograd_4x4_3x3", freeze=freeze).eval()
+    x = torch.randn(1, 16, 40)
+    limit = bound("winograd_4x4_3x3", "forward", x.unsqueeze(2), layer.weight.unsqueeze(2), {})
+
+    def plans():  # the Convolution that keeps the filters of the weight at its address
+        return ct._convolution_of_weight(layer.weight.unsqueeze(2), (1, 1), (0, 1), (1, 1), 1)._plans()
+
+    def run():
+        with torch.no_grad():
+            return layer(x)
+
+    def matches_weights(y):
+        return rel_err(y, F.conv1d(x.double(), layer.weight.detach().double(), padding=1)) <= limit
+
+    first = run()
+    made = plans().preparations
+    assert matches_weights(first) and made >= 1
+    assert ("_prepared_weight" in layer.__dict__) == freeze  # the frozen route: no fingerprint
+    assert torch.equal(run(), first) and plans().preparations == made  # nothing changed: kept
+    change(layer, x, seed=1)
+    y = run()
+    if freeze and not seen:  # freeze's contract: trusted until refresh()
+        assert torch.equal(y, first)
+        assert ct.refresh(layer) is layer
+        y = run()
+    assert matches_weights(y)
+    made = plans().preparations
+    assert torch.equal(run(), y) and plans().preparations == made  # and kept again
+
+
 def _scale_in_place(w):
     w.mul_(-2)
 
@@ -696,8 +734,10 @@ def test_freeze_is_checked_and_copies_keep_their_own_plans():
         ct.Conv2d(2, 2, 3, freeze=1)
     with pytest.raises(convcore.BadParamError, match="freeze"):
         ct.convert(nn.Conv2d(2, 2, 3), freeze="yes")
-    model = ct.convert(nn.Sequential(nn.Conv2d(3, 4, 3), nn.Conv2d(4, 4, 3)), freeze=True)
+    model = ct.convert(nn.Sequential(nn.Conv2d(3, 4, 3), nn.Conv2d(4, 4, 3), nn.Conv1d(4, 4, 3)), freeze=True)
     assert all(m.freeze for m in model)
+    with pytest.raises(convcore.BadParamError, match="freeze"):
+        ct.Conv1d(2, 2, 3, freeze=1)
     layer = ct.Conv2d(8, 8, 3, padding=1, algo="winograd_4x4_3x3").eval()
     x = torch.randn(1, 8, 12, 12)
     clone = __import__("copy").deepcopy(layer)  # the plans stay behind; the copy makes its own
