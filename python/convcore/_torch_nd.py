@@ -106,6 +106,8 @@ class _AlgoAttribute:
 
 
 class _PaddedForward(_AlgoAttribute):
+    freeze = False  # trust the weights in inference (convcore.torch.Conv2d's contract)
+
     """forward() of Conv1d and Conv3d: a padding mode other than zeros by F.pad, as PyTorch's
     modules do, then the functional form (``_functional``), with the fused activation where the
     layer has one (Conv1d's ``activation``)."""
@@ -132,6 +134,14 @@ class _PaddedForward(_AlgoAttribute):
                                        self.__dict__.get("_group_norm_activation", "identity"))
 
     def _padded_forward(self: Any, input: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
+        # With freeze=True, a call autograd does not record (no graph capture either) runs the
+        # layer's direct route with its version number of the weight instead of reading the
+        # weight's bytes (Conv2d's freeze); every other call, and a padding that is not plain
+        # numbers, the functional form.
+        if (self.freeze and self.padding_mode == "zeros" and not isinstance(self.padding, str)
+                and isinstance(input, Tensor) and input.dim() == weight.dim()
+                and _ct._route(input, weight, bias) == _ct._DIRECT):
+            return self._frozen_forward(input, weight, bias)
         if self.padding_mode != "zeros":
             input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
             padding: Union[IntOrSeq, str] = 0
@@ -164,7 +174,6 @@ class Conv1d(_PaddedForward, nn.Conv1d):
     GroupNorm, GELU): in inference they run on the layer's output in place (_group_norm_forward)."""
 
     _functional = staticmethod(conv1d)
-    freeze = False  # trust the weights in inference (convcore.torch.Conv2d's contract)
 
     @property
     def activation(self) -> str:
@@ -179,25 +188,18 @@ class Conv1d(_PaddedForward, nn.Conv1d):
         return super().extra_repr() + (f", activation={act!r}" if act != "identity" else "") + (
             ", freeze=True" if self.freeze else "")
 
-    def _padded_forward(self, input: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
-        """With freeze=True, a call autograd does not record runs conv2d's direct route with
-        the layer's version number of the weight instead of reading its bytes (Conv2d's freeze);
-        every other call, and a padding that is not plain numbers, the functional form."""
-        if (not self.freeze or self.padding_mode != "zeros" or isinstance(self.padding, str)
-                or not isinstance(input, Tensor) or input.dim() != 3
-                or weight.dim() != 3 or _ct._route(input, weight, bias) != _ct._DIRECT):
-            return super()._padded_forward(input, weight, bias)
+    def __getstate__(self) -> Any:
+        state = super().__getstate__()
+        state.pop("_prepared_weight", None)  # copies make their own
+        return state
+
+    def _frozen_forward(self, input: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
         x4, w4 = input.unsqueeze(-2), weight.unsqueeze(2)
         _ct._check_tensors("convcore.torch.Conv1d", x4, w4, bias)
         return _ct._direct_conv2d(x4, w4, bias, (1, self.stride[0]),
                                   (0, self.padding[0]), (1, self.dilation[0]), self.groups,
                                   _ct._split_algo(_ct._algo_spec(self._algo))[0], self.activation,
                                   _ct._frozen_filter_version(self, weight)).squeeze(-2)
-
-    def __getstate__(self) -> Any:
-        state = super().__getstate__()
-        state.pop("_prepared_weight", None)  # copies make their own
-        return state
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Size1, stride: Size1 = 1,
                  padding: Union[Size1, str] = 0, dilation: Size1 = 1, groups: int = 1,
@@ -601,13 +603,20 @@ def _conv3d_impl(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: List[int]
     if min(out) < 1:
         raise BadParamError(f"{fn}: the output would be {out} for input {tuple(x.shape[2:])}, "
                             f"weight {tuple(w.shape[2:])}: every size must be at least 1")
-    if prepared:
+    return _conv3d_run(x, w, bias, stride, padding, dilation, groups, _ct._split_algo(algo)[0],
+                       "check" if prepared else None)
+
+
+def _conv3d_run(x, w, bias, stride, padding, dilation, groups, algo, filter_version):
+    """conv3d on checked arguments. filter_version None: filters made per call; otherwise (a
+    frozen layer's number, or "check": the weight's bytes) the Convolution of the weight's
+    address keeps them while it stays the same."""
+    if filter_version is not None:
         conv = _weight_conv3d(w.data_ptr(), tuple(w.shape), tuple(stride), tuple(padding),
                               tuple(dilation), groups)
     else:
         conv = _conv3d_for(tuple(stride), tuple(padding), tuple(dilation), groups)
-    return conv.forward(x, w, algo=_ct._split_algo(algo)[0], bias=bias,
-                        filter_version="check" if prepared else None)
+    return conv.forward(x, w, algo=algo, bias=bias, filter_version=filter_version)
 
 
 def _conv3d_backward_data_impl(dy: Tensor, w: Tensor, x_shape: List[int], stride: List[int],
@@ -785,7 +794,7 @@ class Conv3d(_PaddedForward, nn.Conv3d):
         if _ct._route(input, tensors[0], self.bias) != _ct._DIRECT or any(
                 t.requires_grad for t in tensors) and torch.is_grad_enabled():
             return _ct._fold_batch_norm(self.weight, self.bias, bn)
-        key = (bn.eps, _ct._tensors_key(tensors, False))
+        key = (bn.eps, _ct._tensors_key(tensors, self.freeze))
         held = self.__dict__.get("_folded_filters")
         if held is not None and held[0] == key and key[1] is not None:
             return held[1]
@@ -794,18 +803,34 @@ class Conv3d(_PaddedForward, nn.Conv3d):
         self.__dict__["_folded_filters"] = (key, folded)
         return folded
 
+    def _frozen_forward(self, input: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
+        fn = "convcore.torch.Conv3d"
+        _check_3d(fn, input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
+        if input.shape[1] != weight.shape[1] * self.groups:
+            raise BadParamError(f"{fn}: input has {input.shape[1]} channels but weight "
+                                f"{tuple(weight.shape)} with groups={self.groups} expects "
+                                f"{weight.shape[1] * self.groups}")
+        out = _output_size_3d(input.shape, weight.shape, self.stride, self.padding, self.dilation)
+        if min(out) < 1:
+            raise BadParamError(f"{fn}: the output would be {out} for input {tuple(input.shape[2:])}")
+        return _conv3d_run(input, weight, bias, self.stride, self.padding, self.dilation, self.groups,
+                           _ct._split_algo(_ct._algo_spec(self._algo))[0],
+                           _ct._frozen_filter_version(self, weight))
+
     def __getstate__(self) -> Any:
         state = super().__getstate__()
         state.pop("_folded_filters", None)  # copies make their own
+        state.pop("_prepared_weight", None)
         return state
 
     def __init__(self, in_channels: int, out_channels: int, kernel_size: Size3, stride: Size3 = 1,
                  padding: Union[Size3, str] = 0, dilation: Size3 = 1, groups: int = 1,
                  bias: bool = True, padding_mode: _ct.PaddingMode = "zeros", device: Any = None,
-                 dtype: Any = None, algo: _ct.AlgoSpec = "auto") -> None:
+                 dtype: Any = None, algo: _ct.AlgoSpec = "auto", freeze: bool = False) -> None:
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
                          bias, padding_mode, device, dtype)
         self.algo = algo
+        self.freeze = _ct._freeze_arg(freeze)
 
 
 def _conv_transpose3d_impl(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: List[int],

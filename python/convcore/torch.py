@@ -1158,13 +1158,13 @@ def _tensors_key(tensors, trusted):
 
 
 def refresh(module: nn.Module) -> nn.Module:
-    """Makes every convcore Conv2d and Conv1d in ``module`` transform its filters again at its
-    next call.
+    """Makes every convcore Conv2d, Conv1d and Conv3d in ``module`` transform its filters again
+    at its next call.
     Needed only with ``freeze=True``, after changing weights in a way their version counter does
     not see (``weight.data`` writes, in-place changes to tensors made under inference_mode).
     Returns ``module``."""
     for layer in module.modules():
-        if isinstance(layer, (Conv2d, _torch_nd.Conv1d)):
+        if isinstance(layer, (Conv2d, _torch_nd.Conv1d, _torch_nd.Conv3d)):
             layer.__dict__.pop("_prepared_weight", None)
             layer.__dict__.pop("_folded_filters", None)
             layer.__dict__.pop("_pair_filters", None)
@@ -1207,10 +1207,10 @@ def convert(module: nn.Module, algo: AlgoSpec = "auto", fuse: bool = False,
     torch.fx.experimental.optimization.fuse returns one); where it does not, its children are
     tried. The fused Conv2d's forward hooks see its fused output.
 
-    ``freeze=True`` makes every converted Conv2d and Conv1d trust its weights in inference
-    instead of checking them at every call (Conv2d's docstring has the contract;
-    ``refresh(model)`` after changing weights behind their version counter). Conv3d and the
-    transposed layers have no freeze yet: they check their weights at every call. The default is always right."""
+    ``freeze=True`` makes every converted Conv2d, Conv1d and Conv3d trust its weights in
+    inference instead of checking them at every call (Conv2d's docstring has the contract;
+    ``refresh(model)`` after changing weights behind their version counter). The transposed
+    layers have no freeze yet: they check their weights at every call. The default is always right."""
     if not isinstance(fuse, bool):
         raise BadParamError(f"fuse: expected a bool, got {fuse!r}")
     freeze = _freeze_arg(freeze)
@@ -1225,7 +1225,7 @@ def _convert(module, algo, fuse, freeze):
         return module
     if isinstance(module, tuple(_torch_nd.CONVERTED.values())):
         cast(Any, module).algo = algo
-        if isinstance(module, _torch_nd.Conv1d):
+        if isinstance(module, (_torch_nd.Conv1d, _torch_nd.Conv3d)):
             module.freeze = freeze
         return module
     cls = _torch_nd.convcore_class(module)
@@ -1235,7 +1235,7 @@ def _convert(module, algo, fuse, freeze):
         return new
     if cls is not None:
         converted = _torch_nd.converted(module, algo, cls)
-        if isinstance(converted, _torch_nd.Conv1d):
+        if isinstance(converted, (_torch_nd.Conv1d, _torch_nd.Conv3d)):
             converted.freeze = freeze
         return converted
     for name, child in module.named_children():

@@ -646,33 +646,42 @@ def test_inference_never_runs_filters_older_than_the_weights(change, seen, freez
     assert torch.equal(run(), y) and plans.preparations == 2  # and kept again
 
 
+@pytest.mark.parametrize("dims", [1, 3], ids=["conv1d", "conv3d"])
 @pytest.mark.parametrize("freeze", [False, True], ids=["default", "freeze"])
 @pytest.mark.parametrize("change,seen", WEIGHT_CHANGES, ids=[c.__name__[1:] for c, _ in WEIGHT_CHANGES])
-def test_conv1d_inference_never_runs_filters_older_than_the_weights(change, seen, freeze):
-    """Conv1d's freeze, as Conv2d's: in inference the layer keeps its transformed filters while
-    its weights stay; by default every way of changing them is seen, with freeze=True those its
-    version counter sees, and the others after refresh() (until then the filters it had)."""
+def test_nd_inference_never_runs_filters_older_than_the_weights(change, seen, freeze, dims):
+    """Conv1d's and Conv3d's freeze, as Conv2d's: in inference the layer keeps its transformed
+    filters while its weights stay; by default every way of changing them is seen, with
+    freeze=True those its version counter sees, and the others after refresh() (until then the
+    filters it had)."""
     torch.manual_seed(0)
+    cls, ref_fn = (ct.Conv1d, F.conv1d) if dims == 1 else (ct.Conv3d, F.conv3d)
     with torch.inference_mode(change is _inference_copy):
-        layer = ct.Conv1d(16, 16, 3, padding=1, bias=False, algo="winograd_4x4_3x3", freeze=freeze).eval()
-    x = torch.randn(1, 16, 40)
-    limit = bound("winograd_4x4_3x3", "forward", x.unsqueeze(2), layer.weight.unsqueeze(2), {})
+        layer = cls(16, 16, 3, padding=1, bias=False, algo="winograd_4x4_3x3", freeze=freeze).eval()
+    x = torch.randn(1, 16, 40) if dims == 1 else torch.randn(1, 16, 4, 6, 7)
+    # the bound of one 2-D pass, times the depth taps a 3-D output sums
+    limit = dims * bound("winograd_4x4_3x3", "forward", x.unsqueeze(2) if dims == 1 else x[:, :, 0],
+                         layer.weight.unsqueeze(2) if dims == 1 else layer.weight[:, :, 0], {})
 
-    def plans():  # the Convolution that keeps the filters of the weight at its address
-        return ct._convolution_of_weight(layer.weight.unsqueeze(2), (1, 1), (0, 1), (1, 1), 1)._plans()
+    def made():  # what the Convolution keeping the filters of the weight at its address made
+        w = layer.weight
+        if dims == 1:
+            return ct._convolution_of_weight(w.unsqueeze(2), (1, 1), (0, 1), (1, 1), 1)._plans().preparations
+        conv = ct._torch_nd._weight_conv3d(w.data_ptr(), tuple(w.shape), (1, 1, 1), (1, 1, 1), (1, 1, 1), 1)
+        return conv._nd._kept.get("version")  # a new number whenever its filters are made again
 
     def run():
         with torch.no_grad():
             return layer(x)
 
     def matches_weights(y):
-        return rel_err(y, F.conv1d(x.double(), layer.weight.detach().double(), padding=1)) <= limit
+        return rel_err(y, ref_fn(x.double(), layer.weight.detach().double(), padding=1)) <= limit
 
     first = run()
-    made = plans().preparations
-    assert matches_weights(first) and made >= 1
+    before = made()
+    assert matches_weights(first) and before is not None and (dims == 3 or before >= 1)
     assert ("_prepared_weight" in layer.__dict__) == freeze  # the frozen route: no fingerprint
-    assert torch.equal(run(), first) and plans().preparations == made  # nothing changed: kept
+    assert torch.equal(run(), first) and made() == before  # nothing changed: kept
     change(layer, x, seed=1)
     y = run()
     if freeze and not seen:  # freeze's contract: trusted until refresh()
@@ -680,8 +689,8 @@ def test_conv1d_inference_never_runs_filters_older_than_the_weights(change, seen
         assert ct.refresh(layer) is layer
         y = run()
     assert matches_weights(y)
-    made = plans().preparations
-    assert torch.equal(run(), y) and plans().preparations == made  # and kept again
+    before = made()
+    assert torch.equal(run(), y) and made() == before  # and kept again
 
 
 def _scale_in_place(w):
@@ -738,6 +747,8 @@ def test_freeze_is_checked_and_copies_keep_their_own_plans():
     assert all(m.freeze for m in model)
     with pytest.raises(convcore.BadParamError, match="freeze"):
         ct.Conv1d(2, 2, 3, freeze=1)
+    with pytest.raises(convcore.BadParamError, match="freeze"):
+        ct.Conv3d(2, 2, 3, freeze=1)
     layer = ct.Conv2d(8, 8, 3, padding=1, algo="winograd_4x4_3x3").eval()
     x = torch.randn(1, 8, 12, 12)
     clone = __import__("copy").deepcopy(layer)  # the plans stay behind; the copy makes its own
