@@ -1,9 +1,11 @@
 # unet3d's 32 -> 32 3x3x3 layer at 64^3 (merge.2.3 / down.0.3), channels_last_3d: convcore's
 # algorithms against PyTorch, one process, interleaved, prepared filters, min of 5 calls; and the
 # cost of a new 33.5 MB output (page faults) alone.
-import time, torch, convcore, torch.nn.functional as F
+# Other layers: python unet3d_32.py C,K,D ... (e.g. 32,64,32 1,32,64).
+import sys, time, torch, convcore, torch.nn.functional as F
 torch.manual_seed(0)
-for c, k, d in [(32, 32, 64), (32, 64, 32)]:
+shapes = [tuple(int(v) for v in a.split(",")) for a in sys.argv[1:]] or [(32, 32, 64), (32, 64, 32)]
+for c, k, d in shapes:
     x = torch.randn(1, c, d, d, d).contiguous(memory_format=torch.channels_last_3d)
     w = (torch.randn(k, c, 3, 3, 3) * 0.05).contiguous()
     runs = {}
