@@ -603,6 +603,15 @@ def _symbolic_conv2d(input, weight, bias, stride, padding, dilation, groups, alg
 _DIRECT, _FUNCTION, _OPERATOR = 0, 1, 2
 
 
+def _captured():
+    """Whether a graph capture, a dispatch mode, a functorch transform or the profiler sees
+    the current call (see _route)."""
+    return bool(torch.compiler.is_compiling() or torch._C._get_tracing_state() is not None
+                or torch._C._len_torch_dispatch_stack()
+                or torch._C._functorch.peek_interpreter_stack() is not None
+                or torch._C._autograd._profiler_enabled())
+
+
 def _route(x, w, bias):
     """How a call on these tensors runs.
 
@@ -615,10 +624,7 @@ def _route(x, w, bias):
       operator's dispatch costs tens of microseconds per call, a large share of a small layer.
     - _Conv2dFunction when autograd records the call on plain CPU tensors: the same formulas as
       the operator's autograd, without its dispatch."""
-    if (torch.compiler.is_compiling() or torch._C._get_tracing_state() is not None
-            or torch._C._len_torch_dispatch_stack()
-            or torch._C._functorch.peek_interpreter_stack() is not None
-            or torch._C._autograd._profiler_enabled()):
+    if _captured():
         return _OPERATOR
     if not torch.is_grad_enabled() or not (x.requires_grad or w.requires_grad or
                                            (bias is not None and bias.requires_grad)):
@@ -1043,7 +1049,8 @@ _IN_PLACE_ACTIVATIONS: Dict[str, Callable[[Tensor], Tensor]] = {
 
 def _group_norm_forward(y, gn, activation):
     """act(gn(y)) for the output y of a layer with a fused group norm ``gn``. Where autograd,
-    a graph capture or a layout other than contiguous or channels-last needs it, PyTorch's
+    a capture (_captured: graphs, dispatch modes, functorch, the profiler) or a layout other
+    than contiguous or channels-last needs it, PyTorch's
     group_norm and activation. Otherwise y is the layer's own new tensor and is normalized in
     place, in two passes over it for the statistics (each channel's mean, then, with y centred
     on its group's mean, each channel's sum of squares: torch's vectorised reductions, which
@@ -1053,7 +1060,7 @@ def _group_norm_forward(y, gn, activation):
     faults) cost more than their arithmetic: 1.5 ms apiece for wav2vec2's 6.5 MB first layer."""
     n, c, g = y.shape[0], y.shape[1], gn.num_groups
     channels_last = y.dim() > 2 and not y.is_contiguous() and y.movedim(1, -1).is_contiguous()
-    if (torch.jit.is_tracing() or torch.compiler.is_compiling() or y.dim() < 3 or y.numel() == 0
+    if (_captured() or y.dim() < 3 or y.numel() == 0
             or (torch.is_grad_enabled() and (y.requires_grad or gn.weight is not None and (
                 gn.weight.requires_grad or gn.bias.requires_grad)))
             or not (y.is_contiguous() or channels_last)):
