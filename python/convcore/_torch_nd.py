@@ -106,11 +106,12 @@ class _AlgoAttribute:
 
 
 class _PaddedForward(_AlgoAttribute):
-    freeze = False  # trust the weights in inference (convcore.torch.Conv2d's contract)
-
     """forward() of Conv1d and Conv3d: a padding mode other than zeros by F.pad, as PyTorch's
     modules do, then the functional form (``_functional``), with the fused activation where the
-    layer has one (Conv1d's ``activation``)."""
+    layer has one (Conv1d's ``activation``); with freeze=True in inference, the layer's direct
+    route (_frozen_forward)."""
+
+    freeze = False  # trust the weights in inference (convcore.torch.Conv2d's contract)
 
     def forward(self: Any, input: Tensor) -> Tensor:
         if "_fused_group_norm" in self.__dict__:

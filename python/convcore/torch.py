@@ -1050,14 +1050,14 @@ _IN_PLACE_ACTIVATIONS: Dict[str, Callable[[Tensor], Tensor]] = {
 def _group_norm_forward(y, gn, activation):
     """act(gn(y)) for the output y of a layer with a fused group norm ``gn``. Where autograd,
     a capture (_captured: graphs, dispatch modes, functorch, the profiler) or a layout other
-    than contiguous or channels-last needs it, PyTorch's
-    group_norm and activation. Otherwise y is the layer's own new tensor and is normalized in
-    place, in two passes over it for the statistics (each channel's mean, then, with y centred
-    on its group's mean, each channel's sum of squares: torch's vectorised reductions, which
-    neither make a temporary of y's size nor cancel as E[y^2] - E[y]^2 would) and two for
-    y = y * gamma / sqrt(var + eps) + beta, then the activation in place. PyTorch's GroupNorm
-    and activation modules each make a new tensor of y's size instead, whose first touches (page
-    faults) cost more than their arithmetic: 1.5 ms apiece for wav2vec2's 6.5 MB first layer."""
+    than contiguous or channels-last needs it, PyTorch's group_norm and activation. Otherwise y
+    is the layer's own new tensor and is normalized in place, in two passes over it for the
+    statistics (each channel's mean, then, with y centred on its group's mean, each channel's
+    sum of squares: torch's vectorised reductions, which neither make a temporary of y's size
+    nor cancel as E[y^2] - E[y]^2 would) and two for y = y * gamma / sqrt(var + eps) + beta,
+    then the activation in place. PyTorch's GroupNorm and activation modules each make a new
+    tensor of y's size instead, whose first touches (page faults, with glibc's allocator) can
+    cost more than their arithmetic."""
     n, c, g = y.shape[0], y.shape[1], gn.num_groups
     channels_last = y.dim() > 2 and not y.is_contiguous() and y.movedim(1, -1).is_contiguous()
     if (_captured() or y.dim() < 3 or y.numel() == 0
