@@ -74,15 +74,23 @@ __attribute__((target("avx2,fma"))) void exp_activation_avx2(float* y, int64_t n
 }
 #endif
 
+void exp_activation_baseline(float* y, int64_t n, convcoreActivationMode_t act) {
+    epilogue_store::exp_activation_span<float, 16>(y, n, act);
+}
+
 template <typename T>
 void exp_activation(T* y, int64_t n, convcoreActivationMode_t act) {
-#ifdef CONVCORE_X86_DISPATCH
+    using Span = void (*)(float*, int64_t, convcoreActivationMode_t);
     if constexpr (sizeof(T) == 4) {
-        if (cpu_isa() == CpuIsa::avx512) return exp_activation_avx512(y, n, act);
-        if (cpu_isa() == CpuIsa::avx2) return exp_activation_avx2(y, n, act);
-    }
+#ifdef CONVCORE_X86_DISPATCH
+        static const Span span = for_cpu_isa<Span>(exp_activation_avx512, exp_activation_avx2, exp_activation_baseline);
+#else
+        static const Span span = exp_activation_baseline;
 #endif
-    epilogue_store::exp_activation_span<T, 16>(y, n, act);
+        span(y, n, act);
+    } else {
+        epilogue_store::exp_activation_span<T, 16>(y, n, act);
+    }
 }
 
 // y[i] = act(y[i] + alpha2 * z[i] + b) over n contiguous elements (z: null unless HasZ).

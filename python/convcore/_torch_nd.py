@@ -523,13 +523,19 @@ def _rebuild_converted(target, original):
     return cls.__new__(cls)
 
 
-def converted(module, algo, cls=None):
-    """A convcore module of ``module``'s class (``cls``: convcore_class's) that shares its whole
-    state (parameters, buffers, hooks, mode): nothing is allocated, nothing copied."""
-    cls = cls or convcore_class(module)
+def sharing_state(cls, module):
+    """A ``cls`` instance that shares ``module``'s whole state (parameters, buffers, hooks, mode;
+    its own copies of the dicts that hold them): nothing is allocated, nothing copied."""
     new = cls.__new__(cls)
     for key, value in module.__dict__.items():
         new.__dict__[key] = value.copy() if isinstance(value, dict) else value
+    return new
+
+
+def converted(module, algo, cls=None):
+    """A convcore module of ``module``'s class (``cls``: convcore_class's) that shares its whole
+    state (sharing_state)."""
+    new = sharing_state(cls or convcore_class(module), module)
     new.algo = algo
     return new
 

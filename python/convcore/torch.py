@@ -1304,9 +1304,7 @@ def _fuse_sequential(seq):
 def _fused_group_norm(conv, gn):
     """Makes ``conv`` (a convcore Conv1d or Conv3d) apply ``gn`` to its output; returns the
     _FusedGroupNorm that takes gn's place (its parameters, hooks and state_dict entries)."""
-    placeholder = _FusedGroupNorm.__new__(_FusedGroupNorm)
-    for key, value in gn.__dict__.items():
-        placeholder.__dict__[key] = value.copy() if isinstance(value, dict) else value
+    placeholder = _torch_nd.sharing_state(_FusedGroupNorm, gn)
     conv.__dict__["_fused_group_norm"] = placeholder
     return placeholder
 
@@ -1336,9 +1334,7 @@ def _fused_batch_norm(conv, bn):
     """Makes ``conv`` apply ``bn``; returns the _FusedBatchNorm2d (3-D: _FusedBatchNorm3d) that
     takes bn's place."""
     kind = _FusedBatchNorm3d if isinstance(bn, nn.BatchNorm3d) else _FusedBatchNorm2d
-    placeholder = kind.__new__(kind)
-    for key, value in bn.__dict__.items():
-        placeholder.__dict__[key] = value.copy() if isinstance(value, dict) else value
+    placeholder = _torch_nd.sharing_state(kind, bn)
     conv.__dict__["_fused_batch_norm"] = placeholder
     conv.__dict__["_has_fused_batch_norm"] = True
     return placeholder
@@ -1411,9 +1407,7 @@ class _PairSequential(nn.Sequential):
 
 def _residual_sequential(seq):
     """``seq`` as a _ResidualSequential (its last Sequential too), sharing its modules."""
-    new = _ResidualSequential.__new__(_ResidualSequential)
-    for key, value in seq.__dict__.items():
-        new.__dict__[key] = value.copy() if isinstance(value, dict) else value
+    new = _torch_nd.sharing_state(_ResidualSequential, seq)
     name, last = _last_layer(new)
     if isinstance(last, nn.Sequential):
         new._modules[name] = _residual_sequential(last)
@@ -1483,9 +1477,7 @@ def _pair_sequential(seq):
         return seq
     new = seq
     if type(seq) is nn.Sequential:
-        new = _PairSequential.__new__(_PairSequential)
-        for key, value in seq.__dict__.items():
-            new.__dict__[key] = value.copy() if isinstance(value, dict) else value
+        new = _torch_nd.sharing_state(_PairSequential, seq)
     new.__dict__["_pointwise_depthwise"] = pairs
     return new
 
@@ -1756,11 +1748,7 @@ def _fuse_graph(module):
 
 
 def _converted(conv, algo, cls):
-    new = cls.__new__(cls)
-    # The module's whole state, with its own copies of the registries (parameters, buffers,
-    # submodules, hooks) holding the same objects: nothing is allocated, nothing is copied.
-    for key, value in conv.__dict__.items():
-        new.__dict__[key] = value.copy() if isinstance(value, dict) else value
+    new = _torch_nd.sharing_state(cls, conv)  # nothing is allocated, nothing is copied
     new.algo = algo
     new.activation = "identity"
     new._has_fused_batch_norm = False

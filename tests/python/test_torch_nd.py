@@ -345,7 +345,7 @@ def test_fuse_gives_conv1d_and_conv3d_the_group_norm_and_activation_after_them()
     after it (wav2vec2's first layer), keeping the state_dict. Inference normalizes the layer's
     output in place (contiguous and channels-last); autograd, torch.fx, torch.jit.trace and
     torch.compile run PyTorch's group_norm; all give PyTorch's values and gradients, and see
-    weight changes (.data writes included). A hooked group norm stays a module."""
+    weight changes (.data writes included), torch.export too. A hooked group norm stays a module."""
     torch.manual_seed(6)
     model = nn.Sequential(nn.Conv1d(1, 12, 5, stride=3), nn.GroupNorm(12, 12), nn.GELU(),
                           nn.Conv1d(12, 8, 3), nn.GroupNorm(2, 8), nn.ReLU(), nn.Conv1d(8, 4, 1))
@@ -383,10 +383,11 @@ def test_fuse_gives_conv1d_and_conv3d_the_group_norm_and_activation_after_them()
             assert float((a - b).norm()) <= 1e-4 * max(float(b.norm()), 0.1)
         traced = torch.fx.symbolic_trace(fused)
         jit = torch.jit.trace(fused, x)
+        exported = torch.export.export(fused, (x,)).module()
         with torch.no_grad():
             for m in (fused, net):
                 m[1].weight.data.mul_(-2)  # behind autograd's back
-            for run in (fused, traced, jit):
+            for run in (fused, traced, jit, exported):
                 assert rel_err(run(x), net(x)) <= 1e-5
         assert_compiled_matches_eager(fused, x)
     assert type(fused[4]) is nn.GroupNorm and type(fused[5]) is nn.ReLU  # the hooked one stays
