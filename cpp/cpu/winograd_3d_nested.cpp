@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/generated/winograd_tables.hpp"
+#include "cpu/cpu_isa.hpp"
 #include "cpu/winograd_3d.hpp"
 #include "cpu/winograd_nhwc.hpp"
 
@@ -34,24 +35,64 @@ struct Sizes {
     int64_t total(size_t elem) const { return u_all(elem) + lines(wd, elem) + lines(xd, elem) + lines(z, elem); }
 };
 
-// out[0, len) = sum_j coef[j] * in[j][0, len) over the j with coef[j] != 0 and in[j] != null
-// (a plane outside the volume), out = beta * out + ... when accumulate.
-template <typename T, int A>
-void combine(const T (&coef)[A], const T* const (&in)[A], T* out, int64_t len, bool accumulate, T beta) {
-    bool first = !accumulate;
-    if (accumulate && beta != T(1))
-        for (int64_t e = 0; e < len; ++e) out[e] *= beta;
-    for (int j = 0; j < A; ++j) {
-        if (coef[j] == T(0) || !in[j]) continue;
-        const T c = coef[j];
-        const T* src = in[j];
-        if (first)
-            for (int64_t e = 0; e < len; ++e) out[e] = c * src[e];
-        else
-            for (int64_t e = 0; e < len; ++e) out[e] += c * src[e];
-        first = false;
+// The depth transforms, one pass over a chunk of every plane they read and write:
+//     out[o][e] = scale * sum_j M[o][j] * in[j][e] (+ beta * out[o][e] when Accumulate)
+// for e in [0, len), with M a constexpr table (B^T or A^T of F(m,3)): once unrolled its zero
+// entries vanish and its ones are adds. In vectors of VB bytes, compiled per instruction set.
+template <typename T, int VB, int O, int A, bool Accumulate, typename Mat>
+CONVCORE_GEMM_INLINE void transform_planes(const Mat& M, const T* const* in, T* const* out, int64_t len, T scale,
+                                           T beta) {
+    typedef T Vec __attribute__((vector_size(VB)));
+    constexpr int64_t L = VB / sizeof(T);
+    int64_t e = 0;
+    for (; e + L <= len; e += L) {
+        Vec v[A][1], r[O][1];
+        for (int j = 0; j < A; ++j) winograd_nhwc::load_vec<T, VB>(v[j][0], in[j] + e);
+        winograd_nhwc::left<O, A, 1>(M, v, r);
+        for (int o = 0; o < O; ++o) {
+            Vec res = scale * r[o][0];
+            if constexpr (Accumulate) {
+                Vec old;
+                winograd_nhwc::load_vec<T, VB>(old, out[o] + e);
+                res += beta * old;
+            }
+            winograd_nhwc::store_vec<T, VB>(out[o] + e, res);
+        }
     }
-    if (first) std::fill(out, out + len, T(0));
+    for (; e < len; ++e)
+        for (int o = 0; o < O; ++o) {
+            T acc = T(0);
+            for (int j = 0; j < A; ++j) acc += M[o][j] * in[j][e];
+            out[o][e] = scale * acc + (Accumulate ? beta * out[o][e] : T(0));
+        }
+}
+
+// X_i = sum_j B^T[i][j] x_j (alpha planes in and out) and y_o = scale * sum_i A^T[o][i] Z_i
+// (+ beta * y_o), for F(m,3) along the depth.
+template <typename T>
+struct DepthKernels {
+    using Fn = void (*)(const T* const*, T* const*, int64_t, T, T);
+    Fn input, output, output_accumulate;
+};
+
+#define CONVCORE_DEPTH_KERNELS(ISA, ATTR, VB, ACC)                                                               \
+    template <typename T, class D>                                                                              \
+    ATTR void depth_input_##ISA(const T* const* in, T* const* out, int64_t len, T, T) {                         \
+        transform_planes<T, VB, D::alpha, D::alpha, false>(D::template table<T>::BT, in, out, len, T(1), T(0)); \
+    }                                                                                                           \
+    template <typename T, class D, bool Accumulate>                                                             \
+    ATTR void depth_output_##ISA(const T* const* in, T* const* out, int64_t len, T scale, T beta) {             \
+        transform_planes<T, VB, D::m, D::alpha, Accumulate>(D::template table<T>::AT, in, out, len, scale, beta); \
+    }                                                                                                           \
+    template <typename T, class D>                                                                              \
+    const DepthKernels<T> depth_kernels_##ISA = {depth_input_##ISA<T, D>, depth_output_##ISA<T, D, false>,      \
+                                                 depth_output_##ISA<T, D, true>};
+CONVCORE_EACH_ISA(CONVCORE_DEPTH_KERNELS)
+#undef CONVCORE_DEPTH_KERNELS
+
+template <typename T, class D>
+const DepthKernels<T>& depth_kernels() {
+    return for_cpu_isa(depth_kernels_avx512<T, D>, depth_kernels_avx2<T, D>, depth_kernels_baseline<T, D>);
 }
 
 constexpr int64_t kChunk = 2048;  // plane elements per task: its alpha + (m+2) rows stay in L2
@@ -90,7 +131,6 @@ void prepare_t(const ConvProblem& plane, const Context& ctx, const T* w, T* U, T
 template <typename T, class D>
 void forward_t(const ConvProblem& plane, const Context& ctx, const Depth& depth, const T* x, const T* w,
                const T* U, T* y, double alpha, double beta, T* workspace) {
-    using Tab = typename D::template table<T>;
     constexpr int A = D::alpha, M = D::m;
     const size_t elem = sizeof(T);
     const Sizes s(plane, M, depth);
@@ -105,13 +145,17 @@ void forward_t(const ConvProblem& plane, const Context& ctx, const Depth& depth,
     const int threads = ctx.threads();
 
     // X_i[tile][n] = sum_j B^T[i][j] x[n, tile * m + j - pad]
+    const DepthKernels<T>& kern = depth_kernels<T, D>();
+    alignas(64) static const T zeros[kChunk] = {};  // the planes outside the volume
     for_each_chunk(s.tiles, images, hwc, threads, [&](int64_t tile, int64_t n, int64_t tn, int64_t e0, int64_t len) {
         const T* in[A];
+        T* out[A];
         for (int j = 0; j < A; ++j) {
             const int64_t d = tile * M + j - depth.pad;
-            in[j] = d >= 0 && d < depth.d_in ? x + (n * depth.d_in + d) * hwc + e0 : nullptr;
+            in[j] = d >= 0 && d < depth.d_in ? x + (n * depth.d_in + d) * hwc + e0 : zeros;
+            out[j] = xd + (j * s.tiles * images + tn) * hwc + e0;
         }
-        for (int i = 0; i < A; ++i) combine(Tab::BT[i], in, xd + (i * s.tiles * images + tn) * hwc + e0, len, false, T(0));
+        kern.input(in, out, len, T(1), T(0));
     });
 
     // Z_i = conv2d(X_i, W_i) over tiles x images planes
@@ -124,12 +168,13 @@ void forward_t(const ConvProblem& plane, const Context& ctx, const Depth& depth,
     // y[n, tile * m + o] = alpha * sum_i A^T[o][i] Z_i[tile][n] + beta * y
     for_each_chunk(s.tiles, images, pqk, threads, [&](int64_t tile, int64_t n, int64_t tn, int64_t e0, int64_t len) {
         const T* in[A];
+        T* out[M];
+        T sink[kChunk];  // the output planes of a partial last tile, past the volume
         for (int i = 0; i < A; ++i) in[i] = z + (i * s.tiles * images + tn) * pqk + e0;
-        for (int o = 0; o < M && tile * M + o < depth.d_out; ++o) {
-            T coef[A];
-            for (int i = 0; i < A; ++i) coef[i] = T(alpha) * Tab::AT[o][i];
-            combine(coef, in, y + (n * depth.d_out + tile * M + o) * pqk + e0, len, beta != 0.0, T(beta));
-        }
+        if ((tile + 1) * M > depth.d_out) std::fill(sink, sink + len, T(0));
+        for (int o = 0; o < M; ++o)
+            out[o] = tile * M + o < depth.d_out ? y + (n * depth.d_out + tile * M + o) * pqk + e0 : sink;
+        (beta != 0.0 ? kern.output_accumulate : kern.output)(in, out, len, T(alpha), T(beta));
     });
 }
 
