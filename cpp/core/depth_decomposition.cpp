@@ -271,7 +271,7 @@ convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolu
             depth->native_nested = cpu::winograd_3d::nests(axis, m);
             const size_t u_bytes = depth->native_nested ? cpu::winograd_3d::nested_filter_bytes(plane, m)
                                                         : cpu::winograd_3d::filter_bytes(plane, m, prob.taps);
-            depth->workspace = depth->native_nested ? cpu::winograd_3d::nested_workspace_bytes(plane, m, axis) : u_bytes;
+            depth->workspace = u_bytes;
             if (pass == CONVCORE_PASS_FORWARD) depth->prepared_bytes = u_bytes;
         }
         if (pass == CONVCORE_PASS_BACKWARD_DATA) {  // w transposed first, on a 64-byte line of its own

@@ -703,9 +703,7 @@ void prepare_typed(const ConvProblem& p, const Context& ctx, const void* w, void
     });
 }
 
-// F(m,3)'s stride-2 form (F2x3s2, F4x3s2).
-template <class F>
-using AtStride2 = std::conditional_t<F::m == 2, winograd::F2x3s2, winograd::F4x3s2>;
+using winograd_nhwc::AtStride2;
 
 // Calls fn(tile) with the tile of cpu/winograd_nhwc.hpp that runs p's filter (3x3, 3x1 or 1x3)
 // by F(m,3), at stride 1 or 2 along the filter (winograd_nhwc::takes_filter).

@@ -35,24 +35,20 @@ void forward(const ConvProblem& plane, const Context& ctx, int64_t m, const Dept
              const void* w, const void* U, void* y, double alpha, double beta, void* workspace);
 
 // The nested F(m x m x m, 3x3x3) (Lavin & Gray, Sec. 4: minimal filtering algorithms nest, one
-// per axis; Jia et al., PPoPP 2018, in n-D): F(m,3) along the depth around the 2-D F(m x m, 3x3).
-// Per depth tile of m output planes, with the depth tables B^T, G, A^T of F(m,3):
-//     X_i = sum_j B^T[i][j] x[tile * m + j - pad]      (alpha = m + 2 input planes, zero outside)
-//     W_i = sum_t G[i][t] w[:, :, t]                     (alpha 3x3 filters)
-//     Z_i = conv2d(X_i, W_i)                             (the 2-D F(m x m, 3x3), all tiles at once)
-//     y[tile * m + o] = sum_i A^T[o][i] Z_i
-// alpha 2-D convolutions per m output planes instead of 3 m: (m+2)^3 / m^3 multiplications per
-// output and (c, k) (F(4x4x4): 3.375, the per-tap form 6.75, the definition 27).
-// Whether the nested form runs this depth axis: 3 taps, stride and dilation 1, and fewer 2-D
-// plane convolutions than the per-tap form's (one per output plane and tap that reaches x).
+// per axis; Jia et al., PPoPP 2018, in n-D): F(m,3) along the depth too, so that a tile is
+// m x m x m outputs from (m+2)^3 transformed input points,
+//     Y = A_D^T [ sum over c of (G_D (G g G^T) ...) .* (B_D^T (B^T d B) ...) ] ...
+// the same fused schedule with cube tiles (cpu/winograd_nhwc.hpp). (m+2)^3 / m^3 multiplications
+// per output and (c, k): F(4x4x4): 3.375, the per-tap form 6.75, the definition 27.
+// Whether the nested form runs this depth axis: 3 taps, stride and dilation 1, and fewer
+// transformed points than the per-tap form's (3 planes per output plane, fewer at the borders).
 bool nests(const Depth& depth, int64_t m);
-// The bytes of its transformed filters (alpha 2-D U's) and of its whole workspace (the U's,
-// unless prepared, and the X_i, W_i, Z_i buffers).
+// The bytes of its transformed filters U, the workspace too unless they were prepared.
 size_t nested_filter_bytes(const ConvProblem& plane, int64_t m);
-size_t nested_workspace_bytes(const ConvProblem& plane, int64_t m, const Depth& depth);
-// The U's from w (K x C x 3 x 3 x 3) into `out` (nested_filter_bytes).
+// U from w (K x C x 3 x 3 x 3) into `out` (nested_filter_bytes).
 void nested_prepare(const ConvProblem& plane, const Context& ctx, int64_t m, const void* w, void* out);
-// y = alpha * conv3d(x, w) + beta * y (beta == 0: y never read), as forward; U: prepared or null.
+// y = alpha * conv3d(x, w) + beta * y (beta == 0: y never read), as forward; U: prepared, or null:
+// then made into `workspace` (nested_filter_bytes).
 void nested_forward(const ConvProblem& plane, const Context& ctx, int64_t m, const Depth& depth, const void* x,
                     const void* w, const void* U, void* y, double alpha, double beta, void* workspace);
 

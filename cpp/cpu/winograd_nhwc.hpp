@@ -31,13 +31,21 @@
 // taps' G g G^T in the matching rows, and each output is transformed back once:
 //   Y = AT [ sum over t, c of (G g[k,c,t] G^T) .* (BT d[c, id(t)] BT^T) ] AT^T.
 // Per output and (c, k): T*(m+2)^2/m^2 multiplications, 6.75 for F(4x4,3x3) with T = 3 (27 by
-// the definition, 8 for the nested F(2x2x2,3x3x3)). 2-D is the case T = 1.
+// the definition). 2-D is the case T = 1.
+//
+// The cube, F(m x m x m, 3x3x3) (3x3x3 filters at depth stride 1: Tile's third axis D): the
+// minimal filtering algorithms nested one per axis (Lavin & Gray, Sec. 4; Jia et al., PPoPP 2018).
+// A tile is m x m x m outputs from (m+2)^3 input points: each of the m + 2 input planes it reads
+// is transformed in 2-D, then B_D^T runs across them, so V's rows are the tile's (m+2)^3 points
+// over C channels; the GEMMs reduce over C alone, and A_D^T then the 2-D A^T bring the points
+// back. (m+2)^3/m^3 multiplications per output and (c, k): 3.375 for F(4x4x4), 8 for F(2x2x2).
 #pragma once
 #include <omp.h>
 
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -82,11 +90,18 @@ struct Point {
 };
 // A tile's minimal filtering algorithm per axis: Tile<F, F> is F(m x m, 3x3) (F: F(m,3)),
 // Tile<F, Point> F(m,3) along H for a 3 x 1 filter, Tile<Point, F> along W for 1 x 3.
-template <class FH, class FW>
+// Tile<F, F, F> is the cube F(m x m x m, 3x3x3), depth stride 1.
+template <class FH, class FW, class FD = Point>
 struct Tile {
     using H = FH;
     using W = FW;
+    using D = FD;
 };
+template <class F>
+constexpr bool kCube = F::D::alpha > 1;
+// F(m,3)'s stride-2 form (F2x3s2, F4x3s2).
+template <class F>
+using AtStride2 = std::conditional_t<F::m == 2, winograd::F2x3s2, winograd::F4x3s2>;
 // The output tile and transform points along an axis with `taps` filter taps, for F(m,3) at the
 // axis' stride (1: m + 2 points; 2: 2m + 1).
 inline int64_t tile_outputs(int64_t taps, int64_t m) { return taps == 1 ? 1 : m; }
@@ -113,14 +128,17 @@ inline int64_t reduction(const ConvProblem& p, int64_t taps) { return (taps - 1)
 
 struct Geometry {
     Depth depth;
+    int64_t rt;             // the depth taps in V's and U's rows (the cube: 1)
     int64_t cp, kc;         // a tap's stride in V's and U's rows; the GEMMs' reduction
-    int64_t mh, mw;         // output tile
-    int64_t ah, aw, aa;     // input tile (m + 2 or 2m + 1 along a 3-tap axis, 1 along a 1-tap one), ah*aw
-    int64_t th, tw, tiles;  // tiles per plane th x tw; N*D'*th*tw in all
+    int64_t md, mh, mw;     // output tile (md: the cube's depth, else 1)
+    int64_t ad, ah, aw, aa; // input tile (m + 2 or 2m + 1 along a 3-tap axis, 1 along a 1-tap one), ad*ah*aw
+    int64_t td, th, tw;     // tiles per volume td x th x tw (td: D' / md)
+    int64_t tiles;          // N*td*th*tw
     int64_t nr, panels;     // U's column panels: nr output channels each
     int64_t ldv;            // V's row stride: C padded to whole vectors (and off 2 KiB multiples)
     int64_t tb;             // tiles per block (a multiple of kTileRows)
     int64_t pg, ldm;        // panels per output group; M's row stride pg * nr
+    int64_t vs, ms;         // V's and M's point strides: tb rows, then an odd number of cache lines
     int64_t tile_tasks, tiles_per_task, panel_tasks, panels_per_task;
 };
 
@@ -149,24 +167,37 @@ inline Split split(const ConvProblem& p, const Geometry& g, int64_t tile_tasks, 
     return s;
 }
 
-inline Geometry geometry(const ConvProblem& p, int64_t m, int threads, const Depth& depth = {}) {
+// A stage reads or writes a tile's a*a (cube: a^3) points at once, one row per point: with their
+// stride an odd number of cache lines they spread over all of L1's sets (an even one, a multiple
+// of 2 KiB in particular, crowds them into a few sets, which 216 points overflow).
+inline int64_t point_stride(int64_t elems, int64_t elem) {
+    int64_t lines = ceil_div(elems * elem, 64);
+    if (lines % 2 == 0) ++lines;
+    return lines * 64 / elem;
+}
+
+inline Geometry geometry(const ConvProblem& p, int64_t m, int threads, const Depth& depth = {}, bool cube = false) {
     Geometry g{};
     g.depth = depth;
-    g.cp = tap_stride(p, depth.taps);
-    g.kc = reduction(p, depth.taps);
+    g.rt = cube ? 1 : depth.taps;
+    g.cp = tap_stride(p, g.rt);
+    g.kc = reduction(p, g.rt);
     const int64_t elem = int64_t(p.elem_size()), lanes = nhwc_gemm::isa_lanes(p.elem_size());
     const int64_t l2 = cache_bytes(2, 512 << 10);
+    g.md = cube ? m : 1;
     g.mh = tile_outputs(p.r, m);
     g.mw = tile_outputs(p.s, m);
+    g.ad = cube ? m + 2 : 1;
     g.ah = tile_points(p.r, m, p.stride_h);
     g.aw = tile_points(p.s, m, p.stride_w);
-    g.aa = g.ah * g.aw;
+    g.aa = g.ad * g.ah * g.aw;
+    g.td = ceil_div(depth.d_out, g.md);
     g.th = ceil_div(p.p, g.mh);
     g.tw = ceil_div(p.q, g.mw);
-    g.tiles = p.n * depth.d_out * g.th * g.tw;
+    g.tiles = p.n * g.td * g.th * g.tw;
     g.nr = nhwc_gemm::panel_cols(p);
     g.panels = nhwc_gemm::panel_count(p);
-    g.ldv = nhwc_gemm::copied_row_stride((depth.taps - 1) * g.cp + ceil_div(p.c, lanes) * lanes, p.elem_size());
+    g.ldv = nhwc_gemm::copied_row_stride((g.rt - 1) * g.cp + ceil_div(p.c, lanes) * lanes, p.elem_size());
     const int64_t t = std::max(1, threads);
     const Split by_tiles = split(p, g, std::min(ceil_div(g.tiles, kTileRows), t), 1);
     const Split by_panels = split(p, g, 1, std::min(g.panels, t));
@@ -178,6 +209,8 @@ inline Geometry geometry(const ConvProblem& p, int64_t m, int threads, const Dep
     g.tb = s.tb;
     g.pg = std::min(g.panels_per_task, std::max<int64_t>(1, l2 / 4 / (g.aa * g.tb * g.nr * elem)));
     g.ldm = nhwc_gemm::copied_row_stride(g.pg * g.nr, p.elem_size());
+    g.vs = point_stride(g.tb * g.ldv, elem);
+    g.ms = point_stride(g.tb * g.ldm, elem);
     return g;
 }
 
@@ -185,7 +218,7 @@ inline Geometry geometry(const ConvProblem& p, int64_t m, int threads, const Dep
 // the volume for one of their output depths (the others' columns are zero). 2-D: all of it.
 inline std::pair<int64_t, int64_t> reduction_range(const Geometry& g, int64_t t0, int64_t t1) {
     const Depth& d = g.depth;
-    if (d.taps == 1) return {0, g.kc};
+    if (g.rt == 1) return {0, g.kc};
     const int64_t per_plane = g.th * g.tw;
     int64_t lo = d.taps, hi = 0;
     for (int64_t plane = t0 / per_plane; plane <= (t1 - 1) / per_plane; ++plane) {
@@ -198,50 +231,56 @@ inline std::pair<int64_t, int64_t> reduction_range(const Geometry& g, int64_t t0
 }
 
 // U's elements: [xi][panel][t * cp + c][nr], columns past K and the rows between taps zero.
-inline int64_t u_elems(const ConvProblem& p, int64_t m, int64_t taps = 1) {
-    return tile_points(p.r, m, p.stride_h) * tile_points(p.s, m, p.stride_w) * nhwc_gemm::panel_count(p) *
-           nhwc_gemm::panel_cols(p) * reduction(p, taps);
+// (cube: F(m x m x m), taps 1)
+inline int64_t u_elems(const ConvProblem& p, int64_t m, int64_t taps = 1, bool cube = false) {
+    return (cube ? m + 2 : 1) * tile_points(p.r, m, p.stride_h) * tile_points(p.s, m, p.stride_w) *
+           nhwc_gemm::panel_count(p) * nhwc_gemm::panel_cols(p) * reduction(p, taps);
 }
 // A thread's buffers: V's block, M's group, and a sink for the rows of a partial block.
-inline int64_t scratch_elems(const Geometry& g) { return g.aa * g.tb * (g.ldv + g.ldm) + g.nr; }
+inline int64_t scratch_elems(const Geometry& g) { return g.aa * (g.vs + g.ms) + g.nr; }
 
 // U = G_H g G_W^T per filter k, channel c and depth tap t (true convolution mirrors g in every
 // axis), for channels [c0, c1), into the panels; w is K x C x T x R x S (R, S: the tile's taps).
+// The cube: U = G_D (G_H g G_W^T) across the depth's 3 taps, w K x C x 3 x 3 x 3, taps 1.
 template <typename T, class F>
 void make_u(const ConvProblem& p, const T* w, T* U, int64_t c0, int64_t c1, int64_t taps = 1) {
-    constexpr int ah = F::H::alpha, aw = F::W::alpha, rh = F::H::r, rw = F::W::r;
+    constexpr int ad = F::D::alpha, ah = F::H::alpha, aw = F::W::alpha, rd = F::D::r, rh = F::H::r, rw = F::W::r;
+    using TabD = typename F::D::template table<T>;
     using TabH = typename F::H::template table<T>;
     using TabW = typename F::W::template table<T>;
     const int64_t nr = nhwc_gemm::panel_cols(p), panels = nhwc_gemm::panel_count(p);
     const int64_t cp = tap_stride(p, taps), kc = reduction(p, taps);
+    const auto at = [&](int i, int n) { return p.flip ? n - 1 - i : i; };
     for (int64_t c = c0; c < c1; ++c)
         for (int64_t t = 0; t < taps; ++t)
             for (int64_t k = 0; k < panels * nr; ++k) {
-                T u[ah][aw] = {};
+                T u[ad][ah][aw] = {};
                 if (k < p.k) {
-                    T gf[rh][rw], t1[ah][rw];
-                    const T* g = w + ((k * p.c + c) * taps + (p.flip ? taps - 1 - t : t)) * rh * rw;
-                    for (int i = 0; i < rh; ++i)
-                        for (int j = 0; j < rw; ++j)
-                            gf[i][j] = g[(p.flip ? rh - 1 - i : i) * rw + (p.flip ? rw - 1 - j : j)];
-                    for (int i = 0; i < ah; ++i)
-                        for (int j = 0; j < rw; ++j) {
-                            t1[i][j] = T(0);
-                            for (int l = 0; l < rh; ++l) t1[i][j] += TabH::G[i][l] * gf[l][j];
-                        }
-                    for (int i = 0; i < ah; ++i)
-                        for (int j = 0; j < aw; ++j)
-                            for (int l = 0; l < rw; ++l) u[i][j] += t1[i][l] * TabW::G[j][l];
+                    const T* g = w + ((k * p.c + c) * taps + at(int(t), int(taps))) * rd * rh * rw;
+                    T gw[rd][rh][aw] = {}, gh[rd][ah][aw] = {};  // G_W, then G_H applied
+                    for (int a = 0; a < rd; ++a)
+                        for (int i = 0; i < rh; ++i)
+                            for (int j = 0; j < aw; ++j)
+                                for (int l = 0; l < rw; ++l)
+                                    gw[a][i][j] += TabW::G[j][l] * g[(at(a, rd) * rh + at(i, rh)) * rw + at(l, rw)];
+                    for (int a = 0; a < rd; ++a)
+                        for (int i = 0; i < ah; ++i)
+                            for (int j = 0; j < aw; ++j)
+                                for (int l = 0; l < rh; ++l) gh[a][i][j] += TabH::G[i][l] * gw[a][l][j];
+                    for (int q = 0; q < ad; ++q)
+                        for (int i = 0; i < ah; ++i)
+                            for (int j = 0; j < aw; ++j)
+                                for (int l = 0; l < rd; ++l) u[q][i][j] += TabD::G[q][l] * gh[l][i][j];
                 }
-                for (int xi = 0; xi < ah * aw; ++xi)
-                    U[((xi * panels + k / nr) * kc + t * cp + c) * nr + k % nr] = u[xi / aw][xi % aw];
+                for (int xi = 0; xi < ad * ah * aw; ++xi)
+                    U[((xi * panels + k / nr) * kc + t * cp + c) * nr + k % nr] = u[xi / (ah * aw)][xi / aw % ah][xi % aw];
             }
 }
 
 template <typename T, class F>
 void prepare_u(const ConvProblem& p, const T* w, T* U, int threads, int64_t taps = 1) {
     if (tap_stride(p, taps) != p.c)  // the rows between taps
-        std::memset(U, 0, size_t(u_elems(p, std::max(F::H::m, F::W::m), taps)) * sizeof(T));
+        std::memset(U, 0, size_t(u_elems(p, std::max(F::H::m, F::W::m), taps, kCube<F>)) * sizeof(T));
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t c = 0; c < p.c; ++c) make_u<T, F>(p, w, U, c, c + 1, taps);
 }
@@ -292,6 +331,91 @@ CONVCORE_GEMM_INLINE void store_vec(T* p, const Vec& v) {
     *reinterpret_cast<Unaligned*>(p) = v;
 }
 
+// The input pixels of a tile's plane (ah x aw, from the tile's corner), null in the padding.
+template <int ah, int aw, typename T>
+CONVCORE_GEMM_INLINE void tile_pixels(const ConvProblem& p, const T* x_plane, int64_t ty, int64_t tx, int64_t mh,
+                                      int64_t mw, const T* (&px)[ah][aw]) {
+    for (int i = 0; i < ah; ++i)
+        for (int j = 0; j < aw; ++j) {
+            const int64_t ih = ty * mh * p.stride_h - p.pad_h + i, iw = tx * mw * p.stride_w - p.pad_w + j;
+            px[i][j] = ih < 0 || ih >= p.h || iw < 0 || iw >= p.w ? nullptr : x_plane + (ih * p.w + iw) * p.c;
+        }
+}
+
+// The vectors of channels [c0, c0 + L) at the pixels px (zero where null; nl < L: a partial one).
+template <typename T, int VB, int ah, int aw, typename Vec>
+CONVCORE_GEMM_INLINE void load_pixels(const T* const (&px)[ah][aw], int64_t c0, int64_t nl, Vec (&d)[ah][aw]) {
+    constexpr int L = VB / sizeof(T);
+    for (int i = 0; i < ah; ++i)
+        for (int j = 0; j < aw; ++j) {
+            d[i][j] = Vec{};
+            if (!px[i][j]) continue;
+            if (nl == L)
+                load_vec<T, VB>(d[i][j], px[i][j] + c0);
+            else
+                for (int64_t l = 0; l < nl; ++l) d[i][j][l] = px[i][j][c0 + l];
+        }
+}
+
+// Stage 1 of the cube: V[xi][tt][c], xi = (q * ah + i) * aw + j over the tile's ad x ah x aw
+// points: each of the ad input planes the tile reads transformed in 2-D (zero outside the
+// volume), then B_D^T across them.
+template <typename T, int VB, class F>
+CONVCORE_GEMM_INLINE void input_block_cube(const ConvProblem& p, const Geometry& g, const T* x, int64_t t0,
+                                           int64_t nt, T* V) {
+    typedef T Vec __attribute__((vector_size(VB)));
+    constexpr int L = VB / sizeof(T), ad = F::D::alpha, ah = F::H::alpha, aw = F::W::alpha, md = F::D::m;
+    constexpr int plane_points = ah * aw;
+    using TabD = typename F::D::template table<T>;
+    using TabH = typename F::H::template table<T>;
+    using TabW = typename F::W::template table<T>;
+    const Depth& dd = g.depth;
+    const auto pixels = [&](int64_t tile, const T* (&px)[ad][ah][aw]) {
+        const int64_t volume = tile / (g.th * g.tw), ty = tile / g.tw % g.th, tx = tile % g.tw;
+        const int64_t n = volume / g.td, tz = volume % g.td;
+        for (int q = 0; q < ad; ++q) {
+            const int64_t id = tz * md + q - dd.pad;
+            if (id >= 0 && id < dd.d_in)
+                tile_pixels<ah, aw>(p, x + (n * dd.d_in + id) * p.h * p.w * p.c, ty, tx, g.mh, g.mw, px[q]);
+            else
+                for (int i = 0; i < ah; ++i)
+                    for (int j = 0; j < aw; ++j) px[q][i][j] = nullptr;
+        }
+    };
+    const T* px[ad][ah][aw];
+    pixels(t0, px);
+    for (int64_t tt = 0; tt < nt; ++tt) {
+        // The next tile's new pixels (the columns it does not share with this one) into the cache:
+        // a tile reads ad x ah rows of x at once, more streams than the hardware prefetchers follow.
+        const T* next[ad][ah][aw];
+        if (tt + 1 < nt) {
+            pixels(t0 + tt + 1, next);
+            for (int q = 0; q < ad; ++q)
+                for (int i = 0; i < ah; ++i)
+                    for (int64_t j = std::max<int64_t>(0, aw - g.mw * p.stride_w); j < aw; ++j)
+                        if (next[q][i][j])
+                            for (int64_t b = 0; b < p.c * int64_t(sizeof(T)); b += 64)
+                                __builtin_prefetch(reinterpret_cast<const char*>(next[q][i][j]) + b, 0, 2);
+        }
+        for (int64_t c0 = 0; c0 < p.c; c0 += L) {
+            const int64_t nl = std::min<int64_t>(L, p.c - c0);
+            Vec planes[ad][plane_points], v[ad][plane_points];
+            for (int q = 0; q < ad; ++q) {
+                Vec d[ah][aw], t1[ah][aw];
+                load_pixels<T, VB>(px[q], c0, nl, d);
+                left<ah, ah, aw>(TabH::BT, d, t1);
+                right<ah, aw, aw>(TabW::BT, t1, reinterpret_cast<Vec(&)[ah][aw]>(planes[q]));
+            }
+            left<ad, ad, plane_points>(TabD::BT, planes, v);
+            T* dst = V + tt * g.ldv + c0;
+            for (int q = 0; q < ad; ++q)
+                for (int xi = 0; xi < plane_points; ++xi)
+                    store_vec<T, VB>(dst + (q * plane_points + xi) * g.vs, v[q][xi]);
+        }
+        if (tt + 1 < nt) std::memcpy(px, next, sizeof(px));
+    }
+}
+
 // Stage 1: V[xi][tt][t * cp + c] for the tiles [t0, t0 + nt), every tap and channel.
 template <typename T, int VB, class F>
 CONVCORE_GEMM_INLINE void input_block(const ConvProblem& p, const Geometry& g, const T* x, int64_t t0, int64_t nt,
@@ -310,34 +434,21 @@ CONVCORE_GEMM_INLINE void input_block(const ConvProblem& p, const Geometry& g, c
                 const Vec zero = Vec{};
                 for (int64_t c0 = 0; c0 < p.c; c0 += L)
                     for (int xi = 0; xi < ah * aw; ++xi)
-                        store_vec<T, VB>(V + tt * g.ldv + t * g.cp + c0 + xi * g.tb * g.ldv, zero);
+                        store_vec<T, VB>(V + tt * g.ldv + t * g.cp + c0 + xi * g.vs, zero);
                 continue;
             }
-            const T* x_plane = x + (n * dd.d_in + id) * p.h * p.w * p.c;
             const T* px[ah][aw];  // the input pixels of the tile, null in the padding
-            for (int i = 0; i < ah; ++i)
-                for (int j = 0; j < aw; ++j) {
-                    const int64_t ih = ty * mh * p.stride_h - p.pad_h + i, iw = tx * mw * p.stride_w - p.pad_w + j;
-                    px[i][j] = ih < 0 || ih >= p.h || iw < 0 || iw >= p.w ? nullptr : x_plane + (ih * p.w + iw) * p.c;
-                }
+            tile_pixels<ah, aw>(p, x + (n * dd.d_in + id) * p.h * p.w * p.c, ty, tx, mh, mw, px);
             for (int64_t c0 = 0; c0 < p.c; c0 += L) {
                 const int64_t nl = std::min<int64_t>(L, p.c - c0);
                 Vec d[ah][aw], t1[ah][aw], v[ah][aw];
-                for (int i = 0; i < ah; ++i)
-                    for (int j = 0; j < aw; ++j) {
-                        d[i][j] = Vec{};
-                        if (!px[i][j]) continue;
-                        if (nl == L)
-                            load_vec<T, VB>(d[i][j], px[i][j] + c0);
-                        else
-                            for (int64_t l = 0; l < nl; ++l) d[i][j][l] = px[i][j][c0 + l];
-                    }
+                load_pixels<T, VB>(px, c0, nl, d);
                 left<ah, ah, aw>(TabH::BT, d, t1);
                 right<ah, aw, aw>(TabW::BT, t1, v);
                 T* dst = V + tt * g.ldv + t * g.cp + c0;
                 for (int xi = 0; xi < ah; ++xi)
                     for (int nu = 0; nu < aw; ++nu)
-                        store_vec<T, VB>(dst + (xi * aw + nu) * g.tb * g.ldv, v[xi][nu]);
+                        store_vec<T, VB>(dst + (xi * aw + nu) * g.vs, v[xi][nu]);
             }
         }
     }
@@ -363,13 +474,53 @@ CONVCORE_GEMM_INLINE void output_block(const ConvProblem& p, const Geometry& g, 
             const T* src = M + tt * g.ldm + (k0 - k_base);
             for (int xi = 0; xi < ah; ++xi)
                 for (int nu = 0; nu < aw; ++nu)
-                    load_vec<T, VB>(mm[xi][nu], src + (xi * aw + nu) * g.tb * g.ldm);
+                    load_vec<T, VB>(mm[xi][nu], src + (xi * aw + nu) * g.ms);
             left<mh, ah, aw>(TabH::AT, mm, t1);
             right<mh, aw, mw>(TabW::AT, t1, o);
             const int64_t kl = std::min<int64_t>(L, k_end - k0);
             for (int64_t i = 0; i < rows; ++i)
                 for (int64_t j = 0; j < cols; ++j)
                     store<T, VB>(e, o[i][j], y, ((plane * p.p + ty * mh + i) * p.q + tx * mw + j) * p.k + k0, k0, kl);
+        }
+    }
+}
+
+// Stage 3 of the cube: as output_block, A_D^T across the tile's ad planes of points first, then
+// the 2-D A^T on each of its md output planes inside the volume.
+template <typename T, int VB, class F>
+CONVCORE_GEMM_INLINE void output_block_cube(const ConvProblem& p, const Geometry& g, const T* M, int64_t t0,
+                                            int64_t nt, int64_t k_base, int64_t k_begin, int64_t k_end, T* y,
+                                            const Out<T>& e) {
+    typedef T Vec __attribute__((vector_size(VB)));
+    constexpr int L = VB / sizeof(T), ad = F::D::alpha, ah = F::H::alpha, aw = F::W::alpha;
+    constexpr int md = F::D::m, mh = F::H::m, mw = F::W::m, plane_points = ah * aw;
+    using TabD = typename F::D::template table<T>;
+    using TabH = typename F::H::template table<T>;
+    using TabW = typename F::W::template table<T>;
+    const int64_t d_out = g.depth.d_out;
+    for (int64_t tt = 0; tt < nt; ++tt) {
+        const int64_t tile = t0 + tt, volume = tile / (g.th * g.tw), ty = tile / g.tw % g.th, tx = tile % g.tw;
+        const int64_t n = volume / g.td, tz = volume % g.td;
+        const int64_t depths = std::min<int64_t>(md, d_out - tz * md);
+        const int64_t rows = std::min<int64_t>(mh, p.p - ty * mh), cols = std::min<int64_t>(mw, p.q - tx * mw);
+        for (int64_t k0 = k_begin; k0 < k_end; k0 += L) {
+            Vec mm[ad][plane_points], planes[md][plane_points];
+            const T* src = M + tt * g.ldm + (k0 - k_base);
+            for (int q = 0; q < ad; ++q)
+                for (int xi = 0; xi < plane_points; ++xi)
+                    load_vec<T, VB>(mm[q][xi], src + (q * plane_points + xi) * g.ms);
+            left<md, ad, plane_points>(TabD::AT, mm, planes);
+            const int64_t kl = std::min<int64_t>(L, k_end - k0);
+            for (int64_t od = 0; od < depths; ++od) {
+                Vec t1[mh][aw], o[mh][mw];
+                left<mh, ah, aw>(TabH::AT, reinterpret_cast<const Vec(&)[ah][aw]>(planes[od]), t1);
+                right<mh, aw, mw>(TabW::AT, t1, o);
+                const int64_t plane = n * d_out + tz * md + od;
+                for (int64_t i = 0; i < rows; ++i)
+                    for (int64_t j = 0; j < cols; ++j)
+                        store<T, VB>(e, o[i][j], y, ((plane * p.p + ty * mh + i) * p.q + tx * mw + j) * p.k + k0, k0,
+                                     kl);
+            }
         }
     }
 }
@@ -381,13 +532,16 @@ CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const Geometry& g, const T*
     constexpr int NV = kPanelVectors, MR = kAcc * 3 / 2 / NV;
     const nhwc_gemm::PlainStores<T> plain{T(1), T(0)};  // M = V . U
     T* V = scratch;
-    T* M = V + g.aa * g.tb * g.ldv;
-    T* sink = M + g.aa * g.tb * g.ldm;
+    T* M = V + g.aa * g.vs;
+    T* sink = M + g.aa * g.ms;
     // 3-D: per row block of MR tiles, the part of the reduction its output depths read
     std::vector<std::pair<int64_t, int64_t>> reduced(static_cast<size_t>(ceil_div(g.tb, MR)));
     for (int64_t tb0 = t0; tb0 < t1; tb0 += g.tb) {
         const int64_t nt = std::min(g.tb, t1 - tb0);
-        input_block<T, VB, F>(p, g, x, tb0, nt, V);
+        if constexpr (kCube<F>)
+            input_block_cube<T, VB, F>(p, g, x, tb0, nt, V);
+        else
+            input_block<T, VB, F>(p, g, x, tb0, nt, V);
         for (int64_t t = 0; t < nt; t += MR)
             reduced[static_cast<size_t>(t / MR)] = reduction_range(g, tb0 + t, tb0 + std::min<int64_t>(nt, t + MR));
         for (int64_t jg = j0; jg < j1; jg += g.pg) {
@@ -398,9 +552,9 @@ CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const Geometry& g, const T*
                     for (int64_t t = 0; t < nt; t += MR) {
                         const int64_t rows = std::min<int64_t>(MR, nt - t);
                         const auto [q0, q1] = reduced[static_cast<size_t>(t / MR)];
-                        const T* va = V + (xi * g.tb + t) * g.ldv + q0;
+                        const T* va = V + xi * g.vs + t * g.ldv + q0;
                         const T* bq = b + q0 * g.nr;
-                        T* mc = M + (xi * g.tb + t) * g.ldm + (jp - jg) * g.nr;
+                        T* mc = M + xi * g.ms + t * g.ldm + (jp - jg) * g.nr;
                         if (rows > MR / 2)
                             nhwc_gemm::panel_block<T, VB, MR, NV>(va, g.ldv, rows, q1 - q0, bq, mc, g.ldm, g.nr,
                                                                    plain, sink);
@@ -412,7 +566,10 @@ CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const Geometry& g, const T*
                                                                        g.nr, plain, sink);
                     }
                 }
-            output_block<T, VB, F>(p, g, M, tb0, nt, jg * g.nr, jg * g.nr, std::min(p.k, je * g.nr), y, e);
+            if constexpr (kCube<F>)
+                output_block_cube<T, VB, F>(p, g, M, tb0, nt, jg * g.nr, jg * g.nr, std::min(p.k, je * g.nr), y, e);
+            else
+                output_block<T, VB, F>(p, g, M, tb0, nt, jg * g.nr, jg * g.nr, std::min(p.k, je * g.nr), y, e);
         }
     }
 }
@@ -440,16 +597,17 @@ std::vector<T>& scratch() {
 // y = act(alpha * conv(x, w) + beta * y + alpha2 * z + bias) on NHWC x and y; U prepared by
 // prepare_u (or made here into `u_space`).
 // 3-D: args.prob is one plane's problem (N images), x, w and y the whole tensors (N x D x H x W x
-// C, K x C x T x 3 x 3, N x D' x P x Q x K), `depth` their depth axis.
+// C, K x C x T x 3 x 3, N x D' x P x Q x K), `depth` their depth axis (the cube: T = 3, depth
+// stride and dilation 1).
 template <typename T, class F>
 void run(const ConvArgs& args, const T* U, T* u_space, TaskFn<T> task_fn, const Depth& depth = {}) {
     const ConvProblem& p = args.prob;
     const int threads = args.ctx.threads();
     if (!U) {
-        prepare_u<T, F>(p, static_cast<const T*>(args.w), u_space, threads, depth.taps);
+        prepare_u<T, F>(p, static_cast<const T*>(args.w), u_space, threads, kCube<F> ? 1 : depth.taps);
         U = u_space;
     }
-    const Geometry g = geometry(p, std::max(F::H::m, F::W::m), threads, depth);
+    const Geometry g = geometry(p, std::max(F::H::m, F::W::m), threads, depth, kCube<F>);
     const Out<T> e = epilogue_store::out_of<T>(args);
     const size_t per_thread = size_t(scratch_elems(g));
     std::vector<T>& buffers = scratch<T>();
