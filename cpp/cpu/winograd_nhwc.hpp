@@ -138,7 +138,6 @@ struct Geometry {
     int64_t ldv;            // V's row stride: C padded to whole vectors (and off 2 KiB multiples)
     int64_t tb;             // tiles per block (a multiple of kTileRows)
     int64_t pg, ldm;        // panels per output group; M's row stride pg * nr
-    int64_t vs, ms;         // V's and M's point strides: tb rows, then an odd number of cache lines
     int64_t tile_tasks, tiles_per_task, panel_tasks, panels_per_task;
 };
 
@@ -165,15 +164,6 @@ inline Split split(const ConvProblem& p, const Geometry& g, int64_t tile_tasks, 
     s.tb = std::min(s.tb, std::max(kTileRows, s.tiles_per_task));
     s.cost = blocks * u_task + s.tiles_per_task * v_tile;
     return s;
-}
-
-// A stage reads or writes a tile's a*a (cube: a^3) points at once, one row per point: with their
-// stride an odd number of cache lines they spread over all of L1's sets (an even one, a multiple
-// of 2 KiB in particular, crowds them into a few sets, which 216 points overflow).
-inline int64_t point_stride(int64_t elems, int64_t elem) {
-    int64_t lines = ceil_div(elems * elem, 64);
-    if (lines % 2 == 0) ++lines;
-    return lines * 64 / elem;
 }
 
 inline Geometry geometry(const ConvProblem& p, int64_t m, int threads, const Depth& depth = {}, bool cube = false) {
@@ -209,8 +199,6 @@ inline Geometry geometry(const ConvProblem& p, int64_t m, int threads, const Dep
     g.tb = s.tb;
     g.pg = std::min(g.panels_per_task, std::max<int64_t>(1, l2 / 4 / (g.aa * g.tb * g.nr * elem)));
     g.ldm = nhwc_gemm::copied_row_stride(g.pg * g.nr, p.elem_size());
-    g.vs = point_stride(g.tb * g.ldv, elem);
-    g.ms = point_stride(g.tb * g.ldm, elem);
     return g;
 }
 
@@ -237,7 +225,7 @@ inline int64_t u_elems(const ConvProblem& p, int64_t m, int64_t taps = 1, bool c
            nhwc_gemm::panel_count(p) * nhwc_gemm::panel_cols(p) * reduction(p, taps);
 }
 // A thread's buffers: V's block, M's group, and a sink for the rows of a partial block.
-inline int64_t scratch_elems(const Geometry& g) { return g.aa * (g.vs + g.ms) + g.nr; }
+inline int64_t scratch_elems(const Geometry& g) { return g.aa * g.tb * (g.ldv + g.ldm) + g.nr; }
 
 // U = G_H g G_W^T per filter k, channel c and depth tap t (true convolution mirrors g in every
 // axis), for channels [c0, c1), into the panels; w is K x C x T x R x S (R, S: the tile's taps).
@@ -410,7 +398,7 @@ CONVCORE_GEMM_INLINE void input_block_cube(const ConvProblem& p, const Geometry&
             T* dst = V + tt * g.ldv + c0;
             for (int q = 0; q < ad; ++q)
                 for (int xi = 0; xi < plane_points; ++xi)
-                    store_vec<T, VB>(dst + (q * plane_points + xi) * g.vs, v[q][xi]);
+                    store_vec<T, VB>(dst + (q * plane_points + xi) * g.tb * g.ldv, v[q][xi]);
         }
         if (tt + 1 < nt) std::memcpy(px, next, sizeof(px));
     }
@@ -434,7 +422,7 @@ CONVCORE_GEMM_INLINE void input_block(const ConvProblem& p, const Geometry& g, c
                 const Vec zero = Vec{};
                 for (int64_t c0 = 0; c0 < p.c; c0 += L)
                     for (int xi = 0; xi < ah * aw; ++xi)
-                        store_vec<T, VB>(V + tt * g.ldv + t * g.cp + c0 + xi * g.vs, zero);
+                        store_vec<T, VB>(V + tt * g.ldv + t * g.cp + c0 + xi * g.tb * g.ldv, zero);
                 continue;
             }
             const T* px[ah][aw];  // the input pixels of the tile, null in the padding
@@ -448,7 +436,7 @@ CONVCORE_GEMM_INLINE void input_block(const ConvProblem& p, const Geometry& g, c
                 T* dst = V + tt * g.ldv + t * g.cp + c0;
                 for (int xi = 0; xi < ah; ++xi)
                     for (int nu = 0; nu < aw; ++nu)
-                        store_vec<T, VB>(dst + (xi * aw + nu) * g.vs, v[xi][nu]);
+                        store_vec<T, VB>(dst + (xi * aw + nu) * g.tb * g.ldv, v[xi][nu]);
             }
         }
     }
@@ -474,7 +462,7 @@ CONVCORE_GEMM_INLINE void output_block(const ConvProblem& p, const Geometry& g, 
             const T* src = M + tt * g.ldm + (k0 - k_base);
             for (int xi = 0; xi < ah; ++xi)
                 for (int nu = 0; nu < aw; ++nu)
-                    load_vec<T, VB>(mm[xi][nu], src + (xi * aw + nu) * g.ms);
+                    load_vec<T, VB>(mm[xi][nu], src + (xi * aw + nu) * g.tb * g.ldm);
             left<mh, ah, aw>(TabH::AT, mm, t1);
             right<mh, aw, mw>(TabW::AT, t1, o);
             const int64_t kl = std::min<int64_t>(L, k_end - k0);
@@ -508,7 +496,7 @@ CONVCORE_GEMM_INLINE void output_block_cube(const ConvProblem& p, const Geometry
             const T* src = M + tt * g.ldm + (k0 - k_base);
             for (int q = 0; q < ad; ++q)
                 for (int xi = 0; xi < plane_points; ++xi)
-                    load_vec<T, VB>(mm[q][xi], src + (q * plane_points + xi) * g.ms);
+                    load_vec<T, VB>(mm[q][xi], src + (q * plane_points + xi) * g.tb * g.ldm);
             left<md, ad, plane_points>(TabD::AT, mm, planes);
             const int64_t kl = std::min<int64_t>(L, k_end - k0);
             for (int64_t od = 0; od < depths; ++od) {
@@ -532,8 +520,8 @@ CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const Geometry& g, const T*
     constexpr int NV = kPanelVectors, MR = kAcc * 3 / 2 / NV;
     const nhwc_gemm::PlainStores<T> plain{T(1), T(0)};  // M = V . U
     T* V = scratch;
-    T* M = V + g.aa * g.vs;
-    T* sink = M + g.aa * g.ms;
+    T* M = V + g.aa * g.tb * g.ldv;
+    T* sink = M + g.aa * g.tb * g.ldm;
     // 3-D: per row block of MR tiles, the part of the reduction its output depths read
     std::vector<std::pair<int64_t, int64_t>> reduced(static_cast<size_t>(ceil_div(g.tb, MR)));
     for (int64_t tb0 = t0; tb0 < t1; tb0 += g.tb) {
@@ -552,9 +540,9 @@ CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const Geometry& g, const T*
                     for (int64_t t = 0; t < nt; t += MR) {
                         const int64_t rows = std::min<int64_t>(MR, nt - t);
                         const auto [q0, q1] = reduced[static_cast<size_t>(t / MR)];
-                        const T* va = V + xi * g.vs + t * g.ldv + q0;
+                        const T* va = V + (xi * g.tb + t) * g.ldv + q0;
                         const T* bq = b + q0 * g.nr;
-                        T* mc = M + xi * g.ms + t * g.ldm + (jp - jg) * g.nr;
+                        T* mc = M + (xi * g.tb + t) * g.ldm + (jp - jg) * g.nr;
                         if (rows > MR / 2)
                             nhwc_gemm::panel_block<T, VB, MR, NV>(va, g.ldv, rows, q1 - q0, bq, mc, g.ldm, g.nr,
                                                                    plain, sink);
