@@ -31,8 +31,9 @@ Bias, residual and activation run in convcore's fused epilogue
 bias always does, and ``convert(model, fuse=True)`` also fuses what follows a Conv2d into it: a
 BatchNorm2d (folded into the weights in eval mode, run as PyTorch runs it in training), a residual
 add and an ``nn.ReLU``, ``nn.ReLU6`` or ``nn.SiLU`` (see convert). Gradients flow through all of
-it: ReLU's and ReLU6's from the output, SiLU's from the pre-activation, which the backward pass
-recomputes.
+it: ReLU's and ReLU6's from the output. SiLU's and GELU's need the pre-activation: in eager
+training a layer runs the convolution and then PyTorch's activation, which keeps it; the fused
+operator (graph captures, conv2d(..., activation=...)) recomputes it in the backward pass.
 
 This module imports torch; ``import convcore`` alone does not.
 """
@@ -977,8 +978,14 @@ class Conv2d(nn.Conv2d):
                 conv = self._own_convolution()
                 if bias is not None and not bias.is_contiguous():
                     bias = bias.contiguous()
-                y = _apply_conv2d(input, weight, bias, conv,
-                                  _function_args(self._algo_spec, activation))
+                if activation in _READS_PREACTIVATION:
+                    # The fused op would recompute the convolution in the backward pass for
+                    # SiLU's and GELU's gradient (it keeps only y); PyTorch's activation after
+                    # it keeps its input instead, as the unfused model does.
+                    y = _apply_conv2d(input, weight, bias, conv, _function_args(self._algo_spec, "identity"))
+                    y = _ACTIVATION_FUNCTIONS[activation](y)
+                else:
+                    y = _apply_conv2d(input, weight, bias, conv, _function_args(self._algo_spec, activation))
                 self.__dict__["_last_algo"] = conv
                 return y
         padding = self.padding

@@ -534,6 +534,38 @@ def test_eager_autograd_matches_the_operator(activation):
 
 
 @needs_backward
+@pytest.mark.parametrize("activation", ["silu", "gelu", "gelu_tanh"])
+def test_training_with_a_fused_silu_or_gelu_keeps_the_preactivation(activation):
+    """A Conv2d or Conv1d with a fused SiLU or GELU, recorded by autograd on CPU tensors: the
+    convolution, then PyTorch's activation, which keeps its input (the fused op keeps only y, and
+    its backward would run the convolution again). Gradients as PyTorch's (float64); without
+    autograd the fused op, with the same values."""
+    torch.manual_seed(2)
+    approximate = "tanh" if activation == "gelu_tanh" else "none"
+    act = F.silu if activation == "silu" else (lambda v: F.gelu(v, approximate=approximate))
+    recorded = "SiluBackward" if activation == "silu" else "GeluBackward"
+    for layer, conv, x in ((ct.Conv2d(4, 6, 3, padding=1), F.conv2d, torch.randn(2, 4, 7, 6)),
+                           (ct.Conv1d(4, 6, 3, padding=1), F.conv1d, torch.randn(2, 4, 9))):
+        layer = layer.double()
+        layer.activation = activation
+        x = x.double().requires_grad_(True)
+        y = layer(x)
+        assert type(y.grad_fn).__name__.startswith(recorded), type(y.grad_fn).__name__
+        x_ref = x.detach().clone().requires_grad_(True)
+        w_ref = layer.weight.detach().clone().requires_grad_(True)
+        b_ref = layer.bias.detach().clone().requires_grad_(True)
+        ref = act(conv(x_ref, w_ref, b_ref, padding=1))
+        assert rel_err(y, ref) <= 1e-12
+        g = torch.randn_like(ref)
+        got = torch.autograd.grad((y * g).sum(), (x, layer.weight, layer.bias))
+        expected = torch.autograd.grad((ref * g).sum(), (x_ref, w_ref, b_ref))
+        for a, b in zip(got, expected):
+            assert rel_err(a, b) <= 1e-12
+        with torch.no_grad():
+            assert rel_err(layer(x), ref) <= 1e-12
+
+
+@needs_backward
 def test_eager_double_backward_is_a_clear_error():
     x = torch.randn(1, 2, 5, 5, requires_grad=True)
     w = torch.randn(3, 2, 3, 3, requires_grad=True)
