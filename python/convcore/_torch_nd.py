@@ -149,13 +149,7 @@ class _PaddedForward(_AlgoAttribute):
         else:
             padding = self.padding
         activation = self.__dict__.get("_activation", "identity")
-        if activation in _ct._READS_PREACTIVATION and torch.is_grad_enabled() and any(
-                isinstance(t, Tensor) and t.requires_grad for t in (input, weight, bias)
-        ) and not torch.jit.is_tracing():
-            # Training: the fused op would recompute the convolution in the backward pass for
-            # SiLU's and GELU's gradient (it keeps only y); PyTorch's activation after it keeps
-            # its input instead, as the unfused model does. (A trace records the fused op
-            # whatever the grad mode: its graph must not depend on it.)
+        if _ct._keeps_preactivation(activation, input, weight, bias):
             y = self._functional(input, weight, bias, self.stride, padding, self.dilation,
                                  self.groups, algo=self._algo)
             return _ct._ACTIVATION_FUNCTIONS[activation](y)

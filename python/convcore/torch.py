@@ -854,6 +854,8 @@ class Conv2d(nn.Conv2d):
         activation = self.activation if activation is None else _activation_name(activation)
         if isinstance(input, torch.fx.Proxy):  # symbolic tracing: one call in the graph
             return _symbolic_fused_forward(self, input, residual, activation)
+        if _keeps_preactivation(activation, input, self.weight, self.bias, residual):
+            return _ACTIVATION_FUNCTIONS[activation](self._fused_forward(input, residual, "identity"))
         if bn is not None and (bn.training or bn.running_mean is None):
             # the convolution alone, then the batch norm as PyTorch runs it
             y = self._conv_forward(input, self.weight, self.bias, "identity")
@@ -957,6 +959,8 @@ class Conv2d(nn.Conv2d):
             activation_code = self.__dict__.get("_activation_code", 0)
         else:
             activation_code = _api.ACTIVATIONS[activation]
+        if _keeps_preactivation(activation, input, weight, bias):
+            return _ACTIVATION_FUNCTIONS[activation](self._conv_forward(input, weight, bias, "identity"))
         if self.padding_mode == "zeros" and type(self.padding) is tuple and isinstance(input, Tensor):
             route = _route(input, weight, bias)
             if route == _DIRECT:
@@ -978,14 +982,8 @@ class Conv2d(nn.Conv2d):
                 conv = self._own_convolution()
                 if bias is not None and not bias.is_contiguous():
                     bias = bias.contiguous()
-                if activation in _READS_PREACTIVATION:
-                    # The fused op would recompute the convolution in the backward pass for
-                    # SiLU's and GELU's gradient (it keeps only y); PyTorch's activation after
-                    # it keeps its input instead, as the unfused model does.
-                    y = _apply_conv2d(input, weight, bias, conv, _function_args(self._algo_spec, "identity"))
-                    y = _ACTIVATION_FUNCTIONS[activation](y)
-                else:
-                    y = _apply_conv2d(input, weight, bias, conv, _function_args(self._algo_spec, activation))
+                y = _apply_conv2d(input, weight, bias, conv,
+                                  _function_args(self._algo_spec, activation))
                 self.__dict__["_last_algo"] = conv
                 return y
         padding = self.padding
@@ -999,6 +997,16 @@ class Conv2d(nn.Conv2d):
             self.__dict__["_last_algo"] = _conv_for(self.stride, padding, self.dilation,
                                                     self.groups).last_algo
         return y
+
+
+def _keeps_preactivation(activation, *tensors):
+    """Whether a layer runs its fused SiLU or GELU as PyTorch's activation after the convolution:
+    when autograd records the call. The fused op keeps only y, so its backward would run the
+    convolution again for the pre-activation that their gradients read; PyTorch's activation
+    keeps its input, as the unfused model does. (torch.jit.trace records the fused op whatever
+    the grad mode: its graph must not depend on it.)"""
+    return (activation in _READS_PREACTIVATION and torch.is_grad_enabled() and not torch.jit.is_tracing()
+            and any(isinstance(t, Tensor) and t.requires_grad for t in tensors))
 
 
 def _prepared_in_graph():
