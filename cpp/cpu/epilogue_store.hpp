@@ -41,6 +41,13 @@ Out<T> out_of(const ConvArgs& a) {
                   ep.activation};
 }
 
+// The vector helpers below pass vectors by value: always inlined into one instruction set's
+// kernel, so the ABI of a wider vector never matters. (GCC reports -Wpsabi at the end of the
+// translation unit, past any pop: the files that include this one ignore it.)
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic ignored "-Wpsabi"
+#endif
+
 // exp(a) for a <= 0 in vectors of VB bytes of floats: no call to exp, so it runs in the caller's
 // instruction set and keeps its registers (Cody & Waite's range reduction): n = round(a / ln 2),
 // r = a - n ln 2 with ln 2 in two parts (n * kLn2Hi is exact), so |r| <= ln(2) / 2; exp(r) by its

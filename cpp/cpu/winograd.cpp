@@ -724,13 +724,7 @@ template <class F>
 void prepare_f(const ConvProblem& p, const Context& ctx, const void* w, void* out) {
     if (p.nhwc)
         with_tile<F>(p, [&](auto tile) {
-            using Tl = decltype(tile);
-            if (p.dtype == CONVCORE_DATA_DOUBLE)
-                winograd_nhwc::prepare_u<double, Tl>(p, static_cast<const double*>(w), static_cast<double*>(out),
-                                                     ctx.threads());
-            else
-                winograd_nhwc::prepare_u<float, Tl>(p, static_cast<const float*>(w), static_cast<float*>(out),
-                                                    ctx.threads());
+            winograd_nhwc::prepare_u_typed<decltype(tile)>(p, w, out, ctx.threads());
         });
     else if (p.dtype == CONVCORE_DATA_DOUBLE)
         prepare_typed<double, F>(p, ctx, w, out);
@@ -920,15 +914,8 @@ size_t filter_bytes(const ConvProblem& plane, int64_t m, int64_t taps) {
 namespace {
 template <class F>
 void prepare_f(const ConvProblem& p, const Context& ctx, int64_t taps, const void* w, void* out) {
-    with_tile<F>(p, [&](auto tile) {
-        using Tl = decltype(tile);
-        if (p.dtype == CONVCORE_DATA_DOUBLE)
-            winograd_nhwc::prepare_u<double, Tl>(p, static_cast<const double*>(w), static_cast<double*>(out),
-                                                 ctx.threads(), taps);
-        else
-            winograd_nhwc::prepare_u<float, Tl>(p, static_cast<const float*>(w), static_cast<float*>(out),
-                                                ctx.threads(), taps);
-    });
+    with_tile<F>(p,
+                 [&](auto tile) { winograd_nhwc::prepare_u_typed<decltype(tile)>(p, w, out, ctx.threads(), taps); });
 }
 template <class F>
 void forward_f(const ConvArgs& a, const Depth& depth) {

@@ -4,10 +4,6 @@
 // unrolled transforms are large, and this keeps winograd.cpp's compile time apart.
 #include <cstdint>
 
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic ignored "-Wpsabi"  // vectors pass between helpers inlined into one instruction set's task
-#endif
-
 #include "cpu/cpu_isa.hpp"
 #include "cpu/winograd_3d.hpp"
 #include "cpu/winograd_nhwc.hpp"
@@ -51,15 +47,8 @@ size_t nested_filter_bytes(const ConvProblem& plane, int64_t m) {
 }
 
 void nested_prepare(const ConvProblem& plane, const Context& ctx, int64_t m, const void* w, void* out) {
-    with_cube(plane, m, [&](auto tile) {
-        using Tl = decltype(tile);
-        if (plane.dtype == CONVCORE_DATA_DOUBLE)
-            winograd_nhwc::prepare_u<double, Tl>(plane, static_cast<const double*>(w), static_cast<double*>(out),
-                                                 ctx.threads());
-        else
-            winograd_nhwc::prepare_u<float, Tl>(plane, static_cast<const float*>(w), static_cast<float*>(out),
-                                                ctx.threads());
-    });
+    with_cube(plane, m,
+              [&](auto tile) { winograd_nhwc::prepare_u_typed<decltype(tile)>(plane, w, out, ctx.threads()); });
 }
 
 namespace {

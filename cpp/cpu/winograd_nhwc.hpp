@@ -232,7 +232,8 @@ inline int64_t scratch_elems(const Geometry& g) { return g.aa * g.tb * (g.ldv + 
 // The cube: U = G_D (G_H g G_W^T) across the depth's 3 taps, w K x C x 3 x 3 x 3, taps 1.
 template <typename T, class F>
 void make_u(const ConvProblem& p, const T* w, T* U, int64_t c0, int64_t c1, int64_t taps = 1) {
-    constexpr int ad = F::D::alpha, ah = F::H::alpha, aw = F::W::alpha, rd = F::D::r, rh = F::H::r, rw = F::W::r;
+    constexpr int ad = F::D::alpha, ah = F::H::alpha, aw = F::W::alpha;
+    constexpr int rd = F::D::r, rh = F::H::r, rw = F::W::r;
     using TabD = typename F::D::template table<T>;
     using TabH = typename F::H::template table<T>;
     using TabW = typename F::W::template table<T>;
@@ -260,8 +261,9 @@ void make_u(const ConvProblem& p, const T* w, T* U, int64_t c0, int64_t c1, int6
                             for (int j = 0; j < aw; ++j)
                                 for (int l = 0; l < rd; ++l) u[q][i][j] += TabD::G[q][l] * gh[l][i][j];
                 }
+                const T* points = &u[0][0][0];
                 for (int xi = 0; xi < ad * ah * aw; ++xi)
-                    U[((xi * panels + k / nr) * kc + t * cp + c) * nr + k % nr] = u[xi / (ah * aw)][xi / aw % ah][xi % aw];
+                    U[((xi * panels + k / nr) * kc + t * cp + c) * nr + k % nr] = points[xi];
             }
 }
 
@@ -271,6 +273,15 @@ void prepare_u(const ConvProblem& p, const T* w, T* U, int threads, int64_t taps
         std::memset(U, 0, size_t(u_elems(p, std::max(F::H::m, F::W::m), taps, kCube<F>)) * sizeof(T));
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t c = 0; c < p.c; ++c) make_u<T, F>(p, w, U, c, c + 1, taps);
+}
+
+// prepare_u in p's precision (w and U untyped).
+template <class F>
+void prepare_u_typed(const ConvProblem& p, const void* w, void* U, int threads, int64_t taps = 1) {
+    if (p.dtype == CONVCORE_DATA_DOUBLE)
+        prepare_u<double, F>(p, static_cast<const double*>(w), static_cast<double*>(U), threads, taps);
+    else
+        prepare_u<float, F>(p, static_cast<const float*>(w), static_cast<float*>(U), threads, taps);
 }
 
 // out[i][j] = sum_l M[i][l] in[l][j] (left) and out[i][j] = sum_l in[i][l] M[j][l] (right,
