@@ -229,48 +229,41 @@ inline int64_t scratch_elems(const Geometry& g) { return g.aa * g.tb * (g.ldv + 
 
 // U = G_H g G_W^T per filter k, channel c and depth tap t (true convolution mirrors g in every
 // axis), for channels [c0, c1), into the panels; w is K x C x T x R x S (R, S: the tile's taps).
-// The cube: U = G_D (G_H g G_W^T) across the depth's 3 taps, w K x C x 3 x 3 x 3, taps 1.
 template <typename T, class F>
 void make_u(const ConvProblem& p, const T* w, T* U, int64_t c0, int64_t c1, int64_t taps = 1) {
-    constexpr int ad = F::D::alpha, ah = F::H::alpha, aw = F::W::alpha;
-    constexpr int rd = F::D::r, rh = F::H::r, rw = F::W::r;
-    using TabD = typename F::D::template table<T>;
+    constexpr int ah = F::H::alpha, aw = F::W::alpha, rh = F::H::r, rw = F::W::r;
     using TabH = typename F::H::template table<T>;
     using TabW = typename F::W::template table<T>;
     const int64_t nr = nhwc_gemm::panel_cols(p), panels = nhwc_gemm::panel_count(p);
     const int64_t cp = tap_stride(p, taps), kc = reduction(p, taps);
-    const auto at = [&](int i, int n) { return p.flip ? n - 1 - i : i; };
     for (int64_t c = c0; c < c1; ++c)
         for (int64_t t = 0; t < taps; ++t)
             for (int64_t k = 0; k < panels * nr; ++k) {
-                T u[ad][ah][aw] = {};
+                T u[ah][aw] = {};
                 if (k < p.k) {
-                    const T* g = w + ((k * p.c + c) * taps + at(int(t), int(taps))) * rd * rh * rw;
-                    T gw[rd][rh][aw] = {}, gh[rd][ah][aw] = {};  // G_W, then G_H applied
-                    for (int a = 0; a < rd; ++a)
-                        for (int i = 0; i < rh; ++i)
-                            for (int j = 0; j < aw; ++j)
-                                for (int l = 0; l < rw; ++l)
-                                    gw[a][i][j] += TabW::G[j][l] * g[(at(a, rd) * rh + at(i, rh)) * rw + at(l, rw)];
-                    for (int a = 0; a < rd; ++a)
-                        for (int i = 0; i < ah; ++i)
-                            for (int j = 0; j < aw; ++j)
-                                for (int l = 0; l < rh; ++l) gh[a][i][j] += TabH::G[i][l] * gw[a][l][j];
-                    for (int q = 0; q < ad; ++q)
-                        for (int i = 0; i < ah; ++i)
-                            for (int j = 0; j < aw; ++j)
-                                for (int l = 0; l < rd; ++l) u[q][i][j] += TabD::G[q][l] * gh[l][i][j];
+                    T gf[rh][rw], t1[ah][rw];
+                    const T* g = w + ((k * p.c + c) * taps + (p.flip ? taps - 1 - t : t)) * rh * rw;
+                    for (int i = 0; i < rh; ++i)
+                        for (int j = 0; j < rw; ++j)
+                            gf[i][j] = g[(p.flip ? rh - 1 - i : i) * rw + (p.flip ? rw - 1 - j : j)];
+                    for (int i = 0; i < ah; ++i)
+                        for (int j = 0; j < rw; ++j) {
+                            t1[i][j] = T(0);
+                            for (int l = 0; l < rh; ++l) t1[i][j] += TabH::G[i][l] * gf[l][j];
+                        }
+                    for (int i = 0; i < ah; ++i)
+                        for (int j = 0; j < aw; ++j)
+                            for (int l = 0; l < rw; ++l) u[i][j] += t1[i][l] * TabW::G[j][l];
                 }
-                const T* points = &u[0][0][0];
-                for (int xi = 0; xi < ad * ah * aw; ++xi)
-                    U[((xi * panels + k / nr) * kc + t * cp + c) * nr + k % nr] = points[xi];
+                for (int xi = 0; xi < ah * aw; ++xi)
+                    U[((xi * panels + k / nr) * kc + t * cp + c) * nr + k % nr] = u[xi / aw][xi % aw];
             }
 }
 
 template <typename T, class F>
 void prepare_u(const ConvProblem& p, const T* w, T* U, int threads, int64_t taps = 1) {
     if (tap_stride(p, taps) != p.c)  // the rows between taps
-        std::memset(U, 0, size_t(u_elems(p, std::max(F::H::m, F::W::m), taps, kCube<F>)) * sizeof(T));
+        std::memset(U, 0, size_t(u_elems(p, std::max(F::H::m, F::W::m), taps)) * sizeof(T));
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (int64_t c = 0; c < p.c; ++c) make_u<T, F>(p, w, U, c, c + 1, taps);
 }
@@ -602,9 +595,11 @@ template <typename T, class F>
 void run(const ConvArgs& args, const T* U, T* u_space, TaskFn<T> task_fn, const Depth& depth = {}) {
     const ConvProblem& p = args.prob;
     const int threads = args.ctx.threads();
-    if (!U) {
-        prepare_u<T, F>(p, static_cast<const T*>(args.w), u_space, threads, kCube<F> ? 1 : depth.taps);
-        U = u_space;
+    if constexpr (!kCube<F>) {  // (the cube's caller makes its U: cpu/winograd_3d_nested.cpp)
+        if (!U) {
+            prepare_u<T, F>(p, static_cast<const T*>(args.w), u_space, threads, depth.taps);
+            U = u_space;
+        }
     }
     const Geometry g = geometry(p, std::max(F::H::m, F::W::m), threads, depth, kCube<F>);
     const Out<T> e = epilogue_store::out_of<T>(args);
