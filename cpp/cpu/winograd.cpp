@@ -720,12 +720,13 @@ void with_tile(const ConvProblem& p, Fn&& fn) {
         p.stride_h == 2 ? fn(Tile<S, S>{}) : fn(Tile<F, F>{});
 }
 
+CONVCORE_EACH_ISA(CONVCORE_WINOGRAD_NHWC_KERNELS)
+CONVCORE_WINOGRAD_NHWC_DISPATCH
+
 template <class F>
 void prepare_f(const ConvProblem& p, const Context& ctx, const void* w, void* out) {
     if (p.nhwc)
-        with_tile<F>(p, [&](auto tile) {
-            winograd_nhwc::prepare_u_typed<decltype(tile)>(p, w, out, ctx.threads());
-        });
+        with_tile<F>(p, [&](auto tile) { winograd_nhwc_prepare<decltype(tile)>(p, w, out, ctx.threads()); });
     else if (p.dtype == CONVCORE_DATA_DOUBLE)
         prepare_typed<double, F>(p, ctx, w, out);
     else
@@ -739,14 +740,11 @@ size_t prepared_bytes_m(const ConvProblem& p, int64_t m) {
     return pl.kb > 0 ? 0 : size_t(pl.u_elems) * p.elem_size();
 }
 
-CONVCORE_EACH_ISA(CONVCORE_WINOGRAD_NHWC_KERNELS)
-
 // NHWC: the fused schedule of cpu/winograd_nhwc.hpp, with the tile Tl (depth: a 3-D problem's).
 template <typename T, class Tl>
 void run_nhwc(const ConvArgs& a, const winograd_nhwc::Depth& depth = {}) {
-    const winograd_nhwc::TaskFn<T> task = for_cpu_isa<winograd_nhwc::TaskFn<T>>(
-        winograd_nhwc_task_avx512<T, Tl>, winograd_nhwc_task_avx2<T, Tl>, winograd_nhwc_task_baseline<T, Tl>);
-    winograd_nhwc::run<T, Tl>(a, static_cast<const T*>(a.prepared_filter), static_cast<T*>(a.workspace), task, depth);
+    winograd_nhwc::run<T, Tl>(a, static_cast<const T*>(a.prepared_filter), static_cast<T*>(a.workspace),
+                              winograd_nhwc_kernels<T, Tl>(), depth);
 }
 
 template <class F>
@@ -914,8 +912,7 @@ size_t filter_bytes(const ConvProblem& plane, int64_t m, int64_t taps) {
 namespace {
 template <class F>
 void prepare_f(const ConvProblem& p, const Context& ctx, int64_t taps, const void* w, void* out) {
-    with_tile<F>(p,
-                 [&](auto tile) { winograd_nhwc::prepare_u_typed<decltype(tile)>(p, w, out, ctx.threads(), taps); });
+    with_tile<F>(p, [&](auto tile) { winograd_nhwc_prepare<decltype(tile)>(p, w, out, ctx.threads(), taps); });
 }
 template <class F>
 void forward_f(const ConvArgs& a, const Depth& depth) {

@@ -227,56 +227,6 @@ inline int64_t u_elems(const ConvProblem& p, int64_t m, int64_t taps = 1, bool c
 // A thread's buffers: V's block, M's group, and a sink for the rows of a partial block.
 inline int64_t scratch_elems(const Geometry& g) { return g.aa * g.tb * (g.ldv + g.ldm) + g.nr; }
 
-// U = G_H g G_W^T per filter k, channel c and depth tap t (true convolution mirrors g in every
-// axis), for channels [c0, c1), into the panels; w is K x C x T x R x S (R, S: the tile's taps).
-template <typename T, class F>
-void make_u(const ConvProblem& p, const T* w, T* U, int64_t c0, int64_t c1, int64_t taps = 1) {
-    constexpr int ah = F::H::alpha, aw = F::W::alpha, rh = F::H::r, rw = F::W::r;
-    using TabH = typename F::H::template table<T>;
-    using TabW = typename F::W::template table<T>;
-    const int64_t nr = nhwc_gemm::panel_cols(p), panels = nhwc_gemm::panel_count(p);
-    const int64_t cp = tap_stride(p, taps), kc = reduction(p, taps);
-    for (int64_t c = c0; c < c1; ++c)
-        for (int64_t t = 0; t < taps; ++t)
-            for (int64_t k = 0; k < panels * nr; ++k) {
-                T u[ah][aw] = {};
-                if (k < p.k) {
-                    T gf[rh][rw], t1[ah][rw];
-                    const T* g = w + ((k * p.c + c) * taps + (p.flip ? taps - 1 - t : t)) * rh * rw;
-                    for (int i = 0; i < rh; ++i)
-                        for (int j = 0; j < rw; ++j)
-                            gf[i][j] = g[(p.flip ? rh - 1 - i : i) * rw + (p.flip ? rw - 1 - j : j)];
-                    for (int i = 0; i < ah; ++i)
-                        for (int j = 0; j < rw; ++j) {
-                            t1[i][j] = T(0);
-                            for (int l = 0; l < rh; ++l) t1[i][j] += TabH::G[i][l] * gf[l][j];
-                        }
-                    for (int i = 0; i < ah; ++i)
-                        for (int j = 0; j < aw; ++j)
-                            for (int l = 0; l < rw; ++l) u[i][j] += t1[i][l] * TabW::G[j][l];
-                }
-                for (int xi = 0; xi < ah * aw; ++xi)
-                    U[((xi * panels + k / nr) * kc + t * cp + c) * nr + k % nr] = u[xi / aw][xi % aw];
-            }
-}
-
-template <typename T, class F>
-void prepare_u(const ConvProblem& p, const T* w, T* U, int threads, int64_t taps = 1) {
-    if (tap_stride(p, taps) != p.c)  // the rows between taps
-        std::memset(U, 0, size_t(u_elems(p, std::max(F::H::m, F::W::m), taps)) * sizeof(T));
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (int64_t c = 0; c < p.c; ++c) make_u<T, F>(p, w, U, c, c + 1, taps);
-}
-
-// prepare_u in p's precision (w and U untyped).
-template <class F>
-void prepare_u_typed(const ConvProblem& p, const void* w, void* U, int threads, int64_t taps = 1) {
-    if (p.dtype == CONVCORE_DATA_DOUBLE)
-        prepare_u<double, F>(p, static_cast<const double*>(w), static_cast<double*>(U), threads, taps);
-    else
-        prepare_u<float, F>(p, static_cast<const float*>(w), static_cast<float*>(U), threads, taps);
-}
-
 // out[i][j] = sum_l M[i][l] in[l][j] (left) and out[i][j] = sum_l in[i][l] M[j][l] (right,
 // by M^T) on vectors; M is a constexpr table, so once unrolled its zero entries vanish.
 template <int I, int K, int J, typename V, typename Mat>
@@ -321,6 +271,62 @@ template <typename T, int VB, typename Vec>
 CONVCORE_GEMM_INLINE void store_vec(T* p, const Vec& v) {
     typedef T Unaligned __attribute__((vector_size(VB), aligned(sizeof(T)), may_alias));
     *reinterpret_cast<Unaligned*>(p) = v;
+}
+
+// U = G_D (G_H g G_W^T) per filter k, input channel c and depth tap t (true convolution mirrors
+// g in every axis; G_D: the cube's, else the identity), in vectors of VB bytes along k: a
+// training step makes U again for every pass that runs it (the cube's is 8x the weight). w
+// (K x C x T x [3 x] R x S: the cube's depth taps, or the per-tap form's T) is first copied
+// tap-major into wt (one row of panels * nr per tap, mirrored, zero past K); each vector of
+// consecutive filters then goes through the axes' G into U's panel rows [xi][panel][t*cp + c][nr].
+template <typename T, int VB, class F>
+CONVCORE_GEMM_INLINE void make_u(const ConvProblem& p, const T* w, T* U, int64_t c, int64_t taps, T* wt) {
+    typedef T Vec __attribute__((vector_size(VB)));
+    constexpr int L = VB / sizeof(T), ad = F::D::alpha, ah = F::H::alpha, aw = F::W::alpha;
+    constexpr int rd = F::D::r, rh = F::H::r, rw = F::W::r, per_tap = rd * rh * rw, plane_points = ah * aw;
+    using TabD = typename F::D::template table<T>;
+    using TabH = typename F::H::template table<T>;
+    using TabW = typename F::W::template table<T>;
+    const int64_t nr = nhwc_gemm::panel_cols(p), panels = nhwc_gemm::panel_count(p), kp = panels * nr;
+    const int64_t cp = tap_stride(p, taps), kc = reduction(p, taps), all = taps * per_tap;
+    for (int64_t k = 0; k < kp; ++k) {
+        const T* g = w + (k * p.c + c) * all;
+        for (int64_t l = 0; l < all; ++l) wt[l * kp + k] = k < p.k ? g[p.flip ? all - 1 - l : l] : T(0);
+    }
+    for (int64_t t = 0; t < taps; ++t)
+        for (int64_t k0 = 0; k0 < kp; k0 += L) {
+            Vec g[rd][rh][rw], gw[rd][rh][aw], gh[rd][plane_points], u[ad][plane_points];
+            for (int l = 0; l < per_tap; ++l)
+                load_vec<T, VB>(g[l / (rh * rw)][l / rw % rh][l % rw], wt + (t * per_tap + l) * kp + k0);
+            for (int a = 0; a < rd; ++a) {
+                right<rh, rw, aw>(TabW::G, g[a], gw[a]);
+                left<ah, rh, aw>(TabH::G, gw[a], reinterpret_cast<Vec(&)[ah][aw]>(gh[a]));
+            }
+            left<ad, rd, plane_points>(TabD::G, gh, u);
+            T* dst = U + (k0 / nr * kc + t * cp + c) * nr + k0 % nr;  // point 0's row
+            for (int q = 0; q < ad; ++q)
+                for (int xi = 0; xi < plane_points; ++xi)
+                    store_vec<T, VB>(dst + (q * plane_points + xi) * panels * kc * nr, u[q][xi]);
+        }
+}
+
+// make_u compiled for one instruction set (the CONVCORE_WINOGRAD_NHWC_KERNELS below).
+template <typename T>
+using MakeUFn = void (*)(const ConvProblem&, const T*, T*, int64_t, int64_t, T*);
+
+// The whole U (u_elems) from w, the input channels in parallel.
+template <typename T, class F>
+void prepare_u(const ConvProblem& p, const T* w, T* U, int threads, int64_t taps, MakeUFn<T> make) {
+    if (tap_stride(p, taps) != p.c)  // the rows between taps
+        std::memset(U, 0, size_t(u_elems(p, std::max(F::H::m, F::W::m), taps, kCube<F>)) * sizeof(T));
+    const size_t wt_elems =
+        size_t(taps * F::D::r * F::H::r * F::W::r * nhwc_gemm::panel_count(p) * nhwc_gemm::panel_cols(p));
+#pragma omp parallel num_threads(threads)
+    {
+        std::vector<T> wt(wt_elems);
+#pragma omp for schedule(static)
+        for (int64_t c = 0; c < p.c; ++c) make(p, w, U, c, taps, wt.data());
+    }
 }
 
 // The input pixels of a tile's plane (ah x aw, from the tile's corner), null in the padding.
@@ -569,14 +575,44 @@ CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const Geometry& g, const T*
 template <typename T>
 using TaskFn = void (*)(const ConvProblem&, const Geometry&, const T*, const T*, T*, int64_t, int64_t, int64_t,
                         int64_t, const Out<T>&, T*);
+// A tile's task and make_u in one instruction set.
+template <typename T>
+struct Kernels {
+    TaskFn<T> task;
+    MakeUFn<T> make_u;
+};
 
-// The task compiled for one instruction set and both tile sizes: winograd_nhwc_tasks_<isa><T>[F].
+// The task and make_u compiled for one instruction set: winograd_nhwc_<isa><T, F>, a Kernels.
+// CONVCORE_WINOGRAD_NHWC_DISPATCH then defines, in the including file, winograd_nhwc_kernels<T, F>()
+// (the CPU's set) and winograd_nhwc_prepare<F>(p, w, U, threads, taps) (prepare_u in p's precision).
 #define CONVCORE_WINOGRAD_NHWC_KERNELS(ISA, ATTR, VB, ACC)                                                    \
     template <typename T, class F>                                                                           \
     ATTR void winograd_nhwc_task_##ISA(const ConvProblem& p, const winograd_nhwc::Geometry& g, const T* x,   \
                                        const T* U, T* y, int64_t t0, int64_t t1, int64_t j0, int64_t j1,     \
                                        const winograd_nhwc::Out<T>& e, T* scratch) {                         \
         winograd_nhwc::task<T, VB, ACC, F>(p, g, x, U, y, t0, t1, j0, j1, e, scratch);                       \
+    }                                                                                                        \
+    template <typename T, class F>                                                                           \
+    ATTR void winograd_nhwc_make_u_##ISA(const ConvProblem& p, const T* w, T* U, int64_t c, int64_t taps,    \
+                                         T* wt) {                                                            \
+        winograd_nhwc::make_u<T, VB, F>(p, w, U, c, taps, wt);                                               \
+    }                                                                                                        \
+    template <typename T, class F>                                                                           \
+    const winograd_nhwc::Kernels<T> winograd_nhwc_##ISA = {winograd_nhwc_task_##ISA<T, F>,                   \
+                                                           winograd_nhwc_make_u_##ISA<T, F>};
+#define CONVCORE_WINOGRAD_NHWC_DISPATCH                                                                        \
+    template <typename T, class F>                                                                            \
+    const winograd_nhwc::Kernels<T>& winograd_nhwc_kernels() {                                                \
+        return for_cpu_isa(winograd_nhwc_avx512<T, F>, winograd_nhwc_avx2<T, F>, winograd_nhwc_baseline<T, F>); \
+    }                                                                                                         \
+    template <class F>                                                                                        \
+    void winograd_nhwc_prepare(const ConvProblem& p, const void* w, void* U, int threads, int64_t taps = 1) { \
+        if (p.dtype == CONVCORE_DATA_DOUBLE)                                                                  \
+            winograd_nhwc::prepare_u<double, F>(p, static_cast<const double*>(w), static_cast<double*>(U),    \
+                                                threads, taps, winograd_nhwc_kernels<double, F>().make_u);    \
+        else                                                                                                  \
+            winograd_nhwc::prepare_u<float, F>(p, static_cast<const float*>(w), static_cast<float*>(U),       \
+                                               threads, taps, winograd_nhwc_kernels<float, F>().make_u);      \
     }
 
 // Per-thread buffers reused across calls, allocated by the calling thread.
@@ -592,14 +628,12 @@ std::vector<T>& scratch() {
 // C, K x C x T x 3 x 3, N x D' x P x Q x K), `depth` their depth axis (the cube: T = 3, depth
 // stride and dilation 1).
 template <typename T, class F>
-void run(const ConvArgs& args, const T* U, T* u_space, TaskFn<T> task_fn, const Depth& depth = {}) {
+void run(const ConvArgs& args, const T* U, T* u_space, const Kernels<T>& kernels, const Depth& depth = {}) {
     const ConvProblem& p = args.prob;
     const int threads = args.ctx.threads();
-    if constexpr (!kCube<F>) {  // (the cube's caller makes its U: cpu/winograd_3d_nested.cpp)
-        if (!U) {
-            prepare_u<T, F>(p, static_cast<const T*>(args.w), u_space, threads, depth.taps);
-            U = u_space;
-        }
+    if (!U) {
+        prepare_u<T, F>(p, static_cast<const T*>(args.w), u_space, threads, kCube<F> ? 1 : depth.taps, kernels.make_u);
+        U = u_space;
     }
     const Geometry g = geometry(p, std::max(F::H::m, F::W::m), threads, depth, kCube<F>);
     const Out<T> e = epilogue_store::out_of<T>(args);
@@ -614,7 +648,7 @@ void run(const ConvArgs& args, const T* U, T* u_space, TaskFn<T> task_fn, const 
 #pragma omp for collapse(2) schedule(static)
         for (int64_t tt = 0; tt < g.tile_tasks; ++tt)
             for (int64_t tj = 0; tj < g.panel_tasks; ++tj)
-                task_fn(p, g, x, U, y, tt * g.tiles_per_task, std::min(g.tiles, (tt + 1) * g.tiles_per_task),
+                kernels.task(p, g, x, U, y, tt * g.tiles_per_task, std::min(g.tiles, (tt + 1) * g.tiles_per_task),
                         tj * g.panels_per_task, std::min(g.panels, (tj + 1) * g.panels_per_task), e, mine);
     }
 }
