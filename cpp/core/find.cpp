@@ -138,6 +138,16 @@ public:
     const char* direction() const { return direction_of(kind_); }
     const char* name(int algo) const { return algo_name(kind_, algo); }
     const ConvProblem& prob() const { return prob_; }
+    // Whether algo is DIRECT, the reference loops (accumulating in double), there to check the
+    // others: "auto" does not time it beside another algorithm that runs the problem. On a
+    // network's layer it takes seconds where the others take milliseconds (mc3_18's stride-2
+    // layers, whose backward passes have three algorithms, made its first training step 36 s).
+    bool reference(int algo) const {
+        static_assert(CONVCORE_FWD_ALGO_DIRECT == 0 && CONVCORE_BWD_DATA_ALGO_DIRECT == 0 &&
+                          CONVCORE_BWD_FILTER_ALGO_DIRECT == 0,
+                      "DIRECT is algorithm 0 of every pass");
+        return algo == 0;
+    }
     const std::vector<Ranked>& ranking_rows() const { return ranking_; }
     // Whether "auto" times algo whatever its rank (core/select.hpp).
     bool timed_beside_candidates(int algo) const {
@@ -334,10 +344,15 @@ std::vector<FindResult> find(Pass& pass, TimingBuffers buf, size_t candidates = 
     };
     find_db::Records known = find_db::lookup(key, false);
     if (candidates != kAllCandidates) {
+        bool others = false;  // an eligible algorithm other than the reference
+        for (size_t i = 0; i < perf.size(); ++i) others = others || (eligible[i] && !pass.reference(perf[i].algo));
         size_t ranked = 0;  // eligible algorithms seen, in the Get ranking's order
         for (size_t i = 0; i < perf.size(); ++i) {
             if (!eligible[i]) continue;
-            if (ranked++ >= candidates && !known.count(pass.name(perf[i].algo)) && !pass.timed_beside_candidates(perf[i].algo))
+            const bool in_db = known.count(pass.name(perf[i].algo)) > 0;
+            if (others && pass.reference(perf[i].algo) && !in_db)
+                eligible[i] = false;  // (takes no candidate's place)
+            else if (ranked++ >= candidates && !in_db && !pass.timed_beside_candidates(perf[i].algo))
                 eligible[i] = false;
         }
     }

@@ -141,6 +141,31 @@ def test_backward_algo_find(db):
     assert "\tbwd_data\t" in text and "\tbwd_filter\t" in text
 
 
+def test_auto_does_not_time_the_reference_beside_other_algorithms(db, monkeypatch):
+    """DIRECT (the reference loops) is among the first three applicable algorithms of a stride-2
+    layer's backward passes, which have three; "auto" times the other two and not it (on a
+    network's layer DIRECT takes seconds), "find" times all three. A problem only DIRECT runs
+    still runs under "auto"."""
+    conv = convcore.Convolution(padding=1, stride=2)
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 8, 15, 15)).astype(np.float32)
+    w = rng.standard_normal((6, 8, 3, 3)).astype(np.float32)
+    dy = rng.standard_normal(conv.output_shape(x.shape, w.shape)).astype(np.float32)
+    for direction in ("backward_data", "backward_filter"):
+        assert "direct" in conv.applicable_algos(x.shape, w.shape, direction=direction)[:3]
+    dx = conv.backward_data(dy, w, x.shape)
+    dw = conv.backward_filter(x, dy, w.shape)
+    timed = [line.split("\t")[4] for line in db.read_text().splitlines()[2:]]
+    assert len(timed) == 4 and "DIRECT" not in timed, timed
+    assert relative_error(dx, conv.backward_data(dy, w, x.shape, algo="direct")) < 1e-5
+    assert relative_error(dw, conv.backward_filter(x, dy, w.shape, algo="direct")) < 1e-5
+    conv.backward_data(dy, w, x.shape, algo="find")
+    assert "\tbwd_data\t" in db.read_text() and "DIRECT" in db.read_text()
+    monkeypatch.setenv("CONVCORE_DISABLE_ALGOS", "im2col_gemm,implicit_gemm")
+    convcore.clear_find_cache()
+    assert relative_error(conv.backward_data(dy, w, x.shape), dx) < 1e-5
+
+
 def test_workspace_limit(db):
     conv = convcore.Convolution(padding=1)
     x, w = _problem()

@@ -441,7 +441,9 @@ CONVCORE_API convcoreStatus_t convcoreFindConvolutionForwardAlgorithmEx(
  *                              applicable algorithms (and any others the find-db already knows
  *                              for this problem, and IMPLICIT_GEMM on an NHWC CPU problem it runs
  *                              through its NHWC GEMM) timed once per machine through the find-db, the
- *                              fastest kept. A heuristic fitted to one machine ranks well but not
+ *                              fastest kept. DIRECT, the reference loops, is not timed beside
+ *                              another algorithm that runs the problem (on a network's layer it
+ *                              takes seconds). A heuristic fitted to one machine ranks well but not
  *                              exactly on another; timing its few best guesses on this machine
  *                              corrects the order at the cost of a few runs on first use.
  *   CONVCORE_SELECT_FIND       every eligible algorithm timed (Find), the fastest kept.
