@@ -134,12 +134,14 @@ class _PaddedForward(_AlgoAttribute):
         return _ct._group_norm_forward(y, self.__dict__["_fused_group_norm"],
                                        self.__dict__.get("_group_norm_activation", "identity"))
 
-    def _padded_forward(self: Any, input: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
+    def _padded_forward(self: Any, input: Tensor, weight: Tensor, bias: Optional[Tensor],
+                        trusted: bool = False) -> Tensor:
         # With freeze=True, a call autograd does not record (no graph capture either) runs the
         # layer's direct route with its version number of the weight instead of reading the
-        # weight's bytes (Conv2d's freeze); every other call, and a padding that is not plain
-        # numbers, the functional form.
-        if (self.freeze and self.padding_mode == "zeros" and not isinstance(self.padding, str)
+        # weight's bytes (Conv2d's freeze); so does a weight the layer made and checked itself
+        # (``trusted``: the folded batch norm's); every other call, and a padding that is not
+        # plain numbers, the functional form.
+        if ((self.freeze or trusted) and self.padding_mode == "zeros" and not isinstance(self.padding, str)
                 and isinstance(input, Tensor) and input.dim() == weight.dim()
                 and _ct._route(input, weight, bias) == _ct._DIRECT):
             return self._frozen_forward(input, weight, bias)
@@ -785,7 +787,9 @@ class Conv3d(_PaddedForward, nn.Conv3d):
         if bn.training or bn.running_mean is None:
             return _ct._BATCH_NORM_FORWARD(bn, self._padded_forward(input, self.weight, self.bias))
         weight, bias = self._folded(bn, input)
-        return self._padded_forward(input, weight, bias)
+        # (the folded tensors are this layer's own, made again whenever the tensors they come
+        # from change: their version number identifies them, as a frozen layer's weight)
+        return self._padded_forward(input, weight, bias, trusted=True)
 
     def _folded(self, bn: nn.Module, input: Tensor) -> Tuple[Tensor, Tensor]:
         """(weight, bias) with ``bn`` folded in: recorded by autograd or a graph capture, made at
