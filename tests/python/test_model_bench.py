@@ -10,6 +10,7 @@ import subprocess
 import sys
 
 import pytest
+import torch
 from torch import nn
 
 import convcore
@@ -152,11 +153,22 @@ def test_train_layer_rows(resnet18_train):
     rows = result["train_layers"]
     check_train_rows(rows, convs)
     assert result["train_layer_reps"] == 2
+    # The rows ran in convcore's best layout: an algorithm that runs only NHWC tensors (the
+    # fused Winograd at stride 2) is valid there; run each row's algorithm in that layout.
+    memory_format = (torch.channels_last if "channels_last" in result["best_convcore"]
+                     else torch.contiguous_format)
     for r in rows:
         problem = bench_suite.parse_problem(r["problem"])
         conv = convcore.Convolution(problem.desc())
-        assert r["algo"] in conv.applicable_algos(problem.x_shape, problem.w_shape,
-                                                  direction=r["pass"]), r
+        x, w = (torch.randn(s).contiguous(memory_format=memory_format)
+                for s in (problem.x_shape, problem.w_shape))
+        dy = torch.randn(conv.output_shape(x.shape, w.shape)).contiguous(memory_format=memory_format)
+        if r["pass"] == "forward":
+            conv.forward(x, w, algo=r["algo"])
+        elif r["pass"] == "backward_data":
+            conv.backward_data(dy, w, x.shape, algo=r["algo"])
+        else:
+            conv.backward_filter(x, dy, w.shape, algo=r["algo"])
         assert not r["bias"]  # resnet's convs have none
         # the image needs no gradient: the first layer's backward data is not in a step
         assert r["in_step"] == (r["layer"] != "conv1" or r["pass"] != "backward_data")
