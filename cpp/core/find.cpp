@@ -39,6 +39,7 @@
 #include "core/plan.hpp"
 #include "core/select.hpp"
 #include "core/selection.hpp"
+#include "core/timed_rounds.hpp"
 #include "core/timing.hpp"
 
 using namespace convcore;
@@ -46,7 +47,6 @@ using namespace convcore::api;
 
 namespace {
 
-constexpr int kTimedRounds = 5;  // after one warm-up run each; Find reports the median
 
 std::atomic<int64_t> g_timed_runs{0};
 std::atomic<int64_t> g_db_hits{0};
@@ -209,12 +209,10 @@ private:
 constexpr size_t kAllCandidates = SIZE_MAX;
 
 // Times `algos` interleaved: a warm-up run of each contender (an algorithm, or an algorithm with
-// prepared filters when it prepares any), then kTimedRounds rounds that each run every contender
-// still standing once, the starting one rotating, so that a slow stretch of a shared machine
-// falls on all of them alike; a contender's time is the median of its rounds. `memory[i]` is
-// algos[i]'s workspace; without the caller's workspace one buffer of the largest is allocated
-// (an algorithm whose workspace cannot be had is ALLOC_FAILED). A run that fails gives its
-// status to its algorithm; BAD_PARAM (the caller's buffers are wrong) is thrown.
+// prepared filters when it prepares any), then up to kMaxRounds rounds that each run every
+// contender still open once (core/timed_rounds.hpp: from kSettleRounds on, those whose place in
+// the rankings is settled stop), the starting one rotating, so that a slow stretch of a shared
+// machine falls on all of them alike; a contender's time is the median of its runs. `memory[i]` is
 std::vector<find_db::Record> time_interleaved(Pass& pass, const std::vector<int>& algos,
                                               const std::vector<size_t>& memory, const TimingBuffers& buf) {
     const size_t n = algos.size();
@@ -254,13 +252,17 @@ std::vector<find_db::Record> time_interleaved(Pass& pass, const std::vector<int>
     struct Contender {
         size_t index;   // into algos
         bool prepared;  // with prepared filters
-        std::vector<double> times;
+        timed_rounds::Timed timed;
     };
+    using timed_rounds::kPerCall;
+    using timed_rounds::kPrepared;
     std::vector<Contender> contenders;
     for (size_t i = 0; i < n; ++i) {
         if (!alive[i]) continue;
-        contenders.push_back({i, false, {}});
-        if (pass.prepares(algos[i])) contenders.push_back({i, true, {}});
+        // An algorithm that prepares nothing has its per-call time in both rankings.
+        const bool prepares = pass.prepares(algos[i]);
+        contenders.push_back({i, false, {prepares ? kPerCall : kPerCall | kPrepared, true, {}}});
+        if (prepares) contenders.push_back({i, true, {kPrepared, true, {}}});
     }
     const size_t m = contenders.size();
     const auto attempt = [&](Contender& c, bool timed) {
@@ -268,7 +270,7 @@ std::vector<find_db::Record> time_interleaved(Pass& pass, const std::vector<int>
             const double ms = time_run_ms(ctx, [&] {
                 pass.run(algos[c.index], c.prepared, buf.in0, buf.in1, buf.out, workspace, bytes);
             });
-            if (timed) c.times.push_back(ms);
+            if (timed) c.timed.times.push_back(ms);
         } catch (const Error& e) {
             if (e.status() == CONVCORE_STATUS_BAD_PARAM) throw;
             fail(c.index, e.status());
@@ -278,23 +280,35 @@ std::vector<find_db::Record> time_interleaved(Pass& pass, const std::vector<int>
     };
     for (Contender& c : contenders)  // warm-up: plans, prepared filters, caches, first touch of the workspace
         if (alive[c.index]) attempt(c, false);
-    for (int round = 0; round < kTimedRounds; ++round)
+    std::vector<bool> open(m, true);
+    for (int round = 0; round < timed_rounds::kMaxRounds; ++round) {
         for (size_t j = 0; j < m; ++j) {
-            Contender& c = contenders[(size_t(round) + j) % m];
-            if (alive[c.index]) attempt(c, true);
+            const size_t k = (size_t(round) + j) % m;
+            if (alive[contenders[k].index] && open[k]) attempt(contenders[k], true);
         }
-    const auto median = [](std::vector<double> t) {
-        std::sort(t.begin(), t.end());
-        return t[t.size() / 2];
-    };
+        if (round + 1 < timed_rounds::kSettleRounds) continue;
+        std::vector<timed_rounds::Timed> timed;
+        for (Contender& c : contenders) {
+            c.timed.alive = alive[c.index];
+            timed.push_back(c.timed);
+        }
+        const std::vector<bool> now = timed_rounds::open_places(timed);
+        bool any = false;
+        for (size_t j = 0; j < m; ++j) {
+            open[j] = open[j] && now[j];
+            any = any || (open[j] && alive[contenders[j].index]);
+        }
+        if (!any) break;
+    }
+    using timed_rounds::median;
     for (Contender& c : contenders) {
         if (!alive[c.index]) continue;
         find_db::Record& rec = recs[c.index];
         rec.status = CONVCORE_STATUS_SUCCESS;
         if (c.prepared) {
-            rec.time_prepared_ms = median(c.times);
+            rec.time_prepared_ms = median(c.timed.times);
         } else {
-            rec.time_ms = median(c.times);
+            rec.time_ms = median(c.timed.times);
             if (rec.time_prepared_ms < 0) rec.time_prepared_ms = rec.time_ms;  // nothing to prepare (yet)
             ++g_timed_runs;
         }

@@ -394,10 +394,12 @@ CONVCORE_API convcoreStatus_t convcoreConvolutionBiasActivationForward(
  *   ALLOC_FAILED   its workspace (in `memory`) is more than the handle's workspace limit (Find)
  *                  or the workspace given (FindEx), or could not be allocated;
  *   other          the run failed (the status of the run; time is -1).
- * A time is the median of 5 rounds after a warm-up run (the algorithms interleaved), in ms (CUDA handles: CUDA
- * events on the handle's stream). A forward algorithm that prepares filters for the problem is
- * timed both ways, interleaved with the others: as a plan executed without prepared filters
- * (timePerCall: what convcoreConvolutionForward costs) and as a plan whose filters are prepared
+ * A time is the median of up to 5 rounds after a warm-up run (the algorithms interleaved), in ms (CUDA
+ * handles: CUDA events on the handle's stream); after 2 rounds an algorithm whose place in the
+ * order is settled (its runs and the fastest one's do not overlap) is not run again. A forward
+ * algorithm that prepares filters for the problem is timed both ways, interleaved with the
+ * others: as a plan executed without prepared filters (timePerCall: what
+ * convcoreConvolutionForward costs) and as a plan whose filters are prepared
  * once, outside the timed runs (timePrepared); the sort order and `time` follow the convolution
  * descriptor's filter protocol (convcoreSetConvolutionFilterProtocol). The backward passes have
  * one time. The results go into the find-db (both times), and Find consults the
