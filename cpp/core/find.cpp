@@ -15,6 +15,7 @@
 #include <array>
 #include <atomic>
 #include <climits>
+#include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -50,6 +51,26 @@ namespace {
 
 std::atomic<int64_t> g_timed_runs{0};
 std::atomic<int64_t> g_db_hits{0};
+
+// A field of a caller's choice (convcoreStoreChoiceTimes): non-empty, on one line, no tab.
+void check_choice_field(const char* text, const char* name) {
+    require(text, name);
+    const std::string s(text);
+    if (s.empty()) throw_bad_param(std::string(name) + ": must not be empty");
+    if (s.find_first_of("\t\n\r") != std::string::npos)
+        throw_bad_param(std::string(name) + ": must not hold a tab or a line break, got \"" + s + "\"");
+}
+
+// The find-db key of a caller's choice: as Find's, with the caller's direction and problem.
+std::string choice_key(convcoreHandle_t handle, const char* direction, const char* problem) {
+    require(handle, "handle");
+    check_choice_field(direction, "direction");
+    check_choice_field(problem, "problem");
+    for (const char* own : {"fwd", "bwd_data", "bwd_filter"})
+        if (std::strcmp(direction, own) == 0)
+            throw_bad_param(std::string("direction: \"") + own + "\" is Find's own; name the choice otherwise");
+    return find_db::make_key(*handle, direction, problem);
+}
 
 const char* direction_of(convcoreConvolutionPass_t pass) {
     switch (pass) {
@@ -881,6 +902,46 @@ convcoreStatus_t convcoreGetSelectCacheSize(size_t* entries) {
     return guard([&] {
         require(entries, "entries");
         *entries = decision_cache_entries();
+    });
+}
+
+convcoreStatus_t convcoreStoreChoiceTimes(convcoreHandle_t handle, const char* direction, const char* problem,
+                                          int count, const char* const* options, const float* timesMs) {
+    return guard([&] {
+        const std::string key = choice_key(handle, direction, problem);
+        if (count < 1) throw_bad_param("count: expected at least 1 option, got " + std::to_string(count));
+        require(options, "options");
+        require(timesMs, "timesMs");
+        find_db::Records records;
+        for (int i = 0; i < count; ++i) {
+            const std::string name = "options[" + std::to_string(i) + "]";
+            check_choice_field(options[i], name.c_str());
+            if (!std::isfinite(timesMs[i]) || timesMs[i] < 0)
+                throw_bad_param("timesMs[" + std::to_string(i) + "]: expected a finite time >= 0 ms, got " +
+                                std::to_string(timesMs[i]));
+            find_db::Record& rec = records[options[i]];
+            rec.status = CONVCORE_STATUS_SUCCESS;
+            rec.time_ms = rec.time_prepared_ms = timesMs[i];
+        }
+        find_db::store(key, records);
+    });
+}
+
+convcoreStatus_t convcoreGetFastestChoice(convcoreHandle_t handle, const char* direction, const char* problem,
+                                          char* option, size_t capacity) {
+    return guard([&] {
+        const std::string key = choice_key(handle, direction, problem);
+        require(option, "option");
+        if (capacity < 1) throw_bad_param("capacity: expected at least 1 byte, got 0");
+        std::string fastest;
+        double best = 0;
+        for (const auto& kv : find_db::lookup(key, false))
+            if (kv.second.status == CONVCORE_STATUS_SUCCESS && (fastest.empty() || kv.second.time_ms < best))
+                fastest = kv.first, best = kv.second.time_ms;
+        if (fastest.size() >= capacity)
+            throw_bad_param("capacity: " + std::to_string(capacity) + " bytes do not hold the option \"" + fastest +
+                            "\" and its terminating NUL");
+        std::memcpy(option, fastest.c_str(), fastest.size() + 1);
     });
 }
 

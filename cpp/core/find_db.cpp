@@ -240,6 +240,10 @@ std::string device_string(const Context& ctx) {
 }
 
 std::string make_key(const Context& ctx, const char* direction, const ConvProblem& prob) {
+    return make_key(ctx, std::string(direction), problem_string(prob));
+}
+
+std::string make_key(const Context& ctx, const std::string& direction, const std::string& problem) {
     // The version and this build's ID (its first 8 bytes): the version stays the same while the
     // solvers change from build to build, and an older build's times would choose for this one.
     static const std::string version = [] {
@@ -248,7 +252,7 @@ std::string make_key(const Context& ctx, const char* direction, const ConvProble
         const std::string& id = library_build_id();
         return id.empty() ? v : v + "+" + id.substr(0, 16);
     }();
-    return version + '\t' + device_string(ctx) + '\t' + direction + '\t' + problem_string(prob);
+    return version + '\t' + device_string(ctx) + '\t' + direction + '\t' + problem;
 }
 
 std::string path() {

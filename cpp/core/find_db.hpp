@@ -36,6 +36,8 @@ std::string device_string(const Context& ctx);
 // The db key: version, device (on the CPU: its model, the kernels' instruction set and the
 // threads), direction ("fwd", "bwd_data", "bwd_filter") and problem.
 std::string make_key(const Context& ctx, const char* direction, const ConvProblem& prob);
+// The same with the problem's own string (a caller's choice: convcoreStoreChoiceTimes).
+std::string make_key(const Context& ctx, const std::string& direction, const std::string& problem);
 
 // The db file ("" when CONVCORE_FIND_DB=off).
 std::string path();

@@ -1,5 +1,7 @@
 // Selection and probes: output shapes, the rankings and workspace sizes of every pass, Find, and
 // the benchmark's machine probe.
+#include <map>
+
 #include "common.hpp"
 
 namespace convcore_py {
@@ -173,6 +175,28 @@ py::list find(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& 
     return out;
 }
 
+// The find-db's records of a caller's choice (convcoreStoreChoiceTimes): the Python layer's
+// 3-D schedules. `device_type`/`device_index` as rank_algos'.
+void store_choice_times(int device_type, int device_index, const std::string& direction,
+                        const std::string& problem, const std::map<std::string, double>& times_ms) {
+    std::vector<const char*> options;
+    std::vector<float> times;
+    for (const auto& kv : times_ms) {
+        options.push_back(kv.first.c_str());
+        times.push_back(float(kv.second));
+    }
+    check(convcoreStoreChoiceTimes(handle_for(device_type, device_index), direction.c_str(), problem.c_str(),
+                                   int(options.size()), options.data(), times.data()));
+}
+
+std::string fastest_choice(int device_type, int device_index, const std::string& direction,
+                           const std::string& problem) {
+    char option[256];
+    check(convcoreGetFastestChoice(handle_for(device_type, device_index), direction.c_str(), problem.c_str(),
+                                   option, sizeof option));
+    return option;
+}
+
 py::tuple find_stats() {
     int64_t timed = 0, hits = 0;
     check(convcoreGetFindStats(&timed, &hits));
@@ -209,6 +233,12 @@ void register_selection(py::module_& m) {
           "FindEx on x and w (y: scratch): [(algo, status, time_ms, workspace, deterministic, "
           "time_per_call_ms, time_prepared_ms)], fastest first for the protocol (prepared filters or per call).");
     m.def("find_stats", &find_stats, "(timed_runs, db_hits) of Find in this process.");
+    m.def("store_choice_times", &store_choice_times, py::arg("device_type"), py::arg("device_index"),
+          py::arg("direction"), py::arg("problem"), py::arg("times_ms"),
+          "Keeps {option: ms} of a choice between ways of running a problem in the find-db.");
+    m.def("fastest_choice", &fastest_choice, py::arg("device_type"), py::arg("device_index"),
+          py::arg("direction"), py::arg("problem"),
+          "The fastest option the find-db holds for the choice, \"\" when none.");
     m.def("clear_find_cache",
           [] {
               check(convcoreClearFindCache());

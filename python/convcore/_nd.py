@@ -173,7 +173,7 @@ def _weight_identity(w: Any, filter_version: Any) -> Optional[Tuple[Any, ...]]:
 
 def _cpu_float(a: Any) -> bool:
     """float32 or float64 on the CPU: what the C API's native 3-D forms run."""
-    return _kind(a).endswith("@cpu") and "float" in str(a.dtype) and "16" not in str(a.dtype)
+    return str(getattr(a, "device", "cpu")) == "cpu" and "float" in str(a.dtype) and "16" not in str(a.dtype)
 
 
 def _is_packed(a: Any) -> bool:
@@ -250,8 +250,10 @@ def _merge_hw(a: Any) -> Any:
 
 
 def _kind(a: Any) -> str:
-    """What, besides the shapes, the schedules' times depend on: the element type and the device."""
-    return f"{a.dtype}@{getattr(a, 'device', 'cpu')}"
+    """What, besides the shapes, the schedules' times depend on: the element type, the device
+    and (3-D) the layout."""
+    layout = "/ndhwc" if len(a.shape) == 5 and is_ndhwc(a) else ""
+    return f"{a.dtype}@{getattr(a, 'device', 'cpu')}{layout}"
 
 
 class NdConvolution:
@@ -324,7 +326,7 @@ class NdConvolution:
         kept = self._kept_filters(w, filter_version)
         schedules = self._schedules(w.shape) + (
             ("native",) if self._native_algo(x, w, algo) is not None else ())
-        return self._scheduled("forward", (x.shape, w.shape, _kind(x), algo, kept is not None),
+        return self._scheduled("forward", (x.shape, w.shape, _kind(x), algo, kept is not None), x,
                                lambda schedule, out, beta: self._forward_3d(
                                    x, w, algo, out, alpha, beta, bias, schedule, kept), out, beta,
                                kept, schedules)
@@ -344,7 +346,7 @@ class NdConvolution:
                                 f"shape {x_shape}), got {tuple(dy.shape)}")
         schedules = self._schedules(w.shape) + (
             ("native",) if self._native_backward_data_algo(dy, w, algo) is not None else ())
-        return self._scheduled("backward_data", (x_shape, w.shape, _kind(dy), algo), lambda schedule, out, beta:
+        return self._scheduled("backward_data", (x_shape, w.shape, _kind(dy), algo), dy, lambda schedule, out, beta:
                                self._backward_data_3d(dy, w, x_shape, algo, out, alpha, beta,
                                                       schedule), out, beta, None, schedules)
 
@@ -362,7 +364,7 @@ class NdConvolution:
             raise BadParamError(f"dy: expected shape {y_shape}, got {tuple(dy.shape)}")
         schedules = self._schedules(w_shape) + (
             ("native",) if self._native_backward_filter_algo(x, w_shape, algo) is not None else ())
-        return self._scheduled("backward_filter", (x.shape, w_shape, _kind(x), algo), lambda schedule, out, beta:
+        return self._scheduled("backward_filter", (x.shape, w_shape, _kind(x), algo), x, lambda schedule, out, beta:
                                self._backward_filter_3d(x, dy, w_shape, algo, out, alpha, beta,
                                                         schedule), out, beta, None, schedules)
 
@@ -466,14 +468,16 @@ class NdConvolution:
             return None
         return "IM2COL_GEMM"
 
-    def _scheduled(self, pass_name: str, problem: Tuple[Any, ...], run: Any, out: Optional[Any],
-                   beta: float, kept: Optional[Dict[str, Any]] = None,
+    def _scheduled(self, pass_name: str, problem: Tuple[Any, ...], like: Any, run: Any,
+                   out: Optional[Any], beta: float, kept: Optional[Dict[str, Any]] = None,
                    schedules: Tuple[str, ...] = ("taps", "stacked")) -> Any:
         """run(schedule, out, beta) with this pass's schedule: the fixed one (any of
-        ``schedules``), or (auto) the one of them that was fastest on this problem, timed on first
-        sight (each schedule run once into a new output, so that none pays the 2-D selections it
-        makes, then timed in _SCHEDULE_TIMINGS rounds over the schedules, the fastest run of each
-        kept: one timed run let a machine's noise keep a slower schedule). A schedule whose 2-D
+        ``schedules``), or (auto) the one of them that was fastest on this problem (``like``:
+        the input whose device it ran on). That is the find-db's choice when an earlier process
+        timed them (convcoreGetFastestChoice), else timed on first sight (each schedule run once
+        into a new output, so that none pays the 2-D selections it makes, then timed in
+        _SCHEDULE_TIMINGS rounds over the schedules, the fastest run of each kept: one timed run
+        let a machine's noise keep a slower schedule) and the times stored. A schedule whose 2-D
         problems an explicit algo cannot run (NotSupportedError) is left out; if none can, the
         first refusal is raised."""
         if self.schedule != "auto":
@@ -484,24 +488,8 @@ class NdConvolution:
         key = (pass_name,) + tuple(tuple(p) if isinstance(p, tuple) else str(p) for p in problem)
         chosen = self._chosen.get(key)
         if chosen is None:
-            times = {}
-            refusals = []
-            for schedule in schedules:
-                try:
-                    run(schedule, None, 0.0)
-                except NotSupportedError as e:  # an explicit algo that this schedule's 2-D
-                    refusals.append(e)          # problems cannot run: the others may
-                    continue
-                times[schedule] = float("inf")
-            if not times:
-                raise refusals[0]
-            schedules = tuple(times)
-            for _ in range(self._SCHEDULE_TIMINGS):  # rounds over the schedules: min of each
-                for schedule in schedules:
-                    start = time.perf_counter()
-                    run(schedule, None, 0.0)
-                    times[schedule] = min(times[schedule], time.perf_counter() - start)
-            chosen = self._chosen[key] = min(times, key=lambda k: times[k])
+            chosen = self._chosen[key] = (self._stored_schedule(pass_name, key, like, schedules)
+                                          or self._timed_schedule(pass_name, key, like, run, schedules))
             if kept is not None:  # what only the other schedules use goes
                 for other in schedules:
                     if other != chosen:
@@ -509,6 +497,52 @@ class NdConvolution:
                 for name in [k for k in kept["planes"] if _schedule_of(k) != chosen]:
                     del kept["planes"][name]
         return run(chosen, out, beta)
+
+    def _choice_key(self, pass_name: str, key: Tuple[Any, ...], like: Any) -> Tuple[Any, str, str]:
+        """(C device, direction, problem) of this pass's schedule choice in the find-db."""
+        from . import _api
+        dev_type, dev_index = _api._dlpack_device(like, "x")
+        _C = _api._C
+        device = (_C.DEVICE_CUDA, dev_index) if dev_type == _C.DLPACK_CUDA else (_C.DEVICE_CPU, 0)
+        d = self.desc
+        problem = (f"{self.dims}d_pad{d.padding}_str{d.stride}_dil{d.dilation}_g{d.groups}_{d.mode}_"
+                   + "_".join(str(k) for k in key[1:])).replace(" ", "")
+        return device, f"nd_schedule_{pass_name}", problem
+
+    def _stored_schedule(self, pass_name: str, key: Tuple[Any, ...], like: Any,
+                         schedules: Tuple[str, ...]) -> Optional[str]:
+        """The schedule the find-db holds as the fastest for this problem (an earlier process
+        timed them), None when it holds none of ``schedules``."""
+        from . import _api
+        device, direction, problem = self._choice_key(pass_name, key, like)
+        stored = _api._C.fastest_choice(*device, direction, problem)
+        return stored if stored in schedules else None
+
+    def _timed_schedule(self, pass_name: str, key: Tuple[Any, ...], like: Any, run: Any,
+                        schedules: Tuple[str, ...]) -> str:
+        """The fastest of ``schedules`` on this problem, timed (see _scheduled); the times go
+        into the find-db."""
+        times = {}
+        refusals = []
+        for schedule in schedules:
+            try:
+                run(schedule, None, 0.0)
+            except NotSupportedError as e:  # an explicit algo that this schedule's 2-D
+                refusals.append(e)          # problems cannot run: the others may
+                continue
+            times[schedule] = float("inf")
+        if not times:
+            raise refusals[0]
+        schedules = tuple(times)
+        for _ in range(self._SCHEDULE_TIMINGS):  # rounds over the schedules: min of each
+            for schedule in schedules:
+                start = time.perf_counter()
+                run(schedule, None, 0.0)
+                times[schedule] = min(times[schedule], time.perf_counter() - start)
+        from . import _api
+        device, direction, problem = self._choice_key(pass_name, key, like)
+        _api._C.store_choice_times(*device, direction, problem, {name: t * 1e3 for name, t in times.items()})
+        return min(times, key=lambda k: times[k])
 
     def _depth_geometry(self, d_in: int, d_out: int, taps: int) -> List[Tuple[int, int, int, int]]:
         (pd,), (sd,), (dd,) = self.desc.padding[:1], self.desc.stride[:1], self.desc.dilation[:1]

@@ -735,6 +735,61 @@ int rewrite_times(const std::string& db, Times times) {
     return rewritten;
 }
 
+// A caller's own choice (convcoreStoreChoiceTimes / convcoreGetFastestChoice): kept in the db
+// file beside Find's records, read back by a later process (the cache cleared), the fastest
+// option given; Find's own directions and malformed fields are BAD_PARAM naming the argument.
+TEST_F(FindTest, ACallersChoiceIsKeptAndTheFastestGiven) {
+    char option[32] = "x";
+    ASSERT_EQ(convcoreGetFastestChoice(handle, "nd_schedule_forward", "p1", option, sizeof option),
+              CONVCORE_STATUS_SUCCESS);
+    EXPECT_STREQ(option, "");  // none stored
+    const char* names[] = {"taps", "stacked", "native"};
+    const float times[] = {3.0f, 1.5f, 2.0f};
+    ASSERT_EQ(convcoreStoreChoiceTimes(handle, "nd_schedule_forward", "p1", 3, names, times), CONVCORE_STATUS_SUCCESS)
+        << convcoreGetLastErrorString();
+    EXPECT_NE(read_text(db).find("\tnd_schedule_forward\tp1\tstacked\tSUCCESS\t1.5\t"), std::string::npos);
+    convcoreClearFindCache();  // as a new process: from the file
+    ASSERT_EQ(convcoreGetFastestChoice(handle, "nd_schedule_forward", "p1", option, sizeof option),
+              CONVCORE_STATUS_SUCCESS);
+    EXPECT_STREQ(option, "stacked");
+    const char* again[] = {"stacked"};
+    const float slower[] = {9.0f};  // a time stored again replaces the old one
+    ASSERT_EQ(convcoreStoreChoiceTimes(handle, "nd_schedule_forward", "p1", 1, again, slower), CONVCORE_STATUS_SUCCESS);
+    ASSERT_EQ(convcoreGetFastestChoice(handle, "nd_schedule_forward", "p1", option, sizeof option),
+              CONVCORE_STATUS_SUCCESS);
+    EXPECT_STREQ(option, "native");
+    // another problem or direction is another choice
+    ASSERT_EQ(convcoreGetFastestChoice(handle, "nd_schedule_backward_data", "p1", option, sizeof option),
+              CONVCORE_STATUS_SUCCESS);
+    EXPECT_STREQ(option, "");
+
+    const auto bad = [&](convcoreStatus_t status, const char* argument) {
+        EXPECT_EQ(status, CONVCORE_STATUS_BAD_PARAM) << argument;
+        EXPECT_NE(std::string(convcoreGetLastErrorString()).find(argument), std::string::npos)
+            << convcoreGetLastErrorString();
+    };
+    bad(convcoreStoreChoiceTimes(handle, "fwd", "p1", 3, names, times), "direction");
+    bad(convcoreStoreChoiceTimes(handle, "", "p1", 3, names, times), "direction");
+    bad(convcoreStoreChoiceTimes(handle, "nd", "p\t1", 3, names, times), "problem");
+    bad(convcoreStoreChoiceTimes(handle, "nd", "p\n1", 3, names, times), "problem");
+    bad(convcoreStoreChoiceTimes(handle, "nd", "p1", 0, names, times), "count");
+    bad(convcoreStoreChoiceTimes(handle, "nd", "p1", 3, nullptr, times), "options");
+    bad(convcoreStoreChoiceTimes(handle, "nd", "p1", 3, names, nullptr), "timesMs");
+    const char* empty[] = {"taps", ""};
+    bad(convcoreStoreChoiceTimes(handle, "nd", "p1", 2, empty, times), "options[1]");
+    const float nan[] = {1.0f, std::nanf("")};
+    bad(convcoreStoreChoiceTimes(handle, "nd", "p1", 2, names, nan), "timesMs[1]");
+    const float negative[] = {-1.0f};
+    bad(convcoreStoreChoiceTimes(handle, "nd", "p1", 1, names, negative), "timesMs[0]");
+    bad(convcoreStoreChoiceTimes(nullptr, "nd", "p1", 3, names, times), "handle");
+    bad(convcoreGetFastestChoice(handle, "bwd_filter", "p1", option, sizeof option), "direction");
+    bad(convcoreGetFastestChoice(handle, "nd_schedule_forward", "p1", nullptr, 8), "option");
+    bad(convcoreGetFastestChoice(handle, "nd_schedule_forward", "p1", option, 6), "capacity");  // "native" + NUL
+    ASSERT_EQ(convcoreGetFastestChoice(handle, "nd_schedule_forward", "p1", option, 7), CONVCORE_STATUS_SUCCESS);
+    EXPECT_STREQ(option, "native");
+    EXPECT_EQ(read_text(db).find("\tnd\t"), std::string::npos);  // nothing stored by the bad calls
+}
+
 }  // namespace
 
 // Find measures both times of every forward algorithm that ran; an algorithm with nothing to

@@ -462,9 +462,49 @@ def test_auto_times_the_schedules_once_and_keeps_the_fastest():
     conv.forward(x, w)
     conv.forward(x, w)
     chosen = {k: v for k, v in conv._nd._chosen.items() if k[0] == "forward" and k[1] == x.shape
-              and k[4] == "auto"}
+              and k[4] == "auto" and "/ndhwc" not in k[3]}
     assert len(chosen) == 1 and list(chosen.values())[0] in ("taps", "stacked", "native")
     # another Convolution of the same geometry (convcore.torch makes one per weight) times
     # nothing again: the choice is shared
     other = convcore.Convolution(padding=(1, 0, 1), stride=(2, 1, 2), dilation=(1, 2, 1), groups=2)
     assert other._nd._chosen is conv._nd._chosen
+
+
+def test_auto_keeps_its_schedule_choice_in_the_find_db(tmp_path, monkeypatch):
+    """auto's schedule times go into the find-db (convcoreStoreChoiceTimes), keyed with the
+    layout: a later process (here, with the in-process choices forgotten) takes the fastest
+    stored one and times nothing."""
+    db = tmp_path / "find-db.txt"
+    monkeypatch.setenv("CONVCORE_FIND_DB", str(db))
+    convcore.clear_find_cache()
+    x, w = arrays(PROBLEMS[4])
+    x_ndhwc = x.transpose(0, 2, 3, 4, 1).copy().transpose(0, 4, 1, 2, 3)
+    y_ref = convnd_reference(x, w, (1, 1, 1), (1, 1, 1), (1, 1, 1))[0]
+    conv = convcore.Convolution(padding=1, spatial_dims=3)
+    conv._nd._chosen.clear()  # other tests' choices, made on another db
+    for a in (x, x_ndhwc):
+        assert relative_error(conv.forward(a, w), y_ref) <= TOL
+    stored = [line.split("\t") for line in db.read_text().splitlines() if "\tnd_schedule_forward\t" in line]
+    problems = {f[3] for f in stored}
+    assert len(problems) == 2 and sum("/ndhwc_" in p for p in problems) == 1, problems
+    assert {f[4] for f in stored} >= {"taps", "stacked"}
+
+    def timed(*args, **kwargs):
+        raise AssertionError("timed the schedules again")
+
+    monkeypatch.setattr(type(conv._nd), "_timed_schedule", timed)
+    conv._nd._chosen.clear()
+    for a in (x, x_ndhwc):
+        assert relative_error(conv.forward(a, w), y_ref) <= TOL
+    for fastest in ("taps", "stacked"):  # the db's fastest is taken
+        text = "".join(
+            "\t".join(f[:6] + ["0.001", "0.001"] if f[4] == fastest else f[:6] + ["1000", "1000"]) + "\n"
+            if "\tnd_schedule_forward\t" in line and len(f := line.split("\t")) == 8 else line + "\n"
+            for line in db.read_text().splitlines())
+        db.write_text(text)
+        convcore.clear_find_cache()
+        conv._nd._chosen.clear()
+        assert relative_error(conv.forward(x, w), y_ref) <= TOL
+        assert set(conv._nd._chosen.values()) == {fastest}
+    convcore.clear_find_cache()
+    conv._nd._chosen.clear()

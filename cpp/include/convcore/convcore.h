@@ -488,6 +488,22 @@ CONVCORE_API convcoreStatus_t convcoreClearFindCache(void);
 /* The number of decisions Select's cache holds now (at most CONVCORE_SELECT_CACHE_CAPACITY). */
 CONVCORE_API convcoreStatus_t convcoreGetSelectCacheSize(size_t* entries);
 
+/* The find-db for choices made above this API: a caller that chooses between ways of running a
+ * problem by timing them (convcore's Python layer: its schedules of 3-D convolutions) keeps the
+ * times beside Find's, so that the next process times nothing. `direction` names the kind of
+ * choice ("nd_forward", ...; not Find's own "fwd", "bwd_data" or "bwd_filter"), `problem` the
+ * problem and each option one way; none may be empty or hold a tab or a line break. The records
+ * are keyed as Find's: by this build and the handle's device and threads, so another build or
+ * thread count times again. Storing an option's time again replaces it.
+ * convcoreStoreChoiceTimes stores the times (ms, finite and >= 0) of `count` options.
+ * convcoreGetFastestChoice copies the fastest option stored into `option` (`capacity` bytes,
+ * with the terminating NUL; BAD_PARAM when it does not fit), or "" when none is stored. */
+CONVCORE_API convcoreStatus_t convcoreStoreChoiceTimes(convcoreHandle_t handle, const char* direction,
+                                                       const char* problem, int count,
+                                                       const char* const* options, const float* timesMs);
+CONVCORE_API convcoreStatus_t convcoreGetFastestChoice(convcoreHandle_t handle, const char* direction,
+                                                       const char* problem, char* option, size_t capacity);
+
 /* ---- device memory (CUDA handles; on a CPU handle these are aligned host allocations) ---- */
 CONVCORE_API convcoreStatus_t convcoreMalloc(convcoreHandle_t handle, void** ptr, size_t bytes);
 CONVCORE_API convcoreStatus_t convcoreFree(convcoreHandle_t handle, void* ptr);
