@@ -15,8 +15,6 @@ namespace {
 CONVCORE_EACH_ISA(CONVCORE_WINOGRAD_NHWC_KERNELS)
 CONVCORE_WINOGRAD_NHWC_DISPATCH
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // fn(Tile) with the cube that runs `plane` (stride 1x1 or 2x2 in the planes) for F(m,3) = F.
 template <class F, class Fn>
 void with_cube(const ConvProblem& plane, Fn&& fn) {
@@ -40,7 +38,7 @@ bool nests(const Depth& depth, int64_t m) {
         const int64_t offset = t - depth.pad;
         per_tap += std::max<int64_t>(0, std::min(depth.d_out, depth.d_in - offset) - std::max<int64_t>(0, -offset));
     }
-    return ceil_div(depth.d_out, m) * (m + 2) < per_tap;  // the cube's, in its transformed points
+    return winograd_nhwc::ceil_div(depth.d_out, m) * (m + 2) < per_tap;  // the cube's, in its transformed points
 }
 
 size_t nested_filter_bytes(const ConvProblem& plane, int64_t m) {
