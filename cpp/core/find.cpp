@@ -48,7 +48,6 @@ using namespace convcore::api;
 
 namespace {
 
-
 std::atomic<int64_t> g_timed_runs{0};
 std::atomic<int64_t> g_db_hits{0};
 
@@ -234,6 +233,9 @@ constexpr size_t kAllCandidates = SIZE_MAX;
 // contender still open once (core/timed_rounds.hpp: from kSettleRounds on, those whose place in
 // the rankings is settled stop), the starting one rotating, so that a slow stretch of a shared
 // machine falls on all of them alike; a contender's time is the median of its runs. `memory[i]` is
+// algos[i]'s workspace; without the caller's workspace one buffer of the largest is allocated
+// (an algorithm whose workspace cannot be had is ALLOC_FAILED). A run that fails gives its
+// status to its algorithm; BAD_PARAM (the caller's buffers are wrong) is thrown.
 std::vector<find_db::Record> time_interleaved(Pass& pass, const std::vector<int>& algos,
                                               const std::vector<size_t>& memory, const TimingBuffers& buf) {
     const size_t n = algos.size();
