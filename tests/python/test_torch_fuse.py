@@ -99,24 +99,29 @@ def assert_same_gradients(model, ref, bound=1e-10):
 
 
 def fused_calls(model):
-    """The calls of a GraphModule's graph that pass a residual or an activation to a layer."""
-    return [n for n in model.graph.nodes if n.op == "call_module" and len(n.args) == 3]
+    """The fused chains in the graphs convert(fuse=True) traced of ``model``'s own forward: each a
+    _conv_chain (conv, bn, activation module, x, residual, activation, add) or _sequential_chain
+    call."""
+    return [n for g in ct._fused_graphs(model).get("", []) for n in g.nodes
+            if n.op == "call_function" and n.target in (ct._conv_chain, ct._sequential_chain)]
 
 
 @pytest.mark.parametrize("dtype", [torch.float64, torch.float32], ids=["float64", "float32"])
 def test_fused_model_matches_pytorch_in_eval(dtype):
     ref, fused = pair(dtype)
-    assert isinstance(fused, torch.fx.GraphModule) and type(fused).__name__ == "Net"
+    assert isinstance(fused, Net) and type(fused).__name__ == "Net"
     # Each module's own graph: the stem's batch norm and F.relu in the root's; in each block,
     # conv1's batch norm and ReLU, conv2's batch norm, and the residual add with the ReLU after it
-    # in one addend (the second block's is its shortcut, traced first); the shortcut's batch norm
-    # and the head are in nn.Sequentials, fused in place.
-    assert [n.args[1:] for n in fused_calls(fused)] == [(None, "relu")]
+    # (the second block's residual is its shortcut); the modules stay as they were. The
+    # shortcut's batch norm and the head are in nn.Sequentials, fused in place.
+    assert [(n.args[0].target, n.args[1].target, n.args[2], n.args[4:]) for n in fused_calls(fused)] == [
+        ("stem", "bn", None, (None, "relu", None))]
     for block in fused.blocks:
-        assert isinstance(block, torch.fx.GraphModule) and type(block).__name__ == "Block"
-        assert type(block.bn1).__name__ == "_FusedBatchNorm2d" and block.conv1._has_fused_batch_norm
+        assert isinstance(block, Block) and type(block).__name__ == "Block"
+        assert type(block.bn1) is nn.BatchNorm2d and not block.conv1._has_fused_batch_norm
         calls = fused_calls(block)
-        assert len(calls) == 2 and sum(c.args[1] is not None for c in calls) == 1
+        assert [(c.args[0].target, c.args[1].target, c.args[2].target, c.args[5], c.args[6]) for c in calls] == [
+            ("conv1", "bn1", "relu", "relu", None), ("conv2", "bn2", "relu", "relu", "iadd")]
     shortcut = fused.blocks[1].shortcut
     assert type(shortcut[1]).__name__ == "_FusedBatchNorm2d" and shortcut[0]._has_fused_batch_norm
     assert [type(m).__name__ for m in fused.head] == ["Conv2d", "_FusedBatchNorm2d", "Identity",
@@ -271,8 +276,8 @@ def test_modules_whose_graph_depends_on_the_mode_are_fused_in_their_children():
     torch.manual_seed(0)
     ref = randomize_batch_norms(ModeDependent()).eval()
     fused = ct.convert(copy.deepcopy(ref), fuse=True)
-    assert type(fused) is ModeDependent  # the root is left as it is
-    assert isinstance(fused.block, torch.fx.GraphModule)  # its child is fused
+    assert isinstance(fused, ModeDependent) and fused_calls(fused) == []  # nothing to fuse in the root
+    assert len(fused_calls(fused.block)) == 2  # its child is fused
     x = example()
     for training in (False, True):
         fused.train(training)
@@ -451,10 +456,10 @@ def test_a_residual_add_after_a_sequential_runs_in_its_last_layer(dtype):
     ref = randomize_batch_norms(nn.Sequential(nn.Conv2d(3, 6, 3, padding=1), InvertedResidual(6)).to(dtype)).eval()
     fused = ct.convert(copy.deepcopy(ref), fuse=True)
     block = fused[1]
-    assert isinstance(block, torch.fx.GraphModule)
+    assert isinstance(block, InvertedResidual)
     assert type(block.conv).__name__ == "_ResidualSequential"
     assert type(block.conv[2]).__name__ == "_ResidualSequential"  # passes them on to its Conv2d
-    assert [n.op for n in block.graph.nodes] == ["placeholder", "call_module", "output"]
+    assert [n.target for n in fused_calls(block)] == [ct._sequential_chain]
     assert list(fused.state_dict()) == list(ref.state_dict())
     x = example(dtype)
     for layout in (torch.contiguous_format, torch.channels_last):
