@@ -1644,6 +1644,7 @@ def _inference_filters(layer, x):
 _MAX_SIGNATURES = 8  # fused forwards kept per module (torch._dynamo's cache_size_limit)
 _CONSTANTS = (bool, int, float, str, type(None), torch.dtype, torch.device, torch.memory_format)
 _TENSOR, _UNTRACEABLE = "tensor", object()
+_ONE_TENSOR = (_TENSOR,)
 
 
 def _argument_kind(value):
@@ -1679,6 +1680,7 @@ class _GraphFusion:
         self.defaults = tuple(p.default for p in parameters)
         self.positions = {name: i for i, name in enumerate(self.names)}
         self.attributes = _plain_attributes(module)
+        self.attribute_values = operator.itemgetter(*self.attributes) if self.attributes else None
         self.required = sum(d is inspect.Parameter.empty for d in self.defaults)
         self.forwards: Dict[Any, Any] = {}
         self.graphs: Dict[Any, torch.fx.Graph] = {}
@@ -1695,6 +1697,25 @@ class _GraphFusion:
 
     def key(self, module, args, kwargs):
         """The call's signature, or None where no trace can stand for it."""
+        if not kwargs and len(args) == 1 and isinstance(args[0], Tensor) and self.required <= 1:
+            kinds: Tuple[Any, ...] = _ONE_TENSOR  # the common call, quickly
+        else:
+            kinds = self._kinds(args, kwargs)
+            if kinds is None:
+                return None
+        try:
+            if not self.attributes:
+                attributes: Any = ()
+            elif torch.compiler.is_compiling():  # (torch._dynamo traces no itemgetter)
+                attributes = tuple(module.__dict__[name] for name in self.attributes)
+                attributes = attributes[0] if len(attributes) == 1 else attributes  # as itemgetter's
+            else:
+                attributes = self.attribute_values(module.__dict__)
+        except KeyError:
+            return None
+        return module.training, attributes, kinds
+
+    def _kinds(self, args, kwargs):
         if not self.required <= len(args) + len(kwargs) and len(args) <= len(self.names):
             return None
         kinds = tuple(map(_argument_kind, args))
@@ -1709,12 +1730,7 @@ class _GraphFusion:
         tensors = [a for a in itertools.chain(args, kwargs.values()) if isinstance(a, Tensor)]
         if len(tensors) > 1 and len({id(t) for t in tensors}) < len(tensors):
             return None  # one tensor passed twice: a trace has a placeholder for each
-        state = module.__dict__
-        try:
-            attributes = tuple(state[name] for name in self.attributes)
-        except KeyError:
-            return None
-        return module.training, attributes, kinds
+        return kinds
 
     def arguments(self, args, kwargs):
         """The call's arguments by position (a trace's placeholders keep the order, not the
