@@ -1251,14 +1251,13 @@ def convert(module: nn.Module, algo: AlgoSpec = "auto", fuse: bool = False,
       ``BatchNorm3d`` after it in an nn.Sequential so, and nothing else);
     - a residual add (``conv(x) + identity``, e.g. in ResNet's blocks) and an ``nn.ReLU``,
       ``nn.ReLU6`` or ``nn.SiLU`` (or F.relu, F.relu6, F.silu): in convcore's epilogue.
-    Inside an ``nn.Sequential`` the Conv2d takes them over (the batch norm becomes a
-    _FusedBatchNorm2d that passes its input on, the activation an ``nn.Identity``: neither
-    changes the state_dict). Elsewhere the patterns are found in the module's torch.fx graph:
-    where the module traces (with convcore's Conv2d and every module without one as leaves) to
-    the same graph in train and eval mode, the result is a ``torch.fx.GraphModule`` with the
-    module's children, parameters and state_dict, whose graph calls the fused layers (as
-    torch.fx.experimental.optimization.fuse returns one); where it does not, its children are
-    tried. The fused Conv2d's forward hooks see its fused output.
+    Inside an nn.Sequential that runs its items in order the Conv2d takes them over (the batch
+    norm becomes a _FusedBatchNorm2d that passes its input on, the activation an
+    ``nn.Identity``: neither changes the state_dict). Elsewhere the patterns are found in the
+    module's own torch.fx graph, and the module keeps its class, children and state_dict, with
+    fused forwards guarded per call signature and traced at the first call of each (the section
+    "fusion in a module's own graph, guarded" below; docs/torch.md): a call the fusion was not
+    made for runs the module's own forward.
 
     ``freeze=True`` makes every converted Conv2d, Conv1d and Conv3d trust its weights in
     inference instead of checking them at every call (Conv2d's docstring has the contract;
