@@ -105,8 +105,13 @@ def _ndhwc_empty(like: Any, shape: Tuple[int, ...]) -> Any:
     not initialised."""
     from . import _api
     n, c, d, h, w = shape
+    if _api._is_torch_tensor(like):
+        # channels_last_3d strides on a tensor of its own, not a permuted view: an operator's
+        # output that is a view cannot be changed in place under autograd (y += r, relu_)
+        torch = _api._torch_module()
+        return torch.empty(shape, dtype=like.dtype, device=like.device, memory_format=torch.channels_last_3d)
     buf = _api._allocate_output(like, (n, d, h, w, c), like.dtype, _api._dlpack_device(like, "x"))
-    return buf.permute(0, 4, 1, 2, 3) if _api._is_torch_tensor(buf) else buf.transpose(0, 4, 1, 2, 3)
+    return buf.transpose(0, 4, 1, 2, 3)
 
 
 def _accumulate_taps(taps: List[Tuple[int, int, int, int]], covers: Any, beta: float, out: Any,

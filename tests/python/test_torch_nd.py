@@ -593,3 +593,28 @@ def test_opinfo_samples(name):
         ours = OPINFO[name](sample.input, *sample.args, **sample.kwargs)
         ref = op.op(sample.input, *sample.args, **sample.kwargs)
         assert_grads_match(ours, ref, inputs)
+
+
+@pytest.mark.parametrize("cls, dims", [(nn.Conv1d, 1), (nn.Conv3d, 3), (nn.ConvTranspose1d, 1),
+                                       (nn.ConvTranspose2d, 2), (nn.ConvTranspose3d, 3)],
+                         ids=["conv1d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["contiguous", "channels_last"])
+def test_an_output_changed_in_place_under_autograd(cls, dims, channels_last):
+    """MONAI's SegResNet adds its residual in place (``x += identity``) to a convolution's output
+    while autograd records: the operator's output is a tensor of its own, not a view (autograd
+    forbids changing a custom function's view output in place)."""
+    torch.manual_seed(0)
+    ref = cls(3, 4, 3, padding=1).double()
+    ours = ct.convert(copy.deepcopy(ref))
+    x = torch.randn((2, 3) + (5, 6, 7)[:dims], dtype=torch.float64)
+    if channels_last and dims > 1:
+        x = x.contiguous(memory_format=torch.channels_last if dims == 2 else torch.channels_last_3d)
+    grads = []
+    for model in (ours, ref):
+        xi = x.clone().requires_grad_()
+        y = model(xi)
+        y += 1.0
+        torch.relu_(y).square().sum().backward()
+        grads.append((y.detach(), xi.grad, model.weight.grad))
+    for got, want in zip(*grads):
+        assert float((got - want).norm() / want.norm()) < 1e-12
