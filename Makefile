@@ -5,6 +5,10 @@
 #                same two suites under AddressSanitizer + UBSan (test-asan), the emulated CUDA
 #                device's tests (test-cuda-emulated) and a short libFuzzer run on the C API (fuzz),
 #                in stages two at a time, with each stage's time (tools/test_stages.sh)
+# and beside them:
+#   make sweep   convcore.torch.convert against PyTorch on every CNN of timm's families, MONAI's 3-D
+#                networks and wav2vec 2.0's feature extractor (python -m convcore.model_sweep), into
+#                bench/results/sweep-<date>
 # Each one sets itself up on a fresh machine: apt packages, a virtual environment, the build.
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -17,8 +21,11 @@ JOBS      ?= $(shell nproc)
 APT_PACKAGES := libopenblas-openmp-dev libfftw3-dev libgtest-dev libgmock-dev libbenchmark-dev \
                 clang libclang-rt-dev libomp-dev
 # expecttest: torch.testing._internal imports it (PyTorch's OpInfo samples in tests/python/test_torch_nd.py)
+# timm, monai: the model sweep's networks (make sweep, tests/python/test_model_sweep.py). torchaudio
+# is not here: its last release (2.11.1) has a C++ extension that does not load with TORCH, so the
+# sweep takes wav2vec 2.0's feature extractor from convcore.bench_networks.
 PY_PACKAGES  := numpy pytest hypothesis expecttest mypy pybind11 scikit-build-core ninja cmake wincnn sympy matplotlib \
-                onnx onnxruntime openvino
+                onnx onnxruntime openvino timm==1.0.31 monai==1.6.1
 # The CPU build of torch that lies on this machine's disk (PyTorch is the benchmark competitor
 # and the reference of the torch tests); a plain `torch` would fetch a multi-GB CUDA build.
 TORCH        := torch==2.13.0
@@ -29,7 +36,7 @@ TORCHVISION  := torchvision==0.28.0
 NVCC         := $(shell command -v nvcc || ls /usr/local/cuda/bin/nvcc 2>/dev/null)
 SUDO         := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: all deps venv build test test-cpp test-python test-asan test-cuda-emulated fuzz bench info vcpu-check clean
+.PHONY: all deps venv build test test-cpp test-python test-asan test-cuda-emulated fuzz bench sweep info vcpu-check clean
 all: build
 
 deps:  ## system packages (apt-get update first, only when one is missing)
@@ -210,6 +217,15 @@ BENCH_MODELS   ?= resnet18
 bench: build  ## the main job: the layer suite, then BENCH_MODELS end to end and per layer
 	$(BENCH_BLAS_ENV) $(VENV)/bin/convcore bench $(BENCH_ARGS)
 	$(BENCH_BLAS_ENV) $(VENV)/bin/convcore bench --model $(BENCH_MODELS)
+
+# The model sweep: every model in float64 (fuse=False and fuse=True) against the PyTorch model;
+# summary.md and sweep.json in SWEEP_OUT; fails if a model came out wrong or raised. SWEEP_ARGS
+# adds options, e.g. --sample (the test sample), --dtype float32 --channels-last, --modes
+# convert,fuse,inference_mode,autograd,autograd_fuse (python -m convcore.model_sweep --help).
+SWEEP_OUT  ?= bench/results/sweep-$(shell date +%Y-%m-%d)
+SWEEP_ARGS ?=
+sweep: build
+	$(PY) -m convcore.model_sweep --out $(SWEEP_OUT) $(SWEEP_ARGS)
 
 info: build
 	$(VENV)/bin/convcore info
