@@ -221,8 +221,8 @@ def _conv2d_impl(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: List[int]
     kept between calls for as long as w's bytes stay the same (checked at every call)."""
     if residual is not None and (_shares_memory(residual, x) or _shares_memory(residual, w)):
         # the library reads a residual that is none of its inputs: conv(x) + x adds it after
-        y = _conv2d_impl(x, w, bias, stride, padding, dilation, groups, algo, "identity", None, prepared)
-        return _apply_activation(y, residual, _activation_name(activation), owned=True)
+        unfused = _conv2d_impl(x, w, bias, stride, padding, dilation, groups, algo, "identity", None, prepared)
+        return _apply_activation(unfused, residual, _activation_name(activation), owned=True)
     if prepared:
         conv = _convolution_of_weight(w, stride, padding, dilation, groups)
     else:
@@ -1041,7 +1041,7 @@ def _symbolic_fused_forward(layer, input, residual, activation, bn):
     training-mode branch stays live)."""
     tracer = input.tracer
     layer_node = tracer.create_proxy("get_attr", tracer.path_of_module(layer), (), {})
-    args = (layer_node, input, residual, activation)
+    args: Tuple[Any, ...] = (layer_node, input, residual, activation)
     if bn is not layer.__dict__.get("_fused_batch_norm"):
         args += (None if bn is None else tracer.create_proxy("get_attr", tracer.path_of_module(bn), (), {}),)
     return tracer.create_proxy("call_method", "_fused_forward", args, {})
@@ -1709,7 +1709,7 @@ class _GraphFusion:
                 attributes = tuple(module.__dict__[name] for name in self.attributes)
                 attributes = attributes[0] if len(attributes) == 1 else attributes  # as itemgetter's
             else:
-                attributes = self.attribute_values(module.__dict__)
+                attributes = cast(Callable[[Dict[str, Any]], Any], self.attribute_values)(module.__dict__)
         except KeyError:
             return None
         return module.training, attributes, kinds
@@ -2076,9 +2076,9 @@ def _fuse_graph(module):
     forward, graph = (None, None) if key is None else _fused_forward_of(module, required, fusion)
     if forward is None:
         return module
-    fusion.forwards[key], fusion.graphs[key] = forward, graph
+    fusion.forwards[key], fusion.graphs[key] = forward, cast(torch.fx.Graph, graph)
     module.__dict__["_convcore_fusion"] = fusion
-    module.__class__ = _guarded_class(base)
+    module.__class__ = _guarded_class(cast(Any, base))
     return module
 
 
