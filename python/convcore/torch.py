@@ -1798,6 +1798,16 @@ def _isinstance_while_tracing(obj, classinfo):
     return _builtin_isinstance(obj, classinfo)
 
 
+_torch_is_tensor = torch.is_tensor
+
+
+def _is_tensor_while_tracing(obj):
+    """torch.is_tensor during _trace, as _isinstance_while_tracing."""
+    if _builtin_isinstance(obj, torch.fx.Proxy):
+        raise torch.fx.proxy.TraceError(f"torch.is_tensor() of the traced value {obj}")
+    return _torch_is_tensor(obj)
+
+
 def _in_place_operator(op):
     def method(self, other):
         return self.tracer.create_proxy("call_function", op, (self, other), {})
@@ -1821,7 +1831,7 @@ def _trace(module, concrete):
     constants, or None where it does not trace or the trace changed the module's attributes."""
     before = _attribute_state(module)
     with _trace_lock:
-        builtins.isinstance = _isinstance_while_tracing
+        builtins.isinstance, torch.is_tensor = _isinstance_while_tracing, cast(Any, _is_tensor_while_tracing)
         for name, method in _IN_PLACE_OPERATORS.items():
             setattr(torch.fx.Proxy, name, method)
         try:
@@ -1832,7 +1842,7 @@ def _trace(module, concrete):
         except Exception:  # noqa: BLE001 - whatever stops symbolic tracing: nothing fused here
             return None
         finally:
-            builtins.isinstance = _builtin_isinstance
+            builtins.isinstance, torch.is_tensor = _builtin_isinstance, _torch_is_tensor
             for name in _IN_PLACE_OPERATORS:
                 delattr(torch.fx.Proxy, name)
     return graph if _attribute_state(module) == before else None

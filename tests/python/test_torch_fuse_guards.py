@@ -135,8 +135,15 @@ class IsinstanceBranch(nn.Module):
         return F.relu(self.bn(self.conv(torch.cat(inputs, 1))))
 
 
-def test_isinstance_of_an_argument_stops_the_trace():
-    ref, fused = fused_pair(IsinstanceBranch)
+class IsTensorBranch(IsinstanceBranch):
+    def forward(self, x):
+        inputs = [x, x * 2] if torch.is_tensor(x) else x
+        return F.relu(self.bn(self.conv(torch.cat(inputs, 1))))
+
+
+@pytest.mark.parametrize("cls", [IsinstanceBranch, IsTensorBranch], ids=["isinstance", "torch.is_tensor"])
+def test_isinstance_of_an_argument_stops_the_trace(cls):
+    ref, fused = fused_pair(cls)
     x = example()
     with torch.no_grad():
         assert rel(fused(x), ref(x)) < BOUND
