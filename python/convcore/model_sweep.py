@@ -632,7 +632,8 @@ def markdown(run: Dict[str, Any]) -> str:
         lines += [f"| {f['model']} | {f['mode']} | **{f['outcome']}** | {_error_text(f['error'])}"
                   f" | {f['reason'].replace('|', '/')} |" for f in failures]
     if skipped:
-        lines += ["", "## Skipped (PyTorch cannot run the model, or it cannot be built)", "",
+        lines += ["", "## Skipped (too large for this machine, PyTorch cannot build or run the model, "
+                  "or it amplifies rounding past what a whole-network check can tell)", "",
                   "| model | reason |", "| --- | --- |"]
         seen = set()
         for f in skipped:
