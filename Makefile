@@ -140,7 +140,7 @@ asan-ctest:
 	$(ASAN_ENV) $(VENV)/bin/ctest --test-dir $(ASAN_DIR) --output-on-failure -j$(JOBS)
 
 asan-pytest:
-	$(ASAN_PY_ENV) $(PY) -m pytest -q -p no:cacheprovider -m "not pure_python and not harness" tests/python tests/gpu
+	$(ASAN_PY_ENV) $(PY) -m pytest -q -p no:cacheprovider -m "not pure_python and not harness and not model_sweep" tests/python tests/gpu
 
 # ---- the emulated CUDA device, and libFuzzer on the same build ---------------------------------
 # The emulated CUDA device (tests/cuda_emulator: GPU threads as fibers, blocks on 2 workers, the
