@@ -1642,7 +1642,7 @@ def _inference_filters(layer, x):
 
 _MAX_SIGNATURES = 8  # fused forwards kept per module (torch._dynamo's cache_size_limit)
 _CONSTANTS = (bool, int, float, str, type(None), torch.dtype, torch.device, torch.memory_format)
-_TENSOR, _UNTRACEABLE = "tensor", object()
+_TENSOR, _UNTRACEABLE, _NOT_TRACED = "tensor", object(), object()
 _ONE_TENSOR = (_TENSOR,)
 
 
@@ -1663,9 +1663,9 @@ def _argument_kind(value):
 
 def _plain_attributes(module):
     """The names of ``module``'s own attributes that hold constants (flags its forward may read)."""
-    return tuple(sorted(name for name, value in vars(module).items()
-                        if name != "training" and _argument_kind(value) is not _UNTRACEABLE
-                        and _argument_kind(value) != _TENSOR and not name.startswith("_tensor_constant")))
+    kinds = {name: _argument_kind(value) for name, value in vars(module).items()
+             if name != "training" and not name.startswith("_tensor_constant")}
+    return tuple(sorted(name for name, kind in kinds.items() if kind is not _UNTRACEABLE and kind != _TENSOR))
 
 
 class _GraphFusion:
@@ -1746,8 +1746,8 @@ class _GraphFusion:
         key = self.key(module, args, kwargs)
         if key is None:
             return None
-        forward = self.forwards.get(key, _UNTRACEABLE)
-        if forward is _UNTRACEABLE:
+        forward = self.forwards.get(key, _NOT_TRACED)
+        if forward is _NOT_TRACED:
             if (len(self.forwards) >= _MAX_SIGNATURES or _captured()
                     or any(isinstance(a, torch.fx.Proxy) for a in itertools.chain(args, kwargs.values()))):
                 return None  # traced at a later eager call, not inside another capture
