@@ -17,6 +17,7 @@
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/plan.hpp"
+#include "core/plan_cache.hpp"
 #include "core/select.hpp"
 #include "core/selection.hpp"
 #include "core/solver.hpp"
@@ -383,6 +384,7 @@ void create_handle(convcoreHandle_t* handle, const convcoreDeviceType_t& device,
             no_cuda();
 #endif
         }
+        init_handle_caches(*ctx);
         *handle = ctx.release();
     }
 }
@@ -881,9 +883,17 @@ convcoreStatus_t convcoreConvolutionForward(convcoreHandle_t handle, const void*
                                             convcoreTensorDescriptor_t yDesc, void* y) {
     return guard([&] {
         require(yDesc, "yDesc");
-        const convcoreConvolutionPlanStruct plan =
-            make_plan(handle, CONVCORE_PASS_FORWARD, xDesc, wDesc, convDesc, yDesc, enum_int(algo));
-        execute(plan, alpha, x, w, beta, y, workspace, workSpaceSizeInBytes);
+        require(alpha, "alpha");
+        require(beta, "beta");
+        convcoreConvolutionArgs_t args{};
+        args.alpha = alpha;
+        args.beta = beta;
+        args.in0 = x;
+        args.in1 = w;
+        args.out = y;
+        args.workspace = workspace;
+        args.workspaceSizeInBytes = workSpaceSizeInBytes;
+        execute_cached(handle, CONVCORE_PASS_FORWARD, xDesc, wDesc, convDesc, yDesc, enum_int(algo), args, true);
     });
 }
 
@@ -948,11 +958,22 @@ convcoreStatus_t convcoreConvolutionBiasActivationForward(
     convcoreActivationMode_t activationMode, convcoreTensorDescriptor_t yDesc, void* y) {
     return guard([&] {
         require(yDesc, "yDesc");
-        const convcoreConvolutionPlanStruct plan =
-            make_plan(handle, CONVCORE_PASS_FORWARD, xDesc, wDesc, convDesc, yDesc, enum_int(algo));
         check_epilogue_descriptors(yDesc, zDesc, z, biasDesc, bias);
-        execute_bias_activation(plan, alpha1, x, w, alpha2, z, bias, activationMode, y, workspace,
-                                workSpaceSizeInBytes);
+        require(alpha1, "alpha1");
+        if (z) require(alpha2, "alpha2 (z is given)");
+        check_activation(activationMode, "activationMode");
+        convcoreConvolutionArgs_t args{};
+        args.alpha = alpha1;
+        args.in0 = x;
+        args.in1 = w;
+        args.out = y;
+        args.z = z;
+        args.alpha2 = alpha2;
+        args.bias = bias;
+        args.activation = activationMode;
+        args.workspace = workspace;
+        args.workspaceSizeInBytes = workSpaceSizeInBytes;
+        execute_cached(handle, CONVCORE_PASS_FORWARD, xDesc, wDesc, convDesc, yDesc, enum_int(algo), args, true);
     });
 }
 

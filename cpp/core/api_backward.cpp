@@ -21,6 +21,7 @@
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/plan.hpp"
+#include "core/plan_cache.hpp"
 #include "core/select_backward.hpp"
 #include "core/selection.hpp"
 #include "core/solver.hpp"
@@ -372,9 +373,18 @@ convcoreStatus_t convcoreConvolutionBackwardData(
     convcoreConvolutionBwdDataAlgo_t algo, void* workspace, size_t workSpaceSizeInBytes,
     const void* beta, convcoreTensorDescriptor_t dxDesc, void* dx) {
     return guard([&] {
-        const convcoreConvolutionPlanStruct plan =
-            make_plan(handle, CONVCORE_PASS_BACKWARD_DATA, dxDesc, wDesc, convDesc, dyDesc, enum_int(algo));
-        execute(plan, alpha, dy, w, beta, dx, workspace, workSpaceSizeInBytes);
+        require(alpha, "alpha");
+        require(beta, "beta");
+        convcoreConvolutionArgs_t args{};
+        args.alpha = alpha;
+        args.beta = beta;
+        args.in0 = dy;
+        args.in1 = w;
+        args.out = dx;
+        args.workspace = workspace;
+        args.workspaceSizeInBytes = workSpaceSizeInBytes;
+        execute_cached(handle, CONVCORE_PASS_BACKWARD_DATA, dxDesc, wDesc, convDesc, dyDesc, enum_int(algo), args,
+                       true);
     });
 }
 
@@ -385,9 +395,18 @@ convcoreStatus_t convcoreConvolutionBackwardFilter(
     convcoreConvolutionBwdFilterAlgo_t algo, void* workspace, size_t workSpaceSizeInBytes,
     const void* beta, convcoreFilterDescriptor_t dwDesc, void* dw) {
     return guard([&] {
-        const convcoreConvolutionPlanStruct plan =
-            make_plan(handle, CONVCORE_PASS_BACKWARD_FILTER, xDesc, dwDesc, convDesc, dyDesc, enum_int(algo));
-        execute(plan, alpha, x, dy, beta, dw, workspace, workSpaceSizeInBytes);
+        require(alpha, "alpha");
+        require(beta, "beta");
+        convcoreConvolutionArgs_t args{};
+        args.alpha = alpha;
+        args.beta = beta;
+        args.in0 = x;
+        args.in1 = dy;
+        args.out = dw;
+        args.workspace = workspace;
+        args.workspaceSizeInBytes = workSpaceSizeInBytes;
+        execute_cached(handle, CONVCORE_PASS_BACKWARD_FILTER, xDesc, dwDesc, convDesc, dyDesc, enum_int(algo), args,
+                       true);
     });
 }
 

@@ -9,6 +9,7 @@ namespace convcore {
 namespace cuda {
 struct DeviceResources;  // cuda/context.cu: cuBLAS/cuFFT handles and the like
 }
+struct HandleCaches;  // core/plan_cache.hpp: the plan cache and the workspace
 }  // namespace convcore
 
 struct convcoreContext {
@@ -19,6 +20,8 @@ struct convcoreContext {
     size_t find_workspace_limit = SIZE_MAX;  // convcoreSetFindWorkspaceLimit
     bool deterministic_only = false;         // convcoreSetDeterministicOnly
     std::shared_ptr<convcore::cuda::DeviceResources> cuda;  // null until needed
+    // Made with the handle; declared last, so released first (its device memory needs `cuda`).
+    std::shared_ptr<convcore::HandleCaches> caches;
 
     // Threads an OpenMP region of this handle uses.
     int threads() const;

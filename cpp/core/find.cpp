@@ -38,6 +38,7 @@
 #include "core/descriptors.hpp"
 #include "core/find_db.hpp"
 #include "core/plan.hpp"
+#include "core/plan_cache.hpp"
 #include "core/select.hpp"
 #include "core/selection.hpp"
 #include "core/timed_rounds.hpp"
@@ -897,6 +898,7 @@ convcoreStatus_t convcoreClearFindCache(void) {
     return guard([] {
         find_db::clear_cache();
         clear_decisions();
+        bump_plan_generation();
     });
 }
 

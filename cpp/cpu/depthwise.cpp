@@ -14,10 +14,14 @@
 #include "core/solver.hpp"
 #include "cpu/depthwise.hpp"
 #include "cpu/epilogue_store.hpp"
+#include "cpu/scratch.hpp"
 
 namespace convcore {
 namespace cpu {
 namespace {
+
+// thread_vector sites
+struct Planes;
 
 size_t workspace_bytes(const ConvProblem& p) { return depthwise::taps_bytes(p); }
 
@@ -434,7 +438,7 @@ void run_t(const ConvArgs& a) {
     // Per-thread plane buffers, allocated here: an exception cannot leave a parallel region.
     const int threads = a.ctx.threads();
     const size_t plane = kern.plane_elements(p);
-    std::vector<T> bufs(plane * size_t(threads));
+    std::vector<T>& bufs = thread_vector<T, Planes>(plane * size_t(threads));
 #pragma omp parallel num_threads(threads)
     {
         T* buf = bufs.data() + plane * size_t(omp_get_thread_num());

@@ -14,10 +14,16 @@
 #include "core/backward_via_forward.hpp"
 #include "core/solver.hpp"
 #include "cpu/depthwise.hpp"
+#include "cpu/scratch.hpp"
 
 namespace convcore {
 namespace cpu {
 namespace {
+
+// thread_vector sites
+struct DataRows;
+struct FilterSums;
+struct PaddedPlanes;
 
 template <typename T>
 CONVCORE_DW_INLINE void store_row(T* out, const T* acc, int64_t len, T alpha, T beta) {
@@ -314,7 +320,7 @@ void data_t(const BwdDataArgs& a) {
     }
     // Per-thread row buffers, allocated here: an exception cannot leave a parallel region.
     const int threads = a.ctx.threads();
-    std::vector<T> rows(size_t(p.w) * size_t(threads));
+    std::vector<T>& rows = thread_vector<T, DataRows>(size_t(p.w) * size_t(threads));
 #pragma omp parallel num_threads(threads)
     {
         T* acc = rows.data() + size_t(p.w) * size_t(omp_get_thread_num());
@@ -362,8 +368,8 @@ void filter_t(const BwdFilterArgs& a) {
     const bool padded = !p.nhwc && p.unit_stride() && unit_stride_scratch(p) <= (int64_t(1) << 22);
     const size_t pad_per_thread = padded ? size_t(unit_stride_scratch(p)) : 0;
     // allocated outside the parallel region: an exception cannot leave it
-    std::vector<double> sums(per_thread * size_t(threads));
-    std::vector<T> pads(pad_per_thread * size_t(threads));
+    std::vector<double>& sums = thread_vector<double, FilterSums>(per_thread * size_t(threads));
+    std::vector<T>& pads = thread_vector<T, PaddedPlanes>(pad_per_thread * size_t(threads));
 #pragma omp parallel num_threads(threads)
     {
         double* g = sums.data() + per_thread * size_t(omp_get_thread_num());

@@ -2,6 +2,7 @@
 // double, supporting every stride, padding, dilation, group count and both modes. Simple on
 // purpose: the other algorithms are checked against it in convcore bench. It fuses the epilogue
 // (ConvArgs::epilogue) into its stores, in double: the reference of the fused contract.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -9,10 +10,13 @@
 #include "common/conv_index.hpp"
 #include "common/epilogue.hpp"
 #include "core/solver.hpp"
+#include "cpu/scratch.hpp"
 
 namespace convcore {
 namespace cpu {
 namespace {
+
+struct NonfiniteSlices;  // thread_buffer site
 
 std::string why_not(const ConvProblem&) { return ""; }
 size_t workspace_bytes(const ConvProblem&) { return 0; }
@@ -33,7 +37,8 @@ void run_t(const ConvArgs& a) {
     // Filter slices (k, c) holding a NaN or an Inf. The loops skip the zero padding; for these
     // slices its taps still count, as 0 * w (NaN for w = +-Inf or NaN), which is what PyTorch
     // and the GEMM algorithms give, since they multiply the padding (docs/algorithms.md).
-    std::vector<char> nonfinite(size_t(p.k * cg), 0);
+    char* const nonfinite = thread_buffer<char, NonfiniteSlices>(size_t(p.k * cg));
+    std::fill_n(nonfinite, p.k * cg, char(0));
     for (int64_t i = 0; i < p.k * cg; ++i)
         for (int64_t t = 0; t < p.r * p.s && !nonfinite[size_t(i)]; ++t)
             nonfinite[size_t(i)] = !std::isfinite(double(w[i * p.r * p.s + t]));

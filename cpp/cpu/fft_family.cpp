@@ -1,5 +1,6 @@
 // The engine the CPU FFT family shares: see fft_family.hpp.
 #include "cpu/fft_family.hpp"
+#include "cpu/scratch.hpp"
 
 #include <fftw3.h>
 
@@ -39,6 +40,10 @@ size_t Carver::add(double count, size_t elem) {
 // ---- FFTW plans ---------------------------------------------------------------------------
 
 namespace {
+
+// thread_vector sites
+struct RowRoots;
+struct ColumnRoots;
 
 template <typename T>
 struct Api;
@@ -139,11 +144,12 @@ Plan<T> plan_of(int rank, const int64_t (&n)[3], int64_t howmany, int64_t dist) 
     // Declared before the lock: plans released here (evicted, or on an error) are destroyed
     // after it is unlocked (~Impl takes the planner mutex).
     std::map<Key, std::shared_ptr<typename Plan<T>::Impl>> evicted;
-    auto impl = std::make_shared<typename Plan<T>::Impl>();
+    std::shared_ptr<typename Plan<T>::Impl> impl;  // made after the lookup: a hit allocates nothing
     std::lock_guard<std::mutex> lock(planner_mutex());
     auto it = cache.find(key);
     if (it != cache.end()) return Plan<T>(it->second);
     if (cache.size() >= 256) evicted.swap(cache);  // plans in use live on in their holders
+    impl = std::make_shared<typename Plan<T>::Impl>();
 
     // Plan on scratch arrays of the same (64-byte) alignment as the planes the solvers use.
     const size_t bytes = size_t(2 * dist * howmany) * sizeof(T);
@@ -774,7 +780,8 @@ FilterDft<T>::FilterDft(int64_t lh, int64_t lw, int64_t r, int64_t s, int64_t di
 
 template <typename T>
 double FilterDft<T>::table_elems() const {
-    return double(nb_ / m_) * double(r_) * 2.0 * double(block<T>()) + double(s_) * 2.0 * double(wext_);
+    return double(nb_ / m_) * double(r_) * 2.0 * double(block<T>()) + double(s_) * 2.0 * double(wext_) +
+           double(r_) * double(sizeof(int64_t)) / double(sizeof(T));
 }
 
 template <typename T>
@@ -782,12 +789,13 @@ void FilterDft<T>::init(T* tables) {
     constexpr int64_t B = block<T>();
     e_ = tables;
     d_ = tables + nb_ / m_ * r_ * 2 * B;
-    rlist_.clear();
+    rlist_ = reinterpret_cast<int64_t*>(d_ + s_ * 2 * wext_);  // 64-byte aligned: wext_ is whole blocks
+    int64_t listed = 0;
     for (int64_t q = 0; q < 4; ++q) rcount_[q] = 0;
     for (int64_t q = 0; q < m_; ++q)
         for (int64_t i = 0; i < r_; ++i)
             if (i * dh_ % m_ == q) {
-                rlist_.push_back(i);
+                rlist_[listed++] = i;
                 ++rcount_[q];
             }
     const double two_pi = 6.283185307179586476925286766559;
@@ -797,7 +805,8 @@ void FilterDft<T>::init(T* tables) {
         *re = T(std::cos(a));
         *im = T(-std::sin(a));
     };
-    std::vector<T> rh(2 * lh_), rw(2 * lw_);
+    std::vector<T>& rh = thread_vector<T, RowRoots>(size_t(2 * lh_));
+    std::vector<T>& rw = thread_vector<T, ColumnRoots>(size_t(2 * lw_));
     for (int64_t m = 0; m < lh_; ++m) root(m, lh_, &rh[2 * m], &rh[2 * m + 1]);
     for (int64_t m = 0; m < lw_; ++m) root(m, lw_, &rw[2 * m], &rw[2 * m + 1]);
     for (int64_t b = 0; b < nb_ / m_; ++b)
@@ -852,7 +861,7 @@ void FilterDft<T>::run(const T* taps, int64_t count, bool flip, const Layout<T>&
                        int64_t istride, int64_t pstride) const {
     DftArgs a{};
     a.r = r_, a.s = s_, a.wext = wext_, a.fw = fw_, a.d = d_, a.flip = flip;
-    a.e = e_, a.m = m_, a.rlist = rlist_.data(), a.rcount = rcount_;
+    a.e = e_, a.m = m_, a.rlist = rlist_, a.rcount = rcount_;
     a.u0 = 0, a.u1 = nb_ / m_, a.sp0 = 0, a.pb = lay.pb, a.pstride = pstride;
     if (lh_ == 1 && r_ == 1) {  // rank 1: the row spectrum is the output
         a.count = count, a.taps = taps, a.direct = true, a.dst = dst, a.istride = istride;

@@ -164,7 +164,7 @@ template <typename T>
 class FilterDft {
    public:
     FilterDft(int64_t lh, int64_t lw, int64_t r, int64_t s, int64_t dil_h, int64_t dil_w);
-    // Elements of T the twiddle tables need (carve them from the workspace).
+    // Elements of T the twiddle tables and the row order need (carve them from the workspace).
     double table_elems() const;
     // Fills the tables (O(table_elems) plus Lh + Lw sines and cosines).
     void init(T* tables);
@@ -185,7 +185,7 @@ class FilterDft {
     int64_t lh_, lw_, r_, s_, dh_, dw_;
     int64_t fw_, f_, nb_, wext_;  // Lw/2+1; Lh*fw; blocks; extended row length
     int64_t m_;                   // the column pass splits the Lh frequencies M ways (1, 2, 4)
-    std::vector<int64_t> rlist_;  // filter rows ordered by (r * dil_h) mod M
+    int64_t* rlist_ = nullptr;    // R filter rows ordered by (r * dil_h) mod M (in the tables)
     int64_t rcount_[4] = {0, 0, 0, 0};
     T* e_ = nullptr;              // nb/M x R x (B re, B im): column twiddles per block
     T* d_ = nullptr;              // S x (wext re, wext im): row twiddles (extended cyclically)

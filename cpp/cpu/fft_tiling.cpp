@@ -67,12 +67,18 @@ Geometry geometry(const ConvProblem& p) {
     g.ah = fftg::stride1_outputs(p.p, p.stride_h);
     g.aw = fftg::stride1_outputs(p.q, p.stride_w);
     // Candidate tile sizes per axis: powers of two covering the filter, and the whole extent.
+    struct Candidates {  // at most 8 powers of two and the whole extent
+        int64_t v[9];
+        int n = 0;
+        const int64_t* begin() const { return v; }
+        const int64_t* end() const { return v + n; }
+    };
     auto candidates = [](int64_t filt, int64_t outs, bool even) {
-        std::vector<int64_t> c;
+        Candidates c;
         const int64_t whole = good_size(outs + filt - 1, even);
         for (int64_t t = 8; t <= 1024 && t < whole; t *= 2)
-            if (t >= filt + 1) c.push_back(t);
-        c.push_back(whole);
+            if (t >= filt + 1) c.v[c.n++] = t;
+        c.v[c.n++] = whole;
         return c;
     };
     const double cin = double(p.c), cg = double(p.c_per_group()), k = double(p.k);

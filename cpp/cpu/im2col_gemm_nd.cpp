@@ -13,12 +13,19 @@
 #include "cpu/blas_threads.hpp"
 #include "cpu/cpu_isa.hpp"
 #include "cpu/partial_sums.hpp"
+#include "cpu/scratch.hpp"
 
 namespace convcore {
 namespace cpu {
 namespace im2col_nd {
 
 namespace {
+
+// thread_vector sites
+struct Columns;
+struct CoveredD;
+struct CoveredH;
+struct CoveredW;
 
 // One spatial axis: input and output sizes, window size, padding, stride, dilation.
 struct Axis {
@@ -80,8 +87,7 @@ int64_t block_rows(const ConvProblem& p, const Depth& depth, int threads) {
 
 template <typename T>
 std::vector<T>& col_scratch() {
-    thread_local std::vector<T> buffer;
-    return buffer;
+    return thread_vector<T, Columns>();
 }
 
 // f(i, j) for every filter element: i its index in K x L order, wt[k][((t * R + r) * S + s) * Cg + c]
@@ -111,12 +117,14 @@ void filters_by_position(const ConvProblem& p, const Depth& depth, const T* w, T
 // dx = beta * dx on the elements no window covers.
 template <typename T>
 void scale_uncovered(const ConvProblem& p, const Axes& a, const int64_t xs[5], T* dx, T beta, int threads) {
-    const auto coverage = [](const Axis& axis) {
-        std::vector<char> out(size_t(axis.in));
+    const auto coverage = [](const Axis& axis, std::vector<char>& out) -> const std::vector<char>& {
+        out.resize(size_t(axis.in));
         for (int64_t i = 0; i < axis.in; ++i) out[size_t(i)] = axis.covered(i);
         return out;
     };
-    const std::vector<char> cd = coverage(a.d), ch = coverage(a.h), cw = coverage(a.w);
+    const std::vector<char>& cd = coverage(a.d, thread_vector<char, CoveredD>());
+    const std::vector<char>& ch = coverage(a.h, thread_vector<char, CoveredH>());
+    const std::vector<char>& cw = coverage(a.w, thread_vector<char, CoveredW>());
     const auto all = [](const std::vector<char>& v) { return std::all_of(v.begin(), v.end(), [](char c) { return c != 0; }); };
     if (all(cd) && all(ch) && all(cw)) return;
 #pragma omp parallel for num_threads(threads) schedule(static) collapse(2)

@@ -47,6 +47,7 @@
 #include "core/error.hpp"
 #include "core/solver.hpp"
 #include "cpu/cpu_isa.hpp"
+#include "cpu/scratch.hpp"
 
 #pragma GCC diagnostic ignored "-Wpsabi"
 
@@ -430,11 +431,13 @@ void im2win_strip(const ConvProblem& pr, const Geometry& gm, const T* x, T* stri
 // Every (position run, group, filter block) task of the band rows gr0 .. gr0 + rows - 1
 // (their strips at jb.win, jb.gr0 == gr0), in runs of up to POS_CHUNK positions of one image.
 // fn(n, g, kb, pos0, pos1, lo, hi) for task index t of count().
+struct StripRows;  // thread_vector sites
+struct StripLive;
 struct BandTasks {
     struct Run {
         int64_t n, pos0, pos1, lo, hi;
     };
-    std::vector<Run> runs;
+    std::vector<Run>& runs = thread_vector<Run, BandTasks>();  // this thread's, kept between calls
     int64_t groups = 1, kblocks = 1;
     void build(const ConvProblem& pr, int64_t kb, int64_t gr0, int64_t rows) {
         groups = pr.groups, kblocks = kb;
@@ -507,9 +510,14 @@ void run_typed(const ConvArgs& a) {
         const int64_t units = (total_rows + ur - 1) / ur;
 #pragma omp parallel num_threads(threads)
         {
-            std::vector<const T*> rowp;
-            std::vector<int64_t> live;
+            // Each thread's buffers, sized before the dynamic schedule decides which threads
+            // work: a repeated call allocates nothing however the units fall.
+            std::vector<const T*>& rowp = thread_vector<const T*, StripRows>();
+            std::vector<int64_t>& live = thread_vector<int64_t, StripLive>();
+            rowp.reserve(size_t(gm.crs));
+            live.reserve(size_t(gm.crs));
             BandTasks tasks;
+            tasks.runs.reserve(size_t(ur + 2 + ur * pr.q / POS_CHUNK));
             T* const slot = win + int64_t(omp_get_thread_num()) * ur * gm.row_elems;
             Job<T> mine = jb;
             mine.win = slot;
@@ -534,8 +542,10 @@ void run_typed(const ConvArgs& a) {
         const int64_t rows = std::min(gm.band, total_rows - gr0);
 #pragma omp parallel num_threads(threads)
         {
-            std::vector<const T*> rowp;
-            std::vector<int64_t> live;
+            std::vector<const T*>& rowp = thread_vector<const T*, StripRows>();
+            std::vector<int64_t>& live = thread_vector<int64_t, StripLive>();
+            rowp.reserve(size_t(gm.crs));  // before the dynamic schedule (above)
+            live.reserve(size_t(gm.crs));
 #pragma omp for schedule(dynamic)
             for (int64_t i = 0; i < rows * pr.groups; ++i)
                 im2win_strip<T>(pr, gm, jb.x, win + i * strip_elems, gr0 + i / pr.groups, i % pr.groups, rowp, live);

@@ -42,12 +42,20 @@
 #include "core/solver.hpp"
 #include "cpu/cpu_isa.hpp"
 #include "cpu/nhwc_gemm.hpp"
+#include "cpu/scratch.hpp"
 
 
 namespace convcore {
 namespace cpu {
 
 namespace {
+
+// thread_vector sites
+struct RowsScratch;
+struct TapColumns;
+struct TapOutputs;
+struct PanelScratch;
+struct PanelSegments;
 
 constexpr int64_t KT = 64;   // output channels per task
 constexpr int64_t LB = 128;  // reduction rows per panel
@@ -308,7 +316,7 @@ void rows_run(const ConvArgs& a, RowsTaskFn<T> task, int64_t nr) {
     const int64_t tasks = pr.n * pr.groups * blocks;
     const int threads = a.ctx.threads();
     const int64_t per_thread = pr.c_per_group() * rg.rows * rg.wp + nr;
-    std::vector<T> scratch(threads * per_thread);  // outside OpenMP: may throw
+    std::vector<T>& scratch = thread_vector<T, RowsScratch>(size_t(threads * per_thread));  // outside OpenMP: may throw
 
     // Guided: a thread's first tasks are consecutive row blocks, whose input and output rows
     // the hardware prefetchers stream (single dynamic tasks jump between images and groups;
@@ -428,8 +436,8 @@ void run_typed(const ConvArgs& a, PanelGemm<T> gemm, int64_t nr) {
     const T alpha = T(a.alpha), beta = T(a.beta);
 
     // Per filter column fs: its input column tap, and the outputs q for which it is inside.
-    std::vector<int64_t> w0(pr.s);
-    std::vector<TapRange> qv(pr.s);
+    std::vector<int64_t>& w0 = thread_vector<int64_t, TapColumns>(size_t(pr.s));
+    std::vector<TapRange>& qv = thread_vector<TapRange, TapOutputs>(size_t(pr.s));
     for (int64_t fs = 0; fs < pr.s; ++fs) {
         const int64_t s = conv_filter_tap(fs, pr.s, pr.flip);
         w0[fs] = conv_input_coord(0, s, pr.pad_w, pr.stride_w, pr.dil_w);
@@ -439,8 +447,8 @@ void run_typed(const ConvArgs& a, PanelGemm<T> gemm, int64_t nr) {
     // Per-thread scratch, allocated here so that a failed allocation throws outside OpenMP.
     const int threads = a.ctx.threads();
     const int64_t scratch_elems = LB * nb + kt_max * nb;
-    std::vector<T> scratch(threads * scratch_elems);
-    std::vector<Segment> seg_scratch(threads * nb);  // a tile has at most nb segments
+    std::vector<T>& scratch = thread_vector<T, PanelScratch>(size_t(threads * scratch_elems));
+    std::vector<Segment>& seg_scratch = thread_vector<Segment, PanelSegments>(size_t(threads * nb));  // a tile has at most nb segments
 
     // A short reduction (few multiply-adds per output) makes a task memory-bound: there a
     // guided schedule, whose first chunks are runs of consecutive tiles that the prefetchers

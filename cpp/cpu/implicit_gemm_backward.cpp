@@ -32,12 +32,25 @@
 #include "core/error.hpp"
 #include "core/solver.hpp"
 #include "cpu/cpu_isa.hpp"
+#include "cpu/scratch.hpp"
 
 
 namespace convcore {
 namespace cpu {
 
 namespace {
+
+// thread_vector sites
+struct Phases;
+struct DataPanels;
+struct DataSums;
+struct DataSegments;
+struct FilterPanels;
+struct FilterSums;
+struct FilterPartials;
+struct NhwcRows;
+struct NhwcSums;
+struct NhwcPartials;
 
 constexpr int64_t MT = 64;          // output rows (channels) per task
 constexpr int64_t LB = 128;         // reduction rows per panel
@@ -177,11 +190,16 @@ struct Phase {
     std::vector<int64_t> r, off_r, s, off_s;
 };
 
-std::vector<Phase> phases_of(const ConvProblem& p) {
-    std::vector<Phase> out;
+// The phases of p into this thread's vector (its phases' vectors keep their capacity).
+const std::vector<Phase>& phases_of(const ConvProblem& p) {
+    std::vector<Phase>& out = thread_vector<Phase, Phases>();
+    out.resize(size_t(std::min(p.stride_h, p.h) * std::min(p.stride_w, p.w)));
+    size_t i = 0;
     for (int64_t ph = 0; ph < std::min(p.stride_h, p.h); ++ph)
         for (int64_t pw = 0; pw < std::min(p.stride_w, p.w); ++pw) {
-            Phase f{ph, pw, ceil_div(p.h - ph, p.stride_h), ceil_div(p.w - pw, p.stride_w), {}, {}, {}, {}};
+            Phase& f = out[i++];
+            f.ph = ph, f.pw = pw, f.hn = ceil_div(p.h - ph, p.stride_h), f.wn = ceil_div(p.w - pw, p.stride_w);
+            f.r.clear(), f.off_r.clear(), f.s.clear(), f.off_s.clear();
             for (int64_t r = 0; r < p.r; ++r) {
                 const int64_t u = ph + p.pad_h - r * p.dil_h;
                 if (u % p.stride_h == 0) f.r.push_back(r), f.off_r.push_back(u / p.stride_h);
@@ -190,7 +208,6 @@ std::vector<Phase> phases_of(const ConvProblem& p) {
                 const int64_t u = pw + p.pad_w - s * p.dil_w;
                 if (u % p.stride_w == 0) f.s.push_back(s), f.off_s.push_back(u / p.stride_w);
             }
-            out.push_back(std::move(f));
         }
     return out;
 }
@@ -211,13 +228,13 @@ void data_typed(const BwdDataArgs& a, PanelGemm<T> gemm, int64_t nr) {
     const T* dy = static_cast<const T*>(a.dy);
     T* dx = static_cast<T*>(a.dx);
     const T alpha = T(a.alpha), beta = T(a.beta);
-    const std::vector<Phase> phases = phases_of(pr);
+    const std::vector<Phase>& phases = phases_of(pr);
 
     const int threads = a.ctx.threads();
     const int64_t scratch_elems = ct_max * LB + LB * nb + ct_max * nb;
-    std::vector<T> scratch(threads * scratch_elems);
-    std::vector<double> dscratch(threads * ct_max * nb);
-    std::vector<Segment> seg_scratch(threads * nb);
+    std::vector<T>& scratch = thread_vector<T, DataPanels>(size_t(threads * scratch_elems));
+    std::vector<double>& dscratch = thread_vector<double, DataSums>(size_t(threads * ct_max * nb));
+    std::vector<Segment>& seg_scratch = thread_vector<Segment, DataSegments>(size_t(threads * nb));
 
 #pragma omp parallel num_threads(threads)
     {
@@ -331,9 +348,9 @@ void filter_typed(const BwdFilterArgs& a, PanelGemm<T> gemm, int64_t nr) {
     // Per filter element column (c, r', s') of a tile: nothing precomputed beyond the taps.
     const int threads = a.ctx.threads();
     const int64_t scratch_elems = LB * nb + kt_max * nb;
-    std::vector<T> scratch(threads * scratch_elems);
-    std::vector<double> dscratch(threads * kt_max * nb);
-    std::vector<double> partial(size_t(splits) * size_t(pr.k * len_out));
+    std::vector<T>& scratch = thread_vector<T, FilterPanels>(size_t(threads * scratch_elems));
+    std::vector<double>& dscratch = thread_vector<double, FilterSums>(size_t(threads * kt_max * nb));
+    std::vector<double>& partial = thread_vector<double, FilterPartials>(size_t(splits) * size_t(pr.k * len_out));
 
 #pragma omp parallel num_threads(threads)
     {
@@ -464,9 +481,10 @@ void filter_nhwc_typed(const BwdFilterArgs& a, PackedGemm<T> gemm, int64_t mr, i
 
     const int threads = a.ctx.threads();
     const int64_t scratch_elems = NHWC_COLS + LB * colp_max + LB * ktp_max + colp_max * ktp_max;
-    std::vector<T> scratch(threads * scratch_elems);
-    std::vector<double> dscratch(threads * colp_max * ktp_max);
-    std::vector<double> partial(splits > 1 ? size_t(splits) * size_t(pr.k * len_out) : 0);  // [split][k][(r, s, c)]
+    std::vector<T>& scratch = thread_vector<T, NhwcRows>(size_t(threads * scratch_elems));
+    std::vector<double>& dscratch = thread_vector<double, NhwcSums>(size_t(threads * colp_max * ktp_max));
+    std::vector<double>& partial =  // [split][k][(r, s, c)]
+        thread_vector<double, NhwcPartials>(splits > 1 ? size_t(splits) * size_t(pr.k * len_out) : 0);
 
 #pragma omp parallel num_threads(threads)
     {

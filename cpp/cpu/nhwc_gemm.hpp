@@ -27,10 +27,16 @@
 #include "core/problem.hpp"
 #include "cpu/cpu_isa.hpp"
 #include "cpu/epilogue_store.hpp"  // defines CONVCORE_GEMM_INLINE
+#include "cpu/scratch.hpp"
 
 namespace convcore {
 namespace cpu {
 namespace nhwc_gemm {
+
+// thread_vector sites
+struct PanelBlocks;
+struct PanelRows;
+struct PixelRows;
 
 inline int64_t isa_lanes(size_t elem) {
     switch (cpu_isa()) {
@@ -836,14 +842,6 @@ inline PanelBlocking panel_blocking(const ConvProblem& p, int threads) {
             per_panel_task};
 }
 
-// Per-thread scratch reused across calls (the panel path's A blocks): allocated by the calling
-// thread, outside any parallel region.
-template <typename T>
-std::vector<T>& scratch() {
-    thread_local std::vector<T> buffer;
-    return buffer;
-}
-
 // y = alpha * conv(x, w) + beta * y on NHWC x and y, with the fused epilogue where `s` has one
 // (stores_of); Wt made by make_wt, `zeros` at least C zeros.
 template <typename T>
@@ -858,10 +856,9 @@ void run(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, co
                                      : panel_a_in_place(p) ? 0
                                                           : b.mc * copied_row_stride(b.kc, p.elem_size());
         const size_t per_thread = size_t(a_block_size + panel_cols(p));
-        std::vector<T>& blocks = scratch<T>();
-        if (blocks.size() < per_thread * size_t(threads)) blocks.assign(per_thread * size_t(threads), T(0));
+        std::vector<T>& blocks = thread_vector<T, PanelBlocks>(per_thread * size_t(threads));
         const size_t pointers = size_t(std::max(p.r * p.s, 12 * p.r));
-        std::vector<const T*> row_pointers(pointers * size_t(threads));
+        std::vector<const T*>& row_pointers = thread_vector<const T*, PanelRows>(pointers * size_t(threads));
 #pragma omp parallel num_threads(threads)
         {
             const int thread = omp_get_thread_num();
@@ -881,7 +878,7 @@ void run(const ConvProblem& p, const T* x, const T* wt, const T* zeros, T* y, co
     const int64_t group_tasks = (p.groups + per_task - 1) / per_task;
     const int64_t channel_tasks = (kg + kChannelsPerTask - 1) / kChannelsPerTask;
     const size_t per_thread = size_t(12 * p.r * p.s);
-    std::vector<const T*> row_pointers(per_thread * size_t(threads));  // allocated outside the parallel region
+    std::vector<const T*>& row_pointers = thread_vector<const T*, PixelRows>(per_thread * size_t(threads));
 #pragma omp parallel num_threads(threads)
     {
         const T** rows = row_pointers.data() + per_thread * size_t(omp_get_thread_num());

@@ -9,14 +9,14 @@
 #include <cstdint>
 #include <vector>
 
+#include "cpu/scratch.hpp"
+
 namespace convcore {
 namespace cpu {
-
-template <typename T>
-std::vector<T>& partial_sums_scratch() {
-    thread_local std::vector<T> buffer;
-    return buffer;
-}
+namespace partial_sums {
+struct Sums;  // thread_vector sites
+struct Partials;
+}  // namespace partial_sums
 
 // out[0, partial) = the sum over tasks 0 .. tasks-1 of their contributions. `teams` threads each
 // run the tasks t, t + teams, ... with a scratch of their own: `partial` elements of sum, then
@@ -25,13 +25,11 @@ std::vector<T>& partial_sums_scratch() {
 // are added, each thread a range of the elements.
 template <typename T, typename Accumulate>
 void sum_tasks_in_partials(int64_t tasks, int teams, size_t partial, size_t col, T* out, Accumulate accumulate) {
-    std::vector<T*> partials(static_cast<size_t>(teams));
+    std::vector<T*>& partials = thread_vector<T*, partial_sums::Partials>(static_cast<size_t>(teams));
 #pragma omp parallel num_threads(teams)
     {
         const int me = omp_get_thread_num();
-        std::vector<T>& mine = partial_sums_scratch<T>();
-        if (mine.size() < partial + col) mine.resize(partial + col);
-        T* sum = mine.data();
+        T* sum = thread_buffer<T, partial_sums::Sums>(partial + col);  // each thread's
         partials[size_t(me)] = sum;
         if (me >= tasks) std::fill(sum, sum + partial, T(0));  // a thread without a task
         for (int64_t task = me; task < tasks; task += teams) accumulate(task, sum + partial, sum, task == me);

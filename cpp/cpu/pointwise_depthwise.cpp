@@ -9,11 +9,15 @@
 
 #include "cpu/depthwise.hpp"
 #include "cpu/nhwc_gemm.hpp"
+#include "cpu/scratch.hpp"
 
 namespace convcore {
 namespace cpu {
 namespace pointwise_depthwise {
 namespace {
+
+// thread_vector sites
+struct RowPointers;
 
 size_t round64(size_t b) { return (b + 63) / 64 * 64; }
 
@@ -141,7 +145,7 @@ void run(const ConvProblem& pw, const ConvProblem& dw, const T* x, const void* p
     thread_local std::vector<T> scratch;  // (the calling thread's: the region's threads see base)
     if (scratch.size() < per_thread * size_t(threads)) scratch.resize(per_thread * size_t(threads));
     T* const base = scratch.data();
-    std::vector<const T*> pointers(12 * size_t(threads));
+    std::vector<const T*>& pointers = thread_vector<const T*, RowPointers>(12 * size_t(threads));
     const int64_t tasks = dw.n * split.channel_parts * split.row_parts;
 #pragma omp parallel num_threads(threads)
     {

@@ -35,11 +35,15 @@
 #include "core/solver.hpp"
 #include "cpu/blas_gemm.hpp"
 #include "cpu/blas_threads.hpp"
+#include "cpu/scratch.hpp"
 
 namespace convcore {
 namespace cpu {
 
 namespace {
+
+// thread_vector sites
+struct TileRuns;
 
 using Tab = winograd::F3x2;  // m = 3 outputs, r = 2 taps, alpha = 4
 constexpr int64_t kA = Tab::alpha, kXi = kA * kA;
@@ -177,7 +181,7 @@ void run_typed(const BwdFilterArgs& a) {
     ws += up(size_t(pl.m_elems) * sizeof(T));
     double* M = reinterpret_cast<double*>(ws);  // [xi][k][c], all blocks
     const auto& AT = Tab::table<T>::AT;
-    std::vector<Run> runs;
+    std::vector<Run>& runs = thread_vector<Run, TileRuns>();
     const T alpha = T(a.alpha), beta = T(a.beta);
     BlasThreads blas_threads(threads);
 

@@ -55,10 +55,16 @@
 #include "cpu/epilogue_store.hpp"
 #include "cpu/nhwc_gemm.hpp"
 #include "cpu/winograd_3d.hpp"
+#include "cpu/scratch.hpp"
 
 namespace convcore {
 namespace cpu {
 namespace winograd_nhwc {
+
+// thread_vector sites
+struct TileBuffers;
+struct FilterPanels;
+struct ReducedDepths;
 
 using nhwc_gemm::cache_bytes;
 using nhwc_gemm::kPanelVectors;
@@ -323,7 +329,7 @@ void prepare_u(const ConvProblem& p, const T* w, T* U, int threads, int64_t taps
         size_t(taps * F::D::r * F::H::r * F::W::r * nhwc_gemm::panel_count(p) * nhwc_gemm::panel_cols(p));
 #pragma omp parallel num_threads(threads)
     {
-        std::vector<T> wt(wt_elems);
+        std::vector<T>& wt = thread_vector<T, FilterPanels>(wt_elems);  // each thread's
 #pragma omp for schedule(static)
         for (int64_t c = 0; c < p.c; ++c) make(p, w, U, c, taps, wt.data());
     }
@@ -533,7 +539,8 @@ CONVCORE_GEMM_INLINE void task(const ConvProblem& p, const Geometry& g, const T*
     T* M = V + g.aa * g.tb * g.ldv;
     T* sink = M + g.aa * g.tb * g.ldm;
     // 3-D: per row block of MR tiles, the part of the reduction its output depths read
-    std::vector<std::pair<int64_t, int64_t>> reduced(static_cast<size_t>(ceil_div(g.tb, MR)));
+    std::vector<std::pair<int64_t, int64_t>>& reduced =
+        thread_vector<std::pair<int64_t, int64_t>, ReducedDepths>(static_cast<size_t>(ceil_div(g.tb, MR)));
     for (int64_t tb0 = t0; tb0 < t1; tb0 += g.tb) {
         const int64_t nt = std::min(g.tb, t1 - tb0);
         if constexpr (kCube<F>)
@@ -615,13 +622,6 @@ struct Kernels {
                                                threads, taps, winograd_nhwc_kernels<float, F>().make_u);      \
     }
 
-// Per-thread buffers reused across calls, allocated by the calling thread.
-template <typename T>
-std::vector<T>& scratch() {
-    thread_local std::vector<T> buffer;
-    return buffer;
-}
-
 // y = act(alpha * conv(x, w) + beta * y + alpha2 * z + bias) on NHWC x and y; U prepared by
 // prepare_u (or made here into `u_space`).
 // 3-D: args.prob is one plane's problem (N images), x, w and y the whole tensors (N x D x H x W x
@@ -638,8 +638,7 @@ void run(const ConvArgs& args, const T* U, T* u_space, const Kernels<T>& kernels
     const Geometry g = geometry(p, std::max(F::H::m, F::W::m), threads, depth, kCube<F>);
     const Out<T> e = epilogue_store::out_of<T>(args);
     const size_t per_thread = size_t(scratch_elems(g));
-    std::vector<T>& buffers = scratch<T>();
-    if (buffers.size() < per_thread * size_t(threads)) buffers.assign(per_thread * size_t(threads), T(0));
+    std::vector<T>& buffers = thread_vector<T, TileBuffers>(per_thread * size_t(threads));
     const T* x = static_cast<const T*>(args.x);
     T* y = static_cast<T*>(args.y);
 #pragma omp parallel num_threads(threads)

@@ -8,7 +8,7 @@ namespace {
 // each dense (its elements fill one span of memory, in any order of dimensions). None when one is
 // not: the caller then cannot tell a change and must not keep anything made from them.
 py::object fingerprint_tensors(const py::list& capsules) {
-    uint64_t h = convcore_py::mix64(capsules.size());
+    uint64_t h = convcore::mix64(capsules.size());
     for (const py::handle& c : capsules) {
         const DLPackTensor t(c.cast<py::capsule>());
         if (t.device_type() != kDLCPU) return py::none();
@@ -21,7 +21,7 @@ py::object fingerprint_tensors(const py::list& capsules) {
         }
         if (count > 0 && span != count) return py::none();  // gaps or overlaps
         const auto span_bytes = t.byte_span();
-        h = convcore_py::mix64(h ^ convcore_py::fingerprint(t.data(), size_t(span_bytes.second - span_bytes.first)));
+        h = convcore::mix64(h ^ convcore::fingerprint(t.data(), size_t(span_bytes.second - span_bytes.first)));
     }
     return py::int_(h);
 }

@@ -32,7 +32,7 @@
 #include "convcore/convcore.h"
 #include "convcore/convcore.hpp"
 #include "dlpack.hpp"
-#include "fingerprint.hpp"
+#include "core/fingerprint.hpp"
 
 namespace py = pybind11;
 

@@ -1,64 +1,52 @@
-// Plans: the per-Convolution plan cache and every call that runs through a plan (forward with its
+// Plans: every call that runs through the handle's plan cache (forward with its
 // epilogue, the NumPy fast path, the backward passes, the fused 1x1 -> depthwise pair).
 #include "common.hpp"
 #include "common/conv_index.hpp"  // the core's output-size formula
+#include "core/fingerprint.hpp"     // mix64
 
 namespace convcore_py {
 namespace {
 
-// One convcore plan (convcore.h, "plans"; convcore.hpp's RAII class) and what it keeps between
-// calls.
-struct CachedPlan {
-    explicit CachedPlan(convcore::Plan&& p) : plan(std::move(p)) {}
-    convcore::Plan plan;
-    int algo = 0;          // the pass's algorithm the plan runs
-    size_t workspace = 0;  // its exact workspace size
-    // The filters prepared in the plan: their pointer, the caller's version of their contents
-    // (or kFiltersChecked) and, when checked, the fingerprint of the bytes they were made from.
-    const void* prepared_for = nullptr;
-    int64_t prepared_version = -1;
-    uint64_t prepared_fingerprint = 0;
-    // Whether the plan's algorithm keeps prepared filters (known after the first preparation):
-    // a plan that keeps none reads w at every call, so its filters can never be stale.
-    enum { kUnknown, kKeeps, kKeepsNone } keeps_filters = kUnknown;
+// A problem this Convolution has seen on this thread: its descriptors, validated with the
+// caller's argument names, and its algorithm (chosen by Select for "auto" and "find"). This is
+// what a C caller keeps; the plan, its prepared filters and the workspace are the core's (the
+// handle's plan cache: convcoreConvolutionExecute).
+struct KnownProblem {
+    Descriptors d;
+    int algo = 0;
 };
 
 // What identifies a problem: the pass, the requested algorithm, the convolution parameters and
 // each tensor's dtype, device, shape and strides. Equal keys mean equal descriptors, so a call
-// whose key is cached was validated when its plan was made.
-using PlanKey = std::vector<int64_t>;
-struct PlanKeyHash {
-    size_t operator()(const PlanKey& key) const {
+// whose key is known was validated when it was first seen.
+using ProblemKey = std::vector<int64_t>;
+struct ProblemKeyHash {
+    size_t operator()(const ProblemKey& key) const {
         uint64_t h = 1469598103934665603ull;  // FNV-1a over the values
         for (int64_t v : key) h = (h ^ uint64_t(v)) * 1099511628211ull;
         return size_t(h);
     }
 };
 
-// A plan key's first values: the pass, the requested algorithm, whether the plan keeps prepared
-// filters, and the convolution's parameters (run_plan and forward_array's short path must agree).
-inline PlanKey plan_key(convcoreConvolutionPass_t pass, int algo, int64_t keeps_prepared, const ConvParams& p) {
-    return PlanKey{int64_t(pass), algo, keeps_prepared, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h,
-                   p.dil_w, p.groups, p.mode, p.pad_d, p.stride_d, p.dil_d};
+// A key's first values: the pass, the requested algorithm, whether the filters are kept between
+// calls, and the convolution's parameters (run_plan and forward_array's short path must agree).
+inline ProblemKey problem_key(convcoreConvolutionPass_t pass, int algo, int64_t keeps_prepared, const ConvParams& p) {
+    return ProblemKey{int64_t(pass), algo, keeps_prepared, p.pad_h, p.pad_w, p.stride_h, p.stride_w, p.dil_h,
+                      p.dil_w, p.groups, p.mode, p.pad_d, p.stride_d, p.dil_d};
 }
 
-// The plans of one Convolution in one thread (convcore.Convolution keeps one per thread): a call
-// whose problem was seen before runs its plan with only the data pointers, without building
-// descriptors, validating or choosing again. At most kMaxPlans problems are kept, the least
-// recently used dropped first (the decisions themselves stay in the core's decision cache).
-// The mutex orders preparing a plan's filters and running it, should two
-// threads share one (each CUDA plan runs on the handle of the thread that made it).
-class PlanCache {
+// The problems of one Convolution in one thread (convcore.Convolution keeps one per thread), at
+// most kMaxProblems, the least recently used dropped first. clear_find_cache forgets them (their
+// algorithms were chosen from the find results).
+class KnownProblems {
    public:
-    static constexpr size_t kMaxPlans = 64;
-    PlanCache() = default;
-    PlanCache(const PlanCache&) = delete;
-    PlanCache& operator=(const PlanCache&) = delete;
-
-    std::mutex& mutex() { return mutex_; }
+    static constexpr size_t kMaxProblems = 64;
+    KnownProblems() = default;
+    KnownProblems(const KnownProblems&) = delete;
+    KnownProblems& operator=(const KnownProblems&) = delete;
 
     // Call with the GIL held (it orders the map's users). A hit becomes the most recently used.
-    std::shared_ptr<CachedPlan> find(const PlanKey& key) {
+    std::shared_ptr<const KnownProblem> find(const ProblemKey& key) {
         const uint64_t generation = g_plan_generation.load(std::memory_order_relaxed);
         if (generation != generation_) {
             index_.clear();
@@ -70,40 +58,33 @@ class PlanCache {
         if (it->second != order_.begin()) order_.splice(order_.begin(), order_, it->second);
         return it->second->second;
     }
-    // Beyond kMaxPlans problems, the least recently used plan is dropped.
-    void insert(PlanKey key, std::shared_ptr<CachedPlan> plan) {
+    void insert(ProblemKey key, std::shared_ptr<const KnownProblem> problem) {
         if (index_.count(key)) return;
-        order_.emplace_front(key, std::move(plan));
+        order_.emplace_front(key, std::move(problem));
         index_.emplace(std::move(key), order_.begin());
-        if (index_.size() > kMaxPlans) {
+        if (index_.size() > kMaxProblems) {
             index_.erase(order_.back().first);
             order_.pop_back();
         }
     }
-    size_t plan_count() const { return index_.size(); }
-    // How many times filters were prepared (transformed and kept) in this cache's plans.
-    void count_preparation() { ++preparations_; }
-    int64_t preparations() const { return preparations_; }
+    size_t count() const { return index_.size(); }
+    // The core's filter version for the caller's filter_version: a caller's numbers are its own
+    // (as they were when each Convolution kept its plans), so they are made distinct per
+    // Convolution and thread; kFiltersChecked and kFiltersPerCall are the core's 0 (checked).
+    int64_t core_filter_version(int64_t filter_version) const {
+        if (filter_version < 0) return CONVCORE_FILTER_VERSION_CHECKED;
+        return 1 + int64_t(convcore::mix64(serial_ ^ convcore::mix64(uint64_t(filter_version))) >> 2);
+    }
 
    private:
-    using Entry = std::pair<PlanKey, std::shared_ptr<CachedPlan>>;
-    std::mutex mutex_;
-    int64_t preparations_ = 0;
+    static inline std::atomic<uint64_t> next_serial_{1};
+    const uint64_t serial_ = next_serial_.fetch_add(1);
+    using Entry = std::pair<ProblemKey, std::shared_ptr<const KnownProblem>>;
     std::list<Entry> order_;  // most recently used first
-    std::unordered_map<PlanKey, std::list<Entry>::iterator, PlanKeyHash> index_;
+    std::unordered_map<ProblemKey, std::list<Entry>::iterator, ProblemKeyHash> index_;
     uint64_t generation_ = 0;
 };
 
-
-// Runs one pass through the cache's plan for this problem: out = alpha * pass(in0, in1) + beta * out
-// (convcoreExecuteConvolutionPlan's operands). On the first call of a problem, `describe(d, h)`
-// validates the tensors (naming the user's arguments), fills the descriptors and returns the
-// algorithm (running Select with the data for "auto" and "find"); the plan is made then.
-// `check_status(status, algo)` turns a failed status into the pass's exception. With
-// filter_version >= 0, in1 holds filters whose contents that number identifies: the plan
-// prepares them (convcorePrepareConvolutionPlanFilters) once per pointer and version; with
-// kFiltersChecked, once per pointer and fingerprint of their bytes.
-// Returns the algorithm that ran.
 // The fused epilogue of a forward call: out = act(alpha * conv(x, w) + alpha2 * residual + bias).
 struct ForwardEpilogue {
     const DLPackTensor* bias = nullptr;
@@ -113,11 +94,10 @@ struct ForwardEpilogue {
     bool any() const { return bias || residual || activation != CONVCORE_ACTIVATION_IDENTITY; }
 };
 
-// The buffers of one execution of a cached plan.
+// The buffers of one execution.
 struct PlanOperands {
     const void* in0;
     const void* in1;
-    std::pair<uintptr_t, uintptr_t> in1_span;  // the bytes of in1 (the filters' fingerprint)
     void* out;
     bool fused = false;  // the forward pass with its epilogue: bias, activation, residual
     double alpha2 = 0.0;
@@ -126,91 +106,66 @@ struct PlanOperands {
     int activation = CONVCORE_ACTIVATION_IDENTITY;
 };
 
-// out = alpha * pass(in0, in1) + beta * out (or the forward pass with its epilogue) through a
-// cached plan, with the GIL released. First the filters: with filter_version >= 0 the plan
-// prepares in1 (convcorePrepareConvolutionPlanFilters) once per pointer and version; with
-// kFiltersChecked once per pointer and fingerprint of in1's bytes (skipped for a plan whose
-// algorithm keeps no filters).
-convcoreStatus_t execute_plan(CachedPlan& plan, PlanCache& cache, convcoreHandle_t h, bool on_cuda, bool is_double,
-                              const PlanOperands& op, double alpha, double beta, int64_t filter_version) {
+// out = alpha * pass(in0, in1) + beta * out (or the forward pass with its epilogue) through the
+// handle's plan cache (convcoreConvolutionExecute), with the GIL released: the core keeps the
+// plan, the workspace, and the filters it prepares (filter_version >= 0: the caller's number for
+// the contents of in1; kFiltersChecked: the core checks their bytes; kFiltersPerCall: none kept).
+convcoreStatus_t execute_known(const KnownProblem& known, convcoreConvolutionPass_t pass, convcoreHandle_t h,
+                               bool is_double, const PlanOperands& op, double alpha, double beta,
+                               int64_t core_filter_version) {
     const float alpha_f = float(alpha), beta_f = float(beta), alpha2_f = float(op.alpha2);
-    const void* alpha_p = is_double ? static_cast<const void*>(&alpha) : &alpha_f;
-    const void* beta_p = is_double ? static_cast<const void*>(&beta) : &beta_f;
-    const void* alpha2_p = is_double ? static_cast<const void*>(&op.alpha2) : &alpha2_f;
-    auto execute = [&](void* ws) {
-        if (op.fused)
-            return convcoreExecuteConvolutionPlanBiasActivation(plan.plan, alpha_p, op.in0, op.in1, alpha2_p,
-                                                                op.residual, op.bias,
-                                                                convcoreActivationMode_t(op.activation), op.out, ws,
-                                                                plan.workspace);
-        return convcoreExecuteConvolutionPlan(plan.plan, alpha_p, op.in0, op.in1, beta_p, op.out, ws, plan.workspace);
-    };
+    convcoreConvolutionArgs_t args{};
+    args.alpha = is_double ? static_cast<const void*>(&alpha) : &alpha_f;
+    args.beta = is_double ? static_cast<const void*>(&beta) : &beta_f;
+    args.in0 = op.in0;
+    args.in1 = op.in1;
+    args.out = op.out;
+    if (op.fused) {
+        args.beta = nullptr;
+        args.z = op.residual;
+        args.alpha2 = is_double ? static_cast<const void*>(&op.alpha2) : &alpha2_f;
+        args.bias = op.bias;
+        args.activation = convcoreActivationMode_t(op.activation);
+    }
+    args.filterVersion = core_filter_version;
     py::gil_scoped_release release;
-    std::lock_guard<std::mutex> lock(cache.mutex());
-    bool prepare = false;
-    uint64_t fingerprint = 0;
-    if (filter_version >= 0) {
-        prepare = plan.prepared_for != op.in1 || plan.prepared_version != filter_version;
-    } else if (filter_version == kFiltersChecked && plan.keeps_filters != CachedPlan::kKeepsNone) {
-        fingerprint = convcore_py::fingerprint(reinterpret_cast<const void*>(op.in1_span.first),
-                                               op.in1_span.second - op.in1_span.first);
-        prepare = plan.prepared_for != op.in1 || plan.prepared_version != filter_version ||
-                  plan.prepared_fingerprint != fingerprint;
-    }
-    if (prepare) {
-        size_t prepared_bytes = 0;
-        const convcoreStatus_t status = convcorePrepareConvolutionPlanFilters(plan.plan, op.in1, &prepared_bytes);
-        plan.prepared_for = status == CONVCORE_STATUS_SUCCESS ? op.in1 : nullptr;
-        plan.prepared_version = filter_version;
-        plan.prepared_fingerprint = fingerprint;
-        if (status != CONVCORE_STATUS_SUCCESS) return status;
-        plan.keeps_filters = prepared_bytes ? CachedPlan::kKeeps : CachedPlan::kKeepsNone;
-        if (prepared_bytes) cache.count_preparation();
-    }
-    if (on_cuda) {
-        DeviceBuffer ws(h, plan.workspace);  // freed before the GIL is taken back
-        return execute(ws.ptr);
-    }
-    return execute(t_workspace.reserve(plan.workspace));
+    return convcoreConvolutionExecute(h, pass, known.d.x, known.d.w, known.d.conv, known.d.y, known.algo, &args,
+                                      nullptr);
 }
 
+// Runs one pass: out = alpha * pass(in0, in1) + beta * out (convcoreConvolutionExecute's
+// operands). On the first call of a problem, `describe(d, h)` validates the tensors (naming the
+// user's arguments), fills the descriptors and returns the algorithm (running Select with the
+// data for "auto" and "find"). `check_status(status, algo)` turns a failed status into the pass's
+// exception. filter_version as in execute_known. Returns the algorithm that ran.
 template <typename Describe, typename CheckStatus>
 int run_plan(convcoreConvolutionPass_t pass, const DLPackTensor& in0, const char* in0_name,
              const DLPackTensor& in1, const char* in1_name, const DLPackTensor& out, const ConvParams& p,
-             int algo, double alpha, double beta, PlanCache& cache, uintptr_t stream,
+             int algo, double alpha, double beta, KnownProblems& problems, uintptr_t stream,
              int64_t filter_version, Describe describe, CheckStatus check_status,
              const ForwardEpilogue* epilogue = nullptr) {
     if (out.read_only()) bad_param("out: the array is read-only");
-    // What a plan cannot know ahead: where the buffers are (before Select, which may time on out).
+    // What the descriptors cannot know ahead: where the buffers are (before Select, which may time on out).
     check_aligned(in0, in0_name);
     check_aligned(in1, in1_name);
     check_aligned(out, "out");
     if (out.overlaps(in0)) bad_param(std::string("out overlaps ") + in0_name + ": the output must be a separate buffer");
     if (out.overlaps(in1)) bad_param(std::string("out overlaps ") + in1_name + ": the output must be a separate buffer");
-    // A plan either keeps prepared filters or never does: a per-call caller must not run filters
-    // another call prepared from the same pointer (the plan would use them: convcore.h, plans).
     const int64_t keeps_prepared = filter_version == kFiltersPerCall ? 0 : 1;
-    PlanKey key = plan_key(pass, algo, keeps_prepared, p);
+    ProblemKey key = problem_key(pass, algo, keeps_prepared, p);
     for (const DLPackTensor* t : {&in0, &in1, &out}) t->append_layout(key);
     if (epilogue && epilogue->any())  // the layouts of its operands (checked once, by describe)
         for (const DLPackTensor* t : {epilogue->bias, epilogue->residual}) t ? t->append_layout(key) : key.push_back(-1);
-    const bool on_cuda = in0.device_type() == kDLCUDA;
     convcoreHandle_t h = handle_on(in0, stream);
-    std::shared_ptr<CachedPlan> plan = cache.find(key);
-    if (!plan) {
-        Descriptors d;
-        const int chosen = describe(d, h);
-        try {
-            plan = std::make_shared<CachedPlan>(convcore::Plan(h, pass, d.x, d.w, d.conv, d.y, chosen));
-        } catch (const convcore::Exception& e) {
-            check_status(e.status(), chosen);  // the pass's exception, naming the algorithm
-        }
-        plan->algo = chosen;
-        wrapped("", [&] { plan->workspace = plan->plan.workspace_size(); });
-        cache.insert(std::move(key), plan);
+    std::shared_ptr<const KnownProblem> known = problems.find(key);
+    if (!known) {
+        auto made = std::make_shared<KnownProblem>();
+        made->algo = describe(made->d, h);
+        known = made;
+        problems.insert(std::move(key), known);
     }
     const bool fused = epilogue && epilogue->any();
-    PlanOperands ops{in0.data(), in1.data(), in1.byte_span(), out.data()};
+    PlanOperands ops{in0.data(), in1.data(), out.data()};
     if (fused) {
         ops.fused = true;
         ops.alpha2 = epilogue->alpha2;
@@ -218,10 +173,10 @@ int run_plan(convcoreConvolutionPass_t pass, const DLPackTensor& in0, const char
         ops.bias = epilogue->bias ? epilogue->bias->data() : nullptr;
         ops.activation = epilogue->activation;
     }
-    const convcoreStatus_t status = execute_plan(*plan, cache, h, on_cuda, in0.is_float(64), ops, alpha, beta,
-                                                 filter_version);
-    check_status(status, plan->algo);
-    return plan->algo;
+    check_status(execute_known(*known, pass, h, in0.is_float(64), ops, alpha, beta,
+                               problems.core_filter_version(filter_version)),
+                 known->algo);
+    return known->algo;
 }
 
 // y = alpha * conv(x, w) + beta * y with algorithm `algo` (-1: "auto", -2: "find"; both
@@ -283,7 +238,7 @@ void check_epilogue_call(const ForwardEpilogue& e, const DLPackTensor& x, const 
 }
 
 int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y, const ConvParams& p,
-            int algo, double alpha, double beta, PlanCache& cache, uintptr_t stream, int64_t filter_version,
+            int algo, double alpha, double beta, KnownProblems& problems, uintptr_t stream, int64_t filter_version,
             const DLPackTensor* bias, int activation, const DLPackTensor* residual, double alpha2) {
     const ForwardEpilogue epilogue{bias, residual, alpha2, activation};
     check_epilogue_call(epilogue, x, w, y, beta);
@@ -305,7 +260,7 @@ int forward(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y,
         });
         return int(chosen);
     };
-    return run_plan(CONVCORE_PASS_FORWARD, x, "x", w, "w", y, p, algo, alpha, beta, cache, stream,
+    return run_plan(CONVCORE_PASS_FORWARD, x, "x", w, "w", y, p, algo, alpha, beta, problems, stream,
                     filter_version, describe, check_algo_call, &epilogue);
 }
 
@@ -345,7 +300,7 @@ ConvParams with_depth(const ConvParams& p, const std::vector<int64_t>& depth) {
 // Winograd (cpu/winograd_3d.hpp), whose plan keeps its transformed filters as a 2-D plan does
 // (filter_version as in run_plan), and its 3-D FFT; algo >= 0: convcore/_nd.py chooses.
 int forward_3d(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y, const ConvParams& p,
-               int algo, double alpha, double beta, PlanCache& cache, int64_t filter_version) {
+               int algo, double alpha, double beta, KnownProblems& problems, int64_t filter_version) {
     if (algo < 0) bad_param("algo: a 3-D call through one plan names its algorithm");
     auto describe = [&](Descriptors& d, convcoreHandle_t) {
         check_forward_tensors(x, w, y);
@@ -354,21 +309,21 @@ int forward_3d(const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor&
             check(convcoreSetConvolutionFilterProtocol(d.conv, CONVCORE_FILTERS_PREPARED));
         return algo;
     };
-    return run_plan(CONVCORE_PASS_FORWARD, x, "x", w, "w", y, p, algo, alpha, beta, cache, 0, filter_version,
+    return run_plan(CONVCORE_PASS_FORWARD, x, "x", w, "w", y, p, algo, alpha, beta, problems, 0, filter_version,
                     describe, check_algo_call);
 }
 
 // dx = alpha * grad_x(dy, w) + beta * dx on 5-D arrays in one C API call, with backward-data
 // algorithm `algo` (convcore/_nd.py's "native" schedule: the C API's native 3-D Winograd or FFT).
 int backward_data_3d(const DLPackTensor& dy, const DLPackTensor& w, const DLPackTensor& dx, const ConvParams& p,
-                     int algo, double alpha, double beta, PlanCache& cache) {
+                     int algo, double alpha, double beta, KnownProblems& problems) {
     if (algo < 0) bad_param("algo: a 3-D call through one plan names its algorithm");
     auto describe = [&](Descriptors& d, convcoreHandle_t) {
         check_forward_tensors(dy, w, dx, "dy");
         describe_3d(d, dx, "out", w, dy, "dy", p);
         return algo;
     };
-    return run_plan(CONVCORE_PASS_BACKWARD_DATA, dy, "dy", w, "w", dx, p, algo, alpha, beta, cache, 0, -1, describe,
+    return run_plan(CONVCORE_PASS_BACKWARD_DATA, dy, "dy", w, "w", dx, p, algo, alpha, beta, problems, 0, -1, describe,
                     [](convcoreStatus_t status, int a) { check_bwd(status, BACKWARD_DATA, a); });
 }
 
@@ -376,7 +331,7 @@ int backward_data_3d(const DLPackTensor& dy, const DLPackTensor& w, const DLPack
 // algorithm `algo` (convcore/_nd.py's "native" schedule: the C API's native 3-D IM2COL_GEMM); dw
 // packed K x C/groups x T x R x S.
 int backward_filter_3d(const DLPackTensor& x, const DLPackTensor& dy, const DLPackTensor& dw, const ConvParams& p,
-                       int algo, double alpha, double beta, PlanCache& cache) {
+                       int algo, double alpha, double beta, KnownProblems& problems) {
     if (algo < 0) bad_param("algo: a 3-D call through one plan names its algorithm");
     auto describe = [&](Descriptors& d, convcoreHandle_t) {
         const std::string dtype = check_input_types(x, x, "x");
@@ -389,7 +344,7 @@ int backward_filter_3d(const DLPackTensor& x, const DLPackTensor& dy, const DLPa
         describe_3d(d, x, "x", dw, dy, "dy", p);  // dw as the filter: packed K x C/groups x T x R x S
         return algo;
     };
-    return run_plan(CONVCORE_PASS_BACKWARD_FILTER, x, "x", dy, "dy", dw, p, algo, alpha, beta, cache, 0, -1, describe,
+    return run_plan(CONVCORE_PASS_BACKWARD_FILTER, x, "x", dy, "dy", dw, p, algo, alpha, beta, problems, 0, -1, describe,
                     [](convcoreStatus_t status, int a) { check_bwd(status, BACKWARD_FILTER, a); });
 }
 
@@ -397,13 +352,13 @@ int backward_filter_3d(const DLPackTensor& x, const DLPackTensor& dy, const DLPa
 // (torch.utils.dlpack.to_dlpack's), without making a Python DLPackTensor of each. bias and residual
 // are capsules or None.
 int forward_capsules(py::capsule x, py::capsule w, py::capsule y, const py::object& bias, const ConvParams& p,
-                     int algo, PlanCache& cache, int64_t filter_version, int activation,
+                     int algo, KnownProblems& problems, int64_t filter_version, int activation,
                      const py::object& residual) {
     const DLPackTensor xt(x), wt(w), yt(y);
     std::optional<DLPackTensor> bt, zt;
     if (!bias.is_none()) bt.emplace(bias.cast<py::capsule>());
     if (!residual.is_none()) zt.emplace(residual.cast<py::capsule>());
-    return forward(xt, wt, yt, p, algo, 1.0, 0.0, cache, 0, filter_version, bt ? &*bt : nullptr, activation,
+    return forward(xt, wt, yt, p, algo, 1.0, 0.0, problems, 0, filter_version, bt ? &*bt : nullptr, activation,
                    zt ? &*zt : nullptr, 1.0);
 }
 
@@ -502,7 +457,7 @@ class PointwiseDepthwise {
 // made. None when there is no such plan or the arrays are anything else: the general path then
 // checks them, makes the plan or says what is wrong. Returns (y, algorithm that ran).
 py::object forward_array(const py::handle& x_obj, const py::handle& w_obj, const ConvParams& p, int algo,
-                         PlanCache& cache, int64_t filter_version) {
+                         KnownProblems& problems, int64_t filter_version) {
     if (!py::isinstance<py::array>(x_obj) || !py::isinstance<py::array>(w_obj)) return py::none();
     const auto x = py::reinterpret_borrow<py::array>(x_obj), w = py::reinterpret_borrow<py::array>(w_obj);
     constexpr int kPackedAligned = py::array::c_style | 0x0100;  // NPY_ARRAY_ALIGNED
@@ -517,7 +472,7 @@ py::object forward_array(const py::handle& x_obj, const py::handle& w_obj, const
     const int64_t out_w = convcore::conv_output_size(x.shape(3), p.pad_w, w.shape(3), p.stride_w, p.dil_w);
     if (n < 1 || k < 1 || out_h < 1 || out_w < 1) return py::none();
     const int64_t keeps_prepared = filter_version == kFiltersPerCall ? 0 : 1;
-    PlanKey key = plan_key(CONVCORE_PASS_FORWARD, algo, keeps_prepared, p);
+    ProblemKey key = problem_key(CONVCORE_PASS_FORWARD, algo, keeps_prepared, p);
     const int64_t dtype_code = int64_t(kDLFloat) << 32 | int64_t(itemsize * 8) << 16 | 1;
     const int64_t device_code = int64_t(kDLCPU) << 32;
     for (const py::array* a : {&x, &w}) {
@@ -527,21 +482,20 @@ py::object forward_array(const py::handle& x_obj, const py::handle& w_obj, const
     const int64_t y_shape[4] = {n, k, out_h, out_w};
     key.insert(key.end(), {dtype_code, device_code, 4});
     for (int i = 3, stride = 1; i >= 0; stride *= int(y_shape[i]), --i) key.insert(key.end(), {y_shape[i], stride});
-    std::shared_ptr<CachedPlan> plan = cache.find(key);
-    if (!plan) return py::none();
+    std::shared_ptr<const KnownProblem> known = problems.find(key);
+    if (!known) return py::none();
     py::array y(dtype, std::vector<py::ssize_t>(y_shape, y_shape + 4));
-    const auto* w_data = static_cast<const char*>(w.data());
-    const PlanOperands ops{x.data(), w_data,
-                           {uintptr_t(w_data), uintptr_t(w_data + w.nbytes())}, y.mutable_data()};
-    check_algo_call(execute_plan(*plan, cache, cpu_handle(), false, itemsize == 8, ops, 1.0, 0.0, filter_version),
-                    plan->algo);
-    return py::make_tuple(std::move(y), plan->algo);
+    const PlanOperands ops{x.data(), w.data(), y.mutable_data()};
+    check_algo_call(execute_known(*known, CONVCORE_PASS_FORWARD, cpu_handle(), itemsize == 8, ops, 1.0, 0.0,
+                                  problems.core_filter_version(filter_version)),
+                    known->algo);
+    return py::make_tuple(std::move(y), known->algo);
 }
 
 // dx = alpha * grad_x(w, dy) + beta * dx with backward-data algorithm `algo` (-1: "auto",
 // -2: "find"). Returns the algorithm used.
 int backward_data(const DLPackTensor& dy, const DLPackTensor& w, const DLPackTensor& dx,
-                  const ConvParams& p, int algo, double alpha, double beta, PlanCache& cache,
+                  const ConvParams& p, int algo, double alpha, double beta, KnownProblems& problems,
                   uintptr_t stream) {
     auto describe = [&](Descriptors& d, convcoreHandle_t h) {
         const std::string dtype = check_pair(dy, "dy", w, "w");
@@ -563,7 +517,7 @@ int backward_data(const DLPackTensor& dy, const DLPackTensor& w, const DLPackTen
         });
         return int(chosen);
     };
-    return run_plan(CONVCORE_PASS_BACKWARD_DATA, dy, "dy", w, "w", dx, p, algo, alpha, beta, cache, stream, -1,
+    return run_plan(CONVCORE_PASS_BACKWARD_DATA, dy, "dy", w, "w", dx, p, algo, alpha, beta, problems, stream, -1,
                     describe,
                     [](convcoreStatus_t status, int a) { check_bwd(status, BACKWARD_DATA, a); });
 }
@@ -571,7 +525,7 @@ int backward_data(const DLPackTensor& dy, const DLPackTensor& w, const DLPackTen
 // dw = alpha * grad_w(x, dy) + beta * dw with backward-filter algorithm `algo` (-1: auto,
 // -2: Find's).
 int backward_filter(const DLPackTensor& x, const DLPackTensor& dy, const DLPackTensor& dw,
-                    const ConvParams& p, int algo, double alpha, double beta, PlanCache& cache,
+                    const ConvParams& p, int algo, double alpha, double beta, KnownProblems& problems,
                     uintptr_t stream) {
     auto describe = [&](Descriptors& d, convcoreHandle_t h) {
         const std::string dtype = check_pair(x, "x", dy, "dy");
@@ -593,7 +547,7 @@ int backward_filter(const DLPackTensor& x, const DLPackTensor& dy, const DLPackT
         });
         return int(chosen);
     };
-    return run_plan(CONVCORE_PASS_BACKWARD_FILTER, x, "x", dy, "dy", dw, p, algo, alpha, beta, cache, stream, -1,
+    return run_plan(CONVCORE_PASS_BACKWARD_FILTER, x, "x", dy, "dy", dw, p, algo, alpha, beta, problems, stream, -1,
                     describe,
                     [](convcoreStatus_t status, int a) { check_bwd(status, BACKWARD_FILTER, a); });
 }
@@ -678,11 +632,11 @@ void activation_backward_capsules(int activation, py::capsule a, py::capsule dy,
 // beta 0), without making a Python DLPackTensor of each.
 // With bias_out (BACKWARD_FILTER only), the bias gradient of dy too.
 int backward_capsules(int direction, py::capsule a, py::capsule b, py::capsule out, const ConvParams& p, int algo,
-                      PlanCache& cache, const py::object& bias_out) {
+                      KnownProblems& problems, const py::object& bias_out) {
     const DLPackTensor at(a), bt(b), ot(out);
-    if (direction == BACKWARD_DATA) return backward_data(at, bt, ot, p, algo, 1.0, 0.0, cache, 0);
+    if (direction == BACKWARD_DATA) return backward_data(at, bt, ot, p, algo, 1.0, 0.0, problems, 0);
     if (direction != BACKWARD_FILTER) bad_param("direction: expected 1 (backward data) or 2 (backward filter)");
-    const int ran = backward_filter(at, bt, ot, p, algo, 1.0, 0.0, cache, 0);
+    const int ran = backward_filter(at, bt, ot, p, algo, 1.0, 0.0, problems, 0);
     if (!bias_out.is_none()) backward_bias(bt, DLPackTensor(bias_out.cast<py::capsule>()), 1.0, 0.0, 0);
     return ran;
 }
@@ -691,16 +645,36 @@ int backward_capsules(int direction, py::capsule a, py::capsule b, py::capsule o
 
 void register_plans(py::module_& m) {
 
-    py::class_<PlanCache>(m, "PlanCache",
-                          "The plans of one Convolution in one thread.")
+    py::class_<KnownProblems>(m, "KnownProblems",
+                              "The problems one Convolution has seen on one thread: their descriptors and "
+                              "algorithms (the plans are the core's).")
         .def(py::init<>())
-        .def_property_readonly("plan_count", &PlanCache::plan_count)
-        .def_property_readonly("preparations", &PlanCache::preparations);
+        .def_property_readonly("count", &KnownProblems::count);
+    m.def("plan_cache_info",
+          [] {
+              convcorePlanCacheInfo_t info{};
+              check(convcoreGetPlanCacheInfo(cpu_handle(), &info));
+              py::dict d;
+              d["capacity"] = info.capacity;
+              d["plans"] = info.plans;
+              d["hits"] = info.hits;
+              d["misses"] = info.misses;
+              d["filter_preparations"] = info.filterPreparations;
+              d["prepared_filter_bytes"] = info.preparedFilterBytes;
+              d["workspace_bytes"] = info.workspaceBytes;
+              d["workspace_allocations"] = info.workspaceAllocations;
+              return d;
+          },
+          "The plan cache of this thread's CPU handle (convcoreGetPlanCacheInfo) as a dict.");
+    m.def("clear_plan_cache", [] { check(convcoreClearPlanCache(cpu_handle())); },
+          "Drops the plans and kept filters of this thread's CPU handle (convcoreClearPlanCache).");
+    m.def("set_plan_cache_capacity", [](size_t capacity) { check(convcoreSetPlanCacheCapacity(cpu_handle(), capacity)); },
+          py::arg("capacity"), "The most plans this thread's CPU handle keeps (convcoreSetPlanCacheCapacity).");
     m.def("forward_3d",
           [](const DLPackTensor& x, const DLPackTensor& w, const DLPackTensor& y, const ConvParams& p,
-             const std::vector<int64_t>& depth, int algo, double alpha, double beta, PlanCache& cache,
+             const std::vector<int64_t>& depth, int algo, double alpha, double beta, KnownProblems& problems,
              int64_t filter_version) {
-              return forward_3d(x, w, y, with_depth(p, depth), algo, alpha, beta, cache, filter_version);
+              return forward_3d(x, w, y, with_depth(p, depth), algo, alpha, beta, problems, filter_version);
           },
           py::arg("x"), py::arg("w"), py::arg("y"), py::arg("params"), py::arg("depth"), py::arg("algo"),
           py::arg("alpha"), py::arg("beta"), py::arg("cache"), py::arg("filter_version"),
@@ -708,8 +682,8 @@ void register_plans(py::module_& m) {
           "dilation) of the depth axis; w packed; algo >= 0.");
     m.def("backward_data_3d",
           [](const DLPackTensor& dy, const DLPackTensor& w, const DLPackTensor& dx, const ConvParams& p,
-             const std::vector<int64_t>& depth, int algo, double alpha, double beta, PlanCache& cache) {
-              return backward_data_3d(dy, w, dx, with_depth(p, depth), algo, alpha, beta, cache);
+             const std::vector<int64_t>& depth, int algo, double alpha, double beta, KnownProblems& problems) {
+              return backward_data_3d(dy, w, dx, with_depth(p, depth), algo, alpha, beta, problems);
           },
           py::arg("dy"), py::arg("w"), py::arg("dx"), py::arg("params"), py::arg("depth"), py::arg("algo"),
           py::arg("alpha"), py::arg("beta"), py::arg("cache"),
@@ -717,8 +691,8 @@ void register_plans(py::module_& m) {
           "(padding, stride, dilation) of the depth axis; w packed; algo >= 0 (a backward-data algorithm).");
     m.def("backward_filter_3d",
           [](const DLPackTensor& x, const DLPackTensor& dy, const DLPackTensor& dw, const ConvParams& p,
-             const std::vector<int64_t>& depth, int algo, double alpha, double beta, PlanCache& cache) {
-              return backward_filter_3d(x, dy, dw, with_depth(p, depth), algo, alpha, beta, cache);
+             const std::vector<int64_t>& depth, int algo, double alpha, double beta, KnownProblems& problems) {
+              return backward_filter_3d(x, dy, dw, with_depth(p, depth), algo, alpha, beta, problems);
           },
           py::arg("x"), py::arg("dy"), py::arg("dw"), py::arg("params"), py::arg("depth"), py::arg("algo"),
           py::arg("alpha"), py::arg("beta"), py::arg("cache"),

@@ -66,6 +66,9 @@ from ._api import (  # noqa: E402  (the error classes must be registered first)
     algorithm_info,
     build_info,
     clear_find_cache,
+    plan_cache_info,
+    clear_plan_cache,
+    set_plan_cache_capacity,
     cmake_prefix_path,
     conv2d,
     cuda_device_count,
@@ -78,7 +81,7 @@ __version__: str = _convcore.version()
 __all__ = [
     "Algo", "BwdDataAlgo", "BwdFilterAlgo", "AlgorithmInfo", "algorithm_info", "ConvDesc",
     "Convolution", "FindResult", "conv2d", "SUPPORTED_DTYPES",
-    "find_stats", "clear_find_cache",
+    "find_stats", "clear_find_cache", "plan_cache_info", "set_plan_cache_capacity", "clear_plan_cache",
     "Error", "BadParamError", "NotSupportedError", "ExecutionError",
     "build_info", "cuda_device_count", "cmake_prefix_path", "set_num_threads", "__version__",
 ]

@@ -25,6 +25,7 @@ from ._nd import NdConvolution
 __all__ = ["Algo", "BwdDataAlgo", "BwdFilterAlgo", "AlgorithmInfo", "algorithm_info", "ConvDesc",
            "Convolution", "FindResult", "conv2d", "build_info", "cuda_device_count",
            "cmake_prefix_path", "set_num_threads", "find_stats", "clear_find_cache",
+           "plan_cache_info", "set_plan_cache_capacity", "clear_plan_cache",
            "SUPPORTED_DTYPES"]
 
 # The types of the public signatures. Arrays are NumPy arrays or any object with __dlpack__
@@ -589,6 +590,26 @@ def clear_find_cache() -> None:
     _C.clear_find_cache()
 
 
+def plan_cache_info() -> Dict[str, int]:
+    """The plan cache of this thread's CPU handle, where convcore keeps every call's plan, the
+    filters it prepared and its workspace: capacity, plans, hits, misses, filter_preparations,
+    prepared_filter_bytes, workspace_bytes, workspace_allocations (convcoreGetPlanCacheInfo)."""
+    return dict(_C.plan_cache_info())
+
+
+def clear_plan_cache() -> None:
+    """Drops the plans and kept filters of this thread's CPU handle (they are made again on use)."""
+    _C.clear_plan_cache()
+
+
+def set_plan_cache_capacity(capacity: int) -> None:
+    """The most plans this thread's CPU handle keeps (default 1024, or the environment variable
+    CONVCORE_PLAN_CACHE_CAPACITY); the least recently used go first, 0 keeps none."""
+    if isinstance(capacity, bool) or not isinstance(capacity, int) or capacity < 0:
+        raise BadParamError(f"capacity: expected an int >= 0, got {capacity!r}")
+    _C.set_plan_cache_capacity(capacity)
+
+
 class ConvDesc:
     """Convolution parameters (immutable): padding, stride, dilation (ints or one per spatial
     dimension), groups, and mode "cross_correlation" (what frameworks call conv) or
@@ -682,14 +703,15 @@ class Convolution:
     def __repr__(self) -> str:
         return f"Convolution({self.desc!r})"
 
-    def _plans(self):
-        """This thread's plans of this Convolution: one per problem seen (shapes, strides, dtype,
-        device, algo), each validated, chosen and sized once."""
+    def _problems(self):
+        """The problems this Convolution has seen on this thread (shapes, strides, dtype, device,
+        algo), each validated and chosen once. Their plans, prepared filters and workspace are
+        the core's (the thread's handle's plan cache: plan_cache_info())."""
         try:
-            return self._local.plans
+            return self._local.problems
         except AttributeError:
-            plans = self._local.plans = _C.PlanCache()
-            return plans
+            problems = self._local.problems = _C.KnownProblems()
+            return problems
 
     def output_shape(self, x_shape: Shape, w_shape: Shape) -> Tuple[int, ...]:
         """The output shape (N, K, P, Q) for inputs of these shapes."""
@@ -790,7 +812,7 @@ class Convolution:
             # The common NumPy call, in one C++ call once its plan exists (_C.forward_array).
             algo_id = _ALGO_IDS.get(algo)
             done = None if algo_id is None else _C.forward_array(x, w, self.desc._params, algo_id,
-                                                                 self._plans(), version)
+                                                                 self._problems(), version)
             if done is not None:
                 y, self._local.last_algo = done
                 return y
@@ -840,7 +862,7 @@ class Convolution:
         yt = _import_output(out, dlpack_stream)
         if not epilogue:
             self._local.last_algo = _C.forward(xt, wt, yt, self.desc._params, algo_id, alpha, beta,
-                                               self._plans(), stream, version)
+                                               self._problems(), stream, version)
             return out
         bt = None if bias is None else _import_input(bias, "bias", dlpack_stream)
         zt = None
@@ -850,7 +872,7 @@ class Convolution:
                                     f"but x is on {_device_name(device)}")
             zt = _import_input(_in_layout_of(residual, out), "residual", dlpack_stream)
         self._local.last_algo = _C.forward(xt, wt, yt, self.desc._params, algo_id, alpha, beta,
-                                           self._plans(), stream, version, bt, act, zt, alpha2)
+                                           self._problems(), stream, version, bt, act, zt, alpha2)
         return out
 
     __call__ = forward
@@ -865,7 +887,7 @@ class Convolution:
         yt = _import_output(out, None)
         self._local.last_algo = _C.forward_3d(xt, wt, yt, self.desc._params, list(depth),
                                               _algo_id(algo), float(alpha), float(beta),
-                                              self._plans(), _filter_version_arg(filter_version))
+                                              self._problems(), _filter_version_arg(filter_version))
         return self._local.last_algo
 
     def _backward_data_3d_one_call(self, dy, w, out, depth, algo, alpha, beta):
@@ -878,7 +900,7 @@ class Convolution:
         dxt = _import_output(out, None)
         self._local.last_algo = _C.backward_data_3d(dyt, wt, dxt, self.desc._params, list(depth),
                                                     _enum_algo_id(algo, BwdDataAlgo), float(alpha),
-                                                    float(beta), self._plans())
+                                                    float(beta), self._problems())
         return self._local.last_algo
 
     def _backward_filter_3d_one_call(self, x, dy, out, depth, algo, alpha, beta):
@@ -891,7 +913,7 @@ class Convolution:
         dwt = _import_output(out, None)
         self._local.last_algo = _C.backward_filter_3d(xt, dyt, dwt, self.desc._params, list(depth),
                                                       _enum_algo_id(algo, BwdFilterAlgo), float(alpha),
-                                                      float(beta), self._plans())
+                                                      float(beta), self._problems())
         return self._local.last_algo
 
     def _forward_torch_cpu(self, x, w, algo, filter_version=_C.FILTERS_PER_CALL, bias=None,
@@ -944,7 +966,7 @@ class Convolution:
         except RuntimeError:  # e.g. a tensor with the negative bit: the general path copies it
             return None
         local.last_algo = _C.forward_capsules(xc, wc, to_dlpack(out), bc, self.desc._params, algo_id,
-                                              self._plans(), filter_version, activation, zc)
+                                              self._problems(), filter_version, activation, zc)
         return out
 
     def _backward_torch_cpu(self, direction, a, b, shape, algo_id, with_bias=False):
@@ -975,7 +997,7 @@ class Convolution:
                 return self.backward_data(a, b, shape, algo=_algo_for(BwdDataAlgo, algo_id), out=out)
             return self.backward_filter(a, b, shape, algo=_algo_for(BwdFilterAlgo, algo_id), out=out)
         _C.backward_capsules(direction, ac, bc, to_dlpack(out), self.desc._params, algo_id,
-                             self._plans())
+                             self._problems())
         return out
 
     def _backward_filter_bias_torch_cpu(self, x, dy, w_shape, algo_id):
@@ -991,7 +1013,7 @@ class Convolution:
         dw = torch.empty(*w_shape, dtype=x.dtype)
         db = torch.empty(dy.shape[1], dtype=x.dtype)
         _C.backward_capsules(_C.BACKWARD_FILTER, xc, dyc, to_dlpack(dw), self.desc._params, algo_id,
-                             self._plans(), to_dlpack(db))
+                             self._problems(), to_dlpack(db))
         return dw, db
 
     def _torch_output_shape(self, x, w):
@@ -1129,7 +1151,7 @@ class Convolution:
                 raise BadParamError(f"out: expected shape {x_shape}, got {tuple(out.shape)}")
             return out
         dxt = _import_output(out, dlpack_stream)
-        _C.backward_data(dyt, wt, dxt, self.desc._params, algo_id, alpha, beta, self._plans(),
+        _C.backward_data(dyt, wt, dxt, self.desc._params, algo_id, alpha, beta, self._problems(),
                          stream)
         return out
 
@@ -1166,7 +1188,7 @@ class Convolution:
         if tuple(dwt.shape) != w_shape:
             raise BadParamError(f"out: expected shape {w_shape} (w_shape), got {tuple(dwt.shape)}")
         _C.backward_filter(xt, dyt, dwt, self.desc._params, algo_id, alpha, beta,
-                           self._plans(), stream)
+                           self._problems(), stream)
         return out
 
     def backward_bias(self, dy: Array, out: Optional[Array] = None, alpha: float = 1.0,

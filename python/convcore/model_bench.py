@@ -785,7 +785,7 @@ def _backward_algo(conv, direction, a, b, shape, algo_id):
     to_dlpack = torch.utils.dlpack.to_dlpack
     ran = convcore._convcore.backward_capsules(direction, to_dlpack(a), to_dlpack(b),
                                                to_dlpack(out), conv.desc._params, algo_id,
-                                               conv._plans())
+                                               conv._problems())
     return (convcore.BwdDataAlgo if data else convcore.BwdFilterAlgo)(ran).name.lower()
 
 

@@ -21,6 +21,9 @@
 #include "convcore/convcore.hpp"
 #include "api_test_util.hpp"
 #include "reference.hpp"
+#ifdef CONVCORE_TESTS_ON_EMULATED_CUDA
+#include "cuda_emulator/call_counts.hpp"
+#endif
 
 using namespace convcore_test;
 
@@ -845,6 +848,54 @@ TEST_F(CudaApi, MemcpyRoundTrip) {
 
 // On a CPU handle the copies are host copies (its "device" memory is host memory), with the same
 // argument checks. Needs no GPU.
+// Through the handle's plan cache (convcoreConvolutionExecute), every algorithm of every pass: after
+// one call, 20 more make no plan and allocate no workspace and, on the emulated device, call no
+// cudaMalloc, cudaFree, synchronisation, memcpy, cublasCreate or cuFFT planning; each result
+// matches the CPU's DIRECT.
+TEST_F(CudaApi, CachedCallsAllocateAndSynchronizeNothing) {
+    Case<float> c(cpu_, gpu_, small_3x3(), 23);
+    int checked = 0;
+    for (Dir dir : {Dir::Fwd, Dir::BwdData, Dir::BwdFilter}) {
+        const auto pass = convcoreConvolutionPass_t(int(dir));
+        for (int algo = 0; algo < algo_count(dir); ++algo) {
+            SCOPED_TRACE(std::string(dir_name(dir)) + " algo " + std::to_string(algo));
+            convcoreConvolutionArgs_t args{};
+            args.in0 = dir == Dir::BwdData ? c.gdy.ptr : c.gx.ptr;
+            args.in1 = dir == Dir::BwdFilter ? c.gdy.ptr : c.gw.ptr;
+            args.out = c.out(dir).ptr;
+            const convcoreStatus_t st = convcoreConvolutionExecute(gpu_, pass, c.d.x, c.d.w, c.d.conv, c.d.y, algo,
+                                                                   &args, nullptr);
+            if (st == CONVCORE_STATUS_NOT_SUPPORTED) continue;
+            ASSERT_EQ(st, CONVCORE_STATUS_SUCCESS) << convcoreGetLastErrorString();
+            convcorePlanCacheInfo_t before{}, after{};
+            CC_ASSERT_OK(convcoreGetPlanCacheInfo(gpu_, &before));
+#ifdef CONVCORE_TESTS_ON_EMULATED_CUDA
+            const cuda_emulator::CallCounts calls_before = cuda_emulator::call_counts();
+#endif
+            for (int i = 0; i < 20; ++i)
+                CC_ASSERT_OK(convcoreConvolutionExecute(gpu_, pass, c.d.x, c.d.w, c.d.conv, c.d.y, algo, &args, nullptr));
+#ifdef CONVCORE_TESTS_ON_EMULATED_CUDA
+            const cuda_emulator::CallCounts calls = cuda_emulator::call_counts();
+            EXPECT_EQ(calls.mallocs, calls_before.mallocs);
+            EXPECT_EQ(calls.frees, calls_before.frees);
+            EXPECT_EQ(calls.synchronizes, calls_before.synchronizes);
+            EXPECT_EQ(calls.memcpys, calls_before.memcpys);
+            EXPECT_EQ(calls.cublas_handles, calls_before.cublas_handles);
+            EXPECT_EQ(calls.cufft_plans, calls_before.cufft_plans);
+#endif
+            CC_ASSERT_OK(convcoreGetPlanCacheInfo(gpu_, &after));
+            EXPECT_EQ(after.hits - before.hits, 20);
+            EXPECT_EQ(after.misses, before.misses);
+            EXPECT_EQ(after.workspaceAllocations, before.workspaceAllocations);
+            const std::vector<float> got = c.out(dir).host();
+            const std::vector<double> got64(got.begin(), got.end()), ref64(c.ref(dir).begin(), c.ref(dir).end());
+            EXPECT_LE(relative_error(got64, ref64), declared_bound(pass, algo, false));
+            ++checked;
+        }
+    }
+    EXPECT_GE(checked, 10);
+}
+
 TEST(CpuApi, MemcpyOnCpuHandle) {
     convcore::Handle cpu;
     std::vector<int> src{1, 2, 3, 4, 5, 6, 7, 8}, mid(8, 0), back(8, 0);

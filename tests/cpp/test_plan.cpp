@@ -2,10 +2,15 @@
 // through a plan, against the float64 reference and bit for bit against the descriptor-style
 // call; strided tensors; repeated runs; descriptors copied at creation; the
 // CONVCORE_PLAN_SELECT_* values; workspace, argument and NOT_SUPPORTED errors; one plan run
-// from several threads.
+// from several threads. The handle's plan cache (convcoreConvolutionExecute): every algorithm
+// and pass, in both layouts, allocates nothing after its first call; kept filters follow their
+// pointer and version; the cache's bounds.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cmath>
+#include <cstring>
+#include <new>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -18,6 +23,29 @@
 #include "reference.hpp"
 
 using namespace convcore_test;
+
+// Every operator new of the process (libconvcore's included) is counted, so that a test can see
+// that a cached call makes none. Not under the sanitizers, which replace operator new themselves.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define CONVCORE_TEST_COUNTS_NEW 0
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#define CONVCORE_TEST_COUNTS_NEW 0
+#endif
+#endif
+#ifndef CONVCORE_TEST_COUNTS_NEW
+#define CONVCORE_TEST_COUNTS_NEW 1
+#endif
+#if CONVCORE_TEST_COUNTS_NEW
+static std::atomic<int64_t> g_news{0};
+void* operator new(size_t bytes) {
+    g_news.fetch_add(1, std::memory_order_relaxed);
+    if (void* p = std::malloc(bytes ? bytes : 1)) return p;
+    throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, size_t) noexcept { std::free(p); }
+#endif
 
 namespace {
 
@@ -500,6 +528,278 @@ TEST(Plan, CppWrapperOwnsThePlan) {
         EXPECT_NE(std::string(e.what()).find("y is NULL"), std::string::npos) << e.what();
     }
     EXPECT_THROW(convcore::Plan(h, CONVCORE_PASS_FORWARD, x, w, conv, y, 99), convcore::Exception);
+}
+
+// ---- the handle's plan cache ----------------------------------------------------------------
+
+convcorePlanCacheInfo_t cache_info(convcoreHandle_t h) {
+    convcorePlanCacheInfo_t info{};
+    EXPECT_EQ(convcoreGetPlanCacheInfo(h, &info), CONVCORE_STATUS_SUCCESS);
+    return info;
+}
+
+int64_t news() {
+#if CONVCORE_TEST_COUNTS_NEW
+    return g_news.load();
+#else
+    return 0;
+#endif
+}
+
+// One problem in a layout: NCHW (KCRS filters) or NHWC (KRSC filters), float32.
+struct LayoutProblem {
+    convcore::TensorDesc x, y;
+    convcore::FilterDesc w;
+    convcore::ConvDesc conv;
+    LayoutProblem(const Shape& s, convcoreTensorFormat_t f)
+        : x(f, CONVCORE_DATA_FLOAT, s.n, s.c, s.h, s.w), y(f, CONVCORE_DATA_FLOAT, s.n, s.k, s.out_h(), s.out_w()),
+          w(f, CONVCORE_DATA_FLOAT, s.k, s.c / s.groups, s.r, s.s) {
+        conv.set(s.pad_h, s.pad_w, s.stride_h, s.stride_w, s.dil_h, s.dil_w, CONVCORE_CROSS_CORRELATION);
+        conv.set_groups(s.groups);
+    }
+};
+
+// Every algorithm of every pass that runs the problem, in both layouts, through the cache: after
+// the first call, 20 more make no plan, prepare no filters, allocate no workspace and call no
+// operator new, and give the first call's bits. The forward pass also with kept filters (a
+// version, and checked bytes) and with the epilogue.
+TEST(PlanCache, RepeatedCallsOfEveryAlgorithmAllocateNothing) {
+    const Shape shapes[] = {
+        {2, 8, 10, 9, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, false},  // 3x3 stride 1: every family applies
+        {1, 8, 9, 9, 16, 1, 1, 0, 0, 1, 1, 1, 1, 1, false},   // 1x1
+        {1, 8, 9, 8, 8, 3, 3, 1, 1, 1, 1, 1, 1, 8, false},    // depthwise
+    };
+    convcore::Handle h;
+    std::mt19937 rng(11);
+    int checked = 0;
+    for (const Shape& s : shapes)
+        for (convcoreTensorFormat_t f : {CONVCORE_TENSOR_NCHW, CONVCORE_TENSOR_NHWC}) {
+            LayoutProblem p(s, f);
+            const size_t x_count = size_t(s.n * s.c * s.h * s.w), y_count = size_t(s.n * s.k * s.out_h() * s.out_w());
+            const size_t w_count = size_t(s.k * (s.c / s.groups) * s.r * s.s);
+            const auto x64 = random_vector(x_count, rng), w64 = random_vector(w_count, rng),
+                       y64 = random_vector(y_count, rng), b64 = random_vector(size_t(s.k), rng);
+            const std::vector<float> x(x64.begin(), x64.end()), w(w64.begin(), w64.end()), dy(y64.begin(), y64.end()),
+                bias(b64.begin(), b64.end());
+            for (int pass = 0; pass < 3; ++pass)
+                for (int algo = 0; algo < algo_count(convcoreConvolutionPass_t(pass)); ++algo)
+                    for (int variant = 0; variant < (pass == 0 ? 4 : 1); ++variant) {
+                        // variant 0: plain; 1: filters kept by version; 2: kept, checked; 3: epilogue
+                        SCOPED_TRACE("format " + std::to_string(int(f)) + " pass " + std::to_string(pass) + " algo " +
+                                     std::to_string(algo) + " variant " + std::to_string(variant) + " k " +
+                                     std::to_string(s.k));
+                        p.conv.set_filter_protocol(variant == 1 || variant == 2 ? CONVCORE_FILTERS_PREPARED
+                                                                                 : CONVCORE_FILTERS_PER_CALL);
+                        convcoreConvolutionArgs_t args{};
+                        args.in0 = pass == 1 ? dy.data() : x.data();
+                        args.in1 = pass == 2 ? dy.data() : w.data();
+                        const size_t out_count = pass == 0 ? y_count : pass == 1 ? x_count : w_count;
+                        std::vector<float> first(out_count), again(out_count);
+                        args.out = first.data();
+                        args.filterVersion = variant == 1 ? 7 : 0;
+                        if (variant == 3) {
+                            args.bias = bias.data();
+                            args.activation = CONVCORE_ACTIVATION_RELU;
+                        }
+                        const auto pass_t = convcoreConvolutionPass_t(pass);
+                        const convcoreStatus_t st = convcoreConvolutionExecute(h, pass_t, p.x, p.w, p.conv, p.y, algo,
+                                                                               &args, nullptr);
+                        if (st == CONVCORE_STATUS_NOT_SUPPORTED) continue;
+                        ASSERT_EQ(st, CONVCORE_STATUS_SUCCESS) << convcoreGetLastErrorString();
+                        args.out = again.data();
+                        const convcorePlanCacheInfo_t before = cache_info(h);
+                        const int64_t news_before = news();
+                        convcoreStatus_t status = CONVCORE_STATUS_SUCCESS;
+                        for (int i = 0; i < 20 && status == CONVCORE_STATUS_SUCCESS; ++i)
+                            status = convcoreConvolutionExecute(h, pass_t, p.x, p.w, p.conv, p.y, algo, &args, nullptr);
+                        const int64_t news_after = news();
+                        const convcorePlanCacheInfo_t after = cache_info(h);
+                        ASSERT_EQ(status, CONVCORE_STATUS_SUCCESS) << convcoreGetLastErrorString();
+                        EXPECT_EQ(after.hits - before.hits, 20);
+                        EXPECT_EQ(after.misses, before.misses);
+                        EXPECT_EQ(after.filterPreparations, before.filterPreparations);
+                        EXPECT_EQ(after.workspaceAllocations, before.workspaceAllocations);
+                        EXPECT_EQ(news_after, news_before) << "operator new called in a cached call";
+                        EXPECT_EQ(first, again);
+                        ++checked;
+                    }
+        }
+    EXPECT_GE(checked, 60);
+}
+
+// The cached call against the float64 reference, the plan's call, and the descriptor-style call
+// sharing its cache.
+TEST(PlanCache, CachedCallsMatchTheReference) {
+    const Shape s{2, 6, 11, 10, 4, 3, 3, 1, 1, 2, 1, 1, 2, 2, false};  // stride, dilation, groups
+    convcore::Handle h;
+    LayoutProblem p(s, CONVCORE_TENSOR_NCHW);
+    std::mt19937 rng(5);
+    const size_t x_count = size_t(s.n * s.c * s.h * s.w), y_count = size_t(s.n * s.k * s.out_h() * s.out_w());
+    const size_t w_count = size_t(s.k * (s.c / s.groups) * s.r * s.s);
+    const auto x64 = rounded<float>(random_vector(x_count, rng)), w64 = rounded<float>(random_vector(w_count, rng)),
+               y64 = rounded<float>(random_vector(y_count, rng));
+    const std::vector<float> x(x64.begin(), x64.end()), w(w64.begin(), w64.end()), dy(y64.begin(), y64.end());
+    const std::vector<double> expected[3] = {reference_conv(s, x64, w64), reference_bwd_data(s, w64, y64),
+                                             reference_bwd_filter(s, x64, y64)};
+    for (int pass = 0; pass < 3; ++pass)
+        for (int algo = 0; algo < algo_count(convcoreConvolutionPass_t(pass)); ++algo) {
+            const size_t out_count = pass == 0 ? y_count : pass == 1 ? x_count : w_count;
+            std::vector<float> out(out_count);
+            convcoreConvolutionArgs_t args{};
+            args.in0 = pass == 1 ? dy.data() : x.data();
+            args.in1 = pass == 2 ? dy.data() : w.data();
+            args.out = out.data();
+            int ran = -1;
+            const convcoreStatus_t st =
+                convcoreConvolutionExecute(h, convcoreConvolutionPass_t(pass), p.x, p.w, p.conv, p.y, algo, &args, &ran);
+            if (st == CONVCORE_STATUS_NOT_SUPPORTED) continue;
+            ASSERT_EQ(st, CONVCORE_STATUS_SUCCESS) << convcoreGetLastErrorString();
+            EXPECT_EQ(ran, algo);
+            const std::vector<double> got(out.begin(), out.end());
+            EXPECT_LE(relative_error(got, expected[pass]), declared_bound(convcoreConvolutionPass_t(pass), algo, false))
+                << "pass " << pass << " algo " << algo;
+        }
+    // The selection modes choose once per problem, then hit.
+    std::vector<float> out(y_count);
+    convcoreConvolutionArgs_t args{};
+    args.in0 = x.data();
+    args.in1 = w.data();
+    args.out = out.data();
+    for (int mode : {CONVCORE_PLAN_SELECT_HEURISTIC, CONVCORE_PLAN_SELECT_MEASURED}) {
+        int ran = -1;
+        ASSERT_EQ(convcoreConvolutionExecute(h, CONVCORE_PASS_FORWARD, p.x, p.w, p.conv, p.y, mode, &args, &ran),
+                  CONVCORE_STATUS_SUCCESS);
+        EXPECT_GE(ran, 0);
+        const convcorePlanCacheInfo_t before = cache_info(h);
+        int again = -1;
+        ASSERT_EQ(convcoreConvolutionExecute(h, CONVCORE_PASS_FORWARD, p.x, p.w, p.conv, p.y, mode, &args, &again),
+                  CONVCORE_STATUS_SUCCESS);
+        EXPECT_EQ(again, ran);
+        EXPECT_EQ(cache_info(h).hits, before.hits + 1);
+        EXPECT_LE(relative_error(std::vector<double>(out.begin(), out.end()), expected[0]), 1e-4);
+    }
+    // The descriptor-style call runs through the same cache: the second one hits.
+    const float one = 1.0f, zero = 0.0f;
+    const int64_t hits = cache_info(h).hits;
+    for (int i = 0; i < 2; ++i)
+        ASSERT_EQ(convcoreConvolutionForward(h, &one, p.x, x.data(), p.w, w.data(), p.conv, CONVCORE_FWD_ALGO_DIRECT,
+                                             nullptr, 0, &zero, p.y, out.data()),
+                  CONVCORE_STATUS_SUCCESS);
+    EXPECT_GE(cache_info(h).hits, hits + 1);
+}
+
+// Kept filters: per pointer (two layers of one shape share the plan and keep theirs), prepared
+// again when the version or, checked, the bytes change; the results always those of the filters.
+TEST(PlanCache, KeptFiltersFollowTheFiltersTheyWereMadeFrom) {
+    const Shape s{1, 8, 10, 10, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, false};
+    convcore::Handle h;
+    LayoutProblem p(s, CONVCORE_TENSOR_NCHW);
+    p.conv.set_filter_protocol(CONVCORE_FILTERS_PREPARED);
+    std::mt19937 rng(9);
+    const auto x64 = rounded<float>(random_vector(800, rng));
+    std::vector<double> wa64 = rounded<float>(random_vector(576, rng)), wb64 = rounded<float>(random_vector(576, rng));
+    const std::vector<float> x(x64.begin(), x64.end());
+    std::vector<float> wa(wa64.begin(), wa64.end()), wb(wb64.begin(), wb64.end()), y(800);
+    const int algo = CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3;
+    const double bound = declared_bound(CONVCORE_PASS_FORWARD, algo, false);
+    auto run = [&](const std::vector<float>& w, int64_t version) {
+        convcoreConvolutionArgs_t args{};
+        args.in0 = x.data();
+        args.in1 = w.data();
+        args.out = y.data();
+        args.filterVersion = version;
+        EXPECT_EQ(convcoreConvolutionExecute(h, CONVCORE_PASS_FORWARD, p.x, p.w, p.conv, p.y, algo, &args, nullptr),
+                  CONVCORE_STATUS_SUCCESS)
+            << convcoreGetLastErrorString();
+        const std::vector<double> w64(w.begin(), w.end());
+        return relative_error(std::vector<double>(y.begin(), y.end()), reference_conv(s, x64, w64));
+    };
+    const int64_t start = cache_info(h).filterPreparations;
+    auto prepared = [&] { return cache_info(h).filterPreparations - start; };
+    for (int i = 0; i < 3; ++i) {  // two layers in turn: each keeps its own
+        EXPECT_LE(run(wa, 1), bound);
+        EXPECT_LE(run(wb, 1), bound);
+    }
+    EXPECT_EQ(prepared(), 2);
+    EXPECT_EQ(cache_info(h).plans, 1u);
+    EXPECT_GT(cache_info(h).preparedFilterBytes, 0u);
+    for (float& v : wa) v = -v;  // new contents, new version: prepared again
+    EXPECT_LE(run(wa, 2), bound);
+    EXPECT_EQ(prepared(), 3);
+    for (int i = 0; i < 2; ++i) {  // checked: prepared once, and again after any change
+        EXPECT_LE(run(wb, CONVCORE_FILTER_VERSION_CHECKED), bound);
+    }
+    EXPECT_EQ(prepared(), 4);
+    wb[17] += 1.0f;
+    EXPECT_LE(run(wb, CONVCORE_FILTER_VERSION_CHECKED), bound);
+    EXPECT_EQ(prepared(), 5);
+    // A negative version is refused, naming it.
+    convcoreConvolutionArgs_t args{};
+    args.in0 = x.data();
+    args.in1 = wa.data();
+    args.out = y.data();
+    args.filterVersion = -3;
+    EXPECT_EQ(convcoreConvolutionExecute(h, CONVCORE_PASS_FORWARD, p.x, p.w, p.conv, p.y, algo, &args, nullptr),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_NE(std::string(convcoreGetLastErrorString()).find("filterVersion"), std::string::npos);
+    // A limit on the prepared bytes drops the least recently used filters; results stay right.
+    ASSERT_EQ(convcoreSetPreparedFilterLimit(h, 1), CONVCORE_STATUS_SUCCESS);
+    EXPECT_EQ(cache_info(h).preparedFilterBytes, 0u);
+    EXPECT_LE(run(wa, 2), bound);
+    EXPECT_LE(run(wb, 1), bound);
+    EXPECT_EQ(cache_info(h).preparedFilterBytes, 0u);
+}
+
+// At most the capacity of plans, the least recently used dropped first; 0 keeps none; the epilogue
+// and a beta are refused together; clearing empties it.
+TEST(PlanCache, IsBoundedAndLeastRecentlyUsedGoesFirst) {
+    convcore::Handle h;
+    ASSERT_EQ(convcoreSetPlanCacheCapacity(h, 2), CONVCORE_STATUS_SUCCESS);
+    std::vector<float> x(64, 1.0f), w(9, 1.0f), y(64);
+    auto run = [&](int64_t size) {
+        convcore::TensorDesc xd(CONVCORE_DATA_FLOAT, 1, 1, size, size), yd(CONVCORE_DATA_FLOAT, 1, 1, size, size);
+        convcore::FilterDesc wd(CONVCORE_DATA_FLOAT, 1, 1, 3, 3);
+        convcore::ConvDesc conv(1);
+        convcoreConvolutionArgs_t args{};
+        args.in0 = x.data();
+        args.in1 = w.data();
+        args.out = y.data();
+        return convcoreConvolutionExecute(h, CONVCORE_PASS_FORWARD, xd, wd, conv, yd, CONVCORE_FWD_ALGO_DIRECT, &args,
+                                          nullptr);
+    };
+    for (int64_t size : {4, 5, 4, 6, 4}) ASSERT_EQ(run(size), CONVCORE_STATUS_SUCCESS);
+    convcorePlanCacheInfo_t info = cache_info(h);
+    EXPECT_EQ(info.capacity, 2u);
+    EXPECT_EQ(info.plans, 2u);
+    EXPECT_EQ(info.misses, 3);  // 4, 5, 6; 4 stayed the most recently used
+    EXPECT_EQ(info.hits, 2);
+    ASSERT_EQ(run(5), CONVCORE_STATUS_SUCCESS);  // dropped when 6 came
+    EXPECT_EQ(cache_info(h).misses, 4);
+    ASSERT_EQ(convcoreClearPlanCache(h), CONVCORE_STATUS_SUCCESS);
+    EXPECT_EQ(cache_info(h).plans, 0u);
+    ASSERT_EQ(convcoreSetPlanCacheCapacity(h, 0), CONVCORE_STATUS_SUCCESS);
+    ASSERT_EQ(run(4), CONVCORE_STATUS_SUCCESS);
+    EXPECT_EQ(cache_info(h).plans, 0u);
+    // beta with the epilogue, and a NULL args or descriptor, are named.
+    convcore::TensorDesc xd(CONVCORE_DATA_FLOAT, 1, 1, 4, 4), yd(CONVCORE_DATA_FLOAT, 1, 1, 4, 4);
+    convcore::FilterDesc wd(CONVCORE_DATA_FLOAT, 1, 1, 3, 3);
+    convcore::ConvDesc conv(1);
+    const float half = 0.5f;
+    convcoreConvolutionArgs_t args{};
+    args.in0 = x.data();
+    args.in1 = w.data();
+    args.out = y.data();
+    args.beta = &half;
+    args.activation = CONVCORE_ACTIVATION_RELU;
+    EXPECT_EQ(convcoreConvolutionExecute(h, CONVCORE_PASS_FORWARD, xd, wd, conv, yd, 0, &args, nullptr),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_NE(std::string(convcoreGetLastErrorString()).find("beta"), std::string::npos);
+    EXPECT_EQ(convcoreConvolutionExecute(h, CONVCORE_PASS_FORWARD, xd, wd, conv, yd, 0, nullptr, nullptr),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_STREQ(convcoreGetLastErrorString(), "args is NULL");
+    EXPECT_EQ(convcoreConvolutionExecute(h, CONVCORE_PASS_FORWARD, xd, nullptr, conv, yd, 0, &args, nullptr),
+              CONVCORE_STATUS_BAD_PARAM);
+    EXPECT_STREQ(convcoreGetLastErrorString(), "wDesc is NULL");
 }
 
 }  // namespace

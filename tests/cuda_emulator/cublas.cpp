@@ -5,6 +5,7 @@
 #include <cublas_v2.h>
 
 #include <algorithm>
+#include <atomic>
 #include <complex>
 #include <mutex>
 #include <set>
@@ -13,6 +14,10 @@
 
 #include "cuda_emulator/engine.hpp"
 #include "internal.hpp"
+
+namespace cuda_emulator {
+extern std::atomic<long long> g_cublas_handles;  // runtime.cpp: call_counts
+}
 
 struct cublasContext {
     cudaStream_t stream = nullptr;
@@ -122,6 +127,7 @@ cublasStatus_t gemm_strided_batched(const char* function, cublasHandle_t h, cubl
 
 cublasStatus_t cublasCreate(cublasHandle_t* handle) {
     cuda_emulator::detail::require_host("cublasCreate");
+    cuda_emulator::g_cublas_handles.fetch_add(1);
     if (!handle) return CUBLAS_STATUS_INVALID_VALUE;
     *handle = new cublasContext;
     std::lock_guard<std::mutex> lock(handles_mutex);

@@ -6,6 +6,7 @@
 // C2R and Z2D overwrite their input with NaN afterwards, as the real library may.
 #include <cufft.h>
 
+#include <atomic>
 #include <cmath>
 #include <complex>
 #include <cstring>
@@ -15,6 +16,10 @@
 
 #include "cuda_emulator/engine.hpp"
 #include "internal.hpp"
+
+namespace cuda_emulator {
+extern std::atomic<long long> g_cufft_plans;  // runtime.cpp: call_counts
+}
 
 namespace {
 
@@ -274,6 +279,7 @@ cufftResult cufftMakePlanMany64(cufftHandle handle, int rank, long long int* n, 
                                 long long int ostride, long long int odist, cufftType type, long long int batch,
                                 size_t* workSize) {
     cuda_emulator::detail::require_host("cufftMakePlanMany64");
+    cuda_emulator::g_cufft_plans.fetch_add(1);
     std::unique_lock<std::mutex> lock(plans_mutex);
     Plan* found = find_plan(handle);
     if (!found) return CUFFT_INVALID_PLAN;

@@ -1,5 +1,6 @@
 // The CUDA runtime functions of include/cuda_runtime.h, on the emulated device: one device,
 // synchronous streams, events that record host time, and device memory in a registry.
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 
 #include "cuda_emulator/engine.hpp"
 #include "internal.hpp"
+#include "cuda_emulator/call_counts.hpp"
 
 struct CUstream_st {
     int unused;
@@ -163,6 +165,7 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
 
 cudaError_t cudaDeviceSynchronize() {
     require_host("cudaDeviceSynchronize");
+    cuda_emulator::g_synchronizes.fetch_add(1);
     return cudaSuccess;  // all work is done when its call returns
 }
 
@@ -218,6 +221,18 @@ const char* cudaGetErrorString(cudaError_t error) {
     return t ? t->text : "unrecognized error code";
 }
 
+// ---- call counts (cuda_emulator/call_counts.hpp) ----------------------------------------------
+namespace cuda_emulator {
+std::atomic<long long> g_mallocs{0}, g_frees{0}, g_synchronizes{0}, g_memcpys{0}, g_cublas_handles{0},
+    g_cufft_plans{0};
+CallCounts call_counts() {
+    CallCounts c;
+    c.mallocs = g_mallocs.load(), c.frees = g_frees.load(), c.synchronizes = g_synchronizes.load();
+    c.memcpys = g_memcpys.load(), c.cublas_handles = g_cublas_handles.load(), c.cufft_plans = g_cufft_plans.load();
+    return c;
+}
+}  // namespace cuda_emulator
+
 // ---- memory ------------------------------------------------------------------------------------
 cudaError_t cudaMalloc(void** dev_ptr, size_t size) {
     require_host("cudaMalloc");
@@ -227,6 +242,7 @@ cudaError_t cudaMalloc(void** dev_ptr, size_t size) {
         *dev_ptr = nullptr;
         return cudaSuccess;
     }
+    g_mallocs.fetch_add(1);
     Registry& r = registry();
     Lock lock(r.mutex);
     if (size > kGlobalMemoryBytes - r.bytes_in_use) return record_error(cudaErrorMemoryAllocation);
@@ -244,6 +260,7 @@ cudaError_t cudaFree(void* dev_ptr) {
     require_host("cudaFree");
     using namespace cuda_emulator;
     if (!dev_ptr) return cudaSuccess;
+    g_frees.fetch_add(1);
     Registry& r = registry();
     Lock lock(r.mutex);
     const auto it = r.allocations.find(reinterpret_cast<uintptr_t>(dev_ptr));
@@ -260,6 +277,7 @@ cudaError_t cudaFree(void* dev_ptr) {
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t count, cudaMemcpyKind kind, cudaStream_t stream) {
     require_host("cudaMemcpyAsync");
+    cuda_emulator::g_memcpys.fetch_add(1);
     using namespace cuda_emulator;
     if (!detail::is_live_stream(stream)) return record_error(cudaErrorInvalidResourceHandle);
     if (kind < cudaMemcpyHostToHost || kind > cudaMemcpyDefault) return record_error(cudaErrorInvalidMemcpyDirection);
@@ -317,6 +335,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
     require_host("cudaStreamSynchronize");
+    cuda_emulator::g_synchronizes.fetch_add(1);
     if (!cuda_emulator::detail::is_live_stream(stream)) return record_error(cudaErrorInvalidResourceHandle);
     return cudaSuccess;  // streams run their work synchronously
 }
@@ -359,6 +378,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
     require_host("cudaEventSynchronize");
+    cuda_emulator::g_synchronizes.fetch_add(1);
     if (!is_live_event(event)) return record_error(cudaErrorInvalidResourceHandle);
     return cudaSuccess;
 }

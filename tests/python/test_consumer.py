@@ -31,3 +31,4 @@ def test_find_package_consumer_builds_and_runs(tmp_path):
     run_c = subprocess.run([str(build / "consumer_c")], capture_output=True, text=True)
     assert run_c.returncode == 0, run_c.stdout + run_c.stderr
     assert "WINOGRAD_4X4_3X3 0.0005" in run_c.stdout
+    assert "cached call: " in run_c.stdout and "hits 1, misses 1" in run_c.stdout, run_c.stdout

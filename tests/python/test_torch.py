@@ -25,6 +25,13 @@ pytestmark = pytest.mark.usefixtures("one_thread")
 CLASSIC = ["direct", "im2col_gemm", "implicit_gemm", "auto"]
 
 
+def _preparations():
+    """Filters the core has prepared and kept on this thread's CPU handle (its plan cache). A test
+    that counts them starts with convcore.clear_plan_cache(): filters another test kept for the
+    same bytes at the same address are rightly reused."""
+    return convcore.plan_cache_info()["filter_preparations"]
+
+
 def rel_err(y, ref):
     """||y - ref|| / ||ref|| in float64."""
     y, ref = y.detach().double(), ref.detach().double()
@@ -654,7 +661,8 @@ def test_inference_never_runs_filters_older_than_the_weights(change, seen, freez
         layer = ct.Conv2d(8, 8, 3, padding=1, bias=False, algo="winograd_4x4_3x3", freeze=freeze)
         layer = layer.to(memory_format=memory_format).eval()
     x = torch.randn(1, 8, 12, 12).to(memory_format=memory_format)
-    plans = layer._own_convolution()._plans()
+    convcore.clear_plan_cache()
+    base = _preparations()
     limit = bound("winograd_4x4_3x3", "forward", x, layer.weight, {})
 
     def run():
@@ -666,16 +674,16 @@ def test_inference_never_runs_filters_older_than_the_weights(change, seen, freez
         return rel_err(y, ref) <= limit
 
     first = run()
-    assert matches_weights(first) and plans.preparations == 1
-    assert torch.equal(run(), first) and plans.preparations == 1  # nothing changed: kept
+    assert matches_weights(first) and _preparations() - base == 1
+    assert torch.equal(run(), first) and _preparations() - base == 1  # nothing changed: kept
     change(layer, x, seed=1)
     y = run()
     if freeze and not seen:  # freeze's contract: trusted until refresh()
-        assert plans.preparations == 1
+        assert _preparations() - base == 1
         assert ct.refresh(layer) is layer
         y = run()
-    assert plans.preparations == 2 and matches_weights(y)
-    assert torch.equal(run(), y) and plans.preparations == 2  # and kept again
+    assert _preparations() - base == 2 and matches_weights(y)
+    assert torch.equal(run(), y) and _preparations() - base == 2  # and kept again
 
 
 @pytest.mark.parametrize("dims", [1, 3], ids=["conv1d", "conv3d"])
@@ -698,7 +706,7 @@ def test_nd_inference_never_runs_filters_older_than_the_weights(change, seen, fr
     def made():  # what the Convolution keeping the filters of the weight at its address made
         w = layer.weight
         if dims == 1:
-            return ct._convolution_of_weight(w.unsqueeze(2), (1, 1), (0, 1), (1, 1), 1)._plans().preparations
+            return _preparations()
         conv = ct._torch_nd._weight_conv3d(w.data_ptr(), tuple(w.shape), (1, 1, 1), (1, 1, 1), (1, 1, 1), 1)
         return conv._nd._kept.get("version")  # a new number whenever its filters are made again
 
@@ -748,10 +756,8 @@ def test_functional_inference_keeps_filters_checked_against_the_weight(dims, cha
     w = torch.randn((8, 8, 3, 3) if dims == 2 else (8, 8, 3), requires_grad=True)
     x = torch.randn((1, 8, 12, 12) if dims == 2 else (1, 8, 40))
     fn, ref_fn = (ct.conv2d, F.conv2d) if dims == 2 else (ct.conv1d, F.conv1d)
-    held = ct._convolution_of_weight(w if dims == 2 else w.unsqueeze(2), (1, 1),
-                                     (1, 1) if dims == 2 else (0, 1), (1, 1), 1)
-    plans = held._plans()
-    before = plans.preparations
+    convcore.clear_plan_cache()
+    before = _preparations()
     limit = bound("winograd_4x4_3x3", "forward", x if dims == 2 else x.unsqueeze(2),
                   w if dims == 2 else w.unsqueeze(2), {})
 
@@ -762,12 +768,12 @@ def test_functional_inference_keeps_filters_checked_against_the_weight(dims, cha
         return y
 
     first = run()
-    assert plans.preparations == before + 1
-    assert torch.equal(run(), first) and plans.preparations == before + 1  # kept
+    assert _preparations() == before + 1
+    assert torch.equal(run(), first) and _preparations() == before + 1  # kept
     with torch.no_grad():
         change(w)
     run()
-    assert plans.preparations == before + 2
+    assert _preparations() == before + 2
 
 
 def test_freeze_is_checked_and_copies_keep_their_own_plans():

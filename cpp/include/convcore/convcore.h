@@ -752,6 +752,101 @@ CONVCORE_API convcoreStatus_t convcorePrepareConvolutionPlanFilters(convcoreConv
                                                                     size_t* preparedBytes);
 /* ==== end of plans ============================================================================== */
 
+/* ==== the handle's plan cache, prepared filters and workspace ====================================
+ * What a framework keeps between calls, kept by the handle (oneDNN's primitive cache, with cuDNN's
+ * descriptors): convcoreConvolutionExecute runs one pass of a convolution given by descriptors
+ * through the handle's cache of plans. The first call of a problem validates the descriptors,
+ * chooses the algorithm (for algo < 0) and makes its plan; a later call with equal descriptors
+ * and algo finds the plan (a lookup of their values: the descriptors may be other objects, set
+ * again, or changed and set back) and runs it with the data pointers only.
+ *
+ * The cache holds at most its capacity of plans, dropping the least recently used one first
+ * (default 1024, or the environment variable CONVCORE_PLAN_CACHE_CAPACITY read when the handle is
+ * created; convcoreSetPlanCacheCapacity changes it, 0 keeps nothing). convcoreClearFindCache also
+ * drops the plans every handle chose by measuring or finding. The descriptor-style calls
+ * (convcoreConvolutionForward, ...BiasActivationForward, ...BackwardData, ...BackwardFilter) run
+ * through the same cache, without keeping filters.
+ *
+ * Prepared filters. With CONVCORE_FILTERS_PREPARED on convDesc, a forward plan whose algorithm
+ * transforms its filters (on the CPU: the Winograd family's U, IM2WIN's packed filter, the
+ * native 3-D Winograd's U) keeps them per filter pointer (in1), so that several layers of one
+ * shape, each with its own weights, share one plan. Whether kept filters are still those of in1
+ * is told by filterVersion:
+ *   0 (CONVCORE_FILTER_VERSION_CHECKED)  the core fingerprints in1's bytes at every call and
+ *                                        prepares them again when they changed: always right,
+ *                                        for one read of the filters per call;
+ *   > 0                                  the caller's number for in1's contents: the core
+ *                                        prepares them again when the number or the pointer
+ *                                        changes, and trusts them otherwise (bump it after
+ *                                        every change; a number identifies one content).
+ * With CONVCORE_FILTERS_PER_CALL (the default) nothing is kept and filterVersion is ignored.
+ *
+ * Workspace. args->workspace NULL: the handle's own workspace, allocated when a plan first needs
+ * more than it has and kept until the handle is destroyed (on a CUDA handle, device memory used
+ * in the handle's stream order). Several threads executing on one CPU handle each get a buffer
+ * of their own. A caller may pass its own workspace instead (at least the plan's
+ * convcoreGetConvolutionPlanWorkspaceSize; convcoreGetConvolution*WorkspaceSize tell it).
+ * After a warm-up call, a repeated call allocates nothing (convcoreGetPlanCacheInfo counts it).
+ * Threads: as the plans' rules (convcore.h, "plans"); the cache itself is safe to share. */
+#define CONVCORE_FILTER_VERSION_CHECKED 0
+
+/* The operands of convcoreConvolutionExecute. Zero-initialise it ({0} in C) and set what the call
+ * uses: a zeroed field means "absent" (alpha NULL: 1; beta NULL: 0; z, bias NULL: none; activation
+ * 0: CONVCORE_ACTIVATION_IDENTITY; filterVersion 0: checked; workspace NULL: the handle's).
+ * Scalars are of the data type's width (double for CONVCORE_DATA_DOUBLE, else float).
+ *   forward:          in0 = x,  in1 = w,  out = y   out = act(alpha * conv(x, w) + alpha2 * z + bias)
+ *                                                                + beta * out
+ *   backward data:    in0 = dy, in1 = w,  out = dx  out = alpha * grad_x(w, dy) + beta * out
+ *   backward filter:  in0 = x,  in1 = dy, out = dw  out = alpha * grad_w(x, dy) + beta * out
+ * The epilogue (z, alpha2, bias, activation: convcoreConvolutionBiasActivationForward's rules;
+ * z is laid out as y, bias is K contiguous values) is for the forward pass only, and with it beta
+ * must be absent or 0 (pass z = out and alpha2 to add out). */
+typedef struct {
+    const void* alpha;
+    const void* beta;
+    const void* in0;
+    const void* in1;
+    void* out;
+    const void* z;
+    const void* alpha2;
+    const void* bias;
+    convcoreActivationMode_t activation;
+    int64_t filterVersion;
+    void* workspace;
+    size_t workspaceSizeInBytes;
+} convcoreConvolutionArgs_t;
+
+/* One pass through the handle's plan cache. xDesc, wDesc, convDesc, yDesc and algo as
+ * convcoreCreateConvolutionPlan's (algo a CONVCORE_PLAN_SELECT_* value chooses on the first call,
+ * timing on the call's buffers where the mode times: in0 and in1, and out when beta is 0 and z
+ * is not out). *algoRun (may be NULL): the pass's algorithm that ran. Fails as the plan's creation
+ * or execution would (BAD_PARAM naming the argument, NOT_SUPPORTED with the algorithm's reason). */
+CONVCORE_API convcoreStatus_t convcoreConvolutionExecute(
+    convcoreHandle_t handle, convcoreConvolutionPass_t pass, convcoreTensorDescriptor_t xDesc,
+    convcoreFilterDescriptor_t wDesc, convcoreConvolutionDescriptor_t convDesc, convcoreTensorDescriptor_t yDesc,
+    int algo, const convcoreConvolutionArgs_t* args, int* algoRun);
+
+typedef struct {
+    size_t capacity;              /* plans kept at most */
+    size_t plans;                 /* plans kept now */
+    int64_t hits;                 /* calls that found their plan */
+    int64_t misses;               /* calls that made one */
+    int64_t filterPreparations;   /* filters transformed and kept (per pointer and version) */
+    size_t preparedFilterBytes;   /* bytes of the filters kept now */
+    size_t workspaceBytes;        /* the handle's workspace, all its buffers */
+    int64_t workspaceAllocations; /* times the handle allocated workspace */
+} convcorePlanCacheInfo_t;
+
+CONVCORE_API convcoreStatus_t convcoreSetPlanCacheCapacity(convcoreHandle_t handle, size_t capacity);
+/* The most bytes of prepared filters the handle keeps (default 2 GiB, or the environment variable
+ * CONVCORE_PREPARED_FILTER_BYTES): beyond it the least recently used filters of any plan are
+ * dropped, and prepared again when their layer next runs. */
+CONVCORE_API convcoreStatus_t convcoreSetPreparedFilterLimit(convcoreHandle_t handle, size_t bytes);
+CONVCORE_API convcoreStatus_t convcoreGetPlanCacheInfo(convcoreHandle_t handle, convcorePlanCacheInfo_t* info);
+/* Drops every plan and every kept filter (the workspace stays; the counters keep counting). */
+CONVCORE_API convcoreStatus_t convcoreClearPlanCache(convcoreHandle_t handle);
+/* ==== end of the plan cache ===================================================================== */
+
 /* ==== a 1x1 convolution with a depthwise convolution fused after it ===============================
  * y = actDw(dwconv(actPw(conv1x1(x, wPw) + biasPw), wDw) + biasDw), computed together (oneDNN's
  * depthwise post-op, dnnl::post_ops::append_dw): the 1x1 convolution's output, MobileNet's and

@@ -188,4 +188,17 @@ class Plan {
     convcoreConvolutionPlan_t p_ = nullptr;
 };
 
+// One pass through the handle's plan cache (convcore.h, "the handle's plan cache"): the plan,
+// the filters it keeps and the workspace are the handle's. Returns the algorithm that ran.
+//   convcoreConvolutionArgs_t args{};
+//   args.in0 = x_data; args.in1 = w_data; args.out = y_data;
+//   convcore::execute(h, CONVCORE_PASS_FORWARD, x, w, conv, y, CONVCORE_PLAN_SELECT_MEASURED, args);
+inline int execute(convcoreHandle_t handle, convcoreConvolutionPass_t pass, convcoreTensorDescriptor_t x,
+                   convcoreFilterDescriptor_t w, convcoreConvolutionDescriptor_t conv, convcoreTensorDescriptor_t y,
+                   int algo, const convcoreConvolutionArgs_t& args) {
+    int ran = 0;
+    check(convcoreConvolutionExecute(handle, pass, x, w, conv, y, algo, &args, &ran));
+    return ran;
+}
+
 }  // namespace convcore

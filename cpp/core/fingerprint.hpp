@@ -1,7 +1,7 @@
-// A 64-bit fingerprint of a buffer's bytes: how the bindings tell, at every call, whether the
-// filters a plan prepared still match the caller's weights (convcore.torch's default; the weights
-// may have been changed in ways no version counter sees: `.data` writes, tensors made under
-// torch.inference_mode).
+// A 64-bit fingerprint of a buffer's bytes: how the plan cache tells, at every call whose filters
+// carry no version (core/plan_cache.hpp), whether the filters it prepared still match the caller's
+// weights (convcore.torch's default; the weights may have been changed in ways no version counter
+// sees: `.data` writes, tensors made under torch.inference_mode).
 //
 // 32 lanes of 32-bit words; each lane folds its words with acc = rotl(acc, 5) + word. Each step
 // is a bijection of acc for a fixed word and of the word for a fixed acc, so a change of any
@@ -19,9 +19,8 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
-#include <vector>
 
-namespace convcore_py {
+namespace convcore {
 
 inline uint64_t mix64(uint64_t z) {  // SplitMix64's finalizer (Steele, Lea, Flood 2014)
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -49,17 +48,22 @@ inline uint64_t fingerprint(const void* data, size_t bytes) {
     constexpr size_t kChunk = size_t(1) << 18;
     const auto* p = static_cast<const unsigned char*>(data);
     if (bytes < kChunk) return fingerprint_chunk(p, bytes, 0);
+    // In groups of up to kGroup chunks on the stack: no allocation (a cached call allocates nothing).
+    constexpr int64_t kGroup = 256;
     const int64_t chunks = int64_t((bytes + kChunk - 1) / kChunk);
-    std::vector<uint64_t> parts(static_cast<size_t>(chunks));
-#pragma omp parallel for schedule(static)
-    for (int64_t c = 0; c < chunks; ++c) {
-        const size_t begin = size_t(c) * kChunk;
-        const size_t n = bytes - begin < kChunk ? bytes - begin : kChunk;
-        parts[size_t(c)] = fingerprint_chunk(p + begin, n, uint64_t(c) + 1);
-    }
     uint64_t h = mix64(bytes);
-    for (uint64_t part : parts) h = mix64(h ^ part);
+    for (int64_t first = 0; first < chunks; first += kGroup) {
+        const int64_t count = chunks - first < kGroup ? chunks - first : kGroup;
+        uint64_t parts[kGroup];
+#pragma omp parallel for schedule(static)
+        for (int64_t i = 0; i < count; ++i) {
+            const size_t begin = size_t(first + i) * kChunk;
+            const size_t n = bytes - begin < kChunk ? bytes - begin : kChunk;
+            parts[i] = fingerprint_chunk(p + begin, n, uint64_t(first + i) + 1);
+        }
+        for (int64_t i = 0; i < count; ++i) h = mix64(h ^ parts[i]);
+    }
     return h;
 }
 
-}  // namespace convcore_py
+}  // namespace convcore
