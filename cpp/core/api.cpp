@@ -817,6 +817,13 @@ convcoreStatus_t convcoreGetConvolutionNdForwardOutputDim(convcoreConvolutionDes
     });
 }
 
+convcoreStatus_t convcoreGetConvolutionNdTransposedOutputDim(convcoreConvolutionDescriptor_t convDesc,
+                                                             convcoreTensorDescriptor_t dyDesc,
+                                                             convcoreFilterDescriptor_t wDesc, int nbDims,
+                                                             const int64_t outputPadding[], int64_t outDims[]) {
+    return guard([&] { transposed_output_dims(convDesc, dyDesc, wDesc, nbDims, outputPadding, outDims); });
+}
+
 // ---- algorithms ----
 const char* convcoreGetFwdAlgoName(convcoreConvolutionFwdAlgo_t algo) {
     const AlgorithmInfo* info = algorithm_info(CONVCORE_PASS_FORWARD, enum_int(algo));

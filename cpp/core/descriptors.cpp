@@ -1,5 +1,6 @@
 #include "core/descriptors.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <sstream>
 #include <string>
@@ -192,6 +193,54 @@ ConvProblem make_problem(convcoreDeviceType_t device, const convcoreTensorStruct
         packed_strides(p.n, p.k, p.p, p.q, p.y_strides);
     }
     return p;
+}
+
+void transposed_output_dims(const convcoreConvolutionStruct* conv, const convcoreTensorStruct* dy,
+                            const convcoreFilterStruct* w, int nb_dims, const int64_t output_padding[],
+                            int64_t out[]) {
+    if (!out) throw_bad_param("outDims is NULL");
+    require_set(dy, "dyDesc", "convcoreSetTensorNdDescriptor");
+    require_set(w, "wDesc", "convcoreSetFilterNdDescriptor");
+    if (!conv) throw_bad_param("convDesc is NULL");
+    if (nb_dims != dy->nb_dims)
+        throw_bad_param("nbDims=" + std::to_string(nb_dims) + " does not match dyDesc's " + std::to_string(dy->nb_dims) +
+                        " dimensions");
+    if (w->nb_dims != dy->nb_dims)
+        throw_bad_param("w: " + dims_of("filter", w->nb_dims) + " does not match dy: " + dims_of("tensor", dy->nb_dims));
+    if (conv->spatial_dims + 2 != dy->nb_dims)
+        throw_bad_param("convDesc: " + std::to_string(conv->spatial_dims) + "-D convolution does not match dy: " +
+                        dims_of("tensor", dy->nb_dims));
+    if (dy->dims[1] != w->k)
+        throw_bad_param("dy: channels " + std::to_string(dy->dims[1]) + " do not match w's K=" + std::to_string(w->k) +
+                        " (a transposed convolution's input has the channels of the convolution's output)");
+    // The spatial axes, outermost first: (input, filter, pad, stride, dilation).
+    struct Axis {
+        int64_t in, filter, pad, stride, dil;
+    };
+    Axis axes[3];
+    int count = 0;
+    if (nb_dims == 5) axes[count++] = {dy->d, w->t, conv->pad_d, conv->stride_d, conv->dil_d};
+    if (nb_dims >= 4) axes[count++] = {dy->dims[2], w->r, conv->pad_h, conv->stride_h, conv->dil_h};
+    axes[count++] = {dy->dims[3], w->s, conv->pad_w, conv->stride_w, conv->dil_w};
+    out[0] = dy->dims[0];
+    out[1] = w->c_per_group * conv->groups;
+    for (int i = 0; i < count; ++i) {
+        const Axis& a = axes[i];
+        const int64_t op = output_padding ? output_padding[i] : 0;
+        const int64_t limit = std::max(a.stride, a.dil);
+        if (op < 0 || op >= limit)
+            throw_bad_param("outputPadding[" + std::to_string(i) + "]=" + std::to_string(op) +
+                            " must be >= 0 and smaller than stride or dilation (max " + std::to_string(limit) +
+                            "), as PyTorch's ConvTranspose requires");
+        // In double first: the sizes are below 2^60, their products may not be.
+        const double size = (double(a.in) - 1) * double(a.stride) - 2.0 * double(a.pad) +
+                            double(a.dil) * (double(a.filter) - 1) + double(op) + 1;
+        if (size < 1)
+            throw_bad_param("the transposed convolution's output is empty along spatial axis " + std::to_string(i) +
+                            " (input " + std::to_string(a.in) + ", padding " + std::to_string(a.pad) + ")");
+        if (size > 9.2e18) throw_bad_param("the transposed convolution's output size overflows int64");
+        out[2 + i] = (a.in - 1) * a.stride - 2 * a.pad + a.dil * (a.filter - 1) + op + 1;
+    }
 }
 
 }  // namespace convcore

@@ -64,6 +64,12 @@ void output_dims(const convcoreTensorStruct* x, const convcoreFilterStruct* w,
 // "1-D tensor (nbDims 3)", "3-D filter (nbDims 5)": for reasons naming mixed dimension counts.
 std::string dims_of(const char* what, int nb_dims);
 
+// convcoreGetConvolutionNdTransposedOutputDim: dx's dims of the transposed convolution whose input
+// is dy (PyTorch's output padding, checked by its rule).
+void transposed_output_dims(const convcoreConvolutionStruct* conv, const convcoreTensorStruct* dy,
+                            const convcoreFilterStruct* w, int nb_dims, const int64_t output_padding[],
+                            int64_t out[]);
+
 // Bytes one past the last element of a tensor descriptor's elements (its depth included).
 int64_t tensor_extent_bytes(const convcoreTensorStruct* t, size_t elem);
 int64_t filter_extent_bytes(const convcoreFilterStruct* f, size_t elem);

@@ -20,6 +20,34 @@ std::vector<int64_t> output_shape(const std::vector<int64_t>& x_shape,
     return d.set_y(CONVCORE_DATA_FLOAT);
 }
 
+// A transposed convolution's output shape (convcoreGetConvolutionNdTransposedOutputDim: PyTorch's
+// output padding, checked by the core) for an input of dy_shape (N, K, spatial...) and filters of
+// w_shape; padding, stride, dilation and output_padding: one value per spatial axis.
+std::vector<int64_t> transposed_output_shape(const std::vector<int64_t>& dy_shape, const std::vector<int64_t>& w_shape,
+                                             const std::vector<int64_t>& padding, const std::vector<int64_t>& stride,
+                                             const std::vector<int64_t>& dilation, int64_t groups,
+                                             const std::vector<int64_t>& output_padding) {
+    const int nb = int(dy_shape.size());
+    const size_t sp = dy_shape.size() < 2 ? 0 : dy_shape.size() - 2;
+    if (w_shape.size() != dy_shape.size())
+        bad_param("w: expected " + std::to_string(nb) + " dimensions (as x), got shape " + shape_str(w_shape));
+    for (const auto* v : {&padding, &stride, &dilation, &output_padding})
+        if (v->size() != sp) bad_param("expected one padding, stride, dilation and output_padding per spatial axis");
+    convcore::TensorDesc dy;
+    convcore::FilterDesc w;
+    convcore::ConvDesc conv;
+    std::vector<int64_t> packed(dy_shape.size(), 1);
+    for (int i = nb - 2; i >= 0; --i) packed[size_t(i)] = packed[size_t(i) + 1] * std::max<int64_t>(dy_shape[size_t(i) + 1], 1);
+    check(convcoreSetTensorNdDescriptor(dy, CONVCORE_DATA_FLOAT, nb, dy_shape.data(), packed.data()), "x: ");
+    check(convcoreSetFilterNdDescriptor(w, CONVCORE_DATA_FLOAT, CONVCORE_TENSOR_NCHW, nb, w_shape.data()), "w: ");
+    check(convcoreSetConvolutionNdDescriptor(conv, int(sp), padding.data(), stride.data(), dilation.data(),
+                                             CONVCORE_CROSS_CORRELATION));
+    wrapped("groups: ", [&] { conv.set_groups(groups); });
+    std::vector<int64_t> out(dy_shape.size());
+    check(convcoreGetConvolutionNdTransposedOutputDim(conv, dy, w, nb, output_padding.data(), out.data()));
+    return out;
+}
+
 // One row of the heuristic ranking.
 struct AlgoPerf {
     int algo;
@@ -210,6 +238,9 @@ void register_selection(py::module_& m) {
           "Diagnostic for the bench: a cache line's round trip between two threads, in ns.");
 
     m.def("output_shape", &output_shape, py::arg("x_shape"), py::arg("w_shape"), py::arg("params"));
+    m.def("transposed_output_shape", &transposed_output_shape, py::arg("x_shape"), py::arg("w_shape"),
+          py::arg("padding"), py::arg("stride"), py::arg("dilation"), py::arg("groups"), py::arg("output_padding"),
+          "The output shape of a transposed convolution (PyTorch's output padding, checked by the core).");
     m.def("rank_algos",
           [](const std::vector<int64_t>& xs, const std::vector<int64_t>& ws, const ConvParams& p,
              int device_type, int device_index, const std::string& dtype) {

@@ -1119,6 +1119,27 @@ class Convolution:
             out *= beta
         return out
 
+    def conv_transpose(self, x: Array, w: Array, output_padding: Union[int, Sequence[int]] = 0,
+                       algo: AlgoArg = "auto", out: Optional[Array] = None) -> Array:
+        """The transposed convolution (PyTorch's conv_transpose1d/2d/3d) of x (N, K, spatial...)
+        by w (K, C/groups, filter...) with this Convolution's padding, stride, dilation and groups:
+        as in cuDNN, the backward-data pass of the convolution it transposes (``algo``: a
+        BwdDataAlgo, its name, "auto" or "find"). ``output_padding`` (an int or one per spatial
+        axis, each smaller than its stride or dilation, PyTorch's rule, checked by the core) adds
+        rows and columns at the end of the output, which has the shape
+        ``(in - 1) * stride - 2 * padding + dilation * (filter - 1) + output_padding + 1``."""
+        d = self.desc
+        padding = _dims_arg("output_padding", output_padding, 0, d.spatial_dims)
+        x_shape = tuple(int(v) for v in getattr(x, "shape", ()))
+        w_shape = tuple(int(v) for v in getattr(w, "shape", ()))
+        if len(x_shape) != d.spatial_dims + 2:
+            raise BadParamError(f"x: expected {d.spatial_dims + 2} dimensions (N, K, spatial...) for a "
+                                f"{d.spatial_dims}-D Convolution, got shape {x_shape}")
+        out_shape = tuple(_C.transposed_output_shape(
+            list(x_shape), list(w_shape), list(d.padding), list(d.stride), list(d.dilation), d.groups,
+            list(padding)))
+        return self.backward_data(x, w, out_shape, algo=algo, out=out)
+
     def backward_data(self, dy: Array, w: Array, x_shape: Shape, algo: AlgoArg = "auto",
                       out: Optional[Array] = None, alpha: float = 1.0, beta: float = 0.0) -> Array:
         """``dx = alpha * (gradient of conv(x, w) with respect to x, given dy) + beta * out``

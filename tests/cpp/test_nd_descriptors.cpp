@@ -236,6 +236,70 @@ TEST(NdDescriptors, OutputDims) {
     EXPECT_EQ(std::vector<int64_t>(out4, out4 + 4), (std::vector<int64_t>{2, 4, 5, 6}));
 }
 
+// A transposed convolution (PyTorch's ConvTranspose) is the backward-data pass of the convolution
+// it transposes: its output dims with PyTorch's output padding in 1-D, 2-D and 3-D (the rule
+// output_padding < max(stride, dilation) checked), and a 2-D one with output padding run through
+// the plan cache against the float64 reference of backward data.
+TEST(NdDescriptors, TransposedOutputDims) {
+    // 1-D: in 5, filter 3, stride 2, pad 1, dilation 2, output padding 1, groups 2
+    convcore::TensorDesc dy;
+    convcore::FilterDesc w;
+    convcore::ConvDesc conv;
+    const int64_t dyd[3] = {2, 4, 5}, wd[3] = {4, 3, 3}, pad[1] = {1}, stride[1] = {2}, dil[1] = {2}, op[1] = {1};
+    ASSERT_OK(convcoreSetTensorNdDescriptorEx(dy, NCHW, F32, 3, dyd));
+    ASSERT_OK(convcoreSetFilterNdDescriptor(w, F32, NCHW, 3, wd));
+    ASSERT_OK(convcoreSetConvolutionNdDescriptor(conv, 1, pad, stride, dil, CONVCORE_CROSS_CORRELATION));
+    conv.set_groups(2);
+    int64_t out[5] = {0, 0, 0, 0, 0};
+    ASSERT_OK(convcoreGetConvolutionNdTransposedOutputDim(conv, dy, w, 3, op, out));
+    EXPECT_EQ(std::vector<int64_t>(out, out + 3), (std::vector<int64_t>{2, 6, (5 - 1) * 2 - 2 + 2 * 2 + 1 + 1}));
+    const int64_t too_big[1] = {2};
+    EXPECT_STATUS(convcoreGetConvolutionNdTransposedOutputDim(conv, dy, w, 3, too_big, out), CONVCORE_STATUS_BAD_PARAM,
+                  "outputPadding[0]=2 must be >= 0 and smaller than stride or dilation (max 2)");
+    EXPECT_STATUS(convcoreGetConvolutionNdTransposedOutputDim(conv, dy, w, 4, op, out), CONVCORE_STATUS_BAD_PARAM,
+                  "nbDims=4 does not match dyDesc's 3 dimensions");
+    // 3-D: stride (1, 2, 3), no dilation: output padding up to (0, 1, 2).
+    convcore::TensorDesc dy3;
+    convcore::FilterDesc w3;
+    convcore::ConvDesc conv3;
+    const int64_t dy3d[5] = {1, 2, 3, 4, 5}, w3d[5] = {2, 5, 3, 2, 1}, pad3[3] = {1, 0, 0}, stride3[3] = {1, 2, 3},
+                  dil3[3] = {1, 1, 1}, op3[3] = {0, 1, 2};
+    ASSERT_OK(convcoreSetTensorNdDescriptorEx(dy3, NCHW, F32, 5, dy3d));
+    ASSERT_OK(convcoreSetFilterNdDescriptor(w3, F32, NCHW, 5, w3d));
+    ASSERT_OK(convcoreSetConvolutionNdDescriptor(conv3, 3, pad3, stride3, dil3, CONVCORE_CROSS_CORRELATION));
+    ASSERT_OK(convcoreGetConvolutionNdTransposedOutputDim(conv3, dy3, w3, 5, op3, out));
+    EXPECT_EQ(std::vector<int64_t>(out, out + 5), (std::vector<int64_t>{1, 5, 3, 4 * 2 - 2 + 1 + 1 + 1, 5 * 3 - 3 + 2 + 1}));
+    const int64_t op3_bad[3] = {1, 0, 0};  // stride 1, dilation 1 along depth: none allowed
+    EXPECT_STATUS(convcoreGetConvolutionNdTransposedOutputDim(conv3, dy3, w3, 5, op3_bad, out),
+                  CONVCORE_STATUS_BAD_PARAM, "outputPadding[0]=1");
+    // 2-D through backward data: dx of the dims given, against the reference.
+    const Shape s{2, 6, 0, 0, 4, 3, 3, 1, 1, 2, 2, 1, 1, 2, false};  // h, w filled below
+    convcore::TensorDesc dy2(F32, 2, 4, 5, 4);
+    convcore::FilterDesc w2(F32, 4, 3, 3, 3);
+    convcore::ConvDesc conv2(1, 2, 1, 2);
+    const int64_t op2[2] = {1, 0};
+    int64_t dx_dims[4];
+    ASSERT_OK(convcoreGetConvolutionNdTransposedOutputDim(conv2, dy2, w2, 4, op2, dx_dims));
+    EXPECT_EQ(std::vector<int64_t>(dx_dims, dx_dims + 4), (std::vector<int64_t>{2, 6, 10, 7}));
+    Shape shape = s;
+    shape.h = dx_dims[2], shape.w = dx_dims[3];
+    ASSERT_EQ(shape.out_h(), 5);  // the forward convolution of dx gives dy back
+    ASSERT_EQ(shape.out_w(), 4);
+    convcore::TensorDesc dx2(F32, 2, 6, dx_dims[2], dx_dims[3]);
+    convcore::Handle h;
+    std::mt19937 rng(17);
+    const std::vector<double> w64 = rounded<float>(random_vector(4 * 3 * 9, rng)),
+                              dy64 = rounded<float>(random_vector(2 * 4 * 5 * 4, rng));
+    const std::vector<float> wv(w64.begin(), w64.end()), dyv(dy64.begin(), dy64.end());
+    std::vector<float> dx(size_t(2 * 6 * dx_dims[2] * dx_dims[3]));
+    convcoreConvolutionArgs_t args{};
+    args.in0 = dyv.data();
+    args.in1 = wv.data();
+    args.out = dx.data();
+    convcore::execute(h, CONVCORE_PASS_BACKWARD_DATA, dx2, w2, conv2, dy2, CONVCORE_BWD_DATA_ALGO_IM2COL_GEMM, args);
+    EXPECT_LE(relative_error(std::vector<double>(dx.begin(), dx.end()), reference_bwd_data(shape, w64, dy64)), 1e-5);
+}
+
 // ---- bad parameters ---------------------------------------------------------------------------
 
 TEST(NdDescriptors, TensorBadParams) {

@@ -14,6 +14,18 @@
 #include "internal.hpp"
 #include "cuda_emulator/call_counts.hpp"
 
+// ---- call counts (cuda_emulator/call_counts.hpp) ----------------------------------------------
+namespace cuda_emulator {
+std::atomic<long long> g_mallocs{0}, g_frees{0}, g_synchronizes{0}, g_memcpys{0}, g_cublas_handles{0},
+    g_cufft_plans{0};
+CallCounts call_counts() {
+    CallCounts c;
+    c.mallocs = g_mallocs.load(), c.frees = g_frees.load(), c.synchronizes = g_synchronizes.load();
+    c.memcpys = g_memcpys.load(), c.cublas_handles = g_cublas_handles.load(), c.cufft_plans = g_cufft_plans.load();
+    return c;
+}
+}  // namespace cuda_emulator
+
 struct CUstream_st {
     int unused;
 };
@@ -220,18 +232,6 @@ const char* cudaGetErrorString(cudaError_t error) {
     const ErrorText* t = error_text(error);
     return t ? t->text : "unrecognized error code";
 }
-
-// ---- call counts (cuda_emulator/call_counts.hpp) ----------------------------------------------
-namespace cuda_emulator {
-std::atomic<long long> g_mallocs{0}, g_frees{0}, g_synchronizes{0}, g_memcpys{0}, g_cublas_handles{0},
-    g_cufft_plans{0};
-CallCounts call_counts() {
-    CallCounts c;
-    c.mallocs = g_mallocs.load(), c.frees = g_frees.load(), c.synchronizes = g_synchronizes.load();
-    c.memcpys = g_memcpys.load(), c.cublas_handles = g_cublas_handles.load(), c.cufft_plans = g_cufft_plans.load();
-    return c;
-}
-}  // namespace cuda_emulator
 
 // ---- memory ------------------------------------------------------------------------------------
 cudaError_t cudaMalloc(void** dev_ptr, size_t size) {

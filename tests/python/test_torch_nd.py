@@ -618,3 +618,24 @@ def test_an_output_changed_in_place_under_autograd(cls, dims, channels_last):
         grads.append((y.detach(), xi.grad, model.weight.grad))
     for got, want in zip(*grads):
         assert float((got - want).norm() / want.norm()) < 1e-12
+
+
+@pytest.mark.parametrize("dims", [1, 2, 3])
+def test_numpy_conv_transpose_matches_torch(dims):
+    """Convolution.conv_transpose (the NumPy API's transposed convolution, the core's backward-data
+    pass with PyTorch's output padding checked by the core) against F.conv_transpose1d/2d/3d in
+    float64: stride 2, padding 1, groups 2, an output padding of 1; an output padding as large as
+    the stride is refused, naming it."""
+    import numpy as np
+    rng = np.random.default_rng(dims)
+    spatial = {1: (7,), 2: (5, 6), 3: (3, 4, 5)}[dims]
+    x = rng.standard_normal((2, 4) + spatial)
+    w = rng.standard_normal((4, 3) + (3,) * dims)
+    conv = convcore.Convolution(padding=1, stride=2, groups=2, spatial_dims=dims)
+    y = conv.conv_transpose(x, w, output_padding=1, algo="direct")
+    fn = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}[dims]
+    ref = fn(torch.from_numpy(x), torch.from_numpy(w), stride=2, padding=1, output_padding=1, groups=2).numpy()
+    assert y.shape == ref.shape
+    assert np.linalg.norm(y - ref) <= 1e-12 * np.linalg.norm(ref)
+    with pytest.raises(convcore.BadParamError, match="outputPadding"):
+        conv.conv_transpose(x, w, output_padding=2)

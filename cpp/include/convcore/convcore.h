@@ -326,6 +326,23 @@ CONVCORE_API convcoreStatus_t convcoreGetConvolutionNdForwardOutputDim(convcoreC
                                                                        convcoreFilterDescriptor_t wDesc, int nbDims,
                                                                        int64_t outDims[]);
 
+/* Transposed convolution (PyTorch's ConvTranspose1d/2d/3d, a "deconvolution") is, as in cuDNN,
+ * the backward-data pass of the convolution it transposes: its input is that convolution's dy
+ * (dyDesc: N x K x spatial...), its filters w (K x C/groups x ...), its output dx. This gives dx's
+ * nbDims dims (N, C, spatial...) with PyTorch's output padding:
+ *   out[i] = (in[i] - 1) * stride[i] - 2 * pad[i] + dilation[i] * (filter[i] - 1) + outputPadding[i] + 1,
+ * the extra rows and columns that a strided convolution's input may have and its output does not
+ * show. BAD_PARAM (naming it) for outputPadding[i] < 0 or >= max(stride[i], dilation[i])
+ * (PyTorch's rule), for dyDesc's channels other than w's K, and for an empty output.
+ * outputPadding has nbDims - 2 values (the spatial axes, outermost first); NULL means zeros.
+ * Run it with convcoreConvolutionBackwardData, a backward-data plan, or convcoreConvolutionExecute
+ * (CONVCORE_PASS_BACKWARD_DATA) on dxDesc = these dims. */
+CONVCORE_API convcoreStatus_t convcoreGetConvolutionNdTransposedOutputDim(convcoreConvolutionDescriptor_t convDesc,
+                                                                          convcoreTensorDescriptor_t dyDesc,
+                                                                          convcoreFilterDescriptor_t wDesc, int nbDims,
+                                                                          const int64_t outputPadding[],
+                                                                          int64_t outDims[]);
+
 /* ---- forward algorithms ---- */
 /* "DIRECT", "IM2COL_GEMM", ...; NULL for a value outside the enum. */
 CONVCORE_API const char* convcoreGetFwdAlgoName(convcoreConvolutionFwdAlgo_t algo);
