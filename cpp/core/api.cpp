@@ -890,17 +890,8 @@ convcoreStatus_t convcoreConvolutionForward(convcoreHandle_t handle, const void*
                                             convcoreTensorDescriptor_t yDesc, void* y) {
     return guard([&] {
         require(yDesc, "yDesc");
-        require(alpha, "alpha");
-        require(beta, "beta");
-        convcoreConvolutionArgs_t args{};
-        args.alpha = alpha;
-        args.beta = beta;
-        args.in0 = x;
-        args.in1 = w;
-        args.out = y;
-        args.workspace = workspace;
-        args.workspaceSizeInBytes = workSpaceSizeInBytes;
-        execute_cached(handle, CONVCORE_PASS_FORWARD, xDesc, wDesc, convDesc, yDesc, enum_int(algo), args, true);
+        execute_cached(handle, CONVCORE_PASS_FORWARD, xDesc, wDesc, convDesc, yDesc, enum_int(algo),
+                       descriptor_args(alpha, beta, x, w, y, workspace, workSpaceSizeInBytes), true);
     });
 }
 
@@ -969,17 +960,14 @@ convcoreStatus_t convcoreConvolutionBiasActivationForward(
         require(alpha1, "alpha1");
         if (z) require(alpha2, "alpha2 (z is given)");
         check_activation(activationMode, "activationMode");
-        convcoreConvolutionArgs_t args{};
-        args.alpha = alpha1;
-        args.in0 = x;
-        args.in1 = w;
-        args.out = y;
+        const float zero_f = 0.0f;  // beta: the epilogue never reads y (any width reads as 0)
+        const double zero_d = 0.0;
+        const void* zero = yDesc->dtype == CONVCORE_DATA_DOUBLE ? static_cast<const void*>(&zero_d) : &zero_f;
+        convcoreConvolutionArgs_t args = descriptor_args(alpha1, zero, x, w, y, workspace, workSpaceSizeInBytes);
         args.z = z;
         args.alpha2 = alpha2;
         args.bias = bias;
         args.activation = activationMode;
-        args.workspace = workspace;
-        args.workspaceSizeInBytes = workSpaceSizeInBytes;
         execute_cached(handle, CONVCORE_PASS_FORWARD, xDesc, wDesc, convDesc, yDesc, enum_int(algo), args, true);
     });
 }

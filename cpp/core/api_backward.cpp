@@ -373,18 +373,8 @@ convcoreStatus_t convcoreConvolutionBackwardData(
     convcoreConvolutionBwdDataAlgo_t algo, void* workspace, size_t workSpaceSizeInBytes,
     const void* beta, convcoreTensorDescriptor_t dxDesc, void* dx) {
     return guard([&] {
-        require(alpha, "alpha");
-        require(beta, "beta");
-        convcoreConvolutionArgs_t args{};
-        args.alpha = alpha;
-        args.beta = beta;
-        args.in0 = dy;
-        args.in1 = w;
-        args.out = dx;
-        args.workspace = workspace;
-        args.workspaceSizeInBytes = workSpaceSizeInBytes;
-        execute_cached(handle, CONVCORE_PASS_BACKWARD_DATA, dxDesc, wDesc, convDesc, dyDesc, enum_int(algo), args,
-                       true);
+        execute_cached(handle, CONVCORE_PASS_BACKWARD_DATA, dxDesc, wDesc, convDesc, dyDesc, enum_int(algo),
+                       descriptor_args(alpha, beta, dy, w, dx, workspace, workSpaceSizeInBytes), true);
     });
 }
 
@@ -395,18 +385,8 @@ convcoreStatus_t convcoreConvolutionBackwardFilter(
     convcoreConvolutionBwdFilterAlgo_t algo, void* workspace, size_t workSpaceSizeInBytes,
     const void* beta, convcoreFilterDescriptor_t dwDesc, void* dw) {
     return guard([&] {
-        require(alpha, "alpha");
-        require(beta, "beta");
-        convcoreConvolutionArgs_t args{};
-        args.alpha = alpha;
-        args.beta = beta;
-        args.in0 = x;
-        args.in1 = dy;
-        args.out = dw;
-        args.workspace = workspace;
-        args.workspaceSizeInBytes = workSpaceSizeInBytes;
-        execute_cached(handle, CONVCORE_PASS_BACKWARD_FILTER, xDesc, dwDesc, convDesc, dyDesc, enum_int(algo), args,
-                       true);
+        execute_cached(handle, CONVCORE_PASS_BACKWARD_FILTER, xDesc, dwDesc, convDesc, dyDesc, enum_int(algo),
+                       descriptor_args(alpha, beta, x, dy, dw, workspace, workSpaceSizeInBytes), true);
     });
 }
 

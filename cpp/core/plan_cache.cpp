@@ -89,7 +89,7 @@ size_t WorkspacePool::total_bytes() const {
 // ---- plans ----
 
 PlanCache::PlanCache()
-    : capacity_(size_from_environment("CONVCORE_PLAN_CACHE_CAPACITY", kDefaultCapacity)),
+    : plans_(size_from_environment("CONVCORE_PLAN_CACHE_CAPACITY", kDefaultCapacity)),
       prepared_limit_(size_from_environment("CONVCORE_PREPARED_FILTER_BYTES", kDefaultPreparedLimit)),
       generation_(g_plan_generation.load(std::memory_order_relaxed)) {}
 
@@ -106,13 +106,13 @@ void PlanCache::trim_prepared() {
     while (prepared_total_.load() > prepared_limit_) {
         CachedPlan* oldest_plan = nullptr;
         uint64_t oldest = UINT64_MAX;
-        for (const Entry& e : order_) {
-            std::lock_guard<std::mutex> filters_lock(e.second->mutex);
-            if (!e.second->filters.empty() && e.second->filters.back().last_use < oldest) {
-                oldest = e.second->filters.back().last_use;
-                oldest_plan = e.second.get();
+        plans_.for_each([&](const std::shared_ptr<CachedPlan>& plan) {
+            std::lock_guard<std::mutex> filters_lock(plan->mutex);
+            if (!plan->filters.empty() && plan->filters.back().last_use < oldest) {
+                oldest = plan->filters.back().last_use;
+                oldest_plan = plan.get();
             }
-        }
+        });
         if (!oldest_plan) return;  // the rest is held by plans no longer cached, dropped with them
         std::lock_guard<std::mutex> filters_lock(oldest_plan->mutex);
         if (!oldest_plan->filters.empty()) oldest_plan->erase(std::prev(oldest_plan->filters.end()));
@@ -123,54 +123,33 @@ std::shared_ptr<CachedPlan> PlanCache::find(const PlanKey& key) {
     std::lock_guard<std::mutex> lock(mutex_);
     const uint64_t generation = g_plan_generation.load(std::memory_order_relaxed);
     if (generation != generation_) {
-        index_.clear();
-        order_.clear();
+        plans_.clear();
         generation_ = generation;
     }
-    auto it = index_.find(key);
-    if (it == index_.end()) {
-        ++misses_;
-        return nullptr;
-    }
-    ++hits_;
-    if (it->second != order_.begin()) order_.splice(order_.begin(), order_, it->second);
-    return it->second->second;
+    std::shared_ptr<CachedPlan>* found = plans_.find(key);
+    ++(found ? hits_ : misses_);
+    return found ? *found : nullptr;
 }
 
 std::shared_ptr<CachedPlan> PlanCache::insert(const PlanKey& key, std::shared_ptr<CachedPlan> plan) {
     std::lock_guard<std::mutex> lock(mutex_);
-    if (capacity_ == 0) return plan;
-    auto it = index_.find(key);
-    if (it != index_.end()) return it->second->second;  // another thread made it first
-    order_.emplace_front(key, std::move(plan));
-    index_.emplace(key, order_.begin());
-    trim_locked();
-    return order_.empty() ? nullptr : order_.front().second;
-}
-
-void PlanCache::trim_locked() {
-    while (index_.size() > capacity_) {
-        index_.erase(order_.back().first);
-        order_.pop_back();
-    }
+    return plans_.insert(key, std::move(plan));  // another thread's, if it made one first
 }
 
 void PlanCache::set_capacity(size_t capacity) {
     std::lock_guard<std::mutex> lock(mutex_);
-    capacity_ = capacity;
-    trim_locked();
+    plans_.set_capacity(capacity);
 }
 
 void PlanCache::clear() {
     std::lock_guard<std::mutex> lock(mutex_);
-    index_.clear();
-    order_.clear();
+    plans_.clear();
 }
 
 void PlanCache::info(convcorePlanCacheInfo_t* out) const {
     std::lock_guard<std::mutex> lock(mutex_);
-    out->capacity = capacity_;
-    out->plans = index_.size();
+    out->capacity = plans_.capacity();
+    out->plans = plans_.size();
     out->hits = hits_;
     out->misses = misses_;
     out->filterPreparations = filter_preparations_.load(std::memory_order_relaxed);
@@ -298,6 +277,21 @@ std::shared_ptr<const convcoreConvolutionPlanStruct> plan_with_filters(CachedPla
 }
 
 }  // namespace
+
+convcoreConvolutionArgs_t descriptor_args(const void* alpha, const void* beta, const void* in0, const void* in1,
+                                          void* out, void* workspace, size_t workspace_bytes) {
+    require(alpha, "alpha");
+    require(beta, "beta");
+    convcoreConvolutionArgs_t args{};
+    args.alpha = alpha;
+    args.beta = beta;
+    args.in0 = in0;
+    args.in1 = in1;
+    args.out = out;
+    args.workspace = workspace;
+    args.workspaceSizeInBytes = workspace_bytes;
+    return args;
+}
 
 int execute_cached(convcoreHandle_t handle, convcoreConvolutionPass_t pass, convcoreTensorDescriptor_t xDesc,
                    convcoreFilterDescriptor_t wDesc, convcoreConvolutionDescriptor_t convDesc,

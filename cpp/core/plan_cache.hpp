@@ -15,6 +15,7 @@
 
 #include "convcore/convcore.h"
 #include "core/context.hpp"
+#include "core/lru_map.hpp"
 #include "core/plan.hpp"
 
 namespace convcore {
@@ -141,13 +142,9 @@ class PlanCache {
     void trim_prepared();
 
    private:
-    void trim_locked();
-    using Entry = std::pair<PlanKey, std::shared_ptr<CachedPlan>>;
     mutable std::mutex mutex_;
-    size_t capacity_;
+    LruMap<PlanKey, std::shared_ptr<CachedPlan>, PlanKeyHash> plans_;
     size_t prepared_limit_;
-    std::list<Entry> order_;  // most recently used first
-    std::unordered_map<PlanKey, std::list<Entry>::iterator, PlanKeyHash> index_;
     uint64_t generation_;  // of the decisions it was filled from (bump_plan_generation)
     int64_t hits_ = 0, misses_ = 0;
     std::atomic<int64_t> filter_preparations_{0};
@@ -176,6 +173,11 @@ int execute_cached(convcoreHandle_t handle, convcoreConvolutionPass_t pass, conv
                    convcoreFilterDescriptor_t wDesc, convcoreConvolutionDescriptor_t convDesc,
                    convcoreTensorDescriptor_t yDesc, int algo, const convcoreConvolutionArgs_t& args,
                    bool descriptor_style = false);
+
+// The operands of a descriptor-style call (convcoreConvolutionForward, ...BackwardData,
+// ...BackwardFilter): alpha and beta required, as cuDNN's.
+convcoreConvolutionArgs_t descriptor_args(const void* alpha, const void* beta, const void* in0, const void* in1,
+                                          void* out, void* workspace, size_t workspace_bytes);
 
 }  // namespace api
 }  // namespace convcore

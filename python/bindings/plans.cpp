@@ -3,6 +3,7 @@
 #include "common.hpp"
 #include "common/conv_index.hpp"  // the core's output-size formula
 #include "core/fingerprint.hpp"     // mix64
+#include "core/lru_map.hpp"
 
 namespace convcore_py {
 namespace {
@@ -49,25 +50,16 @@ class KnownProblems {
     std::shared_ptr<const KnownProblem> find(const ProblemKey& key) {
         const uint64_t generation = g_plan_generation.load(std::memory_order_relaxed);
         if (generation != generation_) {
-            index_.clear();
-            order_.clear();
+            problems_.clear();
             generation_ = generation;
         }
-        auto it = index_.find(key);
-        if (it == index_.end()) return nullptr;
-        if (it->second != order_.begin()) order_.splice(order_.begin(), order_, it->second);
-        return it->second->second;
+        const std::shared_ptr<const KnownProblem>* found = problems_.find(key);
+        return found ? *found : nullptr;
     }
-    void insert(ProblemKey key, std::shared_ptr<const KnownProblem> problem) {
-        if (index_.count(key)) return;
-        order_.emplace_front(key, std::move(problem));
-        index_.emplace(std::move(key), order_.begin());
-        if (index_.size() > kMaxProblems) {
-            index_.erase(order_.back().first);
-            order_.pop_back();
-        }
+    void insert(const ProblemKey& key, std::shared_ptr<const KnownProblem> problem) {
+        problems_.insert(key, std::move(problem));
     }
-    size_t count() const { return index_.size(); }
+    size_t count() const { return problems_.size(); }
     // The core's filter version for the caller's filter_version: a caller's numbers are its own
     // (as they were when each Convolution kept its plans), so they are made distinct per
     // Convolution and thread; kFiltersChecked and kFiltersPerCall are the core's 0 (checked).
@@ -79,9 +71,7 @@ class KnownProblems {
    private:
     static inline std::atomic<uint64_t> next_serial_{1};
     const uint64_t serial_ = next_serial_.fetch_add(1);
-    using Entry = std::pair<ProblemKey, std::shared_ptr<const KnownProblem>>;
-    std::list<Entry> order_;  // most recently used first
-    std::unordered_map<ProblemKey, std::list<Entry>::iterator, ProblemKeyHash> index_;
+    convcore::LruMap<ProblemKey, std::shared_ptr<const KnownProblem>, ProblemKeyHash> problems_{kMaxProblems};
     uint64_t generation_ = 0;
 };
 
@@ -162,7 +152,7 @@ int run_plan(convcoreConvolutionPass_t pass, const DLPackTensor& in0, const char
         auto made = std::make_shared<KnownProblem>();
         made->algo = describe(made->d, h);
         known = made;
-        problems.insert(std::move(key), known);
+        problems.insert(key, known);
     }
     const bool fused = epilogue && epilogue->any();
     PlanOperands ops{in0.data(), in1.data(), out.data()};
