@@ -617,6 +617,55 @@ TEST(Conv3d, Plans) {
     }
 }
 
+// Every algorithm of every pass through the handle's plan cache (convcoreConvolutionExecute, the
+// handle's workspace), in both layouts, against the reference; the second call finds its plan and
+// gives the same bits. The backward-data pass is the transposed convolution (cuDNN's convention):
+// its output dims come from convcoreGetConvolutionNdTransposedOutputDim.
+TEST(Conv3d, EveryPassThroughThePlanCache) {
+    convcore::Handle handle;
+    std::mt19937 rng(61);
+    const Case3d p = kCases[3];
+    int ran = 0, tried = 0;
+    for (bool cl : {false, true}) {
+        SCOPED_TRACE(case_name(p, cl));
+        const Descs3d d(p, cl);
+        const Data3d<float> data(p, d, cl, rng);
+        int64_t transposed[5];
+        ASSERT_OK(convcoreGetConvolutionNdTransposedOutputDim(d.conv, d.y, d.w, 5, nullptr, transposed));
+        EXPECT_EQ(std::vector<int64_t>(transposed, transposed + 5), std::vector<int64_t>(d.xd, d.xd + 5));
+        const int counts[3] = {CONVCORE_FWD_ALGO_COUNT, CONVCORE_BWD_DATA_ALGO_COUNT, CONVCORE_BWD_FILTER_ALGO_COUNT};
+        for (int pass = 0; pass < 3; ++pass)
+            for (int algo = 0; algo < counts[pass]; ++algo) {
+                SCOPED_TRACE("pass " + std::to_string(pass) + " algo " + std::to_string(algo));
+                const size_t size = pass == 0 ? p.y_size() : pass == 1 ? p.x_size() : p.w_size();
+                std::vector<float> first(size, kNaN), again(size, kNaN);
+                convcoreConvolutionArgs_t args{};
+                args.in0 = pass == 1 ? data.dym.data() : data.xm.data();
+                args.in1 = pass == 2 ? data.dym.data() : data.wm.data();
+                args.out = first.data();
+                const auto pass_t = convcoreConvolutionPass_t(pass);
+                const convcoreStatus_t st =
+                    convcoreConvolutionExecute(handle, pass_t, d.x, d.w, d.conv, d.y, algo, &args, nullptr);
+                ++tried;
+                if (st == CONVCORE_STATUS_NOT_SUPPORTED) continue;
+                ASSERT_EQ(st, CONVCORE_STATUS_SUCCESS) << last_error();
+                args.out = again.data();
+                ASSERT_OK(convcoreConvolutionExecute(handle, pass_t, d.x, d.w, d.conv, d.y, algo, &args, nullptr));
+                EXPECT_EQ(first, again);
+                const int64_t* dims = pass == 0 ? d.yd : pass == 1 ? d.xd : d.wd;
+                const std::vector<double>& ref = pass == 0 ? data.y_ref : pass == 1 ? data.dx_ref : data.dw_ref;
+                EXPECT_LE(error_of(from_memory(first, dims, pass == 2 ? d.filter_cl : cl), ref),
+                          declared_bound(pass_t, algo, false));
+                ++ran;
+            }
+    }
+    convcorePlanCacheInfo_t info{};
+    ASSERT_OK(convcoreGetPlanCacheInfo(handle, &info));
+    EXPECT_EQ(info.hits, ran);  // each second call
+    EXPECT_EQ(info.misses, tried);  // each first call (one that is NOT_SUPPORTED keeps no plan)
+    EXPECT_GE(ran, 2 * 8);
+}
+
 // ---- the native 3-D Winograd -----------------------------------------------------------------
 
 // WINOGRAD_2X2_3X3 / 4X4_3X3 run a 3-D problem with T x 3 x 3 filters natively (cpu/winograd_3d.hpp)
