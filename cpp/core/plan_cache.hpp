@@ -15,6 +15,7 @@
 
 #include "convcore/convcore.h"
 #include "core/context.hpp"
+#include "core/error.hpp"
 #include "core/lru_map.hpp"
 #include "core/plan.hpp"
 
@@ -25,7 +26,10 @@ namespace convcore {
 struct PlanKey {
     std::array<int64_t, 64> values{};
     int size = 0;
-    void add(int64_t v) { values[size_t(size++)] = v; }
+    void add(int64_t v) {
+        if (size == int(values.size())) throw Error(CONVCORE_STATUS_INTERNAL_ERROR, "a plan key past 64 values");
+        values[size_t(size++)] = v;
+    }
     bool operator==(const PlanKey& o) const {
         if (size != o.size) return false;
         for (int i = 0; i < size; ++i)

@@ -392,11 +392,11 @@ inline void set_from_shapes(Descriptors& d, const std::vector<int64_t>& x_shape,
 }
 
 
-// ---- plans and workspace of one Convolution ------------------------------------------------
+// ---- filter versions and workspace -----------------------------------------------------------
 
 // filter_version values (convcore.Convolution.forward): -1, w is transformed at every call;
-// >= 0, the caller's number for w's contents (the plan keeps w's transformed filters while w's
-// pointer and that number stay the same: the caller vouches for them); kFiltersChecked, the plan
+// >= 0, the caller's number for w's contents (the core keeps w's transformed filters while w's
+// pointer and that number stay the same: the caller vouches for them); kFiltersChecked, the core
 // keeps them while w's pointer and the fingerprint of w's bytes stay the same, computed at every
 // call (convcore.torch's default: right however the weights were changed, for one read of w).
 constexpr int64_t kFiltersPerCall = -1;

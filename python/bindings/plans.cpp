@@ -707,7 +707,7 @@ void register_plans(py::module_& m) {
           py::arg("stream"), py::arg("filter_version") = -1, py::arg("bias") = nullptr,
           py::arg("activation") = 0, py::arg("residual") = nullptr, py::arg("alpha2") = 1.0,
           "The forward pass; with bias, activation or residual the fused epilogue "
-          "(convcoreExecuteConvolutionPlanBiasActivation).");
+          "(convcoreConvolutionExecute, through the handle's plan cache).");
     m.attr("FILTERS_PER_CALL") = kFiltersPerCall;
     m.attr("FILTERS_CHECKED") = kFiltersChecked;
     m.def("backward_data", &backward_data, py::arg("dy"), py::arg("w"), py::arg("dx"),
