@@ -151,6 +151,11 @@ bool data_runs_nhwc(const ConvProblem& p, convcoreConvolutionFwdAlgo_t fwd) {
     return s && s->runs_nhwc && s->runs_nhwc(data_problem(p));
 }
 
+MadeFor data_made_for(const ConvProblem& p, convcoreConvolutionFwdAlgo_t fwd) {
+    const Solver* s = find_solver(fwd, p.device);
+    return s ? s->made_for_problem(data_problem(p)) : MadeFor::No;
+}
+
 std::string data_why_not(const ConvProblem& p, convcoreConvolutionFwdAlgo_t fwd) {
     std::string why = needs_unit_stride(p, "backward-data");
     if (!why.empty()) return why;

@@ -30,6 +30,9 @@ size_t data_workspace_bytes(const ConvProblem& prob, convcoreConvolutionFwdAlgo_
 void data_run(const BwdDataArgs& args, convcoreConvolutionFwdAlgo_t fwd);
 // Backward data runs NHWC natively where the forward solver runs the reduced problem in NHWC.
 bool data_runs_nhwc(const ConvProblem& prob, convcoreConvolutionFwdAlgo_t fwd);
+// Made for what the forward solver is made for, on the problem it runs (Winograd: 3x3 stride 1).
+// The filter reductions are not: their "filter" is dy's whole map, which every FFT would claim.
+MadeFor data_made_for(const ConvProblem& prob, convcoreConvolutionFwdAlgo_t fwd);
 
 std::string filter_why_not(const ConvProblem& prob, convcoreConvolutionFwdAlgo_t fwd);
 size_t filter_workspace_bytes(const ConvProblem& prob, convcoreConvolutionFwdAlgo_t fwd);
@@ -44,6 +47,8 @@ void data_run_t(const BwdDataArgs& a) { data_run(a, F); }
 template <convcoreConvolutionFwdAlgo_t F>
 bool data_runs_nhwc_t(const ConvProblem& p) { return data_runs_nhwc(p, F); }
 template <convcoreConvolutionFwdAlgo_t F>
+MadeFor data_made_for_t(const ConvProblem& p) { return data_made_for(p, F); }
+template <convcoreConvolutionFwdAlgo_t F>
 std::string filter_why_not_t(const ConvProblem& p) { return filter_why_not(p, F); }
 template <convcoreConvolutionFwdAlgo_t F>
 size_t filter_workspace_t(const ConvProblem& p) { return filter_workspace_bytes(p, F); }
@@ -56,7 +61,7 @@ void filter_run_t(const BwdFilterArgs& a) { filter_run(a, F); }
 template <convcoreConvolutionBwdDataAlgo_t B, convcoreConvolutionFwdAlgo_t F, convcoreDeviceType_t D>
 inline const Solver data_solver = {.algo = B, .device = D, .why_not = data_why_not_t<F>,
                                    .workspace_bytes = data_workspace_t<F>, .backward_data = data_run_t<F>,
-                                   .runs_nhwc = data_runs_nhwc_t<F>};
+                                   .runs_nhwc = data_runs_nhwc_t<F>, .made_for = data_made_for_t<F>};
 template <convcoreConvolutionBwdFilterAlgo_t B, convcoreConvolutionFwdAlgo_t F, convcoreDeviceType_t D>
 inline const Solver filter_solver = {.algo = B, .device = D, .why_not = filter_why_not_t<F>,
                                      .workspace_bytes = filter_workspace_t<F>, .backward_filter = filter_run_t<F>};

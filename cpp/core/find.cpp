@@ -170,10 +170,6 @@ public:
         return algo == 0;
     }
     const std::vector<Ranked>& ranking_rows() const { return ranking_; }
-    // Whether "auto" times algo whatever its rank (core/select.hpp).
-    bool timed_beside_candidates(int algo) const {
-        return kind_ == CONVCORE_PASS_FORWARD && convcore::timed_beside_candidates(convcoreConvolutionFwdAlgo_t(algo), prob_);
-    }
     int64_t bytes(int i) const { return bytes_[i]; }
     // The find-db key: the 2-D problem's, and a 3-D problem's depth axis and strides.
     std::string db_key() const {
@@ -342,15 +338,18 @@ std::vector<find_db::Record> time_interleaved(Pass& pass, const std::vector<int>
 
 // Every algorithm of the pass: those that ran, fastest first by the time of the problem's filter
 // protocol, then the others in enum order. Only the first `candidates` eligible algorithms of the
-// Get ranking are timed, those the find-db already knows, and those Select times whatever their
-// rank (timed_beside_candidates, core/select.hpp); the rest keep status SUCCESS with times -1
-// (listed after those timed).
+// Get ranking are timed, those the find-db already knows, and those made for the problem
+// (Solver::made_for: the registry's knowledge, so that a model fitted on other problems cannot
+// rank a specialised solver out); the rest keep status SUCCESS with times -1 (listed after those
+// timed).
 std::vector<FindResult> find(Pass& pass, TimingBuffers buf, size_t candidates = kAllCandidates) {
     const Context& ctx = *pass.handle();
     const size_t limit = buf.callers_workspace ? buf.workspace_bytes : ctx.find_workspace_limit;
 
     std::vector<FindResult> perf;
+    std::vector<bool> made_for;
     for (const Ranked& r : pass.ranking_rows()) {
+        made_for.push_back(r.made_for != MadeFor::No);
         FindResult f;
         f.algo = r.algo;
         f.status = r.status;
@@ -390,7 +389,7 @@ std::vector<FindResult> find(Pass& pass, TimingBuffers buf, size_t candidates = 
             const bool in_db = known.count(pass.name(perf[i].algo)) > 0;
             if (others && pass.reference(perf[i].algo) && !in_db)
                 eligible[i] = false;  // (takes no candidate's place)
-            else if (ranked++ >= candidates && !in_db && !pass.timed_beside_candidates(perf[i].algo))
+            else if (ranked++ >= candidates && !in_db && !made_for[i])
                 eligible[i] = false;
         }
     }

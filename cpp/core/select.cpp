@@ -72,7 +72,7 @@ std::optional<double> cpu_model_cost(convcoreConvolutionFwdAlgo_t algo, const Fe
 
 // Where an applicable algorithm goes in the CPU ranking, first to last.
 enum class CpuRank {
-    Made,      // DEPTHWISE: made for the only layers it applies to (groups == C)
+    Only,      // made only for such problems (MadeFor::Only, core/solver.hpp: DEPTHWISE)
     Model,     // ordered by the model's cost; the first of these is the heuristic's choice
     Unmodelled,  // no model (POINTWISE, or an algorithm added since the last fit): placed right
                  // after the first choice, among the CONVCORE_SELECT_CANDIDATES that auto times
@@ -88,9 +88,9 @@ bool one_dimensional_minimal(convcoreConvolutionFwdAlgo_t algo, const ConvProble
     return minimal && (prob.r == 1) != (prob.s == 1);
 }
 
-CpuRank cpu_rank(convcoreConvolutionFwdAlgo_t algo, const std::optional<double>& cost) {
-    if (algo == CONVCORE_FWD_ALGO_DEPTHWISE) return CpuRank::Made;
-    if (algo == CONVCORE_FWD_ALGO_DIRECT) return CpuRank::Reference;
+CpuRank cpu_rank(const RankedAlgo& r, const ConvProblem& prob, const std::optional<double>& cost) {
+    if (r.solver->made_for_problem(run_problem(prob, r.solver->runs_nhwc)) == MadeFor::Only) return CpuRank::Only;
+    if (r.algo == CONVCORE_FWD_ALGO_DIRECT) return CpuRank::Reference;
     return cost ? CpuRank::Model : CpuRank::Unmodelled;
 }
 
@@ -101,7 +101,7 @@ std::vector<RankedAlgo> rank_cpu(const std::vector<RankedAlgo>& ok, const ConvPr
     for (const RankedAlgo& r : ok) {
         const std::optional<double> cost =
             one_dimensional_minimal(r.algo, prob) ? std::nullopt : cpu_model_cost(r.algo, features);
-        by_rank[int(cpu_rank(r.algo, cost))].push_back({cost.value_or(0.0), r});
+        by_rank[int(cpu_rank(r, prob, cost))].push_back({cost.value_or(0.0), r});
     }
     auto& model = by_rank[int(CpuRank::Model)];
     std::stable_sort(model.begin(), model.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -114,8 +114,8 @@ std::vector<RankedAlgo> rank_cpu(const std::vector<RankedAlgo>& ok, const ConvPr
             return e.second.algo == CONVCORE_FWD_ALGO_IMPLICIT_GEMM || e.second.algo == CONVCORE_FWD_ALGO_IM2COL_GEMM;
         });
     std::vector<RankedAlgo> ranked;
-    for (const auto& e : by_rank[int(CpuRank::Made)]) ranked.push_back(e.second);
-    // The first choice: what the model ranks first, unless a made-for algorithm came first.
+    for (const auto& e : by_rank[int(CpuRank::Only)]) ranked.push_back(e.second);
+    // The first choice: what the model ranks first, unless an Only algorithm came first.
     size_t model_from = 0;
     if (ranked.empty() && !model.empty()) ranked.push_back(model[model_from++].second);
     for (const auto& e : by_rank[int(CpuRank::Unmodelled)]) ranked.push_back(e.second);
@@ -127,7 +127,6 @@ std::vector<RankedAlgo> rank_cpu(const std::vector<RankedAlgo>& ok, const ConvPr
 }  // namespace
 
 std::vector<RankedAlgo> rank_algorithms(const ConvProblem& prob) {
-    const ConvProblem packed = prob.packed();
     const bool on_cpu = prob.device == CONVCORE_DEVICE_CPU;
     std::vector<RankedAlgo> ok, not_ok;
     for (int i = 0; i < CONVCORE_FWD_ALGO_COUNT; ++i) {
@@ -146,29 +145,8 @@ std::vector<RankedAlgo> rank_algorithms(const ConvProblem& prob) {
             return cuda_rule_cost(a.algo, prob) < cuda_rule_cost(b.algo, prob);
         });
     }
-    // Winograd's fused NHWC schedule (cpu/winograd_nhwc.hpp) is not in the data the model was
-    // fitted on (NCHW runs): on NHWC problems with 3x3 filters it runs natively, the two
-    // Winograd algorithms follow the first choice, among the candidates "auto" times.
-    if (on_cpu && prob.activations_nhwc() && prob.r == 3 && prob.s == 3) {
-        auto next = ranked.begin() + (ranked.empty() ? 0 : 1);
-        for (auto it = next; it != ranked.end(); ++it) {
-            const bool winograd = it->algo == CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3 || it->algo == CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3;
-            if (winograd && it->solver && it->solver->runs_nhwc && it->solver->runs_nhwc(packed)) {
-                std::rotate(next, it, it + 1);
-                ++next;
-            }
-        }
-    }
     ranked.insert(ranked.end(), not_ok.begin(), not_ok.end());
     return ranked;
-}
-
-bool timed_beside_candidates(convcoreConvolutionFwdAlgo_t algo, const ConvProblem& prob) {
-    if (algo != CONVCORE_FWD_ALGO_IMPLICIT_GEMM || prob.device != CONVCORE_DEVICE_CPU || !prob.activations_nhwc())
-        return false;
-    const Solver* s = find_solver(algo, prob.device);
-    const ConvProblem packed = prob.packed();
-    return s && s->runs_nhwc && s->why_not(packed).empty() && s->runs_nhwc(packed);
 }
 
 }  // namespace convcore

@@ -9,6 +9,7 @@
 
 #include "convcore/convcore.h"
 #include "core/problem.hpp"
+#include "core/solver.hpp"
 
 namespace convcore {
 namespace depth {
@@ -33,6 +34,9 @@ struct Ranked {
     convcoreStatus_t status = CONVCORE_STATUS_NOT_SUPPORTED;
     size_t memory = 0;
     convcoreDeterminism_t determinism = CONVCORE_DETERMINISTIC;
+    // What the solver was made for (Solver::made_for): "auto" times a made-for algorithm
+    // whatever its rank.
+    MadeFor made_for = MadeFor::No;
 };
 // The Ranked rows of a ranking's rows (rank_algorithms and its backward kinds: algo and solver,
 // null where the algorithm cannot run), each with `workspace(prob, solver)`.
@@ -45,6 +49,7 @@ std::vector<Ranked> ranked_rows(const std::vector<Row>& rows, const ConvProblem&
         out.status = r.solver ? CONVCORE_STATUS_SUCCESS : CONVCORE_STATUS_NOT_SUPPORTED;
         out.determinism = r.solver && !r.solver->deterministic() ? CONVCORE_NON_DETERMINISTIC : CONVCORE_DETERMINISTIC;
         out.memory = r.solver ? workspace(prob, *r.solver) : 0;
+        out.made_for = r.solver ? r.solver->made_for_problem(run_problem(prob, r.solver->runs_nhwc)) : MadeFor::No;
         ranked.push_back(out);
     }
     return ranked;

@@ -69,6 +69,30 @@ struct BwdFilterArgs {
     void* workspace;
 };
 
+// What a solver was written for, on a problem it runs (Solver::made_for). Selection reads it
+// from the registry instead of naming algorithms:
+//   No    a general solver: ranked and timed as the model (or the pass's rules) ranks it;
+//   Yes   made for problems of this kind (POINTWISE: 1x1 filters; Winograd: 3x3 stride 1 and
+//         its 1-D forms; the FFT family: large filters; ...): "auto" times it beside the
+//         ranking's first CONVCORE_SELECT_CANDIDATES whatever its rank, and where the model has
+//         no cost for it Get places it right after the first choice;
+//   Only  as Yes, and Get ranks it first: no general solver is meant for these problems
+//         (DEPTHWISE: one channel per group leaves a GEMM nothing to block).
+enum class MadeFor { No, Yes, Only };
+
+namespace made_for {
+inline MadeFor yes(const ConvProblem&) { return MadeFor::Yes; }
+inline MadeFor only(const ConvProblem&) { return MadeFor::Only; }
+// At least 25 taps (5x5, 7x7, 11x11, 1x25): a GEMM's work per output grows with R*S, an FFT's
+// does not (docs/algorithms.md, the FFT family).
+inline MadeFor large_filters(const ConvProblem& p) { return p.r * p.s >= 25 ? MadeFor::Yes : MadeFor::No; }
+// Grouped but not depthwise: each group's GEMM is narrow (C/g by K/g), which per-group BLAS
+// calls run far from peak and a tiled GEMM over all groups does not.
+inline MadeFor grouped(const ConvProblem& p) {
+    return p.groups > 1 && p.groups < p.c ? MadeFor::Yes : MadeFor::No;
+}
+}  // namespace made_for
+
 // One solver: one algorithm of one pass (one line of convcore/algorithms.def) on one device. Every
 // solver fills the fields it has, by name (designated initializers); a capability left out is
 // null, i.e. not supported. Determinism and error bounds are the .def line's (AlgorithmInfo).
@@ -96,7 +120,13 @@ struct Solver {
     // Forward solvers: true when the run applies ConvArgs::epilogue itself (in its stores,
     // while the outputs are in registers); null or false: the core applies it after the run.
     bool (*fuses_epilogue)(const ConvProblem& prob) = nullptr;
+    // What the solver was written for (MadeFor), asked with the problem its run gets
+    // (run_problem), of problems it runs only; null: MadeFor::No everywhere.
+    MadeFor (*made_for)(const ConvProblem& prob) = nullptr;
 
+    MadeFor made_for_problem(const ConvProblem& run_prob) const {
+        return made_for ? made_for(run_prob) : MadeFor::No;
+    }
     convcoreConvolutionPass_t pass() const {
         return forward ? CONVCORE_PASS_FORWARD : backward_data ? CONVCORE_PASS_BACKWARD_DATA
                                                                : CONVCORE_PASS_BACKWARD_FILTER;

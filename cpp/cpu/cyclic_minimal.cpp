@@ -525,6 +525,11 @@ size_t workspace_bytes(const ConvProblem& p) {
 }
 
 bool runs_nhwc(const ConvProblem& p) { return row_filter(p); }
+// Made for the 1-D path and for few input channels per group, where the fused path skips the
+// GEMMs (the paper's minimal tiles then carry the whole cost).
+MadeFor made_for_problem(const ConvProblem& p) {
+    return row_filter(p) || fused_path(p) ? MadeFor::Yes : MadeFor::No;
+}
 
 // ---- the run -----------------------------------------------------------------------------------
 
@@ -620,7 +625,7 @@ void run(const ConvArgs& a) {
 extern const Solver cyclic_minimal_solver;
 const Solver cyclic_minimal_solver = {.algo = CONVCORE_FWD_ALGO_CYCLIC_MINIMAL,
     .device = CONVCORE_DEVICE_CPU, .why_not = why_not, .workspace_bytes = workspace_bytes,
-    .forward = run, .runs_nhwc = runs_nhwc};
+    .forward = run, .runs_nhwc = runs_nhwc, .made_for = made_for_problem};
 
 }  // namespace cpu
 }  // namespace convcore

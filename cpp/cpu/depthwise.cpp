@@ -487,7 +487,8 @@ extern const Solver depthwise_solver;
 const Solver depthwise_solver = {.algo = CONVCORE_FWD_ALGO_DEPTHWISE, .device = CONVCORE_DEVICE_CPU,
     .why_not = depthwise::why_not, .workspace_bytes = workspace_bytes, .forward = run,
     .runs_nhwc = depthwise::runs_nhwc, .prepared_filter_bytes = prepared_filter_bytes,
-    .prepare_filter = prepare_filter, .fuses_epilogue = fuses_epilogue};
+    .prepare_filter = prepare_filter, .fuses_epilogue = fuses_epilogue,
+    .made_for = made_for::only};
 
 }  // namespace cpu
 }  // namespace convcore

@@ -400,12 +400,12 @@ size_t filter_workspace(const ConvProblem&) { return 0; }
 extern const Solver depthwise_bwd_data_solver;
 const Solver depthwise_bwd_data_solver = {.algo = CONVCORE_BWD_DATA_ALGO_DEPTHWISE,
     .device = CONVCORE_DEVICE_CPU, .why_not = depthwise::why_not, .workspace_bytes = data_workspace,
-    .backward_data = run_data, .runs_nhwc = depthwise::runs_nhwc};
+    .backward_data = run_data, .runs_nhwc = depthwise::runs_nhwc, .made_for = made_for::only};
 
 extern const Solver depthwise_bwd_filter_solver;
 const Solver depthwise_bwd_filter_solver = {.algo = CONVCORE_BWD_FILTER_ALGO_DEPTHWISE,
     .device = CONVCORE_DEVICE_CPU, .why_not = depthwise::why_not, .workspace_bytes = filter_workspace,
-    .backward_filter = run_filter, .runs_nhwc = depthwise::runs_nhwc};
+    .backward_filter = run_filter, .runs_nhwc = depthwise::runs_nhwc, .made_for = made_for::only};
 
 }  // namespace cpu
 }  // namespace convcore

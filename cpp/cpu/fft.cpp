@@ -215,7 +215,8 @@ void run(const ConvArgs& a) {
 
 extern const Solver fft_solver;
 const Solver fft_solver = {.algo = CONVCORE_FWD_ALGO_FFT, .device = CONVCORE_DEVICE_CPU,
-    .why_not = why_not, .workspace_bytes = workspace_bytes, .forward = run};
+    .why_not = why_not, .workspace_bytes = workspace_bytes, .forward = run,
+    .made_for = made_for::large_filters};
 
 }  // namespace cpu
 }  // namespace convcore

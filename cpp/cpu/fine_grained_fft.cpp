@@ -207,7 +207,7 @@ void run(const ConvArgs& a) {
 extern const Solver fine_grained_fft_solver;
 const Solver fine_grained_fft_solver = {.algo = CONVCORE_FWD_ALGO_FINE_GRAINED_FFT,
     .device = CONVCORE_DEVICE_CPU, .why_not = why_not, .workspace_bytes = workspace_bytes,
-    .forward = run};
+    .forward = run, .made_for = made_for::large_filters};
 
 }  // namespace cpu
 }  // namespace convcore

@@ -581,11 +581,11 @@ bool runs_nhwc(const ConvProblem&) { return true; }
 extern const Solver implicit_gemm_bwd_data_solver;
 const Solver implicit_gemm_bwd_data_solver = {.algo = CONVCORE_BWD_DATA_ALGO_IMPLICIT_GEMM,
     .device = CONVCORE_DEVICE_CPU, .why_not = why_not, .workspace_bytes = workspace_bytes,
-    .backward_data = run_data};
+    .backward_data = run_data, .made_for = made_for::grouped};
 extern const Solver implicit_gemm_bwd_filter_solver;
 const Solver implicit_gemm_bwd_filter_solver = {.algo = CONVCORE_BWD_FILTER_ALGO_IMPLICIT_GEMM,
     .device = CONVCORE_DEVICE_CPU, .why_not = why_not, .workspace_bytes = workspace_bytes,
-    .backward_filter = run_filter, .runs_nhwc = runs_nhwc};
+    .backward_filter = run_filter, .runs_nhwc = runs_nhwc, .made_for = made_for::grouped};
 
 }  // namespace cpu
 }  // namespace convcore

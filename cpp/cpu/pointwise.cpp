@@ -263,7 +263,7 @@ extern const Solver pointwise_solver;
 const Solver pointwise_solver = {.algo = CONVCORE_FWD_ALGO_POINTWISE, .device = CONVCORE_DEVICE_CPU,
     .why_not = why_not, .workspace_bytes = workspace_bytes, .forward = run, .runs_nhwc = runs_nhwc,
     .prepared_filter_bytes = prepared_filter_bytes, .prepare_filter = prepare_filter,
-    .fuses_epilogue = fuses_epilogue};
+    .fuses_epilogue = fuses_epilogue, .made_for = made_for::yes};
 
 }  // namespace cpu
 }  // namespace convcore

@@ -182,11 +182,11 @@ void run_filter(const BwdFilterArgs& a) {
 extern const Solver pointwise_bwd_data_solver;
 const Solver pointwise_bwd_data_solver = {.algo = CONVCORE_BWD_DATA_ALGO_POINTWISE,
     .device = CONVCORE_DEVICE_CPU, .why_not = why_not, .workspace_bytes = data_workspace_bytes,
-    .backward_data = run_data, .runs_nhwc = runs_nhwc};
+    .backward_data = run_data, .runs_nhwc = runs_nhwc, .made_for = made_for::yes};
 extern const Solver pointwise_bwd_filter_solver;
 const Solver pointwise_bwd_filter_solver = {.algo = CONVCORE_BWD_FILTER_ALGO_POINTWISE,
     .device = CONVCORE_DEVICE_CPU, .why_not = why_not, .workspace_bytes = workspace_bytes,
-    .backward_filter = run_filter, .runs_nhwc = runs_nhwc};
+    .backward_filter = run_filter, .runs_nhwc = runs_nhwc, .made_for = made_for::yes};
 
 }  // namespace cpu
 }  // namespace convcore

@@ -201,7 +201,8 @@ void run(const ConvArgs& a) {
 
 extern const Solver poly_hankel_solver;
 const Solver poly_hankel_solver = {.algo = CONVCORE_FWD_ALGO_POLY_HANKEL, .device = CONVCORE_DEVICE_CPU,
-    .why_not = why_not, .workspace_bytes = workspace_bytes, .forward = run};
+    .why_not = why_not, .workspace_bytes = workspace_bytes, .forward = run,
+    .made_for = made_for::large_filters};
 
 }  // namespace cpu
 }  // namespace convcore

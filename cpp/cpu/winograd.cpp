@@ -939,12 +939,12 @@ extern const Solver winograd_2x2_3x3_solver;
 const Solver winograd_2x2_3x3_solver = {.algo = CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3,
     .device = CONVCORE_DEVICE_CPU, .why_not = why_not_2, .workspace_bytes = workspace_of<2>,
     .forward = run_of<2>, .runs_nhwc = runs_nhwc, .prepared_filter_bytes = prepared_of<2>,
-    .prepare_filter = prepare_of<2>, .fuses_epilogue = fuses_epilogue};
+    .prepare_filter = prepare_of<2>, .fuses_epilogue = fuses_epilogue, .made_for = made_for::yes};
 extern const Solver winograd_4x4_3x3_solver;
 const Solver winograd_4x4_3x3_solver = {.algo = CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3,
     .device = CONVCORE_DEVICE_CPU, .why_not = why_not_4, .workspace_bytes = workspace_of<4>,
     .forward = run_of<4>, .runs_nhwc = runs_nhwc, .prepared_filter_bytes = prepared_of<4>,
-    .prepare_filter = prepare_of<4>, .fuses_epilogue = fuses_epilogue};
+    .prepare_filter = prepare_of<4>, .fuses_epilogue = fuses_epilogue, .made_for = made_for::yes};
 
 }  // namespace cpu
 }  // namespace convcore

@@ -210,7 +210,8 @@ void run(const ConvArgs&) { throw Error(CONVCORE_STATUS_NOT_SUPPORTED, "FFT_TILI
 
 extern const Solver fft_tiling_solver;
 const Solver fft_tiling_solver = {.algo = CONVCORE_FWD_ALGO_FFT_TILING, .device = CONVCORE_DEVICE_CUDA,
-    .why_not = why_not, .workspace_bytes = workspace_bytes, .forward = run};
+    .why_not = why_not, .workspace_bytes = workspace_bytes, .forward = run,
+    .made_for = made_for::large_filters};
 
 }  // namespace cuda
 }  // namespace convcore

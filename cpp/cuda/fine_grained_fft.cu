@@ -206,7 +206,7 @@ void run(const ConvArgs&) { throw Error(CONVCORE_STATUS_NOT_SUPPORTED, "FINE_GRA
 extern const Solver fine_grained_fft_solver;
 const Solver fine_grained_fft_solver = {.algo = CONVCORE_FWD_ALGO_FINE_GRAINED_FFT,
     .device = CONVCORE_DEVICE_CUDA, .why_not = why_not, .workspace_bytes = workspace_bytes,
-    .forward = run};
+    .forward = run, .made_for = made_for::large_filters};
 
 }  // namespace cuda
 }  // namespace convcore

@@ -181,7 +181,7 @@ void run(const ConvArgs&) { throw Error(CONVCORE_STATUS_NOT_SUPPORTED, "POLY_HAN
 extern const Solver poly_hankel_solver;
 const Solver poly_hankel_solver = {.algo = CONVCORE_FWD_ALGO_POLY_HANKEL,
     .device = CONVCORE_DEVICE_CUDA, .why_not = why_not, .workspace_bytes = workspace_bytes,
-    .forward = run};
+    .forward = run, .made_for = made_for::large_filters};
 
 }  // namespace cuda
 }  // namespace convcore

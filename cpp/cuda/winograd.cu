@@ -358,11 +358,11 @@ size_t workspace_4(const ConvProblem& p) { return workspace_bytes_m(p, 4); }
 extern const Solver winograd_2x2_3x3_solver;
 const Solver winograd_2x2_3x3_solver = {.algo = CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3,
     .device = CONVCORE_DEVICE_CUDA, .why_not = why_not_2, .workspace_bytes = workspace_2,
-    .forward = run_2};
+    .forward = run_2, .made_for = made_for::yes};
 extern const Solver winograd_4x4_3x3_solver;
 const Solver winograd_4x4_3x3_solver = {.algo = CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3,
     .device = CONVCORE_DEVICE_CUDA, .why_not = why_not_4, .workspace_bytes = workspace_4,
-    .forward = run_4};
+    .forward = run_4, .made_for = made_for::yes};
 
 }  // namespace cuda
 }  // namespace convcore

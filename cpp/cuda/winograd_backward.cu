@@ -266,7 +266,7 @@ void run(const BwdFilterArgs&) {
 extern const Solver winograd_3x3_2x2_bwd_filter_solver;
 const Solver winograd_3x3_2x2_bwd_filter_solver = {.algo = CONVCORE_BWD_FILTER_ALGO_WINOGRAD_3X3_2X2,
     .device = CONVCORE_DEVICE_CUDA, .why_not = why_not, .workspace_bytes = workspace_bytes,
-    .backward_filter = run};
+    .backward_filter = run, .made_for = made_for::yes};
 
 }  // namespace cuda
 }  // namespace convcore

@@ -589,19 +589,38 @@ TEST_F(FindTest, SelectHeuristicIsGetsFirstAndTimesNothing) {
     EXPECT_EQ(timed_runs(), before);
 }
 
-TEST_F(FindTest, SelectMeasuredTimesTheTopCandidatesOnceThenLooksUp) {
+// The algorithms the find-db file holds a time for ("\tNAME\tSUCCESS" lines).
+std::set<std::string> timed_in_db(const std::string& text) {
+    std::set<std::string> names;
+    for (int a = 0; a < CONVCORE_FWD_ALGO_COUNT; ++a) {
+        const std::string name = convcoreGetFwdAlgoName(convcoreConvolutionFwdAlgo_t(a));
+        if (text.find("\t" + name + "\tSUCCESS") != std::string::npos) names.insert(name);
+    }
+    return names;
+}
+
+// What "auto" must time: the ranking's first CONVCORE_SELECT_CANDIDATES and the algorithms
+// made for the problem (the solvers' made_for, core/solver.hpp), whatever their rank.
+std::set<std::string> top_and(const std::vector<Perf>& ranking, std::initializer_list<convcoreConvolutionFwdAlgo_t> made) {
+    std::set<std::string> names;
+    for (int i = 0; i < CONVCORE_SELECT_CANDIDATES; ++i) names.insert(convcoreGetFwdAlgoName(ranking[i].algo));
+    for (auto a : made) names.insert(convcoreGetFwdAlgoName(a));
+    return names;
+}
+
+// The fixture's problem: 3x3, stride 1, 4 channels. Made for it: both Winograd algorithms, and
+// CYCLIC_MINIMAL (4 channels per group: its GEMM-free path).
+TEST_F(FindTest, SelectMeasuredTimesTheTopCandidatesAndTheMadeForOnceThenLooksUp) {
     const int64_t before = timed_runs();
     const auto chosen = select_fwd(*this, CONVCORE_SELECT_MEASURED);
     const int64_t timed = timed_runs() - before;
-    EXPECT_EQ(timed, CONVCORE_SELECT_CANDIDATES);  // every CPU algorithm runs this problem
-    // The choice is the fastest of the heuristic's first candidates, as recorded in the db.
     const std::vector<Perf> ranking = get();
-    bool among_top = false;
-    for (int i = 0; i < CONVCORE_SELECT_CANDIDATES; ++i) among_top |= ranking[i].algo == chosen;
-    EXPECT_TRUE(among_top) << convcoreGetFwdAlgoName(chosen);
-    const std::string text = read_text(db);
-    for (int i = 0; i < CONVCORE_SELECT_CANDIDATES; ++i)
-        EXPECT_NE(text.find(convcoreGetFwdAlgoName(ranking[i].algo)), std::string::npos);
+    const std::set<std::string> expected = top_and(ranking, {CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3,
+                                                             CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3,
+                                                             CONVCORE_FWD_ALGO_CYCLIC_MINIMAL});
+    EXPECT_EQ(timed, int64_t(expected.size()));
+    EXPECT_EQ(timed_in_db(read_text(db)), expected);
+    EXPECT_TRUE(expected.count(convcoreGetFwdAlgoName(chosen))) << convcoreGetFwdAlgoName(chosen);
     // Cached: the same decision, nothing timed, not even a db lookup.
     const int64_t hits = db_hits();
     EXPECT_EQ(select_fwd(*this, CONVCORE_SELECT_MEASURED), chosen);
@@ -613,11 +632,29 @@ TEST_F(FindTest, SelectMeasuredTimesTheTopCandidatesOnceThenLooksUp) {
     EXPECT_EQ(timed_runs() - before, timed);
 }
 
+// On a 5x5 problem made for none but the FFT family, auto times the top candidates and those.
+TEST_F(FindTest, SelectMeasuredTimesTheFftFamilyOnLargeFilters) {
+    const convcore::FilterDesc w5(CONVCORE_DATA_FLOAT, 5, 4, 5, 5);
+    const convcore::ConvDesc conv2{2};
+    std::vector<Perf> ranking(CONVCORE_FWD_ALGO_COUNT);
+    int returned = 0;
+    ASSERT_EQ(convcoreGetConvolutionForwardAlgorithm(handle, x, w5, conv2, y, CONVCORE_FWD_ALGO_COUNT, &returned,
+                                                     ranking.data()),
+              CONVCORE_STATUS_SUCCESS);
+    convcoreConvolutionFwdAlgo_t algo{};
+    ASSERT_EQ(convcoreSelectConvolutionForwardAlgorithm(handle, x, nullptr, w5, nullptr, conv2, y, nullptr,
+                                                        CONVCORE_SELECT_MEASURED, &algo),
+              CONVCORE_STATUS_SUCCESS)
+        << convcoreGetLastErrorString();
+    EXPECT_EQ(timed_in_db(read_text(db)),
+              top_and(ranking, {CONVCORE_FWD_ALGO_FFT, CONVCORE_FWD_ALGO_FFT_TILING, CONVCORE_FWD_ALGO_FINE_GRAINED_FFT,
+                                CONVCORE_FWD_ALGO_POLY_HANKEL}));
+}
+
 // On an NHWC problem with few input channels (a 3-D filter's 3 depth taps stacked as channels),
-// IMPLICIT_GEMM's NHWC GEMM is timed whatever its rank; on NCHW (the test above) only the top 3.
+// IMPLICIT_GEMM's NHWC GEMM is made for it: timed whatever its rank (the model, fitted on NCHW
+// runs, ranks it 4th there).
 TEST_F(FindTest, SelectMeasuredTimesTheNhwcGemmBesideTheTopCandidates) {
-    // (32 images of 12 x 12: the model ranks IMPLICIT_GEMM 4th there; the count below allows
-    // a refitted model that ranks it higher.)
     const convcore::TensorDesc xn(CONVCORE_TENSOR_NHWC, CONVCORE_DATA_FLOAT, 32, 3, 12, 12);
     const convcore::FilterDesc wn(CONVCORE_DATA_FLOAT, 32, 3, 3, 3);
     const convcore::TensorDesc yn(CONVCORE_TENSOR_NHWC, CONVCORE_DATA_FLOAT, 32, 32, 12, 12);
@@ -626,19 +663,17 @@ TEST_F(FindTest, SelectMeasuredTimesTheNhwcGemmBesideTheTopCandidates) {
     ASSERT_EQ(convcoreGetConvolutionForwardAlgorithm(handle, xn, wn, conv, yn, CONVCORE_FWD_ALGO_COUNT, &returned,
                                                      ranking.data()),
               CONVCORE_STATUS_SUCCESS);
-    bool in_top = false;
-    for (int i = 0; i < CONVCORE_SELECT_CANDIDATES; ++i) in_top |= ranking[i].algo == CONVCORE_FWD_ALGO_IMPLICIT_GEMM;
     const int64_t before = timed_runs();
     convcoreConvolutionFwdAlgo_t algo{};
     ASSERT_EQ(convcoreSelectConvolutionForwardAlgorithm(handle, xn, nullptr, wn, nullptr, conv, yn, nullptr,
                                                         CONVCORE_SELECT_MEASURED, &algo),
               CONVCORE_STATUS_SUCCESS)
         << convcoreGetLastErrorString();
-    EXPECT_EQ(timed_runs() - before, CONVCORE_SELECT_CANDIDATES + (in_top ? 0 : 1));
-    const std::string text = read_text(db);
-    EXPECT_NE(text.find("\tIMPLICIT_GEMM\tSUCCESS"), std::string::npos) << text;
-    for (int i = 0; i < CONVCORE_SELECT_CANDIDATES; ++i)
-        EXPECT_NE(text.find(convcoreGetFwdAlgoName(ranking[i].algo)), std::string::npos);
+    const std::set<std::string> expected =
+        top_and(ranking, {CONVCORE_FWD_ALGO_IMPLICIT_GEMM, CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3,
+                          CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3, CONVCORE_FWD_ALGO_CYCLIC_MINIMAL});
+    EXPECT_EQ(timed_runs() - before, int64_t(expected.size()));
+    EXPECT_EQ(timed_in_db(read_text(db)), expected);
 }
 
 TEST_F(FindTest, SelectFindIsFindsFastestAndUsesTheCallersBuffers) {
