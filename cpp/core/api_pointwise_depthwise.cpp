@@ -1,4 +1,4 @@
-// The C API of the fused 1x1 -> depthwise pair (convcore.h; cpu/pointwise_depthwise.hpp): its
+// The C API of the fused 1x1 -> depthwise pair (convcore.h; the CPU pass: core/device.hpp): its
 // plan validates the descriptors into the two convolutions' problems once, keeps the prepared
 // filters, and runs the CPU pass.
 #include <memory>
@@ -8,7 +8,7 @@
 #include "core/context.hpp"
 #include "core/descriptors.hpp"
 #include "core/plan.hpp"
-#include "cpu/pointwise_depthwise.hpp"
+#include "core/device.hpp"
 
 using namespace convcore;
 using namespace convcore::api;
@@ -32,9 +32,11 @@ std::shared_ptr<void> prepared_filters(const convcorePointwiseDepthwisePlanStruc
     return out;
 }
 
-template <typename T>
-cpu::epilogue_store::Out<T> epilogue_of(const void* bias, const convcoreActivationMode_t& act) {
-    return {T(1), T(0), T(0), nullptr, static_cast<const T*>(bias), convcoreActivationMode_t(enum_int(act))};
+Epilogue epilogue_of(const void* bias, convcoreActivationMode_t act) {
+    Epilogue e;
+    e.bias = bias;
+    e.activation = convcoreActivationMode_t(enum_int(act));
+    return e;
 }
 
 }  // namespace
@@ -145,14 +147,8 @@ convcoreStatus_t convcoreExecutePointwiseDepthwisePlan(convcorePointwiseDepthwis
         if (!prepared || plan->prepared_pw != wPw || plan->prepared_dw != wDw)
             prepared = prepared_filters(*plan, wPw, wDw);  // per call, as an unprepared plan
         const int threads = plan->handle->threads();
-        if (pw.dtype == CONVCORE_DATA_DOUBLE)
-            cpu::pointwise_depthwise::run(pw, dw, static_cast<const double*>(x), prepared.get(),
-                                          epilogue_of<double>(biasPw, actPw), epilogue_of<double>(biasDw, actDw),
-                                          static_cast<double*>(y), threads);
-        else
-            cpu::pointwise_depthwise::run(pw, dw, static_cast<const float*>(x), prepared.get(),
-                                          epilogue_of<float>(biasPw, actPw), epilogue_of<float>(biasDw, actDw),
-                                          static_cast<float*>(y), threads);
+        cpu::pointwise_depthwise::run(pw, dw, x, prepared.get(), epilogue_of(biasPw, actPw), epilogue_of(biasDw, actDw),
+                                      y, threads);
     });
 }
 

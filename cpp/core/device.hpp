@@ -4,8 +4,10 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "core/context.hpp"
+#include "core/problem.hpp"
 #include "core/solver.hpp"  // Epilogue
 
 namespace convcore {
@@ -37,6 +39,25 @@ struct ActivationBackward {
 };
 
 namespace cpu {
+// The kernels' instruction set, "avx512", "avx2" or "baseline" (cpu/cpu_isa.hpp; CONVCORE_CPU_ISA
+// may lower it): part of the find-db's device string, as other code is timed.
+const char* isa_name();
+
+// The fused 1x1 -> depthwise pair (convcore.h's pointwise-depthwise plan; cpu/pointwise_depthwise.hpp
+// says how it runs). pw: the 1x1 problem, dw: the depthwise problem on its output, both with
+// packed NHWC activations and packed KCRS filters.
+namespace pointwise_depthwise {
+// Empty when the pair can run fused, else why not.
+std::string why_not(const ConvProblem& pw, const ConvProblem& dw);
+// Bytes of the prepared filters of both convolutions, made by prepare (64-byte aligned `prepared`).
+size_t prepared_bytes(const ConvProblem& pw, const ConvProblem& dw);
+void prepare(const ConvProblem& pw, const ConvProblem& dw, const void* w_pw, const void* w_dw, void* prepared);
+// y = act_dw(dwconv(act_pw(conv1x1(x, w_pw) + bias_pw), w_dw) + bias_dw) in pw's dtype: each
+// epilogue's bias and activation (no residual).
+void run(const ConvProblem& pw, const ConvProblem& dw, const void* x, const void* prepared, const Epilogue& e_pw,
+         const Epilogue& e_dw, void* y, int threads);
+}  // namespace pointwise_depthwise
+
 void activation_backward_bias(const Context& ctx, size_t elem, const ActivationBackward& a);
 // dst[i] = src[i] for every index of the view (dtype element size `elem`: 4 or 8).
 void copy_strided(const Context& ctx, size_t elem, const void* src, const Strided4d& src_view,

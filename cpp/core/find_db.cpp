@@ -19,11 +19,7 @@
 #include <vector>
 
 #include "core/build_id.hpp"
-#include "cpu/cpu_isa.hpp"
-
-#ifdef CONVCORE_WITH_CUDA
 #include "core/device.hpp"
-#endif
 
 namespace convcore {
 namespace find_db {
@@ -221,21 +217,13 @@ std::string problem_string(const ConvProblem& p) {
     return o.str();
 }
 
-const char* cpu_isa_name() {
-    switch (cpu::cpu_isa()) {
-        case cpu::CpuIsa::avx512: return "avx512";
-        case cpu::CpuIsa::avx2: return "avx2";
-        default: return "baseline";
-    }
-}
-
 std::string device_string(const Context& ctx) {
 #ifdef CONVCORE_WITH_CUDA
     if (ctx.device == CONVCORE_DEVICE_CUDA)
         return one_field(std::string("cuda:") + cuda::device_name(ctx.device_index));
 #endif
     // The kernels' instruction set too: CONVCORE_CPU_ISA=avx2 on an AVX-512 CPU times other code.
-    static const std::string model = one_field(cpu_model_name()) + " " + cpu_isa_name();
+    static const std::string model = one_field(cpu_model_name()) + " " + cpu::isa_name();
     return "cpu:" + model + " x" + std::to_string(ctx.threads()) + " threads";
 }
 

@@ -199,6 +199,23 @@ template void run<float>(const ConvProblem&, const ConvProblem&, const float*, c
 template void run<double>(const ConvProblem&, const ConvProblem&, const double*, const void*,
                           const epilogue_store::Out<double>&, const epilogue_store::Out<double>&, double*, int);
 
+namespace {
+template <typename T>
+epilogue_store::Out<T> out_of(const Epilogue& e) {
+    return {T(1), T(0), T(0), nullptr, static_cast<const T*>(e.bias), e.activation};
+}
+}  // namespace
+
+void run(const ConvProblem& pw, const ConvProblem& dw, const void* x, const void* prepared, const Epilogue& e_pw,
+         const Epilogue& e_dw, void* y, int threads) {
+    if (pw.dtype == CONVCORE_DATA_DOUBLE)
+        run(pw, dw, static_cast<const double*>(x), prepared, out_of<double>(e_pw), out_of<double>(e_dw),
+            static_cast<double*>(y), threads);
+    else
+        run(pw, dw, static_cast<const float*>(x), prepared, out_of<float>(e_pw), out_of<float>(e_dw),
+            static_cast<float*>(y), threads);
+}
+
 }  // namespace pointwise_depthwise
 }  // namespace cpu
 }  // namespace convcore

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <string>
 
+#include "core/device.hpp"
 #include "core/problem.hpp"
 #include "cpu/epilogue_store.hpp"
 
@@ -21,15 +22,7 @@ namespace convcore {
 namespace cpu {
 namespace pointwise_depthwise {
 
-// pw: the 1x1 problem, N x C x H x W -> N x K x H x W; dw: the depthwise problem on its output
-// (K channels in K groups). Both with packed NHWC x and y and packed KCRS filters. Empty when the
-// pair can run fused, else why not.
-std::string why_not(const ConvProblem& pw, const ConvProblem& dw);
-
-// Bytes of the prepared filters: the 1x1's packed Wt (nhwc_gemm::make_wt), then, 64-byte
-// aligned, the depthwise taps [r][s][k] (depthwise::make_taps).
-size_t prepared_bytes(const ConvProblem& pw, const ConvProblem& dw);
-void prepare(const ConvProblem& pw, const ConvProblem& dw, const void* w_pw, const void* w_dw, void* prepared);
+// why_not, prepared_bytes, prepare and the type-erased run: core/device.hpp.
 
 // y = the fused pair of x, with `prepared` made by prepare(); e_pw and e_dw: each convolution's
 // epilogue (bias, activation; alpha 1, beta 0, no residual for the 1x1).

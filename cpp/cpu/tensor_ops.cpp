@@ -16,6 +16,15 @@
 
 namespace convcore {
 namespace cpu {
+
+const char* isa_name() {
+    switch (cpu_isa()) {
+        case CpuIsa::avx512: return "avx512";
+        case CpuIsa::avx2: return "avx2";
+        default: return "baseline";
+    }
+}
+
 namespace {
 
 // Calls f(src_offset, dst_offset) for every element, parallel over the three outer axes. The
