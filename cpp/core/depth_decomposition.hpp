@@ -56,10 +56,10 @@
 #include <memory>
 #include <vector>
 
+#include "core/depth_axis.hpp"
 #include "core/descriptors.hpp"
 #include "core/plan.hpp"
 #include "core/problem.hpp"
-#include "cpu/winograd_3d.hpp"
 
 namespace convcore {
 namespace depth {
@@ -126,7 +126,7 @@ struct DepthPlan {
     // backward data the one that makes dx from dy (by w transposed and mirrored), except the
     // IM2COL_GEMM's (the problem itself)
     ConvProblem native_plane;
-    cpu::winograd_3d::Depth native_axis;
+    DepthAxis native_axis;
     size_t prepared_bytes = 0;  // native forward: the transformed filters' bytes
     size_t transposed_bytes = 0;  // native backward data: w transposed, at the workspace's start
     size_t workspace = 0;  // the largest of the plans' workspaces (native: its own)
@@ -134,7 +134,8 @@ struct DepthPlan {
     bool native() const { return native_m > 0 || native_fft || native_cyclic || native_im2col; }
 };
 
-// A 3-D plan for `algo`: the representative 2-D plan (its algorithm, solver, checks), with the
+// A 3-D plan for `algo`: a native form where the device backend has one for it (the CPU's,
+// cpu/native_3d.cpp through core/device.hpp), else the representative 2-D plan (its algorithm, solver, checks), with the
 // 2-D plans of every tap batch in plan.depth. NOT_SUPPORTED as in 2-D for an algorithm that
 // cannot run the 2-D problems.
 convcoreConvolutionPlanStruct make_plan(convcoreHandle_t handle, convcoreConvolutionPass_t pass,

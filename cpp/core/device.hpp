@@ -38,7 +38,28 @@ struct ActivationBackward {
     double alpha, beta;
 };
 
+namespace depth {
+struct DepthProblem;  // core/depth_decomposition.hpp
+struct DepthPlan;
+}  // namespace depth
+
 namespace cpu {
+// The native 3-D forms of the depth decomposition (core/depth_decomposition.hpp says which and
+// when; cpu/native_3d.cpp runs them).
+namespace native_3d {
+// When a native form runs `algo`'s pass on the 3-D problem, fills depth's native fields (the
+// form, its plane and axis, workspace, prepared and transposed bytes) and returns true. rep: the
+// representative 2-D problem.
+bool plan(const depth::DepthProblem& prob, const ConvProblem& rep, convcoreConvolutionPass_t pass, int algo,
+          depth::DepthPlan& depth);
+// out = alpha * pass(in0, in1) + beta * out by depth's native form (the API's argument order; the
+// tensors checked); U: the prepared filters of prepare, or null (then transformed in the workspace).
+void run(const depth::DepthPlan& depth, convcoreConvolutionPass_t pass, const Context& ctx, const void* in0,
+         const void* in1, const void* U, void* out, double alpha, double beta, void* workspace);
+// The 3-D Winograd's transformed filters (depth.prepared_bytes into `out`, 64-byte aligned).
+void prepare(const depth::DepthPlan& depth, const Context& ctx, const void* w, void* out);
+}  // namespace native_3d
+
 // The kernels' instruction set, "avx512", "avx2" or "baseline" (cpu/cpu_isa.hpp; CONVCORE_CPU_ISA
 // may lower it): part of the find-db's device string, as other code is timed.
 const char* isa_name();

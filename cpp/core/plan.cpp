@@ -16,7 +16,6 @@
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/selection.hpp"
-#include "cpu/winograd_3d.hpp"
 
 using namespace convcore;
 using namespace convcore::api;
@@ -157,10 +156,7 @@ void prepare_native_3d(convcoreConvolutionPlanStruct& plan, const void* w, size_
     if (!storage) throw Error(CONVCORE_STATUS_ALLOC_FAILED, "could not allocate " + std::to_string(bytes) +
                                                                 " bytes for the prepared filters");
     std::shared_ptr<void> prepared(storage, std::free);
-    if (depth.native_nested)
-        cpu::winograd_3d::nested_prepare(depth.native_plane, *plan.handle, depth.native_m, w, prepared.get());
-    else
-        cpu::winograd_3d::prepare(depth.native_plane, *plan.handle, depth.native_m, depth.prob.taps, w, prepared.get());
+    cpu::native_3d::prepare(depth, *plan.handle, w, prepared.get());
     plan.prepared = std::move(prepared);
     plan.prepared_bytes = bytes;
     plan.prepared_for = w;

@@ -10,16 +10,14 @@
 #include <string>
 
 #include "core/context.hpp"
+#include "core/depth_axis.hpp"
 #include "core/problem.hpp"
 
 namespace convcore {
 namespace cpu {
 namespace winograd_3d {
 
-// The depth axis (the default: a 2-D problem).
-struct Depth {
-    int64_t taps = 1, d_in = 1, d_out = 1, pad = 0, stride = 1, dil = 1;
-};
+using Depth = depth::DepthAxis;  // core/depth_axis.hpp
 
 // Why F(m x m, 3x3) cannot run the planes of a 3-D problem, "" when it can. `plane` is one depth
 // plane's 2-D problem for all N images (packed NHWC): a 3x3 filter, stride 1x1 or 2x2, dilation

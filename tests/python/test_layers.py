@@ -3,20 +3,15 @@ registry) includes nothing from the device backends beside it (cpp/cpu, cpp/cuda
 asks of a backend it declares itself (core/device.hpp, core/solver.hpp); the backends define it,
 and the registry (core/registry.cpp) names their solvers from algorithms.def.
 
-The native 3-D forms are still chosen and run by the depth decomposition in the core (issue 61,
-item 3: 3-D solvers in the registry); they are the only files allowed to include CPU headers."""
+STILL_INCLUDES lists a core file that may include a backend header while it waits to be moved
+(none now)."""
 import os
 import re
 
 ROOT = os.path.join(os.path.dirname(__file__), "..", "..")
 CORE = os.path.join(ROOT, "cpp", "core")
-# file: the backend headers it may still include
-STILL_INCLUDES = {
-    "depth_decomposition.hpp": {"cpu/winograd_3d.hpp"},
-    "depth_decomposition.cpp": {"cpu/cyclic_minimal_3d.hpp", "cpu/fft_3d.hpp", "cpu/im2col_gemm_nd.hpp",
-                                "cpu/winograd_3d.hpp"},
-    "plan.cpp": {"cpu/winograd_3d.hpp"},
-}
+# core file: the backend headers it may still include
+STILL_INCLUDES = {}
 
 
 def backend_includes(path):
