@@ -60,6 +60,10 @@ void run(const depth::DepthPlan& depth, convcoreConvolutionPass_t pass, const Co
 void prepare(const depth::DepthPlan& depth, const Context& ctx, const void* w, void* out);
 }  // namespace native_3d
 
+// Writes back and drops the cache lines of [p, p + bytes) from every cache level (x86's
+// clflush; nothing elsewhere): Find times a run with its weights out of the caches.
+void evict_from_caches(const void* p, size_t bytes);
+
 // The kernels' instruction set, "avx512", "avx2" or "baseline" (cpu/cpu_isa.hpp; CONVCORE_CPU_ISA
 // may lower it): part of the find-db's device string, as other code is timed.
 const char* isa_name();

@@ -36,6 +36,7 @@
 #include "core/api_util.hpp"
 #include "core/depth_decomposition.hpp"
 #include "core/descriptors.hpp"
+#include "core/device.hpp"
 #include "core/find_db.hpp"
 #include "core/plan.hpp"
 #include "core/plan_cache.hpp"
@@ -204,7 +205,26 @@ public:
         execute(p, scalars_.alpha(), in0, in1, scalars_.beta(), out, ws, bytes);
     }
 
+    // Before a timed run on the CPU: the weights, and algo's prepared filters, out of the caches,
+    // as a layer of a network finds them (its input was just written by the layer before; its
+    // weights were last read a whole pass ago). Timed with warm weights instead, an algorithm
+    // whose transformed filters are larger than w (Winograd's U: 16/9 or 4x) or read in another
+    // order wins rankings that it loses in the network. CONVCORE_FIND_WEIGHTS=warm keeps them.
+    void evict_weights(int algo, bool prepared, const void* in0, const void* in1) {
+        if (handle_->device != CONVCORE_DEVICE_CPU || warm_weights()) return;
+        if (kind_ == CONVCORE_PASS_FORWARD) cpu::evict_from_caches(in1, size_t(bytes_[1]));
+        if (kind_ == CONVCORE_PASS_BACKWARD_DATA) cpu::evict_from_caches(in0, size_t(bytes_[0]));
+        if (prepared) {
+            const convcoreConvolutionPlanStruct& p = plan(algo, true);
+            if (p.prepared) cpu::evict_from_caches(p.prepared.get(), p.prepared_bytes);
+        }
+    }
+
 private:
+    static bool warm_weights() {
+        const char* env = std::getenv("CONVCORE_FIND_WEIGHTS");
+        return env && strcasecmp(env, "warm") == 0;
+    }
     convcoreConvolutionPlanStruct& plan(int algo, bool prepared) {
         auto& slot = plans_[{algo, prepared}];
         if (!slot)
@@ -287,6 +307,7 @@ std::vector<find_db::Record> time_interleaved(Pass& pass, const std::vector<int>
     const size_t m = contenders.size();
     const auto attempt = [&](Contender& c, bool timed) {
         try {
+            if (timed) pass.evict_weights(algos[c.index], c.prepared, buf.in0, buf.in1);
             const double ms = time_run_ms(ctx, [&] {
                 pass.run(algos[c.index], c.prepared, buf.in0, buf.in1, buf.out, workspace, bytes);
             });

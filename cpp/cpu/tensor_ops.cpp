@@ -7,6 +7,10 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 #include "common/blend.hpp"
 #include "common/conv_index.hpp"
 #include "common/epilogue.hpp"
@@ -16,6 +20,19 @@
 
 namespace convcore {
 namespace cpu {
+
+void evict_from_caches(const void* p, size_t bytes) {
+#if defined(__x86_64__) || defined(__i386__)
+    if (!p) return;
+    const auto* first = static_cast<const char*>(p);
+    for (size_t off = 0; off < bytes; off += 64) _mm_clflush(first + off);
+    if (bytes) _mm_clflush(first + bytes - 1);
+    _mm_mfence();
+#else
+    (void)p;
+    (void)bytes;
+#endif
+}
 
 const char* isa_name() {
     switch (cpu_isa()) {

@@ -458,9 +458,11 @@ CONVCORE_API convcoreStatus_t convcoreFindConvolutionForwardAlgorithmEx(
  *   CONVCORE_SELECT_HEURISTIC  Get's first applicable algorithm; times nothing.
  *   CONVCORE_SELECT_MEASURED   "auto": the heuristic's first CONVCORE_SELECT_CANDIDATES
  *                              applicable algorithms (and any others the find-db already knows
- *                              for this problem, and IMPLICIT_GEMM on an NHWC CPU problem it runs
- *                              through its NHWC GEMM) timed once per machine through the find-db, the
- *                              fastest kept. DIRECT, the reference loops, is not timed beside
+ *                              for this problem, and every algorithm made for it: DEPTHWISE,
+ *                              POINTWISE, Winograd on its filters, the FFT family on filters of
+ *                              25+ taps, ...; docs/find.md) timed once per machine through the
+ *                              find-db, the fastest kept. On the CPU a timed run starts with the
+ *                              weights out of the caches, as a network's layer finds them. DIRECT, the reference loops, is not timed beside
  *                              another algorithm that runs the problem (on a network's layer it
  *                              takes seconds). A heuristic fitted to one machine ranks well but not
  *                              exactly on another; timing its few best guesses on this machine
