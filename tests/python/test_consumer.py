@@ -28,6 +28,10 @@ def test_find_package_consumer_builds_and_runs(tmp_path):
     run = subprocess.run([str(build / "consumer")], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "centre 18.0" in run.stdout
+    # 1-D, 2-D and 3-D, every pass, and transposed convolutions through the cache (main.cpp)
+    assert "every pass through the cache: right, hits 21, misses 21" in run.stdout, run.stdout
+    for case in ("1-D forward", "2-D strided backward filter", "3-D strided backward data", "3-D transposed"):
+        assert case + ": " in run.stdout, run.stdout
     run_c = subprocess.run([str(build / "consumer_c")], capture_output=True, text=True)
     assert run_c.returncode == 0, run_c.stdout + run_c.stderr
     assert "WINOGRAD_4X4_3X3 0.0005" in run_c.stdout
