@@ -3,8 +3,8 @@
 from the one list of algorithms (cpp/include/convcore/algorithms.def).
 
 At run time convcore.Algo, convcore.BwdDataAlgo and convcore.BwdFilterAlgo are built from the
-compiled library's own list (convcore/_api.py); a type checker cannot see members made that way,
-so _api.py imports these classes under typing.TYPE_CHECKING instead. This script writes them,
+compiled library's own list (convcore/_enums.py); a type checker cannot see members made that
+way, so _enums.py imports these classes under typing.TYPE_CHECKING instead. This script writes them,
 one member per line of the .def, with its value (the .def's comments stay there: editing one
 does not make this file stale).
 
@@ -66,7 +66,7 @@ def render(enums):
     out = ["# GENERATED FILE: do not edit by hand. Written by tools/gen_algo_enums.py from",
            "# cpp/include/convcore/algorithms.def; rerun it after changing that file",
            "# (tests/python/test_algo_enums.py fails while this file is stale).",
-           '"""The algorithm enums as type checkers see them. At run time convcore._api builds them',
+           '"""The algorithm enums as type checkers see them. At run time convcore._enums builds them',
            'from the compiled library\'s list, which is made from the same .def."""',
            "",
            "import enum"]

@@ -54,27 +54,20 @@ from . import _errors  # noqa: E402
 
 _errors.register(_convcore)
 
-from ._api import (  # noqa: E402  (the error classes must be registered first)
-    SUPPORTED_DTYPES,
-    Algo,
-    AlgorithmInfo,
-    BwdDataAlgo,
-    BwdFilterAlgo,
-    ConvDesc,
-    Convolution,
-    FindResult,
-    algorithm_info,
+from ._args import SUPPORTED_DTYPES  # noqa: E402  (the error classes must be registered first)
+from ._enums import Algo, AlgorithmInfo, BwdDataAlgo, BwdFilterAlgo, algorithm_info  # noqa: E402
+from ._library import (  # noqa: E402
     build_info,
     clear_find_cache,
-    plan_cache_info,
     clear_plan_cache,
-    set_plan_cache_capacity,
     cmake_prefix_path,
-    conv2d,
     cuda_device_count,
     find_stats,
+    plan_cache_info,
     set_num_threads,
+    set_plan_cache_capacity,
 )
+from ._api import ConvDesc, Convolution, FindResult, conv2d  # noqa: E402
 
 __version__: str = _convcore.version()
 

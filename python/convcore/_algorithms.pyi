@@ -1,7 +1,7 @@
 # GENERATED FILE: do not edit by hand. Written by tools/gen_algo_enums.py from
 # cpp/include/convcore/algorithms.def; rerun it after changing that file
 # (tests/python/test_algo_enums.py fails while this file is stale).
-"""The algorithm enums as type checkers see them. At run time convcore._api builds them
+"""The algorithm enums as type checkers see them. At run time convcore._enums builds them
 from the compiled library's list, which is made from the same .def."""
 
 import enum

@@ -50,7 +50,11 @@ import itertools
 import time
 from typing import Any, Dict, List, Optional, Tuple
 
+from . import _convcore as _C
+from ._args import _filter_version_arg
+from ._dlpack import _allocate_output, _dlpack_device, _is_torch_tensor, _torch_module
 from ._errors import BadParamError, NotSupportedError
+from ._shapes import output_size
 
 
 def depth_taps(d_in: int, d_out: int, pad: int, stride: int, dilation: int,
@@ -103,14 +107,13 @@ def ndhwc(a: Any) -> Any:
 def _ndhwc_empty(like: Any, shape: Tuple[int, ...]) -> Any:
     """An array of ``shape`` (N x C x D x H x W) in N x D x H x W x C memory, of like's kind,
     not initialised."""
-    from . import _api
     n, c, d, h, w = shape
-    if _api._is_torch_tensor(like):
+    if _is_torch_tensor(like):
         # channels_last_3d strides on a tensor of its own, not a permuted view: an operator's
         # output that is a view cannot be changed in place under autograd (y += r, relu_)
-        torch = _api._torch_module()
+        torch = _torch_module()
         return torch.empty(shape, dtype=like.dtype, device=like.device, memory_format=torch.channels_last_3d)
-    buf = _api._allocate_output(like, (n, d, h, w, c), like.dtype, _api._dlpack_device(like, "x"))
+    buf = _allocate_output(like, (n, d, h, w, c), like.dtype, _dlpack_device(like, "x"))
     return buf.transpose(0, 4, 1, 2, 3)
 
 
@@ -151,7 +154,6 @@ def _weight_identity(w: Any, filter_version: Any) -> Optional[Tuple[Any, ...]]:
     and dtype with the caller's number, or with the fingerprint of its bytes ("check": one read
     of w per call). None when nothing can be kept: no filter_version, or w not dense in host
     memory (no fingerprint)."""
-    from . import _api
     if filter_version is None:
         return None
     if _is_torch(w):
@@ -161,7 +163,7 @@ def _weight_identity(w: Any, filter_version: Any) -> Optional[Tuple[Any, ...]]:
     if address is None:
         return None
     if filter_version != "check":
-        return (address, tuple(w.shape), str(w.dtype), _api._filter_version_arg(filter_version))
+        return (address, tuple(w.shape), str(w.dtype), _filter_version_arg(filter_version))
     try:
         if _is_torch(w):
             import torch
@@ -170,7 +172,7 @@ def _weight_identity(w: Any, filter_version: Any) -> Optional[Tuple[Any, ...]]:
             capsule = w.__dlpack__()
     except (BufferError, RuntimeError, TypeError):  # e.g. a read-only NumPy array
         return None
-    fingerprint = _api._C.fingerprint_tensors([capsule])
+    fingerprint = _C.fingerprint_tensors([capsule])
     if fingerprint is None:
         return None
     return (address, tuple(w.shape), str(w.dtype), "check", fingerprint)
@@ -219,8 +221,7 @@ def _channels_second(a: Any) -> Any:
 
 
 def _new_like(like: Any, shape: Tuple[int, ...]) -> Any:
-    from . import _api
-    return _api._allocate_output(like, shape, like.dtype, _api._dlpack_device(like, "x"))
+    return _allocate_output(like, shape, like.dtype, _dlpack_device(like, "x"))
 
 
 def _plane_batch(a: Any) -> Any:
@@ -294,7 +295,7 @@ class NdConvolution:
             return y[:2] + y[3:]
         plane = self.plane.output_shape(x_shape[:2] + x_shape[3:], w_shape[:2] + w_shape[3:])
         (pd,), (sd,), (dd,) = self.desc.padding[:1], self.desc.stride[:1], self.desc.dilation[:1]
-        depth = (x_shape[2] + 2 * pd - dd * (w_shape[2] - 1) - 1) // sd + 1
+        depth = output_size(x_shape[2], pd, w_shape[2], sd, dd)
         if depth < 1:
             raise BadParamError(f"x_shape: the output depth would be {depth} (input depth "
                                 f"{x_shape[2]}, filter depth {w_shape[2]}, padding {pd}, stride "
@@ -505,9 +506,7 @@ class NdConvolution:
 
     def _choice_key(self, pass_name: str, key: Tuple[Any, ...], like: Any) -> Tuple[Any, str, str]:
         """(C device, direction, problem) of this pass's schedule choice in the find-db."""
-        from . import _api
-        dev_type, dev_index = _api._dlpack_device(like, "x")
-        _C = _api._C
+        dev_type, dev_index = _dlpack_device(like, "x")
         device = (_C.DEVICE_CUDA, dev_index) if dev_type == _C.DLPACK_CUDA else (_C.DEVICE_CPU, 0)
         d = self.desc
         problem = (f"{self.dims}d_pad{d.padding}_str{d.stride}_dil{d.dilation}_g{d.groups}_{d.mode}_"
@@ -518,9 +517,8 @@ class NdConvolution:
                          schedules: Tuple[str, ...]) -> Optional[str]:
         """The schedule the find-db holds as the fastest for this problem (an earlier process
         timed them), None when it holds none of ``schedules``."""
-        from . import _api
         device, direction, problem = self._choice_key(pass_name, key, like)
-        stored = _api._C.fastest_choice(*device, direction, problem)
+        stored = _C.fastest_choice(*device, direction, problem)
         return stored if stored in schedules else None
 
     def _timed_schedule(self, pass_name: str, key: Tuple[Any, ...], like: Any, run: Any,
@@ -544,9 +542,8 @@ class NdConvolution:
                 start = time.perf_counter()
                 run(schedule, None, 0.0)
                 times[schedule] = min(times[schedule], time.perf_counter() - start)
-        from . import _api
         device, direction, problem = self._choice_key(pass_name, key, like)
-        _api._C.store_choice_times(*device, direction, problem, {name: t * 1e3 for name, t in times.items()})
+        _C.store_choice_times(*device, direction, problem, {name: t * 1e3 for name, t in times.items()})
         return min(times, key=lambda k: times[k])
 
     def _depth_geometry(self, d_in: int, d_out: int, taps: int) -> List[Tuple[int, int, int, int]]:
@@ -797,11 +794,10 @@ class NdConvolution:
                        beta: float) -> Any:
         """out * beta (zeros when beta == 0, never reading out), or new zeros of ``like``'s kind
         when out is None: the filter gradient's output."""
-        from . import _api
         if out is None:
             if beta != 0.0:
                 raise BadParamError(f"beta: beta={beta} blends into an existing output; pass out=")
-            out = _api._allocate_output(like, shape, like.dtype, _api._dlpack_device(like, "x"))
+            out = _allocate_output(like, shape, like.dtype, _dlpack_device(like, "x"))
         elif tuple(out.shape) != tuple(shape):
             raise BadParamError(f"out: expected shape {tuple(shape)}, got {tuple(out.shape)}")
         self._scale(out, beta)

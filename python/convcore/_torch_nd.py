@@ -1,6 +1,6 @@
-"""convcore.torch's 1-D, 3-D and transposed convolutions: Conv1d, Conv3d, ConvTranspose1d,
-ConvTranspose2d, ConvTranspose3d and their functional forms conv1d, conv3d, conv_transpose1d,
-conv_transpose2d, conv_transpose3d (imported into convcore.torch).
+"""convcore.torch's 1-D, 3-D and transposed convolutions as functions and PyTorch operators:
+conv1d, conv3d, conv_transpose1d, conv_transpose2d, conv_transpose3d (imported into
+convcore.torch; their modules are in convcore/_torch_modules.py).
 
 A 1-D convolution is the 2-D one with H = 1 (an N x C x L input is viewed as N x C x 1 x L, a
 K x C/g x S filter as K x C/g x 1 x S): every 2-D algorithm and pass serves it, through
@@ -12,27 +12,29 @@ A 3-D convolution is one 2-D convolution per image and filter tap in depth, accu
 A transposed convolution is the backward-data pass of the convolution it transposes (cuDNN's and
 PyTorch's own construction): ConvTranspose's weight (C_in, C_out/g, R, S) is exactly the weight
 of the convolution from C_out to C_in channels, and its output (N, C_out, H_out, W_out) is that
-convolution's input, H_out = (H - 1) * stride - 2 * padding + dilation * (R - 1) + output_padding + 1.
-Its gradients are the convolution's other two passes (the operator convcore::conv_transpose2d):
+convolution's input (convcore/_shapes.py's transposed_output_size). Its gradients are the
+convolution's other two passes (the operator convcore::conv_transpose2d):
   d input  = conv2d(d output, weight)                        (the forward pass)
   d weight = backward_filter(input = d output, dy = input)   (the backward filter pass)
   d bias   = d output summed over N, H, W.
 """
 
 import functools
-from typing import Any, List, Literal, Optional, Sequence, Tuple, Union, cast
+from typing import List, Optional, Sequence, Union
 
 import torch
 import torch.nn.functional as F
-from torch import Tensor, nn
+from torch import Tensor
 
-from . import _api
-from . import torch as _ct
+from ._api import ConvDesc, Convolution
+from ._dlpack import _torch_memory_format
 from ._errors import BadParamError, NotSupportedError
+from ._shapes import output_size, output_sizes, transposed_output_sizes
+from ._torch_args import SUPPORTED_DTYPES, AlgoSpec, _algo_spec, _check_tensors, _split_algo
+from ._torch_ops import _BACKWARD_DATA, _conv_for, _function_args, _prepared_in_graph, conv2d
+
 
 IntOrSeq = Union[int, Sequence[int]]
-Size1 = Union[int, Tuple[int]]  # nn.Conv1d's _size_1_t
-Size3 = Union[int, Tuple[int, int, int]]  # nn.Conv3d's _size_3_t
 
 
 def _symbolic(*tensors):
@@ -55,7 +57,7 @@ def _ints(name, value, count, fn):
 
 def conv1d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: IntOrSeq = 1,
            padding: Union[IntOrSeq, str] = 0, dilation: IntOrSeq = 1, groups: int = 1,
-           algo: _ct.AlgoSpec = "auto", activation: Optional[str] = "identity") -> Tensor:
+           algo: AlgoSpec = "auto", activation: Optional[str] = "identity") -> Tensor:
     """``torch.nn.functional.conv1d`` computed by convcore (forward and gradients): the same
     arguments, plus ``algo`` and ``activation`` as convcore.torch.conv2d. Input N x C x L (or
     unbatched C x L), weight K x C/groups x S. An input laid out N x L x C (strides (L*C, 1, C))
@@ -64,8 +66,8 @@ def conv1d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
     if _symbolic(input, weight):
         (s,), (d,) = _ints("stride", stride, 1, fn), _ints("dilation", dilation, 1, fn)
         pad = padding if isinstance(padding, str) else (0, _ints("padding", padding, 1, fn)[0])
-        return _ct.conv2d(input.unsqueeze(-2), weight.unsqueeze(2), bias, (1, s), pad, (1, d),
-                          groups, algo=algo, activation=activation).squeeze(-2)
+        return conv2d(input.unsqueeze(-2), weight.unsqueeze(2), bias, (1, s), pad, (1, d),
+                      groups, algo=algo, activation=activation).squeeze(-2)
     for name, t in (("input", input), ("weight", weight)):
         if not isinstance(t, Tensor):
             raise BadParamError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
@@ -77,135 +79,9 @@ def conv1d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
                             f"{tuple(weight.shape)}")
     (s,), (d,) = _ints("stride", stride, 1, fn), _ints("dilation", dilation, 1, fn)
     pad = padding if isinstance(padding, str) else (0, _ints("padding", padding, 1, fn)[0])
-    y = _ct.conv2d(input.unsqueeze(-2), weight.unsqueeze(2), bias, (1, s), pad, (1, d), groups,
-                   algo=algo, activation=activation)
+    y = conv2d(input.unsqueeze(-2), weight.unsqueeze(2), bias, (1, s), pad, (1, d), groups,
+               algo=algo, activation=activation)
     return y.squeeze(-2)
-
-
-class _AlgoAttribute:
-    """The modules' ``algo`` attribute, checked when set (an unknown name fails there), and their
-    refusal of torch.jit.script (their forward calls Python functions TorchScript cannot compile;
-    torch.jit.trace and torch.compile record the operators)."""
-
-    def __prepare_scriptable__(self) -> Any:
-        raise NotSupportedError(f"convcore.torch.{type(self).__name__}: torch.jit.script is not "
-                                f"supported; use torch.jit.trace, torch.compile or torch.export")
-
-    @staticmethod
-    def _check_algo(value: _ct.AlgoSpec) -> None:
-        _ct._split_algo(_ct._algo_spec(value))
-
-    @property
-    def algo(self) -> _ct.AlgoSpec:
-        return self._algo
-
-    @algo.setter
-    def algo(self, value: _ct.AlgoSpec) -> None:
-        self._check_algo(value)
-        self._algo = value
-
-
-class _PaddedForward(_AlgoAttribute):
-    """forward() of Conv1d and Conv3d: a padding mode other than zeros by F.pad, as PyTorch's
-    modules do, then the functional form (``_functional``), with the fused activation where the
-    layer has one (Conv1d's ``activation``); with freeze=True in inference, the layer's direct
-    route (_frozen_forward)."""
-
-    freeze = False  # trust the weights in inference (convcore.torch.Conv2d's contract)
-
-    def forward(self: Any, input: Tensor) -> Tensor:
-        if "_fused_group_norm" in self.__dict__:
-            return self._traced_or(input, "_group_norm_forward")
-        return self._padded_forward(input, self.weight, self.bias)
-
-    def _traced_or(self: Any, input: Tensor, method: str) -> Tensor:
-        """self.<method>(input); under torch.fx's symbolic trace one call_method node of it, whose
-        own branches (autograd, the mode) stay live."""
-        if isinstance(input, torch.fx.Proxy):
-            tracer = input.tracer
-            layer = tracer.create_proxy("get_attr", tracer.path_of_module(self), (), {})
-            return tracer.create_proxy("call_method", method, (layer, input), {})
-        return getattr(self, method)(input)
-
-    def _group_norm_forward(self: Any, input: Tensor) -> Tensor:
-        """act(gn(conv(input))) with the group norm and activation convert(fuse=True) fused
-        into this layer (convcore.torch._group_norm_forward)."""
-        y = self._padded_forward(input, self.weight, self.bias)
-        return _ct._group_norm_forward(y, self.__dict__["_fused_group_norm"],
-                                       self.__dict__.get("_group_norm_activation", "identity"))
-
-    def _padded_forward(self: Any, input: Tensor, weight: Tensor, bias: Optional[Tensor],
-                        trusted: bool = False) -> Tensor:
-        # With freeze=True, a call autograd does not record (no graph capture either) runs the
-        # layer's direct route with its version number of the weight instead of reading the
-        # weight's bytes (Conv2d's freeze); so does a weight the layer made and checked itself
-        # (``trusted``: the folded batch norm's); every other call, and a padding that is not
-        # plain numbers, the functional form.
-        if ((self.freeze or trusted) and self.padding_mode == "zeros" and not isinstance(self.padding, str)
-                and isinstance(input, Tensor) and input.dim() == weight.dim()
-                and _ct._route(input, weight, bias) == _ct._DIRECT):
-            return self._frozen_forward(input, weight, bias)
-        if self.padding_mode != "zeros":
-            input = F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode)
-            padding: Union[IntOrSeq, str] = 0
-        else:
-            padding = self.padding
-        activation = self.__dict__.get("_activation", "identity")
-        if _ct._keeps_preactivation(activation, input, weight, bias):
-            y = self._functional(input, weight, bias, self.stride, padding, self.dilation,
-                                 self.groups, algo=self._algo)
-            return _ct._ACTIVATION_FUNCTIONS[activation](y)
-        if activation != "identity":
-            return self._functional(input, weight, bias, self.stride, padding, self.dilation,
-                                    self.groups, algo=self._algo, activation=activation)
-        return self._functional(input, weight, bias, self.stride, padding, self.dilation,
-                                self.groups, algo=self._algo)
-
-
-class Conv1d(_PaddedForward, nn.Conv1d):
-    """``torch.nn.Conv1d`` computed by convcore: the same constructor, parameters and state_dict,
-    plus ``algo`` and ``activation`` (as convcore.torch.Conv2d's: plain attributes, not in the
-    state_dict; ``convert(fuse=True)`` sets the activation from the nn.ReLU, nn.ReLU6, nn.SiLU or
-    nn.GELU that follows the layer in an nn.Sequential). convert(fuse=True) also fuses an
-    nn.GroupNorm that follows it, and the activation after that (wav2vec2's first layer: Conv1d,
-    GroupNorm, GELU): in inference they run on the layer's output in place (_group_norm_forward)."""
-
-    _functional = staticmethod(conv1d)
-
-    @property
-    def activation(self) -> str:
-        return self.__dict__.get("_activation", "identity")
-
-    @activation.setter
-    def activation(self, value: Optional[str]) -> None:
-        self.__dict__["_activation"] = _ct._activation_name(value)
-
-    def extra_repr(self) -> str:
-        act = self.activation
-        return super().extra_repr() + (f", activation={act!r}" if act != "identity" else "") + (
-            ", freeze=True" if self.freeze else "")
-
-    def __getstate__(self) -> Any:
-        state = super().__getstate__()
-        state.pop("_prepared_weight", None)  # copies make their own
-        return state
-
-    def _frozen_forward(self, input: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
-        x4, w4 = input.unsqueeze(-2), weight.unsqueeze(2)
-        _ct._check_tensors("convcore.torch.Conv1d", x4, w4, bias)
-        return _ct._direct_conv2d(x4, w4, bias, (1, self.stride[0]),
-                                  (0, self.padding[0]), (1, self.dilation[0]), self.groups,
-                                  _ct._split_algo(_ct._algo_spec(self._algo))[0], self.activation,
-                                  _ct._frozen_filter_version(self, weight)).squeeze(-2)
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Size1, stride: Size1 = 1,
-                 padding: Union[Size1, str] = 0, dilation: Size1 = 1, groups: int = 1,
-                 bias: bool = True, padding_mode: _ct.PaddingMode = "zeros", device: Any = None,
-                 dtype: Any = None, algo: _ct.AlgoSpec = "auto", freeze: bool = False) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
-                         bias, padding_mode, device, dtype)
-        self.algo = algo
-        self.freeze = _ct._freeze_arg(freeze)
 
 
 # ---- transposed: the backward-data pass ----------------------------------------------------------
@@ -217,19 +93,12 @@ def _transposed_spec(algo):
     the transposed convolution's own passes: (its forward, a backward-data algorithm; its input
     gradient, a forward algorithm; its weight gradient, a backward-filter algorithm), which are
     the convolution's (backward data, forward, backward filter)."""
-    spec = _ct._algo_spec(algo)
+    spec = _algo_spec(algo)
     parts = spec.split(",")
     if len(parts) == 3:
         spec = ",".join((parts[1], parts[0], parts[2]))
-    _ct._split_algo(spec)  # an unknown name fails here, naming its pass
+    _split_algo(spec)  # an unknown name fails here, naming its pass
     return spec
-
-
-def _transposed_sizes(x_sizes, w_sizes, stride, padding, output_padding, dilation):
-    """The transposed convolution's output sizes: (size - 1) * stride - 2 * padding +
-    dilation * (kernel - 1) + output_padding + 1 per spatial dimension."""
-    return [(size - 1) * st - 2 * p + dl * (k - 1) + op + 1 for size, st, p, dl, k, op in
-            zip(x_sizes, stride, padding, dilation, w_sizes, output_padding)]
 
 
 def _transposed_output_shape(fn, x, w, stride, padding, output_padding, dilation, groups):
@@ -251,7 +120,7 @@ def _transposed_output_shape(fn, x, w, stride, padding, output_padding, dilation
             raise BadParamError(f"{fn}: output_padding {tuple(output_padding)} must be smaller "
                                 f"than stride {tuple(stride)} or dilation {tuple(dilation)} "
                                 f"in each dimension")
-    out = _transposed_sizes(x.shape[2:], w.shape[2:], stride, padding, output_padding, dilation)
+    out = transposed_output_sizes(x.shape[2:], padding, w.shape[2:], stride, dilation, output_padding)
     if min(out) < 1:
         raise BadParamError(f"{fn}: the output would be {' x '.join(map(str, out))} (input "
                             f"{tuple(x.shape[2:])}, kernel {tuple(w.shape[2:])}, stride "
@@ -265,7 +134,7 @@ def _padded_to_conv_output(x, shape, w_shape, stride, padding, dilation):
     PyTorch allows an output_padding up to max(stride, dilation) - 1, and one of stride or more
     adds output rows whose convolution has an extra row, which the transposed input does not
     have (its value there is 0). Otherwise x itself."""
-    extra = [_api._output_size(size, p, k, st, dl) - have for size, p, k, st, dl, have in
+    extra = [output_size(size, p, k, st, dl) - have for size, p, k, st, dl, have in
              zip(shape[2:], padding, w_shape[2:], stride, dilation, x.shape[2:])]
     if max(extra) <= 0:
         return x
@@ -293,17 +162,17 @@ def _conv_transpose2d_impl(x: Tensor, w: Tensor, bias: Optional[Tensor], stride:
     """The transposed convolution: convcore's backward-data pass of conv(., w), plus the bias.
     ``algo`` is in the convolution's passes (_transposed_spec)."""
     fn = "convcore::conv_transpose2d"
-    _ct._check_tensors(fn, x, w, None)
+    _check_tensors(fn, x, w, None)
     shape = _transposed_output_shape(fn, x, w, stride, padding, output_padding, dilation, groups)
     if bias is not None:
         _check_bias(fn, x, bias, shape[1])
-    conv = _ct._conv_for(stride, padding, dilation, groups)
+    conv = _conv_for(stride, padding, dilation, groups)
     x = _padded_to_conv_output(x, shape, w.shape, stride, padding, dilation)
     if x.is_cpu:
-        _, _, _, _, data_algo, _ = _ct._function_args(algo, "identity")
-        y = conv._backward_torch_cpu(_ct._BACKWARD_DATA, x, w, shape, data_algo)
+        _, _, _, _, data_algo, _ = _function_args(algo, "identity")
+        y = conv._backward_torch_cpu(_BACKWARD_DATA, x, w, shape, data_algo)
     else:
-        y = conv.backward_data(x, w, shape, algo=_ct._split_algo(algo)[1])
+        y = conv.backward_data(x, w, shape, algo=_split_algo(algo)[1])
     if bias is not None:
         y.add_(bias.view(1, -1, 1, 1))
     return y
@@ -319,9 +188,9 @@ def _conv_transpose2d_fake(x, w, bias, stride, padding, output_padding, dilation
     cin, cout_g, r, s = w.shape
     torch._check(x.shape[1] == cin, lambda: f"convcore::conv_transpose2d: input has {x.shape[1]} "
                                             f"channels but the weight expects {cin}")
-    out = _transposed_sizes((h, wd), (r, s), stride, padding, output_padding, dilation)
+    out = transposed_output_sizes((h, wd), padding, (r, s), stride, dilation, output_padding)
     return torch.empty((n, cout_g * groups, out[0], out[1]), dtype=x.dtype, device=x.device,
-                       memory_format=_api._torch_memory_format(x))
+                       memory_format=_torch_memory_format(x))
 
 
 def _transposed_setup_context(ctx, inputs, output):
@@ -361,7 +230,7 @@ _conv_transpose2d_op.register_autograd(_conv_transpose2d_backward,
 def conv_transpose2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
                      stride: IntOrSeq = 1, padding: IntOrSeq = 0, output_padding: IntOrSeq = 0,
                      groups: int = 1, dilation: IntOrSeq = 1,
-                     algo: _ct.AlgoSpec = "auto") -> Tensor:
+                     algo: AlgoSpec = "auto") -> Tensor:
     """``torch.nn.functional.conv_transpose2d`` computed by convcore: the same arguments in the
     same order, plus ``algo`` (one name, or the triple of this function's own passes: its
     forward, a backward-data algorithm; its input's gradient, a forward algorithm; its weight's
@@ -379,7 +248,7 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = Non
     unbatched = input.dim() == 3
     if unbatched:
         input = input.unsqueeze(0)
-    _ct._check_tensors(fn, input, weight, None)
+    _check_tensors(fn, input, weight, None)
     if not isinstance(groups, int) or isinstance(groups, bool):
         raise BadParamError(f"{fn}: groups must be an int, got {groups!r}")
     args = [list(_ints(name, value, 2, fn)) for name, value in
@@ -398,7 +267,7 @@ def conv_transpose2d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = Non
 def conv_transpose1d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
                      stride: IntOrSeq = 1, padding: IntOrSeq = 0, output_padding: IntOrSeq = 0,
                      groups: int = 1, dilation: IntOrSeq = 1,
-                     algo: _ct.AlgoSpec = "auto") -> Tensor:
+                     algo: AlgoSpec = "auto") -> Tensor:
     """``torch.nn.functional.conv_transpose1d`` computed by convcore: conv_transpose2d with
     H = 1. Input N x C_in x L (or unbatched C_in x L), weight C_in x C_out/groups x S."""
     fn = "convcore.torch.conv_transpose1d"
@@ -420,132 +289,17 @@ def conv_transpose1d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = Non
     return y.squeeze(-2)
 
 
-class _TransposedForward(_AlgoAttribute):
-    """The transposed modules' ``algo`` (_transposed_spec's) and forward(input, output_size):
-    nn.ConvTranspose*d's output padding, then the functional form (``_functional``)."""
-
-    @staticmethod
-    def _check_algo(value: _ct.AlgoSpec) -> None:
-        _transposed_spec(value)
-
-    def forward(self: Any, input: Tensor, output_size: Optional[List[int]] = None) -> Tensor:
-        if self.padding_mode != "zeros":
-            raise ValueError(f"Only `zeros` padding mode is supported for {type(self).__name__}")
-        padding = cast(Tuple[int, ...], self.padding)  # never a string in a transposed module
-        output_padding = self._output_padding(input, output_size, list(self.stride),
-                                              list(padding), list(self.kernel_size),
-                                              len(self.kernel_size), list(self.dilation))
-        return self._functional(input, self.weight, self.bias, self.stride, padding,
-                                output_padding, self.groups, self.dilation, algo=self._algo)
-
-
-class ConvTranspose2d(_TransposedForward, nn.ConvTranspose2d):
-    """``torch.nn.ConvTranspose2d`` computed by convcore: the same constructor, parameters,
-    state_dict and ``forward(input, output_size=None)``, plus ``algo`` (conv_transpose2d's)."""
-
-    _functional = staticmethod(conv_transpose2d)
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: _ct.Size2,
-                 stride: _ct.Size2 = 1, padding: _ct.Size2 = 0, output_padding: _ct.Size2 = 0,
-                 groups: int = 1, bias: bool = True, dilation: _ct.Size2 = 1,
-                 padding_mode: Literal["zeros"] = "zeros", device: Any = None, dtype: Any = None,
-                 algo: _ct.AlgoSpec = "auto") -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, output_padding,
-                         groups, bias, dilation, padding_mode, device, dtype)
-        self.algo = algo
-
-
-class ConvTranspose1d(_TransposedForward, nn.ConvTranspose1d):
-    """``torch.nn.ConvTranspose1d`` computed by convcore: the same constructor, parameters,
-    state_dict and ``forward(input, output_size=None)``, plus ``algo`` (conv_transpose2d's)."""
-
-    _functional = staticmethod(conv_transpose1d)
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Size1, stride: Size1 = 1,
-                 padding: Size1 = 0, output_padding: Size1 = 0, groups: int = 1, bias: bool = True,
-                 dilation: Size1 = 1, padding_mode: Literal["zeros"] = "zeros", device: Any = None,
-                 dtype: Any = None, algo: _ct.AlgoSpec = "auto") -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, output_padding,
-                         groups, bias, dilation, padding_mode, device, dtype)
-        self.algo = algo
-
-
-# convert(): the exact torch classes this module replaces, and their convcore classes
-CONVERTED: dict = {nn.Conv1d: Conv1d, nn.ConvTranspose1d: ConvTranspose1d,
-                   nn.ConvTranspose2d: ConvTranspose2d}
-
-
-def convcore_class(module: nn.Module) -> Optional[type]:
-    """The convcore class that convert() gives ``module``: CONVERTED's for a torch.nn
-    convolution; for a subclass of one that computes as its base (it overrides no method of the
-    base but the constructor, e.g. torchvision's Conv3DSimple, which adds a static method), a
-    class deriving from both, so the module keeps its own methods and isinstance; None for
-    anything else (a subclass with its own forward stays as it is)."""
-    cls = type(module)
-    if cls in CONVERTED:
-        return CONVERTED[cls]
-    for base, target in CONVERTED.items():
-        if issubclass(cls, base) and not issubclass(cls, target) and _computes_as(cls, base):
-            return _converted_subclass(target, cast(Any, cls))
-    return None
-
-
-def _computes_as(cls, base):
-    """Whether ``cls`` inherits every method of ``base`` and of its bases up to nn.Module
-    (forward, _conv_forward, _output_padding, ...), its constructor aside."""
-    for klass in base.__mro__:
-        if klass is nn.Module:
-            return True
-        for name, value in vars(klass).items():
-            if callable(value) and name != "__init__" and getattr(cls, name) is not getattr(base, name):
-                return False
-    return True
-
-
-@functools.lru_cache(maxsize=None)
-def _converted_subclass(target, original):
-    """The class of a converted ``original`` (a subclass of a torch.nn convolution): convcore's
-    ``target`` first, then ``original`` for its own methods. Pickled by _rebuild_converted."""
-    def __reduce_ex__(self: Any, protocol: Any) -> Any:
-        return _rebuild_converted, (target, original), self.__getstate__()
-
-    return type(original.__name__, (target, original),
-                {"__module__": original.__module__, "__qualname__": original.__qualname__,
-                 "__reduce_ex__": __reduce_ex__})
-
-
-def _rebuild_converted(target, original):
-    cls = _converted_subclass(target, original)
-    return cls.__new__(cls)
-
-
-def sharing_state(cls, module):
-    """A ``cls`` instance that shares ``module``'s whole state (parameters, buffers, hooks, mode;
-    its own copies of the dicts that hold them): nothing is allocated, nothing copied."""
-    new = cls.__new__(cls)
-    for key, value in module.__dict__.items():
-        new.__dict__[key] = value.copy() if isinstance(value, dict) else value
-    return new
-
-
-def converted(module, algo, cls=None):
-    """A convcore module of ``module``'s class (``cls``: convcore_class's) that shares its whole
-    state (sharing_state)."""
-    new = sharing_state(cls or convcore_class(module), module)
-    new.algo = algo
-    return new
-
-
 # ---- 3-D: one 2-D convolution per filter tap in depth ------------------------------------------
 #
 # convcore's 3-D Convolution (convcore/_nd.py): one 2-D call per image and depth tap, accumulated
 # into the output's depth slices (views: channels_last_3d slices are 2-D NHWC batches), so every
 # 2-D algorithm serves each 3-D pass.
 
+
 @functools.lru_cache(maxsize=512)
 def _conv3d_for(stride, padding, dilation, groups):
-    return _api.Convolution(_api.ConvDesc(padding=padding, stride=stride, dilation=dilation,
-                                          groups=groups, spatial_dims=3))
+    return Convolution(ConvDesc(padding=padding, stride=stride, dilation=dilation,
+                                groups=groups, spatial_dims=3))
 
 
 @functools.lru_cache(maxsize=512)
@@ -553,13 +307,8 @@ def _weight_conv3d(address, shape, stride, padding, dilation, groups):
     """A 3-D Convolution for the weight at ``address``: it keeps the filters it makes from that
     weight between calls (checked against the weight's bytes at every call), as conv2d's
     prepared calls do."""
-    return _api.Convolution(_api.ConvDesc(padding=padding, stride=stride, dilation=dilation,
-                                          groups=groups, spatial_dims=3))
-
-
-def _output_size_3d(x_shape, w_shape, stride, padding, dilation):
-    return tuple(_api._output_size(size, p, k, st, dl) for size, p, k, st, dl in
-                 zip(x_shape[2:], padding, w_shape[2:], stride, dilation))
+    return Convolution(ConvDesc(padding=padding, stride=stride, dilation=dilation,
+                                groups=groups, spatial_dims=3))
 
 
 def _check_3d(fn, x, w, bias, stride, padding, dilation, groups):
@@ -568,7 +317,7 @@ def _check_3d(fn, x, w, bias, stride, padding, dilation, groups):
             continue
         if not isinstance(t, Tensor):
             raise BadParamError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dtype not in _ct.SUPPORTED_DTYPES:
+        if t.dtype not in SUPPORTED_DTYPES:
             raise BadParamError(f"{fn}: {name} has dtype {t.dtype}; convcore supports torch.float32 "
                                 f"and torch.float64")
         if t.dtype != x.dtype or t.device != x.device:
@@ -602,11 +351,11 @@ def _conv3d_impl(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: List[int]
     if x.shape[1] != w.shape[1] * groups or w.shape[0] % groups:
         raise BadParamError(f"{fn}: input has {x.shape[1]} channels but weight {tuple(w.shape)} "
                             f"with groups={groups} expects {w.shape[1] * groups}")
-    out = _output_size_3d(x.shape, w.shape, stride, padding, dilation)
+    out = output_sizes(x.shape[2:], padding, w.shape[2:], stride, dilation)
     if min(out) < 1:
         raise BadParamError(f"{fn}: the output would be {out} for input {tuple(x.shape[2:])}, "
                             f"weight {tuple(w.shape[2:])}: every size must be at least 1")
-    return _conv3d_run(x, w, bias, stride, padding, dilation, groups, _ct._split_algo(algo)[0],
+    return _conv3d_run(x, w, bias, stride, padding, dilation, groups, _split_algo(algo)[0],
                        "check" if prepared else None)
 
 
@@ -627,7 +376,7 @@ def _conv3d_backward_data_impl(dy: Tensor, w: Tensor, x_shape: List[int], stride
                                algo: str) -> Tensor:
     """dx of conv3d: one 2-D backward-data pass per image and depth tap, accumulated."""
     return _conv3d_for(tuple(stride), tuple(padding), tuple(dilation), groups).backward_data(
-        dy, w, tuple(x_shape), algo=_ct._split_algo(algo)[1])
+        dy, w, tuple(x_shape), algo=_split_algo(algo)[1])
 
 
 def _conv3d_backward_filter_impl(x: Tensor, dy: Tensor, w_shape: List[int], stride: List[int],
@@ -636,7 +385,7 @@ def _conv3d_backward_filter_impl(x: Tensor, dy: Tensor, w_shape: List[int], stri
     """dw of conv3d: one 2-D backward-filter pass per image and depth tap, accumulated into the
     tap's slice of dw."""
     return _conv3d_for(tuple(stride), tuple(padding), tuple(dilation), groups).backward_filter(
-        x, dy, tuple(w_shape), algo=_ct._split_algo(algo)[2])
+        x, dy, tuple(w_shape), algo=_split_algo(algo)[2])
 
 
 def _conv3d_params(inputs):
@@ -655,7 +404,7 @@ def _conv3d_fake(x, w, bias, stride, padding, dilation, groups, algo, prepared=F
     torch._check(x.shape[1] == w.shape[1] * groups, lambda: (
         f"convcore::conv3d: input has {x.shape[1]} channels but the weight expects "
         f"{w.shape[1] * groups}"))
-    out = _output_size_3d(x.shape, w.shape, stride, padding, dilation)
+    out = output_sizes(x.shape[2:], padding, w.shape[2:], stride, dilation)
     return torch.empty((x.shape[0], w.shape[0]) + out, dtype=x.dtype, device=x.device,
                        memory_format=_memory_format_3d(x))
 
@@ -711,12 +460,12 @@ _conv3d_op.register_autograd(_conv3d_backward, setup_context=_conv3d_setup_conte
 
 def conv3d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride: IntOrSeq = 1,
            padding: Union[IntOrSeq, str] = 0, dilation: IntOrSeq = 1, groups: int = 1,
-           algo: _ct.AlgoSpec = "auto") -> Tensor:
+           algo: AlgoSpec = "auto") -> Tensor:
     """``torch.nn.functional.conv3d`` computed by convcore: the same arguments, plus ``algo``
     (as conv2d's: the 2-D algorithm each depth tap runs). Input N x C x D x H x W (or unbatched
     C x D x H x W), weight K x C/groups x T x R x S. A channels_last_3d input gives a
-    channels_last_3d output. Runs one 2-D convolution per image and depth tap (this module's
-    convcore/_nd.py)."""
+    channels_last_3d output. Runs one 2-D convolution per image and depth tap
+    (convcore/_nd.py)."""
     fn = "convcore.torch.conv3d"
     if _symbolic(input, weight):
         if isinstance(padding, str) and padding != "valid":
@@ -725,7 +474,7 @@ def conv3d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
         return torch.ops.convcore.conv3d(input, weight, bias, *[
             list(_ints(name, value, 3, fn)) for name, value in
             (("stride", stride), ("padding", 0 if padding == "valid" else padding),
-             ("dilation", dilation))], groups, _ct._algo_spec(algo))
+             ("dilation", dilation))], groups, _algo_spec(algo))
     for name, t in (("input", input), ("weight", weight)):
         if not isinstance(t, Tensor):
             raise BadParamError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
@@ -743,7 +492,7 @@ def conv3d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None, stride:
     if bias is not None and (bias.dim() != 1 or bias.shape[0] != weight.shape[0]):
         raise BadParamError(f"{fn}: bias must have shape ({weight.shape[0]},), got {tuple(bias.shape)}")
     y = _conv3d_op(input, weight, bias, list(stride3), list(padding3), list(dilation3), groups,
-                   _ct._algo_spec(algo), _ct._prepared_in_graph())
+                   _algo_spec(algo), _prepared_in_graph())
     return y.squeeze(0) if unbatched else y
 
 
@@ -763,79 +512,6 @@ def _padding_string_3d(fn, padding, x, w, stride, dilation):
     if any(extra):  # F.pad's order: last dimension first
         x = F.pad(x, (0, extra[2], 0, extra[1], 0, extra[0]))
     return x, tuple(t // 2 for t in totals)
-
-
-class Conv3d(_PaddedForward, nn.Conv3d):
-    """``torch.nn.Conv3d`` computed by convcore: the same constructor, parameters and state_dict,
-    plus ``algo`` (conv3d's; a plain attribute, not in the state_dict). convert(fuse=True) fuses
-    the BatchNorm3d that follows it into it (_fused_batch_norm), as Conv2d's, or the GroupNorm and
-    activation that follow it (_group_norm_forward), as Conv1d's."""
-
-    _functional = staticmethod(conv3d)
-
-    def forward(self, input: Tensor) -> Tensor:
-        if "_fused_batch_norm" in self.__dict__:
-            return self._traced_or(input, "_batch_norm_forward")
-        return super().forward(input)
-
-    def _batch_norm_forward(self, input: Tensor) -> Tensor:
-        """bn(conv(input)) with the fused batch norm: in training mode (or without running
-        statistics) the convolution, then the batch norm as PyTorch runs it; in eval mode the
-        batch norm folded into the weights and bias (Ioffe & Szegedy 2015, sec. 3.2: bn is
-        affine in eval mode)."""
-        bn = self.__dict__["_fused_batch_norm"]
-        if bn.training or bn.running_mean is None:
-            return _ct._BATCH_NORM_FORWARD(bn, self._padded_forward(input, self.weight, self.bias))
-        weight, bias = self._folded(bn, input)
-        # (the folded tensors are this layer's own, made again whenever the tensors they come
-        # from change: their version number identifies them, as a frozen layer's weight)
-        return self._padded_forward(input, weight, bias, trusted=True)
-
-    def _folded(self, bn: nn.Module, input: Tensor) -> Tuple[Tensor, Tensor]:
-        """(weight, bias) with ``bn`` folded in: recorded by autograd or a graph capture, made at
-        every call; otherwise kept while the fingerprint of the tensors they are made from stays
-        the same (so the folded weight keeps its address, and conv3d its prepared filters)."""
-        tensors = _ct._fold_inputs(self, bn)
-        if _ct._route(input, tensors[0], self.bias) != _ct._DIRECT or any(
-                t.requires_grad for t in tensors) and torch.is_grad_enabled():
-            return _ct._fold_batch_norm(self.weight, self.bias, bn)
-        key = (bn.eps, _ct._tensors_key(tensors, self.freeze))
-        held = self.__dict__.get("_folded_filters")
-        if held is not None and held[0] == key and key[1] is not None:
-            return held[1]
-        with torch.no_grad():
-            folded = _ct._fold_batch_norm(self.weight, self.bias, bn)
-        self.__dict__["_folded_filters"] = (key, folded)
-        return folded
-
-    def _frozen_forward(self, input: Tensor, weight: Tensor, bias: Optional[Tensor]) -> Tensor:
-        fn = "convcore.torch.Conv3d"
-        _check_3d(fn, input, weight, bias, self.stride, self.padding, self.dilation, self.groups)
-        if input.shape[1] != weight.shape[1] * self.groups:
-            raise BadParamError(f"{fn}: input has {input.shape[1]} channels but weight "
-                                f"{tuple(weight.shape)} with groups={self.groups} expects "
-                                f"{weight.shape[1] * self.groups}")
-        out = _output_size_3d(input.shape, weight.shape, self.stride, self.padding, self.dilation)
-        if min(out) < 1:
-            raise BadParamError(f"{fn}: the output would be {out} for input {tuple(input.shape[2:])}")
-        return _conv3d_run(input, weight, bias, self.stride, self.padding, self.dilation, self.groups,
-                           _ct._split_algo(_ct._algo_spec(self._algo))[0],
-                           _ct._frozen_filter_version(self, weight))
-
-    def __getstate__(self) -> Any:
-        state = super().__getstate__()
-        state.pop("_folded_filters", None)  # copies make their own
-        state.pop("_prepared_weight", None)
-        return state
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Size3, stride: Size3 = 1,
-                 padding: Union[Size3, str] = 0, dilation: Size3 = 1, groups: int = 1,
-                 bias: bool = True, padding_mode: _ct.PaddingMode = "zeros", device: Any = None,
-                 dtype: Any = None, algo: _ct.AlgoSpec = "auto", freeze: bool = False) -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation, groups,
-                         bias, padding_mode, device, dtype)
-        self.algo = algo
-        self.freeze = _ct._freeze_arg(freeze)
 
 
 def _conv_transpose3d_impl(x: Tensor, w: Tensor, bias: Optional[Tensor], stride: List[int],
@@ -863,7 +539,7 @@ _conv_transpose3d_op = torch.library.custom_op("convcore::conv_transpose3d", mut
 def _conv_transpose3d_fake(x, w, bias, stride, padding, output_padding, dilation, groups, algo):
     torch._check(x.shape[1] == w.shape[0], lambda: f"convcore::conv_transpose3d: input has "
                                                    f"{x.shape[1]} channels but the weight expects {w.shape[0]}")
-    out = _transposed_sizes(x.shape[2:], w.shape[2:], stride, padding, output_padding, dilation)
+    out = transposed_output_sizes(x.shape[2:], padding, w.shape[2:], stride, dilation, output_padding)
     return torch.empty((x.shape[0], w.shape[1] * groups, *out), dtype=x.dtype, device=x.device,
                        memory_format=_memory_format_3d(x))
 
@@ -892,7 +568,7 @@ _conv_transpose3d_op.register_autograd(_conv_transpose3d_backward,
 def conv_transpose3d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = None,
                      stride: IntOrSeq = 1, padding: IntOrSeq = 0, output_padding: IntOrSeq = 0,
                      groups: int = 1, dilation: IntOrSeq = 1,
-                     algo: _ct.AlgoSpec = "auto") -> Tensor:
+                     algo: AlgoSpec = "auto") -> Tensor:
     """``torch.nn.functional.conv_transpose3d`` computed by convcore (conv3d's backward-data
     pass): the same arguments, plus ``algo`` as conv_transpose2d's. Input N x C_in x D x H x W (or
     unbatched), weight C_in x C_out/groups x T x R x S. A channels_last_3d input gives a
@@ -923,21 +599,3 @@ def conv_transpose3d(input: Tensor, weight: Tensor, bias: Optional[Tensor] = Non
     y = _conv_transpose3d_op(input, weight, bias, stride3, padding3, output_padding3, dilation3,
                              groups, _transposed_spec(algo))
     return y.squeeze(0) if unbatched else y
-
-
-class ConvTranspose3d(_TransposedForward, nn.ConvTranspose3d):
-    """``torch.nn.ConvTranspose3d`` computed by convcore: the same constructor, parameters,
-    state_dict and ``forward(input, output_size=None)``, plus ``algo`` (conv_transpose3d's)."""
-
-    _functional = staticmethod(conv_transpose3d)
-
-    def __init__(self, in_channels: int, out_channels: int, kernel_size: Size3, stride: Size3 = 1,
-                 padding: Size3 = 0, output_padding: Size3 = 0, groups: int = 1, bias: bool = True,
-                 dilation: Size3 = 1, padding_mode: Literal["zeros"] = "zeros", device: Any = None,
-                 dtype: Any = None, algo: _ct.AlgoSpec = "auto") -> None:
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, output_padding,
-                         groups, bias, dilation, padding_mode, device, dtype)
-        self.algo = algo
-
-
-CONVERTED.update({nn.Conv3d: Conv3d, nn.ConvTranspose3d: ConvTranspose3d})

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Dict, List, Tuple
 
 import convcore
-from convcore._api import _output_size
+from convcore._shapes import output_size
 
 __all__ = ["BenchProblem", "parse_problem", "parse_suite", "DEFAULT_SUITE"]
 
@@ -72,8 +72,8 @@ class BenchProblem:
                                  dilation=(self.dh, self.dw), groups=self.g)
 
     def output_hw(self) -> Tuple[int, int]:
-        oh = _output_size(self.ih, self.ph, self.kh, self.sh, self.dh)
-        ow = _output_size(self.iw, self.pw, self.kw, self.sw, self.dw)
+        oh = output_size(self.ih, self.ph, self.kh, self.sh, self.dh)
+        ow = output_size(self.iw, self.pw, self.kw, self.sw, self.dw)
         return oh, ow
 
     def flops(self) -> float:

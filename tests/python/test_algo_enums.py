@@ -40,7 +40,7 @@ def test_committed_stub_is_what_the_def_gives(gen, declared):
 
 @pytest.mark.parametrize("name", ["Algo", "BwdDataAlgo", "BwdFilterAlgo"])
 def test_runtime_enum_is_what_the_def_gives(declared, name):
-    """The enums the running library gives (convcore._api builds them from its list) have the
+    """The enums the running library gives (convcore._enums builds them from its list) have the
     members and values of the .def, hence of the stub the type checkers read."""
     enum_cls = getattr(convcore, name)
     assert [(m.name, m.value) for m in enum_cls] == declared[name], (
@@ -51,7 +51,7 @@ def test_runtime_enum_is_what_the_def_gives(declared, name):
 def test_members_as_before(declared):
     assert convcore.Algo.DIRECT.value == 0 and convcore.Algo["IM2COL_GEMM"] is convcore.Algo.IM2COL_GEMM
     assert convcore.BwdFilterAlgo.WINOGRAD_3X3_2X2.name == "WINOGRAD_3X3_2X2"
-    assert convcore.Algo.__module__ == "convcore._api"
+    assert convcore.Algo.__module__ == "convcore._enums"
     assert "convcoreConvolutionFwdAlgo_t" in convcore.Algo.__doc__
 
 

@@ -328,25 +328,6 @@ def test_conv2d_takes_f_conv2d_arguments():
         convcore.conv2d(x, w, b[:5], (2, 1), (1, 2), (1, 2), 2)
 
 
-def test_python_output_size_is_the_cores():
-    """_api._output_size, the one Python copy of the output-size formula (for torch's symbolic
-    sizes), against the core's (Convolution.output_shape asks the library)."""
-    for size in (1, 2, 5, 8):
-        for kernel in (1, 2, 3, 5):
-            for pad in (0, 1, 3):
-                for stride in (1, 2, 3):
-                    for dilation in (1, 2):
-                        conv = convcore.Convolution(padding=pad, stride=stride, dilation=dilation)
-                        expect = _api._output_size(size, pad, kernel, stride, dilation)
-                        try:
-                            shape = conv.output_shape((1, 1, size, size + 1), (1, 1, kernel, kernel))
-                        except convcore.BadParamError:
-                            assert expect < 1, (size, kernel, pad, stride, dilation)
-                            continue
-                        assert shape[2:] == (expect, _api._output_size(size + 1, pad, kernel,
-                                                                       stride, dilation))
-
-
 def test_threads_share_one_convolution():
     p = Problem(2, 8, 16, 16, 8, 3, 3, padding=(1, 1))
     conv = convcore.Convolution(convcore.ConvDesc(**p.desc_kwargs()))

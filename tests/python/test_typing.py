@@ -79,7 +79,7 @@ def _public_callables():
             if inspect.isfunction(obj):
                 yield f"{module.__name__}.{name}", obj
             elif inspect.isclass(obj) and not issubclass(obj, BaseException):
-                if obj.__module__ == "convcore._api" and name in ("Algo", "BwdDataAlgo", "BwdFilterAlgo"):
+                if obj.__module__ == "convcore._enums" and name in ("Algo", "BwdDataAlgo", "BwdFilterAlgo"):
                     continue  # enums made at run time; their members are in _algorithms.pyi
                 for attr, member in vars(obj).items():
                     if attr.startswith("_") and attr not in ("__init__", "__new__"):
