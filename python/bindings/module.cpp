@@ -1,5 +1,6 @@
 // _convcore: thin pybind11 bindings over the public C API (convcore/convcore.h only). Argument
-// parsing, output allocation and the user-facing API are in Python (convcore/_api.py); the
+// parsing, output allocation and the user-facing API are in Python (convcore/_api.py, _args.py,
+// _dlpack.py); the
 // bindings' files are listed in common.hpp.
 #include "common.hpp"
 
