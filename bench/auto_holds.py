@@ -2,10 +2,15 @@
 
 For each layer of the suites and each caller's protocol (per-call: a NumPy call without
 filter_version, the filters transformed at every call; prepared: filter_version=1, a plan's
-prepared filters):
-  1. the fastest algorithm: every applicable one but DIRECT in interleaved rounds, each call
-     right after another algorithm's call (as a layer in a network runs after other work: no
-     untimed re-run before a timed one), the starting one rotating; the fastest median wins;
+prepared filters), in the cache state of --state:
+  network        (the default) as a layer of a network runs: before each timed call the caches
+                 are flushed (twice the L3 written), the OpenMP pool woken and x read again, so
+                 the input is warm and the weights and prepared filters are cold (as Find times
+                 on the CPU, docs/find.md);
+  after-other    each call right after another algorithm's call, nothing else: the weights stay
+                 warm (both algorithms read them), each one's transformed filters may not;
+  1. the fastest algorithm: every applicable one but DIRECT in interleaved rounds, the starting
+     one rotating; the fastest median wins;
   2. auto's choice, made on its first call with a fresh find-db (what a new user gets);
   3. auto's choice against the fastest in --pairs alternating pairs (auto then fastest, then the
      other way round): the median of auto's times over the median of the fastest's. 1.0 when
@@ -43,14 +48,17 @@ def cpu_name():
     return platform.processor()
 
 
-def timed(fn):
+def timed(fn, before=None):
+    if before is not None:
+        before()
     start = time.perf_counter()
     fn()
     return (time.perf_counter() - start) * 1e3
 
 
-def rounds(contenders, count):
-    """{name: [ms]}: each round runs every contender once, the first one rotating."""
+def rounds(contenders, count, before=None):
+    """{name: [ms]}: each round runs every contender once, the first one rotating; `before`
+    (untimed) before each call."""
     names = list(contenders)
     times = {n: [] for n in names}
     gc.disable()
@@ -58,7 +66,7 @@ def rounds(contenders, count):
         for r in range(count):
             for i in range(len(names)):
                 name = names[(r + i) % len(names)]
-                times[name].append(timed(contenders[name]))
+                times[name].append(timed(contenders[name], before))
     finally:
         gc.enable()
     return times
@@ -69,6 +77,15 @@ def layer_rows(convcore, problem, protocols, args):
     x = rng.uniform(-1, 1, problem.x_shape).astype(np.float32)
     w = rng.uniform(-1, 1, problem.w_shape).astype(np.float32)
     rows = []
+    before = None
+    if args.state == "network":
+        from convcore.bench_timing import _flush_buffer, _thread_pool_waker
+        flush, wake = _flush_buffer(), _thread_pool_waker(None)
+
+        def before():
+            flush.fill(1.0)
+            wake()
+            x.sum()
     for protocol in protocols:
         version = 1 if protocol == "prepared" else None
         conv = convcore.Convolution(problem.desc())
@@ -80,12 +97,12 @@ def layer_rows(convcore, problem, protocols, args):
         calls = {a: (lambda a=a: conv.forward(x, w, algo=a, out=y, filter_version=version)) for a in algos}
         for fn in calls.values():  # plans, prepared filters, first touch
             fn()
-        times = rounds(calls, args.rounds)
+        times = rounds(calls, args.rounds, before)
         medians = {a: statistics.median(t) for a, t in times.items()}
         fastest = min(medians, key=medians.get)
         ratio, auto_ms, fastest_ms = 1.0, medians[auto], medians[fastest]
         if auto != fastest:
-            pair = rounds({auto: calls[auto], fastest: calls[fastest]}, args.pairs)
+            pair = rounds({auto: calls[auto], fastest: calls[fastest]}, args.pairs, before)
             auto_ms, fastest_ms = statistics.median(pair[auto]), statistics.median(pair[fastest])
             ratio = auto_ms / fastest_ms
         rows.append({"layer": problem.name or problem.descriptor(), "problem": problem.descriptor(),
@@ -113,6 +130,8 @@ def main():
     parser.add_argument("--protocol", choices=["per-call", "prepared", "both"], default="both")
     parser.add_argument("--rounds", type=int, default=15, help="interleaved rounds of every algorithm")
     parser.add_argument("--pairs", type=int, default=41, help="alternating pairs, auto against the fastest")
+    parser.add_argument("--state", choices=["network", "after-other"], default="network",
+                        help="the caches' state at each timed call (see above)")
     parser.add_argument("--json", help="also write the rows and summaries here")
     args = parser.parse_args()
     os.environ["CONVCORE_FIND_DB"] = os.path.join(tempfile.mkdtemp(prefix="auto_holds_"), "find-db.txt")

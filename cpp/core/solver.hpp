@@ -82,6 +82,11 @@ enum class MadeFor { No, Yes, Only };
 
 namespace made_for {
 inline MadeFor yes(const ConvProblem&) { return MadeFor::Yes; }
+// The forward pass's general lowerings (IM2COL_GEMM, IMPLICIT_GEMM, IM2WIN) run any problem, and
+// which of them is fastest depends on the machine (its caches, its vector width) more than a
+// model fitted on one machine kind can say (bench/results/cpu-2026-12-07-issue61b.md: the misses
+// of auto on two suites it never saw were IM2WIN, ranked out): auto times all three.
+inline MadeFor general(const ConvProblem&) { return MadeFor::Yes; }
 inline MadeFor only(const ConvProblem&) { return MadeFor::Only; }
 // At least 25 taps (5x5, 7x7, 11x11, 1x25): a GEMM's work per output grows with R*S, an FFT's
 // does not (docs/algorithms.md, the FFT family).

@@ -226,7 +226,7 @@ void prepare_filter(const ConvProblem& p, const Context&, const void* w, void* o
 extern const Solver im2col_gemm_solver;
 const Solver im2col_gemm_solver = {.algo = CONVCORE_FWD_ALGO_IM2COL_GEMM, .device = CONVCORE_DEVICE_CPU,
     .why_not = why_not, .workspace_bytes = workspace_bytes, .forward = run, .runs_nhwc = runs_nhwc,
-    .prepared_filter_bytes = prepared_filter_bytes, .prepare_filter = prepare_filter};
+    .prepared_filter_bytes = prepared_filter_bytes, .prepare_filter = prepare_filter, .made_for = made_for::general};
 
 }  // namespace cpu
 }  // namespace convcore

@@ -579,7 +579,7 @@ void prepare(const ConvProblem& pr, const Context& ctx, const void* w, void* out
 extern const Solver im2win_solver;
 const Solver im2win_solver = {.algo = CONVCORE_FWD_ALGO_IM2WIN, .device = CONVCORE_DEVICE_CPU,
     .why_not = why_not, .workspace_bytes = workspace_bytes, .forward = run,
-    .prepared_filter_bytes = prepared_bytes, .prepare_filter = prepare};
+    .prepared_filter_bytes = prepared_bytes, .prepare_filter = prepare, .made_for = made_for::general};
 
 }  // namespace cpu
 }  // namespace convcore

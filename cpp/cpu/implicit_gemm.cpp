@@ -392,11 +392,6 @@ size_t workspace_bytes(const ConvProblem& p) {
     return p.nhwc ? round64(nhwc_gemm::wt_bytes(p)) + size_t(p.c) * p.elem_size() : 0;
 }
 bool runs_nhwc(const ConvProblem& p) { return nhwc_gemm::sizes_fit(p); }
-// Made for NHWC problems (its NHWC GEMM reads the activations in place, cpu/nhwc_gemm.hpp) and
-// for grouped ones (one tiled GEMM over all groups instead of a narrow BLAS call per group).
-MadeFor made_for_problem(const ConvProblem& p) {
-    return p.nhwc ? MadeFor::Yes : made_for::grouped(p);
-}
 // The NHWC GEMM applies the epilogue in its stores (nhwc_gemm::Stores).
 bool fuses_epilogue(const ConvProblem& p) { return p.nhwc; }
 size_t prepared_filter_bytes(const ConvProblem& p) { return p.nhwc ? nhwc_gemm::wt_bytes(p) : 0; }
@@ -566,7 +561,7 @@ extern const Solver implicit_gemm_solver;
 const Solver implicit_gemm_solver = {.algo = CONVCORE_FWD_ALGO_IMPLICIT_GEMM,
     .device = CONVCORE_DEVICE_CPU, .why_not = why_not, .workspace_bytes = workspace_bytes,
     .forward = run, .runs_nhwc = runs_nhwc, .prepared_filter_bytes = prepared_filter_bytes,
-    .prepare_filter = prepare_filter, .fuses_epilogue = fuses_epilogue, .made_for = made_for_problem};
+    .prepare_filter = prepare_filter, .fuses_epilogue = fuses_epilogue, .made_for = made_for::general};
 
 }  // namespace cpu
 }  // namespace convcore

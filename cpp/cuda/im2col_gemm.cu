@@ -107,7 +107,7 @@ void run(const ConvArgs& a) {
 extern const Solver im2col_gemm_solver;
 const Solver im2col_gemm_solver = {.algo = CONVCORE_FWD_ALGO_IM2COL_GEMM,
     .device = CONVCORE_DEVICE_CUDA, .why_not = why_not, .workspace_bytes = workspace_bytes,
-    .forward = run};
+    .forward = run, .made_for = made_for::general};
 
 }  // namespace cuda
 }  // namespace convcore

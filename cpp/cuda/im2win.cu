@@ -276,7 +276,7 @@ void run(const ConvArgs& a) {
 
 extern const Solver im2win_solver;
 const Solver im2win_solver = {.algo = CONVCORE_FWD_ALGO_IM2WIN, .device = CONVCORE_DEVICE_CUDA,
-    .why_not = why_not, .workspace_bytes = workspace_bytes, .forward = run};
+    .why_not = why_not, .workspace_bytes = workspace_bytes, .forward = run, .made_for = made_for::general};
 
 }  // namespace cuda
 }  // namespace convcore

@@ -49,7 +49,7 @@ void run(const ConvArgs& a) {
 extern const Solver implicit_gemm_solver;
 const Solver implicit_gemm_solver = {.algo = CONVCORE_FWD_ALGO_IMPLICIT_GEMM,
     .device = CONVCORE_DEVICE_CUDA, .why_not = why_not, .workspace_bytes = workspace_bytes,
-    .forward = run};
+    .forward = run, .made_for = made_for::general};
 
 }  // namespace cuda
 }  // namespace convcore

@@ -521,12 +521,15 @@ void CudaApi::select_suite(Dir dir) {
                     break;
                 case CONVCORE_SELECT_MEASURED: {
                     // Get's first candidates and the algorithms made for a 3x3 stride-1 problem
-                    // (the Winograd family, core/solver.hpp's made_for), whatever their rank.
+                    // (the Winograd family; forward: the general lowerings too; core/solver.hpp's
+                    // made_for), whatever their rank.
                     std::set<int> timed_set;
                     for (size_t i = 0; i < std::min<size_t>(CONVCORE_SELECT_CANDIDATES, ok.size()); ++i)
                         timed_set.insert(get_rows[i].algo);
                     const std::vector<int> made =
-                        dir == Dir::Fwd ? std::vector<int>{CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3, CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3}
+                        dir == Dir::Fwd ? std::vector<int>{CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3, CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3,
+                                                           CONVCORE_FWD_ALGO_IM2COL_GEMM, CONVCORE_FWD_ALGO_IMPLICIT_GEMM,
+                                                           CONVCORE_FWD_ALGO_IM2WIN}
                         : dir == Dir::BwdData
                             ? std::vector<int>{CONVCORE_BWD_DATA_ALGO_WINOGRAD_2X2_3X3, CONVCORE_BWD_DATA_ALGO_WINOGRAD_4X4_3X3}
                             : std::vector<int>{CONVCORE_BWD_FILTER_ALGO_WINOGRAD_3X3_2X2};

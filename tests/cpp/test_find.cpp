@@ -599,11 +599,14 @@ std::set<std::string> timed_in_db(const std::string& text) {
     return names;
 }
 
-// What "auto" must time: the ranking's first CONVCORE_SELECT_CANDIDATES and the algorithms
-// made for the problem (the solvers' made_for, core/solver.hpp), whatever their rank.
+// What "auto" must time: the ranking's first CONVCORE_SELECT_CANDIDATES, the general lowerings
+// and the algorithms made for the problem (the solvers' made_for, core/solver.hpp), whatever
+// their rank.
 std::set<std::string> top_and(const std::vector<Perf>& ranking, std::initializer_list<convcoreConvolutionFwdAlgo_t> made) {
     std::set<std::string> names;
     for (int i = 0; i < CONVCORE_SELECT_CANDIDATES; ++i) names.insert(convcoreGetFwdAlgoName(ranking[i].algo));
+    for (auto a : {CONVCORE_FWD_ALGO_IM2COL_GEMM, CONVCORE_FWD_ALGO_IMPLICIT_GEMM, CONVCORE_FWD_ALGO_IM2WIN})
+        names.insert(convcoreGetFwdAlgoName(a));
     for (auto a : made) names.insert(convcoreGetFwdAlgoName(a));
     return names;
 }
@@ -652,8 +655,8 @@ TEST_F(FindTest, SelectMeasuredTimesTheFftFamilyOnLargeFilters) {
 }
 
 // On an NHWC problem with few input channels (a 3-D filter's 3 depth taps stacked as channels),
-// IMPLICIT_GEMM's NHWC GEMM is made for it: timed whatever its rank (the model, fitted on NCHW
-// runs, ranks it 4th there).
+// IMPLICIT_GEMM's NHWC GEMM, a general lowering, is timed whatever its rank (the model, fitted on
+// NCHW runs, ranks it 4th there).
 TEST_F(FindTest, SelectMeasuredTimesTheNhwcGemmBesideTheTopCandidates) {
     const convcore::TensorDesc xn(CONVCORE_TENSOR_NHWC, CONVCORE_DATA_FLOAT, 32, 3, 12, 12);
     const convcore::FilterDesc wn(CONVCORE_DATA_FLOAT, 32, 3, 3, 3);
@@ -670,8 +673,8 @@ TEST_F(FindTest, SelectMeasuredTimesTheNhwcGemmBesideTheTopCandidates) {
               CONVCORE_STATUS_SUCCESS)
         << convcoreGetLastErrorString();
     const std::set<std::string> expected =
-        top_and(ranking, {CONVCORE_FWD_ALGO_IMPLICIT_GEMM, CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3,
-                          CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3, CONVCORE_FWD_ALGO_CYCLIC_MINIMAL});
+        top_and(ranking, {CONVCORE_FWD_ALGO_WINOGRAD_2X2_3X3, CONVCORE_FWD_ALGO_WINOGRAD_4X4_3X3,
+                          CONVCORE_FWD_ALGO_CYCLIC_MINIMAL});
     EXPECT_EQ(timed_runs() - before, int64_t(expected.size()));
     EXPECT_EQ(timed_in_db(read_text(db)), expected);
 }

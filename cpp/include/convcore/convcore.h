@@ -458,7 +458,8 @@ CONVCORE_API convcoreStatus_t convcoreFindConvolutionForwardAlgorithmEx(
  *   CONVCORE_SELECT_HEURISTIC  Get's first applicable algorithm; times nothing.
  *   CONVCORE_SELECT_MEASURED   "auto": the heuristic's first CONVCORE_SELECT_CANDIDATES
  *                              applicable algorithms (and any others the find-db already knows
- *                              for this problem, and every algorithm made for it: DEPTHWISE,
+ *                              for this problem, and every algorithm made for it: the general
+ *                              lowerings IM2COL_GEMM, IMPLICIT_GEMM and IM2WIN, DEPTHWISE,
  *                              POINTWISE, Winograd on its filters, the FFT family on filters of
  *                              25+ taps, ...; docs/find.md) timed once per machine through the
  *                              find-db, the fastest kept. On the CPU a timed run starts with the
