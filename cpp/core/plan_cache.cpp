@@ -217,9 +217,12 @@ convcoreConvolutionPlanStruct new_plan(convcoreHandle_t handle, convcoreConvolut
     const ConvProblem prob = pass_problem(handle, pass, xDesc, wDesc, convDesc, yDesc, &depth_prob);
     const bool is_3d = depth::is_3d(xDesc);
     if (algo < 0) {
+        // Select's buffers are in its own order (backward data: w, dy, dx), the call's in the
+        // plans' (dy, w, dx).
+        const bool data = pass == CONVCORE_PASS_BACKWARD_DATA;
         TimingBuffers buffers;
-        buffers.in0 = args.in0;
-        buffers.in1 = args.in1;
+        buffers.in0 = data ? args.in1 : args.in0;
+        buffers.in1 = data ? args.in0 : args.in1;
         // out is scratch only when the call does not read it.
         const bool reads_out = (args.beta && !is_zero(prob.dtype, args.beta)) || (args.z && args.z == args.out);
         if (args.in0 && args.in1 && args.out && !reads_out) buffers.out = args.out;
