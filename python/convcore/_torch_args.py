@@ -125,8 +125,9 @@ def _activation_name(activation):
 
 # ---- tensors -------------------------------------------------------------------------------------
 
-def _check_tensors(fn, x, w, bias):
-    """Dtype, device and rank checks: a clear error, never a silent conversion."""
+def _check_tensor_types(fn, x, w, bias):
+    """Each of input, weight and bias (or None) a tensor of a supported dtype on a supported
+    device, all of one dtype and on one device."""
     for name, t in (("input", x), ("weight", w), ("bias", bias)):
         if t is None:
             continue
@@ -144,6 +145,11 @@ def _check_tensors(fn, x, w, bias):
                                  f"they must be equal")
         if t is not None and t.device != x.device:
             raise BadParamError(f"{fn}: input is on {x.device} but {name} is on {t.device}")
+
+
+def _check_tensors(fn, x, w, bias):
+    """Dtype, device and rank checks of a 2-D call: a clear error, never a silent conversion."""
+    _check_tensor_types(fn, x, w, bias)
     if x.dim() != 4:
         raise BadParamError(f"{fn}: input must be 4-D (N, C, H, W), got shape {tuple(x.shape)}")
     if w.dim() != 4:

@@ -30,7 +30,7 @@ from ._api import ConvDesc, Convolution
 from ._dlpack import _torch_memory_format
 from ._errors import BadParamError, NotSupportedError
 from ._shapes import output_size, output_sizes, transposed_output_sizes
-from ._torch_args import SUPPORTED_DTYPES, AlgoSpec, _algo_spec, _check_tensors, _split_algo
+from ._torch_args import AlgoSpec, _algo_spec, _check_tensor_types, _check_tensors, _split_algo
 from ._torch_ops import _BACKWARD_DATA, _conv_for, _function_args, _prepared_in_graph, conv2d
 
 
@@ -312,17 +312,7 @@ def _weight_conv3d(address, shape, stride, padding, dilation, groups):
 
 
 def _check_3d(fn, x, w, bias, stride, padding, dilation, groups):
-    for name, t in (("input", x), ("weight", w), ("bias", bias)):
-        if t is None:
-            continue
-        if not isinstance(t, Tensor):
-            raise BadParamError(f"{fn}: {name} must be a torch.Tensor, got {type(t).__name__}")
-        if t.dtype not in SUPPORTED_DTYPES:
-            raise BadParamError(f"{fn}: {name} has dtype {t.dtype}; convcore supports torch.float32 "
-                                f"and torch.float64")
-        if t.dtype != x.dtype or t.device != x.device:
-            raise BadParamError(f"{fn}: input is {x.dtype} on {x.device} but {name} is {t.dtype} on "
-                                f"{t.device}; they must be equal")
+    _check_tensor_types(fn, x, w, bias)
     if x.dim() != 5:
         raise BadParamError(f"{fn}: input must be 5-D (N, C, D, H, W), got shape {tuple(x.shape)}")
     if w.dim() != 5:
